@@ -1,0 +1,119 @@
+# zcsock top-level Makefile.
+#
+# Targets
+#   all (default)   build/libzcsock.so, build/zcsock (launcher), build/zcbench
+#   test            every test tier (unit, unit under ASan and UBSan, preload
+#                   integration, launcher, symbols, end-to-end transparency);
+#                   closes with one "N passed, N failed, N skipped" line
+#   test-unit       cmocka unit tests only (honours SANITIZE)
+#   bench           benchmarks: kernel versus zcsock in one run, ratios, SVG
+#   check-symbols   fail when libzcsock.so exports anything not declared
+#   install         PREFIX (/usr/local) and DESTDIR honoured
+#   deps            install the Debian packages (scripts/deps.sh)
+#   clean
+#
+# Knobs (all optional)
+#   CC, CFLAGS, LDFLAGS  yours; project flags live in ZC_CFLAGS and are merged
+#   SANITIZE=address|undefined|thread  sanitizer build in build/san-<name>/
+#   V=1                  show full commands
+#   QUICK=1              shorter benchmark and end-to-end runs
+#   PREFIX, DESTDIR, LIBDIR, BINDIR, INCLUDEDIR
+#   TEST_TIMEOUT=secs    per-test timeout (default 300)
+
+CC      ?= cc
+CFLAGS  ?= -O2 -g
+LDFLAGS ?=
+PREFIX  ?= /usr/local
+BINDIR  ?= $(PREFIX)/bin
+LIBDIR  ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+DOCDIR  ?= $(PREFIX)/share/doc/zcsock
+TEST_TIMEOUT ?= 300
+VERSION := 0.1.0
+
+ifeq ($(SANITIZE),)
+BUILD   := build
+SAN_FLAGS :=
+else
+BUILD   := build/san-$(SANITIZE)
+SAN_FLAGS := -fsanitize=$(SANITIZE) -fno-omit-frame-pointer
+ifeq ($(SANITIZE),undefined)
+SAN_FLAGS += -fno-sanitize-recover=all
+endif
+endif
+
+ZC_CFLAGS = -std=gnu11 -Wall -Wextra -Wstrict-prototypes -Wmissing-prototypes \
+	-fPIC -fvisibility=hidden -ftls-model=initial-exec -D_GNU_SOURCE \
+	-DZCSOCK_VERSION='"$(VERSION)"' -Iinclude -MMD -MP $(SAN_FLAGS) $(CFLAGS)
+ZC_LDFLAGS = $(SAN_FLAGS) $(LDFLAGS)
+
+ifeq ($(V),1)
+Q :=
+quiet = @true
+else
+Q := @
+quiet = @printf '  %-8s %s\n'
+endif
+
+LIB       := $(BUILD)/libzcsock.so
+LIB_OBJS  :=
+LIB_LIBS  := -ldl -lpthread
+EXPORTS   :=
+UNIT_TESTS :=
+TEST_TIERS :=
+CLEAN     :=
+
+all: lib
+
+include shim/module.mk
+-include malloc-hooks/module.mk
+-include pindown-cache/module.mk
+-include launcher/module.mk
+-include examples/module.mk
+include tests/module.mk
+
+lib: $(LIB)
+
+# Rebuild everything when the flags change.
+$(BUILD)/.flags: FORCE
+	@mkdir -p $(@D)
+	@echo '$(CC) $(ZC_CFLAGS) $(ZC_LDFLAGS)' | cmp -s - $@ || echo '$(CC) $(ZC_CFLAGS) $(ZC_LDFLAGS)' > $@
+
+$(BUILD)/obj/%.o: %.c $(BUILD)/.flags
+	@mkdir -p $(@D)
+	$(quiet) CC $<
+	$(Q)$(CC) $(ZC_CFLAGS) $(OBJ_EXTRA) -c -o $@ $<
+
+# The version script is made from every module's exports.txt.
+$(BUILD)/libzcsock.map: $(EXPORTS)
+	@mkdir -p $(@D)
+	$(Q){ echo '{ global:'; grep -hv '^#' $(EXPORTS) | sed '/^$$/d; s/$$/;/'; echo 'local: *; };'; } > $@
+
+$(LIB): $(LIB_OBJS) $(BUILD)/libzcsock.map
+	$(quiet) LD $@
+	$(Q)$(CC) -shared -Wl,-z,defs -Wl,-z,now -Wl,--version-script=$(BUILD)/libzcsock.map \
+		$(ZC_LDFLAGS) -o $@ $(LIB_OBJS) $(LIB_LIBS)
+
+check-symbols: $(LIB)
+	$(Q)scripts/check-symbols.sh $(LIB) $(EXPORTS)
+
+deps:
+	scripts/deps.sh
+
+clean:
+	rm -rf build $(CLEAN)
+
+install: all
+	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(BINDIR) $(DESTDIR)$(INCLUDEDIR) \
+		$(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(DOCDIR)
+	install -m 755 $(LIB) $(DESTDIR)$(LIBDIR)/libzcsock.so
+	install -m 644 include/zcsock.h $(DESTDIR)$(INCLUDEDIR)/zcsock.h
+	sed -e 's|@PREFIX@|$(PREFIX)|; s|@LIBDIR@|$(LIBDIR)|; s|@INCLUDEDIR@|$(INCLUDEDIR)|; s|@VERSION@|$(VERSION)|' \
+		zcsock.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/zcsock.pc
+	install -m 644 README.md ARCHITECTURE.md $(DESTDIR)$(DOCDIR)/
+	$(INSTALL_EXTRA)
+
+.PHONY: all lib test test-unit bench check-symbols deps clean install FORCE
+FORCE:
+
+-include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

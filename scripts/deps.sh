@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Install every Debian package zcsock needs to build, test and benchmark.
+# Used by the README's commands and by .ci/run. Idempotent; needs root or sudo.
+set -euo pipefail
+
+PKGS=(
+  # build
+  build-essential pkg-config
+  liburing-dev uthash-dev libunwind-dev libcmocka-dev
+  # sanitizer and fuzzer runtimes
+  clang libclang-rt-14-dev
+  # tests: real programs run with and without the library
+  python3 libpython3.11-testsuite socat nginx-light curl procps iproute2 psmisc
+  # benchmark plot
+  gnuplot-nox
+)
+
+SUDO=
+if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; fi
+
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "deps: all ${#PKGS[@]} packages present"
+  exit 0
+fi
+echo "deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

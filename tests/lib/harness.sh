@@ -1,0 +1,40 @@
+# Test harness sourced by every tier script (bash).
+#   t_begin TIER             start a tier; logs go to $ZC_BUILD/test-logs/TIER/
+#   t_run NAME TIMEOUT CMD.. run one test: exit 0 pass, 77 skip, anything else
+#                            (or the timeout) fail; output kept in the log
+#   t_end                    print the tier's counts, record them for
+#                            tests/summary.sh, return 1 when a test failed
+# Environment: ZC_BUILD (build directory, default build).
+ZC_BUILD=${ZC_BUILD:-build}
+_t_tier= _t_pass=0 _t_fail=0 _t_skip=0
+
+t_begin() {
+  _t_tier=$1 _t_pass=0 _t_fail=0 _t_skip=0
+  _t_logdir=$ZC_BUILD/test-logs/$_t_tier
+  rm -rf "$_t_logdir"; mkdir -p "$_t_logdir" "$ZC_BUILD/test-results"
+  echo "== tier $_t_tier"
+}
+
+t_run() {
+  local name=$1 tmo=$2; shift 2
+  local log=$_t_logdir/${name//\//_}.log start end rc
+  start=$(date +%s.%N)
+  timeout --kill-after=10 "$tmo" "$@" >"$log" 2>&1 </dev/null
+  rc=$?
+  end=$(date +%s.%N)
+  local secs; secs=$(awk -v a="$start" -v b="$end" 'BEGIN{printf "%.1f", b-a}')
+  case $rc in
+    0)  _t_pass=$((_t_pass+1)); printf '  PASS %-52s %6ss\n' "$name" "$secs" ;;
+    77) _t_skip=$((_t_skip+1)); printf '  SKIP %-52s %6ss  %s\n' "$name" "$secs" "$(tail -n 1 "$log")" ;;
+    *)  _t_fail=$((_t_fail+1))
+        [ $rc -eq 124 ] || [ $rc -eq 137 ] && rc="timeout after ${tmo}s"
+        printf '  FAIL %-52s %6ss  (%s) log: %s\n' "$name" "$secs" "$rc" "$log"
+        tail -n 15 "$log" | sed 's/^/       | /' ;;
+  esac
+}
+
+t_end() {
+  echo "$_t_pass $_t_fail $_t_skip" > "$ZC_BUILD/test-results/$_t_tier"
+  echo "== $_t_tier: $_t_pass passed, $_t_fail failed, $_t_skip skipped"
+  [ "$_t_fail" -eq 0 ]
+}
