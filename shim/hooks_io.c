@@ -1,0 +1,340 @@
+/* Data hooks: the send, receive, read and write families, their fortify
+ * variants, sendfile and splice.  Each one: prologue, then either the
+ * descriptor's path or the very call the application made. */
+#include <sys/sendfile.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <fcntl.h>
+
+#include "shim_int.h"
+
+void shim_copy_account(shim_fd_t *f, int is_send, ssize_t n, int must_be_socket)
+{
+    unsigned why;
+
+    if (f && f->kind == SHIM_FD_SOCKET)
+        why = f->copy_why;
+    else if (!must_be_socket)
+        return;     /* read/write on something that is not a socket we know */
+    else
+        why = ZC_STAT_WHY_UNTRACKED;
+    if (!f)
+        zc_stat_add(ZC_STAT_FD_BEYOND_TABLE, 1);
+    zc_stat_add(why, 1);
+    zc_stat_add(is_send ? ZC_STAT_COPY_SEND_CALLS : ZC_STAT_COPY_RECV_CALLS, 1);
+    if (n > 0)
+        zc_stat_add(is_send ? ZC_STAT_COPY_SEND_BYTES : ZC_STAT_COPY_RECV_BYTES, (uint64_t)n);
+}
+
+static inline int shim_has_path(shim_fd_t *f)
+{
+    return f && shim_unlikely(f->path != NULL);
+}
+
+static ssize_t shim_path_send(shim_fd_t *f, int fd, const struct iovec *iov, size_t iovcnt,
+                              int flags, const struct sockaddr *to, socklen_t tolen)
+{
+    struct msghdr m = {
+        .msg_name = (void *)to, .msg_namelen = tolen,
+        .msg_iov = (struct iovec *)iov, .msg_iovlen = iovcnt,
+    };
+
+    return shim_ret(f->path->sendmsg(f, fd, &m, flags));
+}
+
+static ssize_t shim_path_recv(shim_fd_t *f, int fd, const struct iovec *iov, size_t iovcnt,
+                              int flags, struct sockaddr *from, socklen_t *fromlen)
+{
+    struct msghdr m = {
+        .msg_name = from, .msg_namelen = fromlen ? *fromlen : 0,
+        .msg_iov = (struct iovec *)iov, .msg_iovlen = iovcnt,
+    };
+    ssize_t n = f->path->recvmsg(f, fd, &m, flags);
+
+    if (n >= 0 && fromlen)
+        *fromlen = m.msg_namelen;
+    return shim_ret(n);
+}
+
+/* --- send family --------------------------------------------------------- */
+
+SHIM_EXPORT ssize_t send(int fd, const void *buf, size_t len, int flags)
+{
+    shim_fd_t *f;
+    ssize_t n;
+
+    SHIM_ENTER(send, -1);
+    f = shim_fd_get(fd);
+    if (shim_has_path(f))
+        return shim_path_send(f, fd, &(struct iovec){ (void *)buf, len }, 1, flags, NULL, 0);
+    n = zc_real.send(fd, buf, len, flags);
+    shim_copy_account(f, 1, n, 1);
+    return n;
+}
+
+SHIM_EXPORT ssize_t sendto(int fd, const void *buf, size_t len, int flags,
+                           const struct sockaddr *to, socklen_t tolen)
+{
+    shim_fd_t *f;
+    ssize_t n;
+
+    SHIM_ENTER(sendto, -1);
+    f = shim_fd_get(fd);
+    if (shim_has_path(f))
+        return shim_path_send(f, fd, &(struct iovec){ (void *)buf, len }, 1, flags, to, tolen);
+    n = zc_real.sendto(fd, buf, len, flags, to, tolen);
+    shim_copy_account(f, 1, n, 1);
+    return n;
+}
+
+SHIM_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
+{
+    shim_fd_t *f;
+    ssize_t n;
+
+    SHIM_ENTER(sendmsg, -1);
+    f = shim_fd_get(fd);
+    if (shim_has_path(f))
+        return shim_ret(f->path->sendmsg(f, fd, msg, flags));
+    n = zc_real.sendmsg(fd, msg, flags);
+    shim_copy_account(f, 1, n, 1);
+    return n;
+}
+
+SHIM_EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned vlen, int flags)
+{
+    shim_fd_t *f;
+    unsigned i;
+    int n;
+
+    SHIM_ENTER(sendmmsg, -1);
+    f = shim_fd_get(fd);
+    if (shim_has_path(f)) {
+        for (i = 0; i < vlen; i++) {
+            ssize_t r = f->path->sendmsg(f, fd, &vec[i].msg_hdr, flags);
+
+            if (r < 0)
+                return i ? (int)i : (int)shim_ret(r);
+            vec[i].msg_len = (unsigned)r;
+        }
+        return (int)vlen;
+    }
+    n = zc_real.sendmmsg(fd, vec, vlen, flags);
+    for (i = 0; n > 0 && i < (unsigned)n; i++)
+        shim_copy_account(f, 1, vec[i].msg_len, 1);
+    if (n <= 0)
+        shim_copy_account(f, 1, n, 1);
+    return n;
+}
+
+SHIM_EXPORT ssize_t write(int fd, const void *buf, size_t len)
+{
+    shim_fd_t *f;
+    ssize_t n;
+
+    SHIM_ENTER(write, -1);
+    f = shim_fd_get(fd);
+    if (shim_has_path(f))
+        return shim_path_send(f, fd, &(struct iovec){ (void *)buf, len }, 1, 0, NULL, 0);
+    n = zc_real.write(fd, buf, len);
+    shim_copy_account(f, 1, n, 0);
+    return n;
+}
+
+SHIM_EXPORT ssize_t writev(int fd, const struct iovec *iov, int iovcnt)
+{
+    shim_fd_t *f;
+    ssize_t n;
+
+    SHIM_ENTER(writev, -1);
+    f = shim_fd_get(fd);
+    if (shim_has_path(f) && iovcnt >= 0)
+        return shim_path_send(f, fd, iov, (size_t)iovcnt, 0, NULL, 0);
+    n = zc_real.writev(fd, iov, iovcnt);
+    shim_copy_account(f, 1, n, 0);
+    return n;
+}
+
+/* --- receive family ------------------------------------------------------ */
+
+SHIM_EXPORT ssize_t recv(int fd, void *buf, size_t len, int flags)
+{
+    shim_fd_t *f;
+    ssize_t n;
+
+    SHIM_ENTER(recv, -1);
+    f = shim_fd_get(fd);
+    if (shim_has_path(f))
+        return shim_path_recv(f, fd, &(struct iovec){ buf, len }, 1, flags, NULL, NULL);
+    n = zc_real.recv(fd, buf, len, flags);
+    shim_copy_account(f, 0, n, 1);
+    return n;
+}
+
+SHIM_EXPORT ssize_t recvfrom(int fd, void *buf, size_t len, int flags,
+                             struct sockaddr *from, socklen_t *fromlen)
+{
+    shim_fd_t *f;
+    ssize_t n;
+
+    SHIM_ENTER(recvfrom, -1);
+    f = shim_fd_get(fd);
+    if (shim_has_path(f))
+        return shim_path_recv(f, fd, &(struct iovec){ buf, len }, 1, flags, from, fromlen);
+    n = zc_real.recvfrom(fd, buf, len, flags, from, fromlen);
+    shim_copy_account(f, 0, n, 1);
+    return n;
+}
+
+SHIM_EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
+{
+    shim_fd_t *f;
+    ssize_t n;
+
+    SHIM_ENTER(recvmsg, -1);
+    f = shim_fd_get(fd);
+    if (shim_has_path(f))
+        return shim_ret(f->path->recvmsg(f, fd, msg, flags));
+    n = zc_real.recvmsg(fd, msg, flags);
+    shim_copy_account(f, 0, n, 1);
+    return n;
+}
+
+SHIM_EXPORT int recvmmsg(int fd, struct mmsghdr *vec, unsigned vlen, int flags,
+                         struct timespec *timeout)
+{
+    shim_fd_t *f;
+    unsigned i;
+    int n;
+
+    SHIM_ENTER(recvmmsg, -1);
+    f = shim_fd_get(fd);
+    if (shim_has_path(f)) {
+        for (i = 0; i < vlen; i++) {
+            ssize_t r = f->path->recvmsg(f, fd, &vec[i].msg_hdr,
+                                         i ? flags | MSG_DONTWAIT : flags);
+
+            if (r < 0)
+                return i ? (int)i : (int)shim_ret(r);
+            vec[i].msg_len = (unsigned)r;
+            if (r == 0)
+                return (int)i + 1;
+        }
+        return (int)vlen;
+    }
+    n = zc_real.recvmmsg(fd, vec, vlen, flags, timeout);
+    for (i = 0; n > 0 && i < (unsigned)n; i++)
+        shim_copy_account(f, 0, vec[i].msg_len, 1);
+    if (n <= 0)
+        shim_copy_account(f, 0, n, 1);
+    return n;
+}
+
+SHIM_EXPORT ssize_t read(int fd, void *buf, size_t len)
+{
+    shim_fd_t *f;
+    ssize_t n;
+
+    SHIM_ENTER(read, -1);
+    f = shim_fd_get(fd);
+    if (shim_has_path(f))
+        return shim_path_recv(f, fd, &(struct iovec){ buf, len }, 1, 0, NULL, NULL);
+    n = zc_real.read(fd, buf, len);
+    shim_copy_account(f, 0, n, 0);
+    return n;
+}
+
+SHIM_EXPORT ssize_t readv(int fd, const struct iovec *iov, int iovcnt)
+{
+    shim_fd_t *f;
+    ssize_t n;
+
+    SHIM_ENTER(readv, -1);
+    f = shim_fd_get(fd);
+    if (shim_has_path(f) && iovcnt >= 0)
+        return shim_path_recv(f, fd, iov, (size_t)iovcnt, 0, NULL, NULL);
+    n = zc_real.readv(fd, iov, iovcnt);
+    shim_copy_account(f, 0, n, 0);
+    return n;
+}
+
+/* --- fortify variants: glibc checks the length, then calls its internal
+ * copy of the plain function, which our hook would never see.  We let the
+ * real variant do the check and the call on the copy path. ------------ */
+
+SHIM_EXPORT ssize_t __recv_chk(int fd, void *buf, size_t len, size_t buflen, int flags)
+{
+    shim_fd_t *f;
+    ssize_t n;
+
+    SHIM_ENTER(__recv_chk, -1);
+    f = shim_fd_get(fd);
+    if (shim_has_path(f) && len <= buflen)
+        return shim_path_recv(f, fd, &(struct iovec){ buf, len }, 1, flags, NULL, NULL);
+    n = zc_real.__recv_chk(fd, buf, len, buflen, flags);
+    shim_copy_account(f, 0, n, 1);
+    return n;
+}
+
+SHIM_EXPORT ssize_t __recvfrom_chk(int fd, void *buf, size_t len, size_t buflen, int flags,
+                                   struct sockaddr *from, socklen_t *fromlen)
+{
+    shim_fd_t *f;
+    ssize_t n;
+
+    SHIM_ENTER(__recvfrom_chk, -1);
+    f = shim_fd_get(fd);
+    if (shim_has_path(f) && len <= buflen)
+        return shim_path_recv(f, fd, &(struct iovec){ buf, len }, 1, flags, from, fromlen);
+    n = zc_real.__recvfrom_chk(fd, buf, len, buflen, flags, from, fromlen);
+    shim_copy_account(f, 0, n, 1);
+    return n;
+}
+
+SHIM_EXPORT ssize_t __read_chk(int fd, void *buf, size_t len, size_t buflen)
+{
+    shim_fd_t *f;
+    ssize_t n;
+
+    SHIM_ENTER(__read_chk, -1);
+    f = shim_fd_get(fd);
+    if (shim_has_path(f) && len <= buflen)
+        return shim_path_recv(f, fd, &(struct iovec){ buf, len }, 1, 0, NULL, NULL);
+    n = zc_real.__read_chk(fd, buf, len, buflen);
+    shim_copy_account(f, 0, n, 0);
+    return n;
+}
+
+/* --- sendfile and splice: always the kernel's; charged to the socket end. */
+
+SHIM_EXPORT ssize_t sendfile(int out_fd, int in_fd, off_t *offset, size_t count)
+{
+    ssize_t n;
+
+    SHIM_ENTER(sendfile, -1);
+    n = zc_real.sendfile(out_fd, in_fd, offset, count);
+    shim_copy_account(shim_fd_get(out_fd), 1, n, 0);
+    return n;
+}
+
+SHIM_EXPORT ssize_t sendfile64(int out_fd, int in_fd, off_t *offset, size_t count)
+{
+    ssize_t n;
+
+    SHIM_ENTER(sendfile64, -1);
+    n = zc_real.sendfile64(out_fd, in_fd, offset, count);
+    shim_copy_account(shim_fd_get(out_fd), 1, n, 0);
+    return n;
+}
+
+SHIM_EXPORT ssize_t splice(int fd_in, loff_t *off_in, int fd_out, loff_t *off_out,
+                           size_t len, unsigned flags)
+{
+    ssize_t n;
+
+    SHIM_ENTER(splice, -1);
+    n = zc_real.splice(fd_in, off_in, fd_out, off_out, len, flags);
+    shim_copy_account(shim_fd_get(fd_in), 0, n, 0);
+    shim_copy_account(shim_fd_get(fd_out), 1, n, 0);
+    return n;
+}

@@ -1,0 +1,239 @@
+/* Descriptor hooks: the calls that make, copy, configure and close sockets.
+ * They keep the per-descriptor table in step with the kernel's; the call
+ * itself always goes to the kernel unchanged. */
+#include <fcntl.h>
+#include <linux/close_range.h>
+#include <stdarg.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+
+#include "shim_int.h"
+
+SHIM_EXPORT int socket(int domain, int type, int protocol)
+{
+    int fd;
+
+    SHIM_ENTER(socket, -1);
+    fd = zc_real.socket(domain, type, protocol);
+    if (fd >= 0) {
+        shim_fd_socket_track(fd, domain, type);
+        zc_stat_add(ZC_STAT_SOCKETS_CREATED, 1);
+    }
+    return fd;
+}
+
+SHIM_EXPORT int socketpair(int domain, int type, int protocol, int sv[2])
+{
+    int rc;
+
+    SHIM_ENTER(socketpair, -1);
+    rc = zc_real.socketpair(domain, type, protocol, sv);
+    if (rc == 0) {
+        shim_fd_socket_track(sv[0], domain, type);
+        shim_fd_socket_track(sv[1], domain, type);
+        zc_stat_add(ZC_STAT_SOCKETS_CREATED, 2);
+    }
+    return rc;
+}
+
+SHIM_EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t len)
+{
+    SHIM_ENTER(connect, -1);
+    return zc_real.connect(fd, addr, len);
+}
+
+SHIM_EXPORT int bind(int fd, const struct sockaddr *addr, socklen_t len)
+{
+    SHIM_ENTER(bind, -1);
+    return zc_real.bind(fd, addr, len);
+}
+
+SHIM_EXPORT int listen(int fd, int backlog)
+{
+    SHIM_ENTER(listen, -1);
+    return zc_real.listen(fd, backlog);
+}
+
+/* An accepted socket has its listener's family and type; ask the kernel
+ * when we never saw the listener being made. */
+static void shim_accepted_track(int lfd, int fd)
+{
+    shim_fd_t *l = shim_fd_get(lfd);
+    int family = 0, type = 0;
+    socklen_t len = sizeof(int);
+
+    if (l && l->kind == SHIM_FD_SOCKET) {
+        family = l->family;
+        type = l->stream ? SOCK_STREAM : 0;
+    } else {
+        int saved = errno;
+
+        if (zc_real.getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &family, &len) ||
+            zc_real.getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &(socklen_t){ sizeof(int) }))
+            family = AF_UNSPEC;
+        errno = saved;
+    }
+    shim_fd_socket_track(fd, family, type);
+    zc_stat_add(ZC_STAT_SOCKETS_ACCEPTED, 1);
+}
+
+SHIM_EXPORT int accept(int fd, struct sockaddr *addr, socklen_t *len)
+{
+    int nfd;
+
+    SHIM_ENTER(accept, -1);
+    nfd = zc_real.accept(fd, addr, len);
+    if (nfd >= 0)
+        shim_accepted_track(fd, nfd);
+    return nfd;
+}
+
+SHIM_EXPORT int accept4(int fd, struct sockaddr *addr, socklen_t *len, int flags)
+{
+    int nfd;
+
+    SHIM_ENTER(accept4, -1);
+    nfd = zc_real.accept4(fd, addr, len, flags);
+    if (nfd >= 0)
+        shim_accepted_track(fd, nfd);
+    return nfd;
+}
+
+SHIM_EXPORT int shutdown(int fd, int how)
+{
+    SHIM_ENTER(shutdown, -1);
+    return zc_real.shutdown(fd, how);
+}
+
+/* The entry goes first: once the kernel has closed fd another thread may get
+ * the same number from socket() and must not find our old state. */
+static void shim_fd_release(int fd)
+{
+    shim_fd_t *f = shim_fd_get(fd);
+
+    if (f && f->path)
+        f->path->forget(f, fd);
+    shim_fd_forget(fd);
+}
+
+SHIM_EXPORT int close(int fd)
+{
+    SHIM_ENTER(close, -1);
+    shim_fd_release(fd);
+    return zc_real.close(fd);
+}
+
+SHIM_EXPORT int close_range(unsigned first, unsigned last, int flags)
+{
+    SHIM_ENTER(close_range, -1);
+    if (!(flags & CLOSE_RANGE_CLOEXEC) && first <= last) {
+        unsigned fd, end = shim_fd_table_size;
+
+        if (last < end)
+            end = last + 1;
+        for (fd = first; fd < end; fd++) {
+            shim_fd_t *f = shim_fd_get((int)fd);
+
+            if (f->path)
+                f->path->forget(f, (int)fd);
+        }
+        shim_fd_forget_range(first, last);
+    }
+    return zc_real.close_range(first, last, flags);
+}
+
+SHIM_EXPORT int dup(int oldfd)
+{
+    int fd;
+
+    SHIM_ENTER(dup, -1);
+    fd = zc_real.dup(oldfd);
+    if (fd >= 0)
+        shim_fd_copy(oldfd, fd);
+    return fd;
+}
+
+SHIM_EXPORT int dup2(int oldfd, int newfd)
+{
+    int fd;
+
+    SHIM_ENTER(dup2, -1);
+    fd = zc_real.dup2(oldfd, newfd);
+    if (fd >= 0 && oldfd != newfd) {
+        shim_fd_release(newfd);
+        shim_fd_copy(oldfd, newfd);
+    }
+    return fd;
+}
+
+SHIM_EXPORT int dup3(int oldfd, int newfd, int flags)
+{
+    int fd;
+
+    SHIM_ENTER(dup3, -1);
+    fd = zc_real.dup3(oldfd, newfd, flags);
+    if (fd >= 0) {
+        shim_fd_release(newfd);
+        shim_fd_copy(oldfd, newfd);
+    }
+    return fd;
+}
+
+/* fcntl's third argument is an int, a long or a pointer depending on cmd;
+ * like glibc itself we read it as a pointer-sized word and pass it on. */
+static int shim_fcntl_common(int (*real)(int, int, ...), int fd, int cmd, void *arg)
+{
+    int rc = real(fd, cmd, arg);
+
+    if (rc >= 0 && (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC))
+        shim_fd_copy(fd, rc);
+    return rc;
+}
+
+SHIM_EXPORT int fcntl(int fd, int cmd, ...)
+{
+    va_list ap;
+    void *arg;
+
+    va_start(ap, cmd);
+    arg = va_arg(ap, void *);
+    va_end(ap);
+    SHIM_ENTER(fcntl, -1);
+    return shim_fcntl_common(zc_real.fcntl, fd, cmd, arg);
+}
+
+SHIM_EXPORT int fcntl64(int fd, int cmd, ...)
+{
+    va_list ap;
+    void *arg;
+
+    va_start(ap, cmd);
+    arg = va_arg(ap, void *);
+    va_end(ap);
+    SHIM_ENTER(fcntl64, -1);
+    return shim_fcntl_common(zc_real.fcntl64, fd, cmd, arg);
+}
+
+SHIM_EXPORT int ioctl(int fd, unsigned long req, ...)
+{
+    va_list ap;
+    void *arg;
+
+    va_start(ap, req);
+    arg = va_arg(ap, void *);
+    va_end(ap);
+    SHIM_ENTER(ioctl, -1);
+    return zc_real.ioctl(fd, req, arg);
+}
+
+SHIM_EXPORT int getsockopt(int fd, int level, int name, void *val, socklen_t *len)
+{
+    SHIM_ENTER(getsockopt, -1);
+    return zc_real.getsockopt(fd, level, name, val, len);
+}
+
+SHIM_EXPORT int setsockopt(int fd, int level, int name, const void *val, socklen_t len)
+{
+    SHIM_ENTER(setsockopt, -1);
+    return zc_real.setsockopt(fd, level, name, val, len);
+}

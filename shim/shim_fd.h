@@ -1,0 +1,64 @@
+/* The per-descriptor state table.
+ *
+ * One entry per descriptor number, in an array mapped at initialisation and
+ * sized from RLIMIT_NOFILE's hard limit (capped at SHIM_FD_TABLE_MAX; pages
+ * are only touched when used).  Entries are filled when the library sees a
+ * socket being made (socket, socketpair, accept, accept4) and copied on
+ * dup/dup2/dup3/F_DUPFD; they are cleared before close.  Descriptors the
+ * library never saw being made (inherited, received through SCM_RIGHTS,
+ * closed behind our back by libc internals) read as SHIM_FD_UNKNOWN: the
+ * state is a hint for choosing a path, never a source of truth the copy path
+ * depends on.
+ *
+ * Lookups are lock-free and hook-safe.  Concurrent updates of one entry race
+ * exactly like the descriptor numbers themselves do in the application. */
+#ifndef SHIM_FD_H
+#define SHIM_FD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define SHIM_FD_TABLE_MAX (1u << 22)
+
+typedef enum { SHIM_FD_UNKNOWN = 0, SHIM_FD_SOCKET = 1 } shim_fd_kind_t;
+
+struct shim_path_ops;
+struct shim_fd;
+
+extern struct shim_fd *shim_fd_table;
+extern unsigned shim_fd_table_size;
+
+typedef struct shim_fd {
+    uint8_t kind;      /* shim_fd_kind_t */
+    uint8_t family;    /* AF_INET, AF_INET6, AF_UNIX, ... */
+    uint8_t stream;    /* 1 for SOCK_STREAM */
+    uint8_t copy_why;  /* ZC_STAT_WHY_* counter charged when this fd is copied */
+    uint32_t reserved;
+    const struct shim_path_ops *path;   /* NULL: the copy path */
+    void *path_ctx;
+} shim_fd_t;
+
+/* Map the table (idempotent).  Returns 0 or -errno; without a table every
+ * descriptor is simply untracked. */
+int shim_fd_table_init(void);
+
+/* Entry for fd, or NULL when fd is negative or beyond the table. */
+static inline shim_fd_t *shim_fd_get(int fd)
+{
+    return (unsigned)fd < shim_fd_table_size ? &shim_fd_table[fd] : NULL;
+}
+
+/* Record a new socket (type may carry SOCK_NONBLOCK/SOCK_CLOEXEC). */
+void shim_fd_socket_track(int fd, int family, int type);
+
+/* A descriptor is going away (close, close_range, dup2 target). */
+void shim_fd_forget(int fd);
+void shim_fd_forget_range(unsigned first, unsigned last);
+
+/* newfd now refers to what oldfd refers to. */
+void shim_fd_copy(int oldfd, int newfd);
+
+/* 1 when fd is a socket the application made itself. */
+int shim_fd_is_app_socket(int fd);
+
+#endif

@@ -1,0 +1,166 @@
+/* Library life cycle: constructor, destructor, fork, exec, and the small
+ * public API of include/zcsock.h. */
+#include <errno.h>
+#include <pthread.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "shim_int.h"
+#include "zc_config.h"
+#include "zc_log.h"
+#include "zcsock.h"
+
+#define SHIM_REPORT_MAX (32 * 1024)
+
+enum { SHIM_INIT_NONE, SHIM_INIT_BUSY, SHIM_INIT_DONE };
+
+int shim_ready;
+int shim_pid;
+static int shim_init_state;     /* SHIM_INIT_*, atomic */
+static int shim_finished;       /* the destructor ran */
+
+extern char **environ;
+
+static void shim_config_warn(const char *msg)
+{
+    zc_log(ZC_LOG_WARN, "%s", msg);
+}
+
+static void shim_config_print(void *arg, const char *name, const char *value,
+                              int from_env, const char *doc)
+{
+    (void)arg;
+    (void)doc;
+    zc_log(ZC_LOG_WARN, "config %s=%s%s", name, value, from_env ? "" : " (default)");
+}
+
+static void shim_report(const char *when)
+{
+    static char buf[SHIM_REPORT_MAX];   /* one report at a time: see callers */
+    size_t n;
+
+    if (!zc_config.stats || (zc_config.stats == 1 && !zc_stats_any_socket_activity()))
+        return;
+    n = zc_stats_format(buf, sizeof(buf), when);
+    zc_log_write_raw(buf, n);
+}
+
+static void shim_atfork_child(void)
+{
+    shim_pid = (int)getpid();
+    zc_stats_reset();
+}
+
+/* Everything initialisation does, in order.  Runs once, from the constructor
+ * or from the first hook that finds us uninitialised. */
+static int shim_init_once(void)
+{
+    const char *missing = NULL;
+    int rc;
+
+    shim_pid = (int)getpid();
+    zc_config_load(environ, shim_config_warn);
+    zc_log_target_set(zc_config.log_file);
+    zc_log_level_set((int)zc_config.debug);
+    zc_log_stderr_guard_set(shim_fd_is_app_socket);
+    rc = zc_real_resolve(&missing);
+    if (rc) {
+        if (rc != -EAGAIN)
+            zc_log(ZC_LOG_WARN, "cannot find the real %s in the C library; "
+                   "calls to it fail with ENOSYS", missing);
+        return rc;
+    }
+    rc = shim_fd_table_init();
+    if (rc)
+        zc_log(ZC_LOG_NOTICE, "no descriptor table (%s): every socket counts as untracked",
+               strerrordesc_np(-rc));
+    pthread_atfork(NULL, NULL, shim_atfork_child);
+    if (zc_config.verbose)
+        zc_config_visit(shim_config_print, NULL);
+    return 0;
+}
+
+int shim_init_slow(void)
+{
+    int expected = SHIM_INIT_NONE, saved = errno, rc = 0;
+
+    if (__atomic_compare_exchange_n(&shim_init_state, &expected, SHIM_INIT_BUSY, 0,
+                                    __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+        rc = shim_init_once();
+        if (rc == -EAGAIN) {
+            /* Re-entered from dlsym: let a later call finish the work. */
+            __atomic_store_n(&shim_init_state, SHIM_INIT_NONE, __ATOMIC_RELEASE);
+        } else {
+            __atomic_store_n(&shim_init_state, SHIM_INIT_DONE, __ATOMIC_RELEASE);
+            __atomic_store_n(&shim_ready, 1, __ATOMIC_RELEASE);
+        }
+    } else if (expected == SHIM_INIT_BUSY) {
+        /* Another thread initialises, or this thread re-entered from within
+         * initialisation: the real functions are what callers need. */
+        rc = zc_real_resolve(NULL);
+    }
+    errno = saved;
+    return rc;
+}
+
+__attribute__((constructor(101))) static void shim_constructor(void)
+{
+    shim_init_slow();
+}
+
+__attribute__((destructor(101))) static void shim_destructor(void)
+{
+    if (__atomic_exchange_n(&shim_finished, 1, __ATOMIC_ACQ_REL))
+        return;
+    shim_report("exit");
+}
+
+void shim_exec_prepare(void)
+{
+    if ((int)getpid() != shim_pid)
+        return;     /* a vfork child: it shares our memory, touch nothing */
+    zc_stat_add(ZC_STAT_PROC_EXECS, 1);
+    shim_report("exec");
+}
+
+/* --- public API (include/zcsock.h) -------------------------------------- */
+
+ZCSOCK_API int zcsock_is_active(void)
+{
+    return __atomic_load_n(&shim_ready, __ATOMIC_ACQUIRE) && zc_real_ready();
+}
+
+ZCSOCK_API const char *zcsock_version(void)
+{
+    return ZCSOCK_VERSION;
+}
+
+ZCSOCK_API int zcsock_stat_get(const char *name, uint64_t *value_p)
+{
+    if (!name || !value_p) {
+        errno = EINVAL;
+        return -1;
+    }
+    if (zc_stats_get(name, value_p)) {
+        errno = ENOENT;
+        return -1;
+    }
+    return 0;
+}
+
+ZCSOCK_API int zcsock_stats_write(int fd)
+{
+    char buf[SHIM_REPORT_MAX];
+    size_t n = zc_stats_format(buf, sizeof(buf), "request"), off = 0;
+
+    while (off < n) {
+        ssize_t w = zc_real.write ? zc_real.write(fd, buf + off, n - off) : -1;
+
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return -1;
+        off += (size_t)w;
+    }
+    return 0;
+}

@@ -1,0 +1,61 @@
+/* Shared by the shim's hook files: initialisation state and the prologue
+ * every hook runs. */
+#ifndef SHIM_INT_H
+#define SHIM_INT_H
+
+#include <errno.h>
+
+#include "shim_fd.h"
+#include "shim_path.h"
+#include "zc_real.h"
+#include "zc_stats.h"
+
+#define SHIM_EXPORT __attribute__((visibility("default")))
+#define shim_likely(x) __builtin_expect(!!(x), 1)
+#define shim_unlikely(x) __builtin_expect(!!(x), 0)
+
+/* 1 once the constructor (or the first hook) finished initialising. */
+extern int shim_ready;
+
+/* Initialise on first use when a hook runs before our constructor (another
+ * library's constructor calling into libc).  Returns 0, or -errno when the
+ * real functions cannot be resolved yet (a hook re-entered from dlsym). */
+int shim_init_slow(void);
+
+/* Process identity kept for exec and fork decisions. */
+extern int shim_pid;
+
+/* Every hook starts here: make sure we are initialised and count the call.
+ * When the real function is unknown (from inside dlsym itself, or an optional
+ * function this libc lacks) the call fails with ENOSYS rather than crashing. */
+#define SHIM_ENTER(name, fail_ret)                                              \
+    do {                                                                        \
+        if (shim_unlikely(!__atomic_load_n(&shim_ready, __ATOMIC_ACQUIRE)))     \
+            shim_init_slow();                                                   \
+        if (shim_unlikely(!zc_real.name)) {                                     \
+            errno = ENOSYS;                                                     \
+            return fail_ret;                                                    \
+        }                                                                       \
+        zc_stat_add(ZC_STAT_CALLS_##name, 1);                                   \
+    } while (0)
+
+/* Convert a path's -errno result into the libc convention. */
+static inline ssize_t shim_ret(ssize_t rc)
+{
+    if (rc < 0) {
+        errno = (int)-rc;
+        return -1;
+    }
+    return rc;
+}
+
+/* Charge a copy-path data call on a descriptor known to be a socket (send,
+ * recv and their relatives) or possibly one (read, write: only sockets the
+ * library knows are charged). */
+void shim_copy_account(shim_fd_t *f, int is_send, ssize_t n, int must_be_socket);
+
+/* Run the exec preparation (statistics of the image being replaced); skipped
+ * in a vfork child, which shares our memory. */
+void shim_exec_prepare(void);
+
+#endif

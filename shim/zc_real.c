@@ -1,0 +1,75 @@
+/* The resolver: fills zc_real from the next object in the lookup order.
+ * The only file of the library that calls dlsym. */
+#include "zc_real.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <sched.h>
+
+zc_real_t zc_real;
+
+enum { RESOLVE_NONE, RESOLVE_BUSY, RESOLVE_DONE };
+static int resolve_state;          /* RESOLVE_*, accessed atomically */
+static const char *resolve_missing;
+static int resolve_rc;
+static __thread int resolve_in_this_thread;
+
+/* Is p defined inside libzcsock.so itself?  Comparing with &name would be
+ * wrong for functions this build does not interpose. */
+static int zc_real_is_ours(void *p)
+{
+    Dl_info self, it;
+
+    if (!dladdr((void *)zc_real_resolve, &self) || !dladdr(p, &it))
+        return 0;
+    return self.dli_fbase == it.dli_fbase;
+}
+
+static int zc_real_resolve_all(const char **missing_p)
+{
+    void *p;
+
+#define ZC_REAL_RESOLVE(ret, name, params, mandatory)                \
+    p = dlsym(RTLD_NEXT, #name);                                     \
+    if (p && zc_real_is_ours(p))                                     \
+        p = NULL;                                                    \
+    if (!p && (mandatory)) {                                         \
+        *missing_p = #name;                                          \
+        return -ENOENT;                                              \
+    }                                                                \
+    __atomic_store_n(&zc_real.name, (ret(*) params)p, __ATOMIC_RELEASE);
+    ZC_REAL_LIST(ZC_REAL_RESOLVE)
+#undef ZC_REAL_RESOLVE
+    return 0;
+}
+
+int zc_real_resolve(const char **missing_p)
+{
+    int expected = RESOLVE_NONE;
+
+    if (__atomic_load_n(&resolve_state, __ATOMIC_ACQUIRE) == RESOLVE_DONE)
+        goto out;
+    if (resolve_in_this_thread)
+        return -EAGAIN;     /* dlsym re-entered us: callers use their fallback */
+    if (__atomic_compare_exchange_n(&resolve_state, &expected, RESOLVE_BUSY, 0,
+                                    __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+        int saved = errno;
+
+        resolve_in_this_thread = 1;
+        resolve_rc = zc_real_resolve_all(&resolve_missing);
+        resolve_in_this_thread = 0;
+        errno = saved;
+        __atomic_store_n(&resolve_state, RESOLVE_DONE, __ATOMIC_RELEASE);
+    }
+    while (__atomic_load_n(&resolve_state, __ATOMIC_ACQUIRE) != RESOLVE_DONE)
+        sched_yield();
+out:
+    if (resolve_rc && missing_p)
+        *missing_p = resolve_missing;
+    return resolve_rc;
+}
+
+int zc_real_ready(void)
+{
+    return __atomic_load_n(&resolve_state, __ATOMIC_ACQUIRE) == RESOLVE_DONE;
+}

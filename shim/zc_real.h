@@ -1,0 +1,127 @@
+/* The real (next) implementations of every function zcsock interposes.
+ *
+ * One X-macro list gives, per function, its return type, name, parameter
+ * list and whether it must exist (1) or may be missing from this libc (0).
+ * zc_real_resolve() fills the table with dlsym(RTLD_NEXT) once; it is the
+ * only place in the library that calls dlsym.  While it runs, entries may
+ * still be NULL: the allocator hooks serve those calls from their bootstrap
+ * arena (dlsym may call calloc).
+ *
+ * Hooks call zc_real.<name>(...).  Reading an entry is hook-safe and
+ * signal-safe; zc_real_resolve() is not (it may allocate through dlsym).
+ */
+#ifndef ZC_REAL_H
+#define ZC_REAL_H
+
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/epoll.h>
+#include <sys/select.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+#include <time.h>
+
+/* ZC_REAL(ret, name, params, mandatory) */
+#define ZC_REAL_SOCKET_LIST(X)                                                        \
+    X(int, socket, (int, int, int), 1)                                                \
+    X(int, socketpair, (int, int, int, int *), 1)                                     \
+    X(int, connect, (int, const struct sockaddr *, socklen_t), 1)                     \
+    X(int, bind, (int, const struct sockaddr *, socklen_t), 1)                        \
+    X(int, listen, (int, int), 1)                                                     \
+    X(int, accept, (int, struct sockaddr *, socklen_t *), 1)                          \
+    X(int, accept4, (int, struct sockaddr *, socklen_t *, int), 1)                    \
+    X(int, close, (int), 1)                                                           \
+    X(int, close_range, (unsigned, unsigned, int), 0)                                 \
+    X(int, shutdown, (int, int), 1)                                                   \
+    X(int, dup, (int), 1)                                                             \
+    X(int, dup2, (int, int), 1)                                                       \
+    X(int, dup3, (int, int, int), 1)                                                  \
+    X(int, fcntl, (int, int, ...), 1)                                                 \
+    X(int, fcntl64, (int, int, ...), 0)                                               \
+    X(int, ioctl, (int, unsigned long, ...), 1)                                       \
+    X(int, getsockopt, (int, int, int, void *, socklen_t *), 1)                       \
+    X(int, setsockopt, (int, int, int, const void *, socklen_t), 1)                   \
+    X(ssize_t, send, (int, const void *, size_t, int), 1)                             \
+    X(ssize_t, sendto, (int, const void *, size_t, int, const struct sockaddr *,      \
+                        socklen_t), 1)                                                \
+    X(ssize_t, sendmsg, (int, const struct msghdr *, int), 1)                         \
+    X(int, sendmmsg, (int, struct mmsghdr *, unsigned, int), 1)                       \
+    X(ssize_t, write, (int, const void *, size_t), 1)                                 \
+    X(ssize_t, writev, (int, const struct iovec *, int), 1)                           \
+    X(ssize_t, recv, (int, void *, size_t, int), 1)                                   \
+    X(ssize_t, recvfrom, (int, void *, size_t, int, struct sockaddr *, socklen_t *), 1) \
+    X(ssize_t, recvmsg, (int, struct msghdr *, int), 1)                               \
+    X(int, recvmmsg, (int, struct mmsghdr *, unsigned, int, struct timespec *), 1)    \
+    X(ssize_t, read, (int, void *, size_t), 1)                                        \
+    X(ssize_t, readv, (int, const struct iovec *, int), 1)                            \
+    X(ssize_t, __recv_chk, (int, void *, size_t, size_t, int), 0)                     \
+    X(ssize_t, __recvfrom_chk, (int, void *, size_t, size_t, int, struct sockaddr *,  \
+                                socklen_t *), 0)                                      \
+    X(ssize_t, __read_chk, (int, void *, size_t, size_t), 0)                          \
+    X(ssize_t, sendfile, (int, int, off_t *, size_t), 1)                              \
+    X(ssize_t, sendfile64, (int, int, off_t *, size_t), 0)                            \
+    X(ssize_t, splice, (int, loff_t *, int, loff_t *, size_t, unsigned), 1)           \
+    X(int, poll, (struct pollfd *, nfds_t, int), 1)                                   \
+    X(int, ppoll, (struct pollfd *, nfds_t, const struct timespec *,                  \
+                   const sigset_t *), 1)                                              \
+    X(int, select, (int, fd_set *, fd_set *, fd_set *, struct timeval *), 1)          \
+    X(int, pselect, (int, fd_set *, fd_set *, fd_set *, const struct timespec *,      \
+                     const sigset_t *), 1)                                            \
+    X(int, epoll_create, (int), 1)                                                    \
+    X(int, epoll_create1, (int), 1)                                                   \
+    X(int, epoll_ctl, (int, int, int, struct epoll_event *), 1)                       \
+    X(int, epoll_wait, (int, struct epoll_event *, int, int), 1)                      \
+    X(int, epoll_pwait, (int, struct epoll_event *, int, int, const sigset_t *), 1)   \
+    X(pid_t, fork, (void), 1)                                                         \
+    X(int, execve, (const char *, char *const[], char *const[]), 1)                   \
+    X(int, execv, (const char *, char *const[]), 1)                                   \
+    X(int, execvp, (const char *, char *const[]), 1)                                  \
+    X(int, execvpe, (const char *, char *const[], char *const[]), 1)                  \
+    X(int, fexecve, (int, char *const[], char *const[]), 1)
+
+/* The allocator and mapping family, interposed by malloc-hooks/. */
+#define ZC_REAL_MEM_LIST(X)                                                           \
+    X(void *, malloc, (size_t), 1)                                                    \
+    X(void *, calloc, (size_t, size_t), 1)                                            \
+    X(void *, realloc, (void *, size_t), 1)                                           \
+    X(void *, reallocarray, (void *, size_t, size_t), 0)                              \
+    X(void, free, (void *), 1)                                                        \
+    X(int, posix_memalign, (void **, size_t, size_t), 1)                              \
+    X(void *, aligned_alloc, (size_t, size_t), 1)                                     \
+    X(void *, memalign, (size_t, size_t), 1)                                          \
+    X(void *, valloc, (size_t), 1)                                                    \
+    X(void *, pvalloc, (size_t), 0)                                                   \
+    X(size_t, malloc_usable_size, (void *), 1)                                        \
+    X(void *, mmap, (void *, size_t, int, int, int, off_t), 1)                        \
+    X(void *, mmap64, (void *, size_t, int, int, int, off_t), 0)                      \
+    X(int, munmap, (void *, size_t), 1)                                               \
+    X(void *, mremap, (void *, size_t, size_t, int, ...), 1)                          \
+    X(int, madvise, (void *, size_t, int), 1)                                         \
+    X(int, brk, (void *), 1)                                                          \
+    X(void *, sbrk, (intptr_t), 1)                                                    \
+    X(void *, shmat, (int, const void *, int), 1)                                     \
+    X(int, shmdt, (const void *), 1)
+
+#define ZC_REAL_LIST(X) ZC_REAL_SOCKET_LIST(X) ZC_REAL_MEM_LIST(X)
+
+typedef struct zc_real {
+#define ZC_REAL_FIELD(ret, name, params, mandatory) ret(*name) params;
+    ZC_REAL_LIST(ZC_REAL_FIELD)
+#undef ZC_REAL_FIELD
+} zc_real_t;
+
+extern zc_real_t zc_real;
+
+/* Resolve every entry once (idempotent, thread-safe: concurrent callers wait
+ * for the first).  Returns 0, or -ENOENT when a mandatory function is missing
+ * or resolves to our own definition; *missing_p then names it. */
+int zc_real_resolve(const char **missing_p);
+
+/* 1 once zc_real_resolve() has completed. */
+int zc_real_ready(void);
+
+#endif

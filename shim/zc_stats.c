@@ -1,0 +1,108 @@
+/* Named statistics counters: see zc_stats.h. */
+#include "zc_stats.h"
+
+#include <errno.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "zc_log.h"
+
+#define ZC_STATS_SOURCES_MAX 8
+
+uint64_t zc_stats[ZC_STAT_COUNT];
+
+static const char *const zc_stat_names[ZC_STAT_COUNT] = {
+#define ZC_STAT_NAME(id, name, doc) name,
+    ZC_STAT_LIST(ZC_STAT_NAME)
+#undef ZC_STAT_NAME
+#define ZC_STAT_CALLS_NAME(ret, name, params, mandatory) "calls." #name,
+    ZC_REAL_SOCKET_LIST(ZC_STAT_CALLS_NAME)
+#undef ZC_STAT_CALLS_NAME
+};
+
+static const zc_stats_source_t *zc_stats_sources[ZC_STATS_SOURCES_MAX];
+static unsigned zc_stats_nsources;
+
+int zc_stats_source_add(const zc_stats_source_t *src)
+{
+    unsigned i = __atomic_fetch_add(&zc_stats_nsources, 1, __ATOMIC_ACQ_REL);
+
+    if (i >= ZC_STATS_SOURCES_MAX) {
+        __atomic_fetch_sub(&zc_stats_nsources, 1, __ATOMIC_ACQ_REL);
+        return -ENOSPC;
+    }
+    __atomic_store_n(&zc_stats_sources[i], src, __ATOMIC_RELEASE);
+    return 0;
+}
+
+void zc_stats_reset(void)
+{
+    unsigned i;
+
+    for (i = 0; i < ZC_STAT_COUNT; i++)
+        __atomic_store_n(&zc_stats[i], 0, __ATOMIC_RELAXED);
+}
+
+static unsigned zc_stats_nsources_get(void)
+{
+    unsigned n = __atomic_load_n(&zc_stats_nsources, __ATOMIC_ACQUIRE);
+
+    return n < ZC_STATS_SOURCES_MAX ? n : ZC_STATS_SOURCES_MAX;
+}
+
+int zc_stats_get(const char *name, uint64_t *value_p)
+{
+    unsigned i, s, n = zc_stats_nsources_get();
+
+    for (i = 0; i < ZC_STAT_COUNT; i++) {
+        if (!strcmp(name, zc_stat_names[i])) {
+            *value_p = zc_stat_read(i);
+            return 0;
+        }
+    }
+    for (s = 0; s < n; s++) {
+        const zc_stats_source_t *src = __atomic_load_n(&zc_stats_sources[s], __ATOMIC_ACQUIRE);
+
+        for (i = 0; src && i < src->count; i++) {
+            if (!strcmp(name, src->names[i])) {
+                *value_p = src->get(src->arg, i);
+                return 0;
+            }
+        }
+    }
+    return -ENOENT;
+}
+
+int zc_stats_any_socket_activity(void)
+{
+    return zc_stat_read(ZC_STAT_SOCKETS_CREATED) || zc_stat_read(ZC_STAT_SOCKETS_ACCEPTED) ||
+           zc_stat_read(ZC_STAT_COPY_SEND_CALLS) || zc_stat_read(ZC_STAT_COPY_RECV_CALLS);
+}
+
+static size_t zc_stats_line(char *buf, size_t size, const char *key, uint64_t v)
+{
+    return zc_fmt(buf, size, "%s: %llu\n", key, (unsigned long long)v);
+}
+
+size_t zc_stats_format(char *buf, size_t size, const char *when)
+{
+    unsigned i, s, n = zc_stats_nsources_get();
+    size_t len;
+
+    len = zc_fmt(buf, size, "# zcsock %s stats pid=%d at=%s\n", ZCSOCK_VERSION,
+                 (int)getpid(), when);
+    for (i = 0; i < ZC_STAT_COUNT && len + 1 < size; i++) {
+        uint64_t v = zc_stat_read(i);
+
+        if (i >= ZC_STAT_CALLS_socket && !v)
+            continue;   /* only the call counters that moved */
+        len += zc_stats_line(buf + len, size - len, zc_stat_names[i], v);
+    }
+    for (s = 0; s < n; s++) {
+        const zc_stats_source_t *src = __atomic_load_n(&zc_stats_sources[s], __ATOMIC_ACQUIRE);
+
+        for (i = 0; src && i < src->count && len + 1 < size; i++)
+            len += zc_stats_line(buf + len, size - len, src->names[i], src->get(src->arg, i));
+    }
+    return len;
+}

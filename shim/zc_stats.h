@@ -1,0 +1,80 @@
+/* Named statistics counters.
+ *
+ * The shim's counters are an enum with a parallel name table (one X-macro),
+ * updated with relaxed atomics from any context (hooks, signal handlers).
+ * Other modules publish their counters as sources (name table plus getter),
+ * registered by the shim's initialisation; the report and zcsock_stat_get()
+ * see every source.  Nothing here allocates. */
+#ifndef ZC_STATS_H
+#define ZC_STATS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "zc_real.h"
+
+/* X(id, name, doc) */
+#define ZC_STAT_LIST(X)                                                                  \
+    X(SOCKETS_CREATED, "sockets.created", "sockets made by socket() and socketpair()")   \
+    X(SOCKETS_ACCEPTED, "sockets.accepted", "connections returned by accept/accept4")    \
+    X(COPY_SEND_CALLS, "path.copy.send_calls", "socket sends that took the copy path")   \
+    X(COPY_SEND_BYTES, "path.copy.send_bytes", "bytes sent by the copy path")            \
+    X(COPY_RECV_CALLS, "path.copy.recv_calls", "socket receives that took the copy path") \
+    X(COPY_RECV_BYTES, "path.copy.recv_bytes", "bytes received by the copy path")        \
+    X(WHY_NO_FAST_PATH, "copy_why.no_fast_path",                                         \
+      "stream socket calls copied because this build has no faster path for them")       \
+    X(WHY_NOT_STREAM, "copy_why.not_stream",                                             \
+      "calls on datagram, seqpacket or raw sockets (only streams are accelerated)")      \
+    X(WHY_UNTRACKED, "copy_why.untracked_fd",                                            \
+      "calls on sockets the library did not see created (inherited or received)")        \
+    X(FD_BEYOND_TABLE, "fd.beyond_table", "calls on descriptors above the state table")  \
+    X(PROC_FORKS, "proc.forks", "fork() calls")                                          \
+    X(PROC_EXECS, "proc.execs", "exec calls made")
+
+enum {
+#define ZC_STAT_ENUM(id, name, doc) ZC_STAT_##id,
+    ZC_STAT_LIST(ZC_STAT_ENUM)
+#undef ZC_STAT_ENUM
+#define ZC_STAT_CALLS_ENUM(ret, name, params, mandatory) ZC_STAT_CALLS_##name,
+    ZC_REAL_SOCKET_LIST(ZC_STAT_CALLS_ENUM)
+#undef ZC_STAT_CALLS_ENUM
+    ZC_STAT_COUNT
+};
+
+extern uint64_t zc_stats[ZC_STAT_COUNT];
+
+static inline void zc_stat_add(unsigned id, uint64_t n)
+{
+    __atomic_fetch_add(&zc_stats[id], n, __ATOMIC_RELAXED);
+}
+
+static inline uint64_t zc_stat_read(unsigned id)
+{
+    return __atomic_load_n(&zc_stats[id], __ATOMIC_RELAXED);
+}
+
+/* A module's counters. */
+typedef struct zc_stats_source {
+    unsigned count;
+    const char *const *names;                   /* full keys, e.g. "pdc.hits" */
+    uint64_t (*get)(void *arg, unsigned idx);   /* hook-safe, lock-free */
+    void *arg;
+} zc_stats_source_t;
+
+/* Register src (kept by pointer; static storage).  Returns 0 or -ENOSPC. */
+int zc_stats_source_add(const zc_stats_source_t *src);
+
+/* Zero the shim's own counters (fork child). */
+void zc_stats_reset(void);
+
+/* Look up a counter by key in every source.  Returns 0 or -ENOENT. */
+int zc_stats_get(const char *name, uint64_t *value_p);
+
+/* 1 when the process did any socket work worth reporting. */
+int zc_stats_any_socket_activity(void);
+
+/* Format the whole report (header line naming `when`, then `key: value`
+ * lines; zero call counters are left out) into buf.  Returns its length. */
+size_t zc_stats_format(char *buf, size_t size, const char *when);
+
+#endif
