@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# socat on both ends: 1 GiB (QUICK=1: 256 MiB) of deterministic pseudo-random
+# bytes through TCP on 127.0.0.1 (socat's default 8 KiB blocks, then 1 MiB
+# blocks) and through an AF_UNIX stream socket, once without and once with
+# the library.  The sha256 of what the sending socat reads from its stdin
+# must equal the sha256 of what the receiving socat writes to its stdout.
+set -u
+. "$(dirname "$0")/lib.sh"
+e2e_setup socat
+command -v socat >/dev/null || { echo "skip: socat not installed"; exit 77; }
+command -v openssl >/dev/null || { echo "skip: openssl not installed"; exit 77; }
+
+SIZE=$((1 << 30))
+[ "$QUICK" = 1 ] && SIZE=$((256 << 20))
+LIMIT=240                       # seconds for one transfer, generous
+
+# transfer NAME BLOCK LISTEN CONNECT WAITFOR: one transfer, prints one line,
+# leaves the two hashes in $d/in.sha and $d/out.sha; returns nonzero on error.
+transfer() {
+  local name=$1 blk=$2 listen=$3 connect=$4 waitfor=$5
+  local d=$E2E_TMP/$name-$E2E_MODE log=$E2E_ART/$name-$E2E_MODE
+  local t0 rpid spid hpid ipid rc=0 r
+  mkdir -p "$d"; mkfifo "$d/rx" "$d/tx"
+  t0=$EPOCHREALTIME
+
+  socat -b "$blk" -u "$listen" STDOUT >"$d/rx" 2>"$log.recv.log" & rpid=$!
+  E2E_PIDS+=("$rpid")
+  e2e_sha256 <"$d/rx" >"$d/out.sha" & hpid=$!
+  e2e_wait_listen "$waitfor" 20 || { echo "$name: receiver never listened"; return 1; }
+
+  e2e_gen "$name" "$SIZE" | tee "$d/tx" |
+    socat -b "$blk" -u STDIN "$connect" 2>"$log.send.log" & spid=$!
+  E2E_PIDS+=("$spid")
+  e2e_sha256 <"$d/tx" >"$d/in.sha" & ipid=$!
+
+  e2e_wait "$spid" "$LIMIT"; r=$?; [ $r -eq 0 ] || { echo "$name: sending socat exited $r"; rc=1; }
+  e2e_wait "$rpid" 30; r=$?; [ $r -eq 0 ] || { echo "$name: receiving socat exited $r"; rc=1; }
+  wait "$hpid" "$ipid"
+  LAST_PIDS="$spid $rpid"
+  local in out
+  in=$(cat "$d/in.sha") out=$(cat "$d/out.sha")
+  if [ -z "$in" ] || [ "$in" != "$out" ]; then
+    echo "$name: sha256 mismatch: sent ${in:-none}, received ${out:-none}"; rc=1
+  fi
+  e2e_say "$name: $SIZE bytes in $(e2e_since "$t0")s, sha256 sent ${in:0:16}.. received ${out:0:16}.. $([ $rc -eq 0 ] && echo ok || echo FAILED)"
+  return $rc
+}
+
+run_all() {
+  local port path fail=0 pids=
+  port=$(e2e_free_port) || e2e_die "no free port"
+  transfer tcp-8k 8192 "TCP4-LISTEN:$port,bind=127.0.0.1,reuseaddr" \
+    "TCP4:127.0.0.1:$port,retry=20,interval=0.1" "$port" || fail=1
+  pids+=" $LAST_PIDS"
+  port=$(e2e_free_port) || e2e_die "no free port"
+  transfer tcp-1m 1048576 "TCP4-LISTEN:$port,bind=127.0.0.1,reuseaddr" \
+    "TCP4:127.0.0.1:$port,retry=20,interval=0.1" "$port" || fail=1
+  pids+=" $LAST_PIDS"
+  path=$E2E_TMP/unix-$E2E_MODE.sock
+  transfer unix 1048576 "UNIX-LISTEN:$path" "UNIX-CONNECT:$path,retry=20,interval=0.1" "$path" || fail=1
+  pids+=" $LAST_PIDS"
+  RUN_PIDS=$pids
+  return $fail
+}
+
+e2e_mode plain
+run_all; plain=$?
+e2e_mode zc
+run_all; zc=$?
+e2e_mode plain
+e2e_check_active 6 $RUN_PIDS
+
+word() { [ "$1" -eq 0 ] && echo "3/3 ok" || echo "FAILED"; }
+echo "socat: without $(word $plain), with $(word $zc), size $SIZE bytes, added failures: $([ $plain -eq 0 ] && [ $zc -ne 0 ] && echo yes || echo 0)"
+[ $plain -eq 0 ] || e2e_die "transfers fail even without the library"
+[ $zc -eq 0 ] || e2e_die "transfers fail with the library"
+exit 0
