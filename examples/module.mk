@@ -1,0 +1,32 @@
+# examples/: the zcbench benchmark tool, `make bench`, `make demo` and the
+# `examples` test tier.  zcbench is plain C with no link dependency on the
+# library (it finds libzcsock at run time with dlsym), so it runs with and
+# without LD_PRELOAD.
+
+ZCBENCH_SRCS := $(wildcard examples/zcbench*.c)
+ZCBENCH_OBJS := $(ZCBENCH_SRCS:%.c=$(BUILD)/obj/%.o)
+
+all: $(BUILD)/zcbench
+
+$(BUILD)/zcbench: $(ZCBENCH_OBJS)
+	$(quiet) LD $@
+	$(Q)$(CC) $(ZC_LDFLAGS) -o $@ $(ZCBENCH_OBJS) -ldl
+
+# Kernel and zcsock variants interleaved; QUICK=1 for a short run.
+bench: $(LIB) $(BUILD)/zcbench
+	$(Q)ZC_BUILD=$(BUILD) ZC_LIB=$(abspath $(LIB)) QUICK=$(QUICK) examples/bench.sh
+
+# The README's first command: a short validated run under the launcher with
+# the library's statistics report.
+DEMO_ARGS = run --transport tcp,unix --sizes 4K,64K,1M,16M --pp-sizes 1,64K \
+	--seconds 2 --validate
+demo: $(LIB) $(BUILD)/zcsock $(BUILD)/zcbench
+	$(BUILD)/zcsock run --stats -- $(BUILD)/zcbench $(DEMO_ARGS)
+
+test-examples: $(BUILD)/zcbench
+	$(Q)$(TEST_ENV) examples/test.sh
+
+TEST_TIERS += examples
+INSTALL_EXTRA += install -m 755 $(BUILD)/zcbench $(DESTDIR)$(BINDIR)/zcbench;
+
+.PHONY: demo test-examples
