@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Run cmocka unit test binaries as the "unit" tier.
 . "$(dirname "$0")/../lib/harness.sh"
-t_begin unit
+tier=$1; shift
+t_begin "$tier"
 for bin in "$@"; do
   t_run "$(basename "$bin")" "${TEST_TIMEOUT:-300}" "$bin"
 done

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Tier "symbols": the library exports only what exports.txt files declare,
+# and the check itself catches an undeclared export.
+. "$(dirname "$0")/lib/harness.sh"
+t_begin symbols
+t_run check-symbols 60 scripts/check-symbols.sh "$ZC_LIB" "$@"
+t_run check-symbols-catches-leak 60 bash -c '
+  declared=$(mktemp); grep -hv "^#" "$@" | grep -v "^zcsock_version$" > "$declared"
+  if scripts/check-symbols.sh "$ZC_LIB" "$declared"; then rm -f "$declared"; exit 1; fi
+  rm -f "$declared"' _ "$@"
+t_run no-undefined-nonlibc 60 bash -c '
+  # every undefined symbol must come from libc, libdl, libpthread or the
+  # libraries the modules link (liburing, libunwind)
+  ldd "$ZC_LIB" | grep -q "not found" && exit 1; exit 0'
+t_end
