@@ -47,14 +47,15 @@ static int zcl_exe_dir(char *dir, size_t len)
 	slash = strrchr(dir, '/');
 	if (!slash)
 		return -ENOENT;
-	*slash = '\0';
+	*slash = '\0'; /* "/zcsock" leaves "", so that "<dir>/x" is "/x" */
 	return 0;
 }
 
 static void zcl_lookup_fill(const char *lib_opt, zcl_lookup_t *lookup)
 {
-	static char exe_dir[ZCL_PATH_MAX];
+	static char exe_dir[ZCL_PATH_MAX], prefix[ZCL_PATH_MAX];
 	const char *env = getenv("ZCSOCK_LIBRARY");
+	char *slash;
 
 	if (lib_opt) {
 		zcl_lookup_add(lookup, "--lib", NULL, lib_opt);
@@ -68,12 +69,17 @@ static void zcl_lookup_fill(const char *lib_opt, zcl_lookup_t *lookup)
 	}
 	if (zcl_exe_dir(exe_dir, sizeof(exe_dir)) == 0) {
 		zcl_lookup_add(lookup, "next to zcsock", exe_dir, ZCL_LIB_NAME);
-		zcl_lookup_add(lookup, "../lib", exe_dir, "../lib/" ZCL_LIB_NAME);
+		/* <dir>/.. spelled without "..": exe_dir has no symlinks */
+		snprintf(prefix, sizeof(prefix), "%s", exe_dir);
+		slash = strrchr(prefix, '/');
+		if (slash)
+			*slash = '\0';
+		zcl_lookup_add(lookup, "<dir>/../lib", prefix, "lib/" ZCL_LIB_NAME);
 		if (ZCSOCK_MULTIARCH[0])
-			zcl_lookup_add(lookup, "../lib/<multiarch>", exe_dir,
-				       "../lib/" ZCSOCK_MULTIARCH "/" ZCL_LIB_NAME);
+			zcl_lookup_add(lookup, "<dir>/../lib/<multiarch>", prefix,
+				       "lib/" ZCSOCK_MULTIARCH "/" ZCL_LIB_NAME);
 	}
-	zcl_lookup_add(lookup, "install libdir", ZCSOCK_LIBDIR, ZCL_LIB_NAME);
+	zcl_lookup_add(lookup, "ZCSOCK_LIBDIR", ZCSOCK_LIBDIR, ZCL_LIB_NAME);
 }
 
 int zcl_lib_find(const char *lib_opt, zcl_lookup_t *lookup_p)

@@ -139,8 +139,9 @@ static int zcl_preload_build(const char *lib, const char *old, int debug,
 	}
 	if (replaced)
 		return snprintf(out, len, "%s", joined) < (int)len ? 0 : -E2BIG;
-	return snprintf(out, len, "%s%s%s", lib, used ? ":" : "", joined) <
-	       (int)len ? 0 : -E2BIG;
+	/* prepend, keeping the old text exactly as it was */
+	return snprintf(out, len, "%s%s%s", lib, used ? ":" : "",
+			used ? old : "") < (int)len ? 0 : -E2BIG;
 }
 
 static int zcl_run_lib_resolve(const zcl_run_opts_t *opts, char *lib,
