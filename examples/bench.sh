@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# make bench: kernel sockets versus zcsock (and any further variant listed
+# below), interleaved in one run so that machine noise hits every variant
+# alike.  For each transport and size the variants alternate for several
+# rounds; the report takes medians.  Writes build/bench/raw.csv (every run),
+# build/bench/results.csv (medians and ratios) and build/bench/throughput.svg.
+#
+# Environment: ZC_BUILD (build dir), ZC_LIB (absolute path of libzcsock.so),
+# QUICK=1 (fewer sizes and rounds), BENCH_ROUNDS, BENCH_SECONDS, BENCH_SIZES
+# (comma list), BENCH_PIN=1 (server on CPU 0, client on CPU 1).
+set -euo pipefail
+
+ZC_BUILD=${ZC_BUILD:-build}
+ZC_LIB=${ZC_LIB:-$PWD/$ZC_BUILD/libzcsock.so}
+
+# Variants: "name|environment (VAR=value ...)|libzcsock expected active|inactive".
+# The first one is the baseline every ratio is computed against; the goal
+# check compares every other variant with it.  Later variants, for example:
+#   "zcsock-nolocal|LD_PRELOAD=$ZC_LIB ZCSOCK_LOCAL=0|active"
+#   "zcsock-spin|LD_PRELOAD=$ZC_LIB ZCSOCK_SPIN_US=20|active"
+VARIANTS=(
+  "kernel||inactive"
+  "zcsock|LD_PRELOAD=$ZC_LIB|active"
+)
+TRANSPORTS=(tcp unix)
+
+if [ "${QUICK:-}" = 1 ]; then
+  SIZES=(1 4K 64K 1M 16M); ROUNDS=3; SECS=0.3; PP_SECS=0.5
+else
+  SIZES=(1 64 1K 4K 16K 64K 256K 1M 4M 16M 64M); ROUNDS=5; SECS=0.5; PP_SECS=1
+fi
+UNALIGNED_SIZES=(64K 1M)      # also measured unaligned; must be in SIZES
+GOAL_RATIO=0.98               # throughput zcsock/kernel at every size
+GOAL_RTT_US=0.3               # 1-byte round trip at most this much slower
+ROUNDS=${BENCH_ROUNDS:-$ROUNDS}
+SECS=${BENCH_SECONDS:-$SECS}
+[ -n "${BENCH_SIZES:-}" ] && IFS=, read -ra SIZES <<< "$BENCH_SIZES"
+PIN=()
+[ "${BENCH_PIN:-}" = 1 ] && PIN=(--cpu-server 0 --cpu-client 1)
+
+ZCBENCH=$ZC_BUILD/zcbench
+OUT=$ZC_BUILD/bench
+RAW=$OUT/raw.csv
+TMP=$OUT/run.csv
+HERE=$(cd "$(dirname "$0")" && pwd)
+
+die() { echo "bench: $*" >&2; exit 1; }
+
+[ -x "$ZCBENCH" ] || die "$ZCBENCH missing (make $ZCBENCH)"
+[ -f "$ZC_LIB" ] || die "$ZC_LIB missing (make lib)"
+mkdir -p "$OUT"
+rm -f "$RAW" "$TMP"
+
+echo "# make bench${QUICK:+ QUICK=$QUICK}    $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
+echo "# host: $(uname -sr), $(nproc) CPUs; rounds $ROUNDS, ${SECS} s per stream run, ${PP_SECS} s per ping-pong run${PIN:+, pinned}"
+echo "# variants: $(printf '%s ' "${VARIANTS[@]}")"
+echo "# sizes: ${SIZES[*]}; transports: ${TRANSPORTS[*]}"
+
+# Fields of variant $1 (index): name, environment, expected state.
+v_field() { local IFS='|'; local f; read -ra f <<< "${VARIANTS[$1]}|"; echo "${f[$2]}"; }
+
+# One zcbench run: round variant-index transport test size aligned(1|0).
+# Appends "round,variant,<zcbench csv row>" to $RAW and checks that the
+# library was active exactly when the variant expects it, at both ends.
+run_one() {
+  local round=$1 vi=$2 tport=$3 test=$4 size=$5 aligned=$6 name envs expect envarr
+  name=$(v_field "$vi" 0); envs=$(v_field "$vi" 1); expect=$(v_field "$vi" 2)
+  read -ra envarr <<< "$envs"
+  local args=(run --quiet --transport "$tport" --csv "$TMP" "${PIN[@]}")
+  if [ "$test" = stream ]; then args+=(--test stream --sizes "$size" --seconds "$SECS")
+  else args+=(--test pingpong --pp-sizes "$size" --seconds "$PP_SECS"); fi
+  [ "$aligned" = 1 ] || args+=(--unaligned)
+  if ! env "${envarr[@]}" "$ZCBENCH" "${args[@]}"; then
+    die "run failed: $name: ${envs:+$envs }$ZCBENCH ${args[*]}"
+  fi
+  local row; row=$(sed -n 2p "$TMP")
+  local state peer
+  state=$(echo "$row" | cut -d, -f15); peer=$(echo "$row" | cut -d, -f16)
+  if [ "$state" != "$expect" ] || [ "$peer" != "$expect" ]; then
+    die "variant $name: libzcsock $state in the client and $peer in the server, expected $expect (${envs:-no environment})"
+  fi
+  [ -f "$RAW" ] || echo "round,variant,$(head -n 1 "$TMP")" > "$RAW"
+  echo "$round,$name,$row" >> "$RAW"
+}
+
+# Every variant once, in an order that alternates between rounds.
+run_variants() {
+  local round=$1; shift
+  local n=${#VARIANTS[@]} i
+  for ((i = 0; i < n; i++)); do
+    if ((round % 2)); then run_one "$round" $((n - 1 - i)) "$@"
+    else run_one "$round" "$i" "$@"; fi
+  done
+}
+
+is_unaligned_size() { local s; for s in "${UNALIGNED_SIZES[@]}"; do [ "$s" = "$1" ] && return 0; done; return 1; }
+
+start=$(date +%s)
+for tport in "${TRANSPORTS[@]}"; do
+  printf 'running %s:' "$tport"
+  for size in "${SIZES[@]}"; do
+    printf ' %s' "$size"
+    for ((r = 1; r <= ROUNDS; r++)); do
+      run_variants "$r" "$tport" stream "$size" 1
+      if is_unaligned_size "$size"; then run_variants "$r" "$tport" stream "$size" 0; fi
+    done
+  done
+  printf ' pingpong'
+  for ((r = 1; r <= ROUNDS; r++)); do run_variants "$r" "$tport" pingpong 1 1; done
+  echo
+done
+rm -f "$TMP"
+echo "# measured in $(( $(date +%s) - start )) s"
+echo
+
+names=()
+for ((i = 0; i < ${#VARIANTS[@]}; i++)); do names+=("$(v_field "$i" 0)"); done
+python3 "$HERE/bench_report.py" --raw "$RAW" --out "$OUT" --variants "$(IFS=,; echo "${names[*]}")" \
+  --goal-ratio "$GOAL_RATIO" --goal-rtt-us "$GOAL_RTT_US" --rounds "$ROUNDS"

@@ -1,0 +1,221 @@
+#!/usr/bin/env python3
+"""Summarise the runs of examples/bench.sh.
+
+Reads raw.csv (one zcbench CSV row per run, prefixed with round and variant),
+prints the tables (throughput per transport and size with ratios against the
+first variant, 1-byte ping-pong, aligned versus unaligned, the goal check),
+writes results.csv (medians) and throughput.svg (gnuplot).
+"""
+import argparse
+import csv
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+
+
+def size_label(n):
+    if n >= 1 << 20 and n % (1 << 20) == 0:
+        return "%dM" % (n >> 20)
+    if n >= 1024 and n % 1024 == 0:
+        return "%dK" % (n >> 10)
+    return str(n)
+
+
+def load(path):
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def group(rows, test, aligned, field):
+    """{(transport, size, variant): [values]} for one test and alignment."""
+    out = {}
+    for r in rows:
+        if r["test"] != test or r["aligned"] != aligned or r["fresh"] != "0":
+            continue
+        key = (r["transport"], int(r["size"]), r["variant"])
+        out.setdefault(key, []).append(float(r[field]))
+    return out
+
+
+def med(values):
+    return statistics.median(values) if values else float("nan")
+
+
+def spread(values):
+    """Half the range of the rounds relative to their median, in %."""
+    m = med(values)
+    return 50.0 * (max(values) - min(values)) / m if values and m > 0 else float("nan")
+
+
+def throughput_table(mbps, variants, transports, res_rows):
+    base = variants[0]
+    others = variants[1:]
+    print("Streaming throughput, MB/s (median over rounds; page-aligned, reused buffers)")
+    head = "%-5s %6s" % ("tport", "size") + "".join(" %10s" % v for v in variants)
+    head += "".join(" %14s" % ("%s/%s" % (v, base))[:14] for v in others)
+    head += " %9s" % "noise"
+    print(head)
+    worst = {v: (float("inf"), None) for v in others}
+    for t in transports:
+        sizes = sorted({k[1] for k in mbps if k[0] == t})
+        for s in sizes:
+            b = med(mbps.get((t, s, base), []))
+            line = "%-5s %6s" % (t, size_label(s))
+            for v in variants:
+                vals = mbps.get((t, s, v), [])
+                line += " %10.1f" % med(vals)
+                ratio = med(vals) / b if b > 0 else float("nan")
+                res_rows.append(["stream", t, s, 1, v, "%.2f" % med(vals), "", "", "",
+                                 "%.4f" % ratio, len(vals)])
+            for v in others:
+                r = med(mbps.get((t, s, v), [])) / b if b > 0 else float("nan")
+                line += " %14.3f" % r
+                if r < worst[v][0]:
+                    worst[v] = (r, "%s %s" % (t, size_label(s)))
+            line += " %8.1f%%" % spread(mbps.get((t, s, base), []))
+            print(line)
+    print("(noise: half the range of the %s rounds relative to their median)" % base)
+    print()
+    return worst
+
+
+def latency_table(pp, variants, transports, res_rows):
+    base = variants[0]
+    print("Ping-pong, 1-byte round trip, us (median over rounds of each run's statistic)")
+    print("%-5s %-14s %9s %9s %9s %12s %9s" % ("tport", "variant", "median", "p99", "mean",
+                                               "d_median", "ratio"))
+    diffs = {v: [] for v in variants[1:]}
+    for t in transports:
+        bmed = med(pp["median_us"].get((t, 1, base), []))
+        for v in variants:
+            m = med(pp["median_us"].get((t, 1, v), []))
+            p = med(pp["p99_us"].get((t, 1, v), []))
+            a = med(pp["mean_us"].get((t, 1, v), []))
+            d = m - bmed
+            print("%-5s %-14s %9.2f %9.2f %9.2f %+12.2f %9.3f" % (t, v, m, p, a, d,
+                                                               m / bmed if bmed > 0 else 0))
+            res_rows.append(["pingpong", t, 1, 1, v, "", "%.3f" % m, "%.3f" % p, "%.3f" % a,
+                             "%.4f" % (m / bmed if bmed > 0 else float("nan")),
+                             len(pp["median_us"].get((t, 1, v), []))])
+            if v != base:
+                diffs[v].append((d, t))
+    print("(d_median and ratio: against %s)" % base)
+    print()
+    return diffs
+
+
+def unaligned_table(mbps, mbps_un, variants, transports, res_rows):
+    keys = sorted({(k[0], k[1]) for k in mbps_un}, key=lambda k: (transports.index(k[0])
+                                                                   if k[0] in transports else 9, k[1]))
+    if not keys:
+        return
+    base = variants[0]
+    print("Aligned versus unaligned buffers, MB/s (unaligned: %d bytes past a page start)" % 5)
+    print("%-5s %6s %-14s %10s %10s %10s %14s" % ("tport", "size", "variant", "aligned",
+                                                  "unaligned", "un/al", "un. vs " + base))
+    for t, s in keys:
+        bu = med(mbps_un.get((t, s, base), []))
+        for v in variants:
+            a = med(mbps.get((t, s, v), []))
+            u = med(mbps_un.get((t, s, v), []))
+            print("%-5s %6s %-14s %10.1f %10.1f %10.3f %14.3f" % (
+                t, size_label(s), v, a, u, u / a if a > 0 else 0, u / bu if bu > 0 else 0))
+            res_rows.append(["stream", t, s, 0, v, "%.2f" % u, "", "", "",
+                             "%.4f" % (u / bu if bu > 0 else float("nan")),
+                             len(mbps_un.get((t, s, v), []))])
+    print()
+
+
+def goal_check(worst, diffs, goal_ratio, goal_rtt, base):
+    print("Goal check (each variant against %s; a MISS is reported, not fatal)" % base)
+    for v, (r, where) in worst.items():
+        verdict = "PASS" if r >= goal_ratio else "MISS"
+        print("  %s  %s: throughput ratio >= %.2f at every size (worst %.3f at %s)"
+              % (verdict, v, goal_ratio, r, where))
+    for v, ds in diffs.items():
+        ok = all(d <= goal_rtt for d, _ in ds)
+        detail = ", ".join("%s %+.2f us" % (t, d) for d, t in ds)
+        print("  %s  %s: 1-byte round trip within +%.1f us (%s)"
+              % ("PASS" if ok else "MISS", v, goal_rtt, detail))
+    print()
+
+
+def plot(mbps, variants, transports, out):
+    gp = shutil.which("gnuplot")
+    svg = os.path.join(out, "throughput.svg")
+    series = []
+    for t in transports:
+        for v in variants:
+            pts = sorted((k[1], med(vals)) for k, vals in mbps.items() if k[0] == t and k[2] == v)
+            if not pts:
+                continue
+            dat = os.path.join(out, "throughput-%s-%s.dat" % (t, v))
+            with open(dat, "w") as f:
+                for s, m in pts:
+                    f.write("%d %.3f\n" % (s, m))
+            series.append((dat, "%s %s" % (t, v), "dashtype 2" if v == variants[0] else "dashtype 1"))
+    all_sizes = sorted({k[1] for k in mbps})
+    xtics = ", ".join('"%s" %d' % (size_label(s), s) for s in all_sizes)
+    script = os.path.join(out, "throughput.gp")
+    with open(script, "w") as f:
+        f.write("set terminal svg size 900,560 dynamic font 'sans,12' background rgb 'white'\n")
+        f.write("set output '%s'\n" % svg)
+        f.write("set title 'zcbench streaming throughput (median over rounds)'\n")
+        f.write("set logscale x 2\nset logscale y 10\nset grid\nset key top left\n")
+        f.write("set xlabel 'message size (bytes)'\nset ylabel 'MB/s'\n")
+        f.write("set xtics (%s)\n" % xtics)
+        f.write("set xrange [%g:%g]\n" % (all_sizes[0] / 1.5, all_sizes[-1] * 1.5))
+        f.write("plot " + ", \\\n     ".join(
+            "'%s' using 1:2 with linespoints lw 2 %s title '%s'" % (d, dt, title)
+            for d, title, dt in series) + "\n")
+    if not gp:
+        print("gnuplot not found: no SVG (the data and %s are there)" % script)
+        return None
+    r = subprocess.run([gp, script], capture_output=True, text=True)
+    if r.returncode != 0:
+        print("gnuplot failed: %s" % r.stderr.strip())
+        return None
+    return svg
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--raw", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--variants", required=True)
+    ap.add_argument("--goal-ratio", type=float, default=0.98)
+    ap.add_argument("--goal-rtt-us", type=float, default=0.3)
+    ap.add_argument("--rounds", type=int, default=0)
+    a = ap.parse_args()
+    variants = a.variants.split(",")
+    rows = load(a.raw)
+    if not rows:
+        sys.exit("bench: no runs in %s" % a.raw)
+    transports = []
+    for r in rows:
+        if r["transport"] not in transports:
+            transports.append(r["transport"])
+    mbps = group(rows, "stream", "1", "mbps")
+    mbps_un = group(rows, "stream", "0", "mbps")
+    pp = {f: group(rows, "pingpong", "1", f) for f in ("median_us", "p99_us", "mean_us")}
+    res_rows = []
+    worst = throughput_table(mbps, variants, transports, res_rows)
+    diffs = latency_table(pp, variants, transports, res_rows)
+    unaligned_table(mbps, mbps_un, variants, transports, res_rows)
+    goal_check(worst, diffs, a.goal_ratio, a.goal_rtt_us, variants[0])
+    res = os.path.join(a.out, "results.csv")
+    with open(res, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["test", "transport", "size", "aligned", "variant", "mbps", "median_us",
+                    "p99_us", "mean_us", "ratio_vs_" + variants[0], "rounds"])
+        w.writerows(res_rows)
+    svg = plot(mbps, variants, transports, a.out)
+    print("results: %s (every run: %s)" % (res, a.raw))
+    if svg:
+        print("plot: %s" % svg)
+
+
+if __name__ == "__main__":
+    main()
