@@ -171,7 +171,10 @@ case_lookup() {
   expect_eq "ZCSOCK_LIBRARY" "$(ZCSOCK_LIBRARY=$T/copy/libzcsock.so "$T/bin/zcsock" version | sed -n 's/^library: //p')" \
     "$T/copy/libzcsock.so"
   expect_eq "--lib beats ZCSOCK_LIBRARY" "$(ZCSOCK_LIBRARY=$T/copy/libzcsock.so "$T/bin/zcsock" version --lib "$D" | sed -n 's/^library: //p')" "$D"
-  expect_eq "build tree" "$(lib_line "$Z")" "$(readlink -f "$ZC_BUILD")/libzcsock.so"
+  if [ -f "$ZC_BUILD/libzcsock.so" ]; then
+    expect_eq "build tree" "$(lib_line "$Z")" "$(readlink -f "$ZC_BUILD")/libzcsock.so"
+  fi
+  return 0
 }
 
 case_lookup_missing() {
@@ -207,7 +210,9 @@ try:
 except AttributeError:
     print("absent")'
   expect_eq "without zcsock run" "$(env -u LD_PRELOAD python3 -c "$probe")" absent
-  expect_eq "zcsock run (build tree lookup)" "$(env -u LD_PRELOAD -u ZCSOCK_LIBRARY "$Z" run python3 -c "$probe")" 1
+  if [ "$ZC_BUILD/libzcsock.so" -ef "$ZC_LIB" ]; then
+    expect_eq "zcsock run (build tree lookup)" "$(env -u LD_PRELOAD -u ZCSOCK_LIBRARY "$Z" run python3 -c "$probe")" 1
+  fi
   expect_eq "zcsock run --lib" "$(env -i "$Z" run --lib "$ZC_LIB" python3 -c "$probe")" 1
   expect_eq "kept preload" "$(env -i LD_PRELOAD="$OTHER" "$Z" run --lib "$ZC_LIB" python3 -c "$probe")" 1
 }
