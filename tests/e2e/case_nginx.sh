@@ -4,8 +4,8 @@
 # curl downloads it several ways, once without and once with the library in
 # nginx and in curl:
 #   sendfile   location with sendfile on (the file goes out by sendfile(2))
-#   copy       sendfile off, 1 MiB output buffers (read + writev), and in
-#              the same curl process (one keep-alive connection) a range
+#   copy+range sendfile off, 1 MiB output buffers (read + writev), then in
+#              the same curl process (keep-alive connection) a range
 #              request of 100000000 bytes from offset 1000
 #   slow       sendfile off, 64 MiB range read at --limit-rate 64M, so the
 #              server keeps hitting a full socket buffer (EAGAIN + epoll)
@@ -60,23 +60,31 @@ http {
 EOF
 }
 
-# fetch NAME EXPECTED_SHA CURL_ARGS..: one curl process, body hashed through
-# a fifo; the curl pid is added to $CURL_PIDS.
+# fetch NAME "SHA.." CURL_ARGS..: one curl process; each word BODYn in the
+# arguments becomes a fifo whose bytes are hashed and compared with the n-th
+# expected sha256.  The curl pid is added to $CURL_PIDS.
 fetch() {
-  local name=$1 want=$2; shift 2
-  local d=$E2E_TMP/$E2E_MODE-$name t0 cpid hpid rc got info
-  mkdir -p "$d"; mkfifo "$d/body"
+  local name=$1 want=($2); shift 2
+  local d=$E2E_TMP/$E2E_MODE-$name t0 cpid rc=0 r i args=() hpids=() got ok=1 line=
+  mkdir -p "$d"
+  for ((i = 1; i <= ${#want[@]}; i++)); do
+    mkfifo "$d/body$i"
+    e2e_sha256 <"$d/body$i" >"$d/sha$i" & hpids+=($!)
+  done
+  for a in "$@"; do [[ $a == BODY[0-9] ]] && args+=("$d/body${a#BODY}") || args+=("$a"); done
   t0=$EPOCHREALTIME
-  curl -sS -f --max-time 120 -o "$d/body" -w '%{http_code} %{size_download}\n' "$@" \
+  curl -sS -f --max-time 120 -w '%{http_code}/%{size_download} ' "${args[@]}" \
     >"$d/info" 2>"$E2E_ART/$E2E_MODE-$name.curl.log" & cpid=$!
   E2E_PIDS+=("$cpid")
-  e2e_sha256 <"$d/body" >"$d/sha" & hpid=$!
   e2e_wait "$cpid" 150; rc=$?
-  wait "$hpid"
+  wait "${hpids[@]}"
   CURL_PIDS+=" $cpid"
-  got=$(cat "$d/sha") info=$(tr '\n' ' ' <"$d/info")
-  e2e_say "$name: curl exit $rc, http/size: $info in $(e2e_since "$t0")s, sha256 ${got:0:16}.. $([ "$got" = "$want" ] && echo ok || echo "MISMATCH (want ${want:0:16}..)")"
-  [ $rc -eq 0 ] && [ "$got" = "$want" ]
+  for ((i = 1; i <= ${#want[@]}; i++)); do
+    got=$(cat "$d/sha$i")
+    if [ "$got" = "${want[i-1]}" ]; then line+=" ${got:0:12}.. ok"; else line+=" ${got:0:12}.. MISMATCH (want ${want[i-1]:0:12}..)"; ok=0; fi
+  done
+  e2e_say "$name: curl exit $rc, http/bytes: $(head -c 200 "$d/info") in $(e2e_since "$t0")s, sha256$line"
+  [ $rc -eq 0 ] && [ $ok -eq 1 ]
 }
 
 run_all() {
@@ -89,10 +97,10 @@ run_all() {
   e2e_say "nginx master pid $master on 127.0.0.1:$port"
   CURL_PIDS=
   local base=http://127.0.0.1:$port
-  fetch sendfile "$SHA_FULL" "$base/sendfile/big.bin" || fail=1
-  fetch copy+range "$SHA_FULL$SHA_RANGE" "$base/copy/big.bin" \
-    -r "$RANGE_OFF-$((RANGE_OFF + RANGE_LEN - 1))" "$base/copy/big.bin" || fail=1
-  fetch slow "$SHA_SLOW" --limit-rate 64M -r "0-$((SLOW_LEN - 1))" "$base/slow/big.bin" || fail=1
+  fetch sendfile "$SHA_FULL" -o BODY1 "$base/sendfile/big.bin" || fail=1
+  fetch copy+range "$SHA_FULL $SHA_RANGE" -o BODY1 "$base/copy/big.bin" --next -w "%{http_code}/%{size_download} " \
+    -r "$RANGE_OFF-$((RANGE_OFF + RANGE_LEN - 1))" -o BODY2 "$base/copy/big.bin" || fail=1
+  fetch slow "$SHA_SLOW" --limit-rate 64M -r "0-$((SLOW_LEN - 1))" -o BODY1 "$base/slow/big.bin" || fail=1
   workers=$(e2e_plain ps -o pid= --ppid "$master" | tr -d ' ' | tr '\n' ' ')
   e2e_stop "$master" 10; rc=$?
   [ $rc -eq 0 ] || { e2e_say "nginx exited $rc after TERM"; fail=1; }
