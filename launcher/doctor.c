@@ -93,35 +93,6 @@ static void zcl_check_kernel(zcl_doctor_t *doc)
 	ZCL_SET(it->fix, "a 6.4 or newer kernel");
 }
 
-static void zcl_check_library(zcl_doctor_t *doc)
-{
-	zcl_item_t *it = zcl_item_add(doc, "library");
-	zcl_lookup_t lookup;
-	const char *why;
-	size_t used = 0;
-
-	if (zcl_lib_find(doc->lib_opt, &lookup) == 0) {
-		ZCL_SET(it->value, "%s", lookup.resolved);
-		if (zcl_lib_check(lookup.resolved, &why) == 0) {
-			it->status = ZCL_ST_OK;
-			ZCL_SET(it->meaning, "'zcsock run' preloads this file");
-			return;
-		}
-		it->status = ZCL_ST_NO;
-		ZCL_SET(it->meaning, "cannot be preloaded: %s", why);
-		ZCL_SET(it->fix, "rebuild it with 'make'");
-		return;
-	}
-	used = ZCL_SET(it->value, "not found; looked in");
-	for (int i = 0; i < lookup.count && used < sizeof(it->value); i++)
-		used += snprintf(it->value + used, sizeof(it->value) - used,
-				 "%s %s", i ? "," : ":", lookup.path[i]);
-	it->status = ZCL_ST_NO;
-	ZCL_SET(it->meaning, "'zcsock run' cannot start programs");
-	ZCL_SET(it->fix, "build it with 'make', install it with 'make "
-		"install', or name it with --lib or ZCSOCK_LIBRARY");
-}
-
 static void zcl_doctor_print_text(const zcl_doctor_t *doc)
 {
 	printf("zcsock doctor: zcsock %s\n", ZCSOCK_VERSION);

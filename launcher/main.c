@@ -20,6 +20,7 @@ static const zcl_command_t zcl_commands[] = {
 	{ "run", zcl_cmd_run },
 	{ "doctor", zcl_cmd_doctor },
 	{ "version", zcl_cmd_version },
+	{ "__probe", zcl_cmd_probe }, /* internal, for doctor */
 };
 
 static const char zcl_usage_text[] =

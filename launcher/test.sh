@@ -32,6 +32,13 @@ setup() {
   cp "$Z" "$T/none/bin/zcsock"
   cp "$Z" "$T/ma/bin/zcsock"
   cp "$D" "$T/ma/lib/x86_64-linux-gnu/libzcsock.so"
+  echo '#include <stdio.h>
+#include <stdlib.h>
+__attribute__((constructor)) static void boom(void) { fputs("boom\n", stderr); exit(3); }' |
+    cc -shared -fPIC -x c - -o "$T/other/boom.so" || return 1
+  echo '#include <unistd.h>
+__attribute__((constructor)) static void hang(void) { for (int i = 0; i < 600; i++) sleep(1); }' |
+    cc -shared -fPIC -x c - -o "$T/other/hang.so" || return 1
   cp "$Z" "$T/tree/zcsock"
   cp "$D" "$T/tree/libzcsock.so"
   printf '#!/bin/sh\necho dash-ok\n' > "$T/bin/-dash"; chmod +x "$T/bin/-dash"
@@ -265,6 +272,27 @@ for want in sys.argv[1:]:
     assert want in names, want' "${DOCTOR_ITEMS[@]}" || fail "--json"
 }
 
+# doctor's library item runs the library in a test process
+case_doctor_library() {
+  local line
+  if [ -f "$ZC_LIB" ]; then
+    line=$("$Z" doctor --lib "$ZC_LIB" | grep '^[a-z]* *library ')
+    grep -Eq '^ok +library .*active in a test process' <<<"$line" || fail "real library: $line"
+  fi
+  line=$("$Z" doctor --lib "$D" | grep '^[a-z]* *library ')
+  grep -Eq '^no +library .*not a zcsock library' <<<"$line" || fail "dummy: $line"
+  line=$("$Z" doctor --lib "$T/other/boom.so" | grep '^[a-z]* *library ')
+  grep -Eq '^no +library .*does not start: boom' <<<"$line" || fail "failing constructor: $line"
+  line=$("$Z" doctor --lib /etc/passwd | grep '^[a-z]* *library ')
+  grep -Eq '^no +library .*not an ELF file' <<<"$line" || fail "not ELF: $line"
+  line=$("$Z" doctor --lib "$T/other/hang.so" | grep '^[a-z]* *library ')
+  grep -Eq '^no +library .*hung' <<<"$line" || fail "hanging constructor: $line"
+  if command -v pgrep >/dev/null && pgrep -x -f 'zcsock __probe' >/dev/null; then
+    fail "hung probe left running"
+  fi
+  return 0
+}
+
 case_doctor_unprivileged() {
   command -v setpriv >/dev/null && [ "$(id -u)" = 0 ] ||
     { echo "skip: needs root and setpriv"; exit 77; }
@@ -299,7 +327,7 @@ t_begin launcher
 setup || { echo "fixture setup failed"; exit 1; }
 for c in help usage_errors preload_add preload_keep preload_no_duplicate \
          run_env run_args exec_errors lookup lookup_missing lib_active \
-         stats_report version doctor doctor_unprivileged doctor_no_files; do
+         stats_report version doctor doctor_library doctor_unprivileged doctor_no_files; do
   t_run "$c" 30 "$0" "$c"
 done
 t_end

@@ -122,5 +122,10 @@ void zcl_check_thp(zcl_doctor_t *doc);         /* doctor_mem.c */
 void zcl_check_hugetlb(zcl_doctor_t *doc);
 void zcl_check_memlock(zcl_doctor_t *doc);
 void zcl_check_memfd(zcl_doctor_t *doc);
+void zcl_check_library(zcl_doctor_t *doc);     /* doctor_lib.c */
+
+/* The hidden command `zcsock __probe` that doctor runs with the library
+ * preloaded: prints "active=N version=V" or "missing=zcsock_is_active". */
+int zcl_cmd_probe(int argc, char **argv);
 
 #endif
