@@ -1,0 +1,133 @@
+/* malloc-hooks public API: the only header shim/ sees of this module.
+ *
+ * malloc-hooks interposes the allocator family (malloc ... malloc_usable_size)
+ * and the mapping family (mmap, munmap, mremap, madvise, brk/sbrk, shmat/shmdt).
+ * It does two things:
+ *
+ *  (a) memory events: before a range stops holding its current pages (munmap,
+ *      mremap, mmap(MAP_FIXED), madvise(DONTNEED|FREE|REMOVE), shmdt, a
+ *      shrinking brk/sbrk, free()/realloc() of a chunk glibc releases with its
+ *      own internal munmap/mremap, free() of a placed block) every subscriber
+ *      whose mask matches is called with the range;
+ *  (b) placement: allocations of at least alloc_min bytes come back page
+ *      aligned (2 MiB aligned from huge_min up) from memfd-backed arenas that
+ *      a local peer can map (mh_region_lookup), recycled through a pool.
+ *
+ * Life cycle: before mh_init() the hooks pass straight through to the real
+ * functions (resolving zc_real lazily, serving dlsym's own allocations from a
+ * static bootstrap arena).  The shim's constructor calls zc_real_resolve()
+ * then mh_init().  Libraries never log: mh_init() records a status (flags plus
+ * a short reason) that the shim reads with mh_status() and logs.
+ */
+#ifndef MH_H
+#define MH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Event kinds, one bit each; a subscriber's mask is an OR of them. */
+#define MH_EV_UNMAP     0x001u /* munmap, or the moved-away part of mremap */
+#define MH_EV_REMAP     0x002u /* mremap: the old range (whole or shrunk tail) */
+#define MH_EV_MAP_FIXED 0x004u /* mmap(MAP_FIXED), mremap(MREMAP_FIXED) target */
+#define MH_EV_MADVISE   0x008u /* madvise DONTNEED / DONTNEED_LOCKED / FREE / REMOVE */
+#define MH_EV_SHMDT     0x010u /* shmdt of an attached segment */
+#define MH_EV_BRK       0x020u /* brk/sbrk shrinking the program break */
+#define MH_EV_FREE      0x040u /* free/realloc of a glibc-mmapped chunk */
+#define MH_EV_BLOCK     0x080u /* free/realloc of a placed arena block (recycled) */
+#define MH_EV_ALL       0x0ffu
+#define MH_EV_KINDS     8
+
+/* Event callback: [addr, addr+len) is about to stop holding its current
+ * pages (page-rounded outward where the kernel would act on whole pages).
+ * Called from inside hooks, before the real operation, on the thread that
+ * made the call, possibly with a glibc lock held (free of a chunk):
+ * it must not allocate, block on a lock that an allocating thread may hold,
+ * call stdio/getenv, or unmap memory.  It may try-lock and defer. */
+typedef void (*mh_event_func_t)(unsigned kind, void *addr, size_t len, void *arg);
+
+/* Status flags (mh_status()). */
+#define MH_ST_INIT              0x01u /* mh_init() ran */
+#define MH_ST_EVENTS_OK         0x02u /* self-test saw the probe event */
+#define MH_ST_PLACEMENT_ACTIVE  0x04u /* large allocations are placed in arenas */
+#define MH_ST_FOREIGN_ALLOCATOR 0x08u /* malloc is not glibc's: events only */
+#define MH_ST_SELFTEST_FAILED   0x10u /* probe event missing: disable zero-copy */
+#define MH_ST_HUGE_THP          0x20u /* arenas advised MADV_HUGEPAGE (shmem THP on) */
+#define MH_ST_HUGE_TLB          0x40u /* huge blocks come from a hugetlb memfd */
+
+typedef struct mh_params {
+    size_t alloc_min;  /* ZCSOCK_ALLOC_MIN: place allocations >= this (0: default) */
+    size_t huge_min;   /* ZCSOCK_ALLOC_HUGE_MIN: 2 MiB alignment from here (0: default) */
+    int placement;     /* ZCSOCK_ALLOC_PLACEMENT: 1 on, 0 off (events only) */
+    int no_atfork;     /* 1: the shim calls mh_fork_* itself; 0: mh_init registers
+                          them with pthread_atfork */
+} mh_params_t;
+
+#define MH_ALLOC_MIN_DEFAULT ((size_t)128 << 10)
+#define MH_HUGE_MIN_DEFAULT  ((size_t)2 << 20)
+
+/* Initialise: detect a foreign allocator, read THP/hugetlb settings, create
+ * the first arena when placement is on, run the self-test.  Call once from
+ * the shim's constructor after zc_real_resolve(), outside any hook.  May
+ * allocate.  Returns 0, or -errno when the module cannot work at all (events
+ * and placement are then off, the hooks pass through).  Failures of optional
+ * parts (placement, huge pages) are reported in mh_status(), not here. */
+int mh_init(const mh_params_t *p);
+
+/* Status flags (MH_ST_*) and, when reason_p is not NULL, a static short
+ * reason string for the last degradation ("" when none).  Hook-safe. */
+unsigned mh_status(const char **reason_p);
+
+/* Subscribe cb(kind, addr, len, arg) to the events in mask.  At most
+ * MH_SUBSCRIBERS_MAX subscribers.  Returns a handle >= 0, or -EINVAL /
+ * -ENOSPC.  Not hook-safe (takes a mutex); call it from init code. */
+#define MH_SUBSCRIBERS_MAX 8
+int mh_event_subscribe(unsigned mask, mh_event_func_t cb, void *arg);
+
+/* Remove a subscription.  A dispatch already running may still call cb once:
+ * keep arg valid until the process ends or a quiescent point. */
+int mh_event_unsubscribe(int handle);
+
+/* Run the self-test again: maps and unmaps a probe page through the exported
+ * (interposed) munmap and checks an event arrived.  Returns 0 or -ENOSYS.
+ * Called by mh_init; not hook-safe. */
+int mh_selftest(void);
+
+/* Fork handlers, in pthread_atfork order.  prepare copies the live arena
+ * blocks into fresh memfds (placed memory is MAP_SHARED: without this the
+ * child would share it with the parent); child maps the copies over its
+ * arenas; parent drops them.  Registered by mh_init unless p->no_atfork. */
+void mh_fork_prepare(void);
+void mh_fork_parent(void);
+void mh_fork_child(void);
+
+/* Is [addr, addr+len) entirely inside one placed arena?  Then 1, with the
+ * arena's memfd in *memfd_p and the file offset of addr in *offset_p, and
+ * *huge_p (may be NULL) 1 when the arena's pages are huge (2 MiB units).
+ * 0 otherwise.  Hook-safe, lock-free, O(arenas). */
+int mh_region_lookup(const void *addr, size_t len, int *memfd_p,
+                     uint64_t *offset_p, int *huge_p);
+
+/* 1 when fd is one of this module's arena memfds (the shim refuses
+ * close/dup2 over it).  Hook-safe. */
+int mh_fd_is_internal(int fd);
+
+/* Counters, read with relaxed atomics (hook-safe).  The shim publishes them
+ * as mh.events.<kind> and mh.alloc.<name>. */
+typedef struct mh_stats {
+    uint64_t events[MH_EV_KINDS];     /* per event kind, in bit order */
+    uint64_t placed_allocs;           /* allocations served from arenas */
+    uint64_t placed_bytes;            /* bytes currently held by placed blocks */
+    uint64_t pool_hits;               /* placed allocations served by recycling */
+    uint64_t pool_bytes;              /* bytes cached in free lists */
+    uint64_t arena_fallbacks;         /* placement failed, passed to real malloc */
+    uint64_t boot_bytes;              /* bytes served by the bootstrap arena */
+} mh_stats_t;
+
+void mh_stats_get(mh_stats_t *st_p);
+
+/* Names of the event kinds, in bit order ("unmap", "remap", "map_fixed",
+ * "madvise", "shmdt", "brk", "free", "block"), and of the mh_stats_t
+ * fields after events ("placed_allocs", ...), for the shim's stats table. */
+extern const char *const mh_event_names[MH_EV_KINDS];
+
+#endif

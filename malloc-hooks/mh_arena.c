@@ -1,0 +1,508 @@
+/* memfd arenas, size classes and the block pool behind placement.
+ *
+ * An arena is one memfd (sparse, 1 GiB) mapped MAP_SHARED at a 2 MiB aligned
+ * address, so a local peer can map the same pages (mh_region_lookup).  Page
+ * arenas carve blocks in 4 KiB units, huge arenas in 2 MiB units (advised
+ * MADV_HUGEPAGE when shmem THP allows it, or a hugetlb memfd when the pool
+ * has pages).  Blocks are carved with a bump pointer and recycled through
+ * per-class free lists; they never split or merge.  Metadata is out of band
+ * (one mh_meta_t per unit in an anonymous mapping) so block pages hold only
+ * application data.  Dirty bytes cached in free lists are capped at
+ * MH_POOL_CAP; beyond it a freed block's pages are released (MADV_REMOVE).
+ *
+ * Locking: mh_arena_lock protects bump pointers, free lists and block flags;
+ * it is a plain mutex, never held while calling out (no events, no
+ * allocator).  The arena table is append-only: entries are published with a
+ * release store of mh_arena_n and base/size never change, so mh_arena_find
+ * is lock-free.  Fork: prepare takes the lock and copies live blocks into
+ * fresh memfds; the child maps them over its arenas (see mh.h).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "mh_int.h"
+#include "zc_real.h"
+
+#ifndef MFD_HUGETLB
+#define MFD_HUGETLB 0x0004U
+#endif
+#ifndef MFD_HUGE_2MB
+#define MFD_HUGE_2MB (21u << 26)
+#endif
+
+static mh_arena_t mh_arenas[MH_ARENA_MAX];
+static int mh_arena_n;                 /* published entries (atomic) */
+static pthread_mutex_t mh_arena_lock = PTHREAD_MUTEX_INITIALIZER;
+static mh_arena_cfg_t mh_arena_cfg;
+static int mh_arena_tlb_used;          /* the one hugetlb arena was made */
+static int mh_arena_fork_ok;           /* prepare made every copy */
+
+static uint64_t mh_st_placed_allocs, mh_st_placed_bytes, mh_st_pool_hits,
+    mh_st_pool_bytes, mh_st_fallbacks;
+
+#define MH_STAT_ADD(v, n) __atomic_fetch_add(&(v), (n), __ATOMIC_RELAXED)
+#define MH_STAT_SUB(v, n) __atomic_fetch_sub(&(v), (n), __ATOMIC_RELAXED)
+
+/* ---- size classes ------------------------------------------------------ */
+
+/* Class of a block of units units (units >= 1). */
+unsigned mh_class_of(size_t units)
+{
+    unsigned e;
+    size_t step;
+
+    if (units <= 8)
+        return (unsigned)(units ? units - 1 : 0);
+    e = 63u - (unsigned)__builtin_clzll((unsigned long long)(units - 1));
+    step = (size_t)1 << (e - 3);
+    return 8 + (e - 3) * 8 + (unsigned)((units - ((size_t)1 << e) + step - 1) / step) - 1;
+}
+
+/* Units held by a block of class cls (the largest size mapping to cls). */
+size_t mh_class_units(unsigned cls)
+{
+    unsigned e, k;
+
+    if (cls < 8)
+        return cls + 1;
+    e = 3 + (cls - 8) / 8;
+    k = (cls - 8) % 8 + 1;
+    return ((size_t)1 << e) + (size_t)k * ((size_t)1 << (e - 3));
+}
+
+/* ---- arena creation ------------------------------------------------------ */
+
+static int mh_sys_close(int fd)
+{
+    return (int)syscall(SYS_close, fd);
+}
+
+static int mh_arena_memfd(size_t size, int hugetlb)
+{
+    unsigned flags = MFD_CLOEXEC | (hugetlb ? MFD_HUGETLB | MFD_HUGE_2MB : 0);
+    int fd = memfd_create(hugetlb ? "zcsock-arena-huge" : "zcsock-arena", flags);
+
+    if (fd < 0)
+        return -errno;
+    if (ftruncate(fd, (off_t)size) < 0) {
+        int err = -errno;
+
+        mh_sys_close(fd);
+        return err;
+    }
+    return fd;
+}
+
+/* Map fd over [addr, addr+size) (addr NULL: anywhere, 2 MiB aligned). */
+static void *mh_arena_map(void *addr, size_t size, int fd, int hugetlb)
+{
+    int nores = hugetlb ? 0 : MAP_NORESERVE;
+    char *r, *al;
+
+    if (addr)
+        return zc_real.mmap(addr, size, PROT_READ | PROT_WRITE,
+                            MAP_SHARED | MAP_FIXED | nores, fd, 0);
+    r = zc_real.mmap(NULL, size + MH_HUGE, PROT_NONE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (r == MAP_FAILED)
+        return MAP_FAILED;
+    al = (char *)MH_ALIGN_UP((uintptr_t)r, MH_HUGE);
+    if (zc_real.mmap(al, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED | nores,
+                     fd, 0) == MAP_FAILED) {
+        zc_real.munmap(r, size + MH_HUGE);
+        return MAP_FAILED;
+    }
+    if (al > r)
+        zc_real.munmap(r, (size_t)(al - r));
+    if (al + size < r + size + MH_HUGE)
+        zc_real.munmap(al + size, (size_t)(r + size + MH_HUGE - (al + size)));
+    return al;
+}
+
+static void mh_arena_advise(mh_arena_t *a)
+{
+    if (a->hugetlb)
+        return;
+    if (a->huge && mh_arena_cfg.thp)
+        zc_real.madvise(a->base, a->size, MADV_HUGEPAGE);
+    else if (!a->huge)
+        zc_real.madvise(a->base, a->size, MADV_NOHUGEPAGE);
+}
+
+/* Create and publish an arena of the given kind.  Lock held. */
+static mh_arena_t *mh_arena_create(int huge)
+{
+    int n = mh_arena_n, hugetlb = 0, fd;
+    size_t size = MH_ARENA_SIZE, unit = huge ? MH_HUGE : MH_PAGE;
+    mh_arena_t *a;
+    void *base, *meta;
+
+    if (n >= MH_ARENA_MAX)
+        return NULL;
+    if (huge && !mh_arena_tlb_used && mh_arena_cfg.hugetlb_free > 0) {
+        long pages = mh_arena_cfg.hugetlb_free < 512 ? mh_arena_cfg.hugetlb_free : 512;
+
+        mh_arena_tlb_used = 1;
+        hugetlb = 1;
+        size = (size_t)pages * MH_HUGE;
+    }
+    fd = mh_arena_memfd(size, hugetlb);
+    base = fd >= 0 ? mh_arena_map(NULL, size, fd, hugetlb) : MAP_FAILED;
+    if (base == MAP_FAILED && hugetlb) {
+        if (fd >= 0)
+            mh_sys_close(fd);
+        hugetlb = 0;
+        size = MH_ARENA_SIZE;
+        fd = mh_arena_memfd(size, 0);
+        base = fd >= 0 ? mh_arena_map(NULL, size, fd, 0) : MAP_FAILED;
+    }
+    if (base == MAP_FAILED)
+        goto err_fd;
+    meta = zc_real.mmap(NULL, (size / unit) * sizeof(mh_meta_t), PROT_READ | PROT_WRITE,
+                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (meta == MAP_FAILED)
+        goto err_map;
+    a = &mh_arenas[n];
+    memset(a, 0, sizeof(*a));
+    a->base = base;
+    a->size = size;
+    a->fd = fd;
+    a->huge = huge;
+    a->hugetlb = hugetlb;
+    a->shift = huge ? 21 : 12;
+    a->nunits = size / unit;
+    a->meta = meta;
+    a->fork_fd = -1;
+    mh_arena_advise(a);
+    __atomic_store_n(&mh_arena_n, n + 1, __ATOMIC_RELEASE);
+    return a;
+err_map:
+    zc_real.munmap(base, size);
+err_fd:
+    if (fd >= 0)
+        mh_sys_close(fd);
+    return NULL;
+}
+
+/* Configure and create the first page arena.  Called by mh_init, outside
+ * hooks.  Returns 0 or -errno. */
+int mh_arena_setup(const mh_arena_cfg_t *cfg)
+{
+    int rc = 0;
+
+    pthread_mutex_lock(&mh_arena_lock);
+    mh_arena_cfg = *cfg;
+    if (mh_arena_n == 0 && !mh_arena_create(0))
+        rc = -ENOMEM;
+    pthread_mutex_unlock(&mh_arena_lock);
+    return rc;
+}
+
+/* ---- allocation and free ------------------------------------------------ */
+
+static void *mh_arena_pop(mh_arena_t *a, unsigned cls, int *dirty_p)
+{
+    uint32_t idx = a->free_head[cls] - 1;
+    mh_meta_t *m = &a->meta[idx];
+
+    a->free_head[cls] = m->next;
+    m->next = 0;
+    *dirty_p = (m->flags & MH_BLK_DIRTY) != 0;
+    m->flags = MH_BLK_USED | (m->flags & MH_BLK_DIRTY);
+    if (*dirty_p)
+        MH_STAT_SUB(mh_st_pool_bytes, mh_class_units(cls) << a->shift);
+    MH_STAT_ADD(mh_st_pool_hits, 1);
+    return a->base + ((size_t)idx << a->shift);
+}
+
+static void *mh_arena_carve(mh_arena_t *a, unsigned cls, size_t units, int *dirty_p)
+{
+    size_t idx = a->bump;
+
+    if (idx + units > a->nunits)
+        return NULL;
+    a->bump += units;
+    a->meta[idx].cls = (uint8_t)(cls + 1);
+    a->meta[idx].flags = MH_BLK_USED;
+    *dirty_p = 0;
+    return a->base + (idx << a->shift);
+}
+
+/* See mh_int.h.  Hook-safe (no allocator; may map a new arena). */
+void *mh_arena_alloc(size_t n, int huge, int *dirty_p)
+{
+    unsigned shift = huge ? 21 : 12, cls;
+    size_t units = (n + ((size_t)1 << shift) - 1) >> shift, cu;
+    void *p = NULL;
+    int i, cnt;
+
+    if (n == 0 || n > MH_PLACE_MAX)
+        return NULL;
+    cls = mh_class_of(units);
+    cu = mh_class_units(cls);
+    pthread_mutex_lock(&mh_arena_lock);
+    cnt = mh_arena_n;
+    for (i = 0; i < cnt && !p; i++)
+        if (mh_arenas[i].huge == huge && mh_arenas[i].free_head[cls])
+            p = mh_arena_pop(&mh_arenas[i], cls, dirty_p);
+    for (i = 0; i < cnt && !p; i++)
+        if (mh_arenas[i].huge == huge)
+            p = mh_arena_carve(&mh_arenas[i], cls, cu, dirty_p);
+    if (!p) {
+        mh_arena_t *a = mh_arena_create(huge);
+
+        if (a)
+            p = mh_arena_carve(a, cls, cu, dirty_p);
+    }
+    pthread_mutex_unlock(&mh_arena_lock);
+    if (!p) {
+        MH_STAT_ADD(mh_st_fallbacks, 1);
+        return NULL;
+    }
+    MH_STAT_ADD(mh_st_placed_allocs, 1);
+    MH_STAT_ADD(mh_st_placed_bytes, cu << shift);
+    return p;
+}
+
+/* See mh_int.h.  Lock-free. */
+mh_arena_t *mh_arena_find(const void *p)
+{
+    int n = __atomic_load_n(&mh_arena_n, __ATOMIC_ACQUIRE);
+
+    for (int i = 0; i < n; i++)
+        if ((uintptr_t)p - (uintptr_t)mh_arenas[i].base < mh_arenas[i].size)
+            return &mh_arenas[i];
+    return NULL;
+}
+
+static mh_meta_t *mh_arena_meta(mh_arena_t *a, const void *p)
+{
+    size_t off = (size_t)((const char *)p - a->base);
+
+    if (off & (((size_t)1 << a->shift) - 1))
+        return NULL;
+    if ((off >> a->shift) >= a->nunits)
+        return NULL;
+    return &a->meta[off >> a->shift];
+}
+
+/* See mh_int.h.  Lock-free: the caller owns the block. */
+size_t mh_arena_block_size(mh_arena_t *a, const void *p)
+{
+    mh_meta_t *m = mh_arena_meta(a, p);
+
+    if (!m || !m->cls || !(__atomic_load_n(&m->flags, __ATOMIC_RELAXED) & MH_BLK_USED))
+        return 0;
+    return mh_class_units(m->cls - 1u) << a->shift;
+}
+
+/* See mh_int.h.  Releases the pages first when the pool is over its cap. */
+size_t mh_arena_free(mh_arena_t *a, void *p)
+{
+    mh_meta_t *m = mh_arena_meta(a, p);
+    size_t size;
+    int release;
+
+    if (!m)
+        return 0;
+    size = mh_arena_block_size(a, p);
+    if (!size)
+        return 0;
+    release = __atomic_load_n(&mh_st_pool_bytes, __ATOMIC_RELAXED) + size > MH_POOL_CAP;
+    if (release)
+        zc_real.madvise(p, size, MADV_REMOVE);
+    pthread_mutex_lock(&mh_arena_lock);
+    if (!(m->flags & MH_BLK_USED)) {
+        pthread_mutex_unlock(&mh_arena_lock);
+        return 0;
+    }
+    m->flags = release ? 0 : MH_BLK_DIRTY;
+    m->next = a->free_head[m->cls - 1];
+    a->free_head[m->cls - 1] = (uint32_t)(m - a->meta) + 1;
+    pthread_mutex_unlock(&mh_arena_lock);
+    if (!release)
+        MH_STAT_ADD(mh_st_pool_bytes, size);
+    MH_STAT_SUB(mh_st_placed_bytes, size);
+    return size;
+}
+
+int mh_arena_count(void)
+{
+    return __atomic_load_n(&mh_arena_n, __ATOMIC_ACQUIRE);
+}
+
+mh_arena_t *mh_arena_get(int i)
+{
+    return i >= 0 && i < mh_arena_count() ? &mh_arenas[i] : NULL;
+}
+
+/* See mh.h. */
+int mh_region_lookup(const void *addr, size_t len, int *memfd_p, uint64_t *offset_p,
+                     int *huge_p)
+{
+    mh_arena_t *a = mh_arena_find(addr);
+    size_t off;
+
+    if (!a)
+        return 0;
+    off = (size_t)((const char *)addr - a->base);
+    if (len > a->size - off || __atomic_load_n(&a->fd, __ATOMIC_RELAXED) < 0)
+        return 0;
+    *memfd_p = __atomic_load_n(&a->fd, __ATOMIC_RELAXED);
+    *offset_p = off;
+    if (huge_p)
+        *huge_p = a->huge;
+    return 1;
+}
+
+/* See mh.h. */
+int mh_fd_is_internal(int fd)
+{
+    int n = mh_arena_count();
+
+    for (int i = 0; i < n; i++)
+        if (__atomic_load_n(&mh_arenas[i].fd, __ATOMIC_RELAXED) == fd && fd >= 0)
+            return 1;
+    return 0;
+}
+
+void mh_arena_stats(mh_stats_t *st)
+{
+    st->placed_allocs = __atomic_load_n(&mh_st_placed_allocs, __ATOMIC_RELAXED);
+    st->placed_bytes = __atomic_load_n(&mh_st_placed_bytes, __ATOMIC_RELAXED);
+    st->pool_hits = __atomic_load_n(&mh_st_pool_hits, __ATOMIC_RELAXED);
+    st->pool_bytes = __atomic_load_n(&mh_st_pool_bytes, __ATOMIC_RELAXED);
+    st->arena_fallbacks = __atomic_load_n(&mh_st_fallbacks, __ATOMIC_RELAXED);
+}
+
+/* ---- fork ------------------------------------------------------------------ */
+
+/* Copy the data segments of [off, off+len) of a's memfd into dst. */
+static void mh_arena_copy_range(mh_arena_t *a, char *dst, size_t off, size_t len)
+{
+    size_t end = off + len;
+
+    if (a->hugetlb) {
+        memcpy(dst + off, a->base + off, len);
+        return;
+    }
+    while (off < end) {
+        off_t d = lseek(a->fd, (off_t)off, SEEK_DATA), h;
+
+        if (d < 0 || (size_t)d >= end)
+            return;
+        h = lseek(a->fd, d, SEEK_HOLE);
+        if (h < 0 || (size_t)h > end)
+            h = (off_t)end;
+        memcpy(dst + d, a->base + d, (size_t)(h - d));
+        off = (size_t)h;
+    }
+}
+
+/* Copy every used block of a into a fresh memfd (a->fork_fd). */
+static int mh_arena_fork_copy(mh_arena_t *a)
+{
+    char *dst;
+    int fd = mh_arena_memfd(a->size, a->hugetlb);
+
+    if (fd < 0)
+        return fd;
+    dst = zc_real.mmap(NULL, a->size, PROT_READ | PROT_WRITE,
+                       MAP_SHARED | (a->hugetlb ? 0 : MAP_NORESERVE), fd, 0);
+    if (dst == MAP_FAILED) {
+        mh_sys_close(fd);
+        return -ENOMEM;
+    }
+    for (size_t i = 0; i < a->bump;) {
+        mh_meta_t *m = &a->meta[i];
+        size_t units = m->cls ? mh_class_units(m->cls - 1u) : 1;
+
+        if (m->cls && (m->flags & MH_BLK_USED))
+            mh_arena_copy_range(a, dst, i << a->shift, units << a->shift);
+        i += units;
+    }
+    zc_real.munmap(dst, a->size);
+    a->fork_fd = fd;
+    return 0;
+}
+
+/* pthread_atfork prepare: lock, then copy live blocks for the child. */
+void mh_arena_fork_prepare(void)
+{
+    int n;
+
+    pthread_mutex_lock(&mh_arena_lock);
+    n = mh_arena_n;
+    mh_arena_fork_ok = 1;
+    for (int i = 0; i < n; i++)
+        if (mh_arena_fork_copy(&mh_arenas[i]) < 0)
+            mh_arena_fork_ok = 0;
+}
+
+void mh_arena_fork_parent(void)
+{
+    for (int i = 0; i < mh_arena_n; i++) {
+        if (mh_arenas[i].fork_fd >= 0)
+            mh_sys_close(mh_arenas[i].fork_fd);
+        mh_arenas[i].fork_fd = -1;
+    }
+    pthread_mutex_unlock(&mh_arena_lock);
+}
+
+/* Free blocks of the child's copy hold no data: mark them clean. */
+static void mh_arena_clean_free_lists(mh_arena_t *a)
+{
+    for (unsigned c = 0; c < MH_CLASS_MAX; c++)
+        for (uint32_t i = a->free_head[c]; i; i = a->meta[i - 1].next)
+            a->meta[i - 1].flags = 0;
+}
+
+/* Child: map the copies over the arenas.  When a copy could not be made the
+ * child maps the parent's memfd privately (a snapshot that may still see the
+ * parent's later writes to pages the child never wrote) and stops placing. */
+void mh_arena_fork_child(void)
+{
+    for (int i = 0; i < mh_arena_n; i++) {
+        mh_arena_t *a = &mh_arenas[i];
+
+        if (mh_arena_fork_ok && a->fork_fd >= 0 &&
+            mh_arena_map(a->base, a->size, a->fork_fd, a->hugetlb) != MAP_FAILED) {
+            mh_sys_close(a->fd);
+            a->fd = a->fork_fd;
+            mh_arena_advise(a);
+            mh_arena_clean_free_lists(a);
+        } else {
+            zc_real.mmap(a->base, a->size, PROT_READ | PROT_WRITE,
+                         MAP_PRIVATE | MAP_FIXED | MAP_NORESERVE, a->fd, 0);
+            if (a->fork_fd >= 0)
+                mh_sys_close(a->fork_fd);
+            mh_sys_close(a->fd);
+            __atomic_store_n(&a->fd, -1, __ATOMIC_RELAXED);
+            __atomic_store_n(&mh_g.placement, 0, __ATOMIC_RELAXED);
+        }
+        a->fork_fd = -1;
+    }
+    mh_st_pool_bytes = 0;
+    pthread_mutex_unlock(&mh_arena_lock);
+}
+
+/* Unit tests only: unmap every arena and forget them. */
+void mh_arena_reset_for_test(void)
+{
+    pthread_mutex_lock(&mh_arena_lock);
+    for (int i = 0; i < mh_arena_n; i++) {
+        zc_real.munmap(mh_arenas[i].base, mh_arenas[i].size);
+        zc_real.munmap(mh_arenas[i].meta, mh_arenas[i].nunits * sizeof(mh_meta_t));
+        mh_sys_close(mh_arenas[i].fd);
+    }
+    memset(mh_arenas, 0, sizeof(mh_arenas));
+    __atomic_store_n(&mh_arena_n, 0, __ATOMIC_RELEASE);
+    mh_arena_tlb_used = 0;
+    mh_st_placed_allocs = mh_st_placed_bytes = mh_st_pool_hits = 0;
+    mh_st_pool_bytes = mh_st_fallbacks = 0;
+    pthread_mutex_unlock(&mh_arena_lock);
+}

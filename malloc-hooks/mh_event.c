@@ -1,0 +1,138 @@
+/* Memory event subscribers and dispatch.
+ *
+ * Subscribers live in a fixed array; subscribe/unsubscribe take a mutex and
+ * publish with release stores, dispatch reads lock-free.  mh_event_mask is
+ * the OR of every live subscriber's mask so hooks skip all work when nobody
+ * listens for a kind.  Dispatch runs inside hooks: it never allocates, never
+ * blocks, and drops a nested dispatch on the same thread (a callback that
+ * unmaps memory) instead of recursing.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <string.h>
+
+#include "mh_int.h"
+
+typedef struct mh_sub {
+    mh_event_func_t cb;    /* NULL: slot free (atomic) */
+    void *arg;
+    unsigned mask;
+} mh_sub_t;
+
+static mh_sub_t mh_subs[MH_SUBSCRIBERS_MAX];
+static pthread_mutex_t mh_sub_lock = PTHREAD_MUTEX_INITIALIZER; /* protects slot allocation */
+unsigned mh_event_mask;
+static uint64_t mh_event_counts[MH_EV_KINDS];
+static uint64_t mh_event_nested;
+
+const char *const mh_event_names[MH_EV_KINDS] = {
+    "unmap", "remap", "map_fixed", "madvise", "shmdt", "brk", "free", "block",
+};
+
+static __thread int mh_tls_dispatching;
+
+static void mh_event_mask_recompute(void)
+{
+    unsigned m = 0;
+
+    for (int i = 0; i < MH_SUBSCRIBERS_MAX; i++)
+        if (mh_subs[i].cb)
+            m |= mh_subs[i].mask;
+    __atomic_store_n(&mh_event_mask, m, __ATOMIC_RELEASE);
+}
+
+/* See mh.h. */
+int mh_event_subscribe(unsigned mask, mh_event_func_t cb, void *arg)
+{
+    int h = -ENOSPC;
+
+    if (!cb || !(mask & MH_EV_ALL) || (mask & ~MH_EV_ALL))
+        return -EINVAL;
+    pthread_mutex_lock(&mh_sub_lock);
+    for (int i = 0; i < MH_SUBSCRIBERS_MAX; i++) {
+        if (mh_subs[i].cb)
+            continue;
+        mh_subs[i].arg = arg;
+        mh_subs[i].mask = mask;
+        __atomic_store_n(&mh_subs[i].cb, cb, __ATOMIC_RELEASE);
+        h = i;
+        break;
+    }
+    if (h >= 0)
+        mh_event_mask_recompute();
+    pthread_mutex_unlock(&mh_sub_lock);
+    return h;
+}
+
+/* See mh.h. */
+int mh_event_unsubscribe(int handle)
+{
+    if (handle < 0 || handle >= MH_SUBSCRIBERS_MAX)
+        return -EINVAL;
+    pthread_mutex_lock(&mh_sub_lock);
+    if (!mh_subs[handle].cb) {
+        pthread_mutex_unlock(&mh_sub_lock);
+        return -ENOENT;
+    }
+    __atomic_store_n(&mh_subs[handle].cb, NULL, __ATOMIC_RELEASE);
+    mh_event_mask_recompute();
+    pthread_mutex_unlock(&mh_sub_lock);
+    return 0;
+}
+
+static unsigned mh_event_index(unsigned kind)
+{
+    return (unsigned)__builtin_ctz(kind);
+}
+
+/* Count one event of kind (even when nobody subscribed).  Hook-safe. */
+void mh_event_count_add(unsigned kind)
+{
+    __atomic_fetch_add(&mh_event_counts[mh_event_index(kind)], 1, __ATOMIC_RELAXED);
+}
+
+/* See mh_int.h. */
+void mh_event_dispatch(unsigned kind, const void *addr, size_t len)
+{
+    int saved_guard;
+
+    mh_event_count_add(kind);
+    if (!mh_event_wanted(kind) || len == 0)
+        return;
+    if (mh_tls_dispatching) {
+        __atomic_fetch_add(&mh_event_nested, 1, __ATOMIC_RELAXED);
+        return;
+    }
+    mh_tls_dispatching = 1;
+    saved_guard = mh_tls_guard;
+    mh_tls_guard = 1;
+    for (int i = 0; i < MH_SUBSCRIBERS_MAX; i++) {
+        mh_event_func_t cb = __atomic_load_n(&mh_subs[i].cb, __ATOMIC_ACQUIRE);
+
+        if (cb && (mh_subs[i].mask & kind))
+            cb(kind, (void *)addr, len, mh_subs[i].arg);
+    }
+    mh_tls_guard = saved_guard;
+    mh_tls_dispatching = 0;
+}
+
+/* See mh.h. */
+void mh_stats_get(mh_stats_t *st)
+{
+    memset(st, 0, sizeof(*st));
+    for (int i = 0; i < MH_EV_KINDS; i++)
+        st->events[i] = __atomic_load_n(&mh_event_counts[i], __ATOMIC_RELAXED);
+    mh_arena_stats(st);
+    st->boot_bytes = __atomic_load_n(&mh_boot_used, __ATOMIC_RELAXED);
+}
+
+/* Unit tests only: drop every subscriber and counter. */
+void mh_event_reset_for_test(void)
+{
+    pthread_mutex_lock(&mh_sub_lock);
+    memset(mh_subs, 0, sizeof(mh_subs));
+    memset(mh_event_counts, 0, sizeof(mh_event_counts));
+    mh_event_nested = 0;
+    mh_event_mask_recompute();
+    pthread_mutex_unlock(&mh_sub_lock);
+}

@@ -1,0 +1,133 @@
+/* malloc-hooks internals: shared by the files of this folder only. */
+#ifndef MH_INT_H
+#define MH_INT_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "mh.h"
+
+#define MH_PAGE        4096ul
+#define MH_HUGE        (2ul << 20)
+#define MH_ALIGN_UP(x, a)   (((x) + ((a) - 1)) & ~((a) - 1))
+#define MH_LIKELY(x)   __builtin_expect(!!(x), 1)
+#define MH_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define MH_HIDDEN      __attribute__((visibility("hidden")))
+
+/* ---- global state (mh_init.c) ------------------------------------------ */
+
+typedef struct mh_state {
+    int active;          /* mh_init done: hooks do their work (atomic read) */
+    int placement;       /* placement on (atomic read; off after fork failure) */
+    int glibc_chunks;    /* malloc is glibc's: chunk headers may be read */
+    size_t alloc_min;    /* place at or above this */
+    size_t huge_min;     /* 2 MiB blocks at or above this */
+    unsigned status;     /* MH_ST_* */
+    const char *reason;  /* static string */
+} mh_state_t;
+
+extern mh_state_t mh_g;
+
+/* Thread-local re-entry guard: set while a hook does its own work (events,
+ * arena management, lazy resolution).  A hook entered with it set passes
+ * straight through (or to the bootstrap arena while zc_real is empty). */
+extern __thread int mh_tls_guard;
+
+/* ---- bootstrap arena (mh_boot.c) -------------------------------------- */
+
+void *mh_boot_alloc(size_t n, size_t align);
+int mh_boot_owns(const void *p);
+size_t mh_boot_size(const void *p);
+extern uint64_t mh_boot_used;
+
+/* ---- events (mh_event.c) ---------------------------------------------- */
+
+extern unsigned mh_event_mask;   /* OR of subscribed masks (atomic read) */
+
+/* Deliver kind for [addr, addr+len) to every matching subscriber.  Sets the
+ * TLS guard around the callbacks; a nested dispatch on the same thread is
+ * dropped (counted).  Cheap when nobody subscribed to kind. */
+void mh_event_dispatch(unsigned kind, const void *addr, size_t len);
+
+static inline int mh_event_wanted(unsigned kind)
+{
+    return (__atomic_load_n(&mh_event_mask, __ATOMIC_RELAXED) & kind) != 0;
+}
+
+void mh_event_count_add(unsigned kind);
+void mh_event_reset_for_test(void);
+
+/* ---- size classes and arenas (mh_arena.c) ----------------------------- */
+
+/* Classes: 8 per power of two of the unit count (units are pages or 2 MiB),
+ * exact below 8 units; waste at most 12.5 %. */
+#define MH_CLASS_MAX 160
+unsigned mh_class_of(size_t units);
+size_t mh_class_units(unsigned cls);
+
+#define MH_ARENA_MAX   64
+#define MH_ARENA_SIZE  ((size_t)1 << 30)        /* virtual bytes per arena */
+#define MH_PLACE_MAX   (MH_ARENA_SIZE / 4)      /* larger goes to the real malloc */
+#define MH_POOL_CAP    ((uint64_t)256 << 20)    /* dirty bytes kept in free lists */
+
+typedef struct mh_meta {
+    uint32_t next;     /* free list link: unit index + 1, 0 = end */
+    uint8_t cls;       /* class + 1 at a block start, 0 elsewhere */
+    uint8_t flags;     /* MH_BLK_* */
+    uint16_t pad;
+} mh_meta_t;
+
+#define MH_BLK_USED  0x1
+#define MH_BLK_DIRTY 0x2     /* pages were touched: calloc must zero */
+
+typedef struct mh_arena {
+    char *base;            /* immutable once published */
+    size_t size;
+    int fd;                /* memfd (replaced in a fork child) */
+    int huge;              /* units of 2 MiB */
+    int hugetlb;
+    unsigned shift;        /* log2(unit) */
+    size_t bump;           /* units carved so far (lock) */
+    size_t nunits;
+    mh_meta_t *meta;       /* one per unit, anonymous mapping */
+    uint32_t free_head[MH_CLASS_MAX];   /* unit index + 1 (lock) */
+    int fork_fd;           /* copy made by mh_fork_prepare, -1 none */
+} mh_arena_t;
+
+typedef struct mh_arena_cfg {
+    int thp;           /* madvise MADV_HUGEPAGE on arenas */
+    long hugetlb_free; /* free hugetlb pages at init (2 MiB), 0 none */
+} mh_arena_cfg_t;
+
+int mh_arena_setup(const mh_arena_cfg_t *cfg);
+/* Allocate a block of at least n bytes; huge: 2 MiB aligned.  *dirty_p says
+ * whether its pages may hold old data.  NULL when arenas are exhausted. */
+void *mh_arena_alloc(size_t n, int huge, int *dirty_p);
+/* Fast check: is p inside any arena?  Returns the arena or NULL. */
+mh_arena_t *mh_arena_find(const void *p);
+/* Size of the used block starting at p (0: not a used block start). */
+size_t mh_arena_block_size(mh_arena_t *a, const void *p);
+/* Return a used block to its free list; returns its size or 0 when p is
+ * not a used block start (double free: ignored). */
+size_t mh_arena_free(mh_arena_t *a, void *p);
+int mh_arena_count(void);
+mh_arena_t *mh_arena_get(int i);
+void mh_arena_stats(mh_stats_t *st);
+void mh_arena_fork_prepare(void);
+void mh_arena_fork_parent(void);
+void mh_arena_fork_child(void);
+void mh_arena_reset_for_test(void);
+
+/* ---- allocator / mapping helpers ------------------------------------- */
+
+/* Deliver MH_EV_FREE for a glibc chunk that free/realloc will unmap. */
+void mh_alloc_chunk_event(void *p);
+int mh_alloc_detect_foreign(const char **reason_p);
+
+/* Length of the mapping starting at addr according to /proc/self/maps
+ * (0 when not found).  No allocation, no stdio. */
+size_t mh_map_len_from_proc(const void *addr);
+void mh_map_shm_forget_all(void);
+
+#endif

@@ -1,0 +1,76 @@
+/* Standalone preload library for testing malloc-hooks without the shim:
+ * the hooks, the resolver and this constructor.  It publishes the module's
+ * counters through zcsock_stat_get() under the names the shim uses
+ * (mh.events.<kind>, mh.alloc.<field>, mh.status) so the same test
+ * programs run against libzcsock.so and this library.
+ * Knobs: ZCSOCK_ALLOC_PLACEMENT, ZCSOCK_ALLOC_MIN, ZCSOCK_ALLOC_HUGE_MIN. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mh.h"
+#include "zcsock.h"
+#include "zc_real.h"
+
+#define API ZCSOCK_API
+
+static int t_ready;
+
+static size_t t_env_size(const char *name, size_t def)
+{
+    const char *v = getenv(name);
+
+    return v && *v ? (size_t)strtoull(v, NULL, 0) : def;
+}
+
+__attribute__((constructor)) static void t_mh_ctor(void)
+{
+    mh_params_t p = { 0 };
+
+    if (zc_real_resolve(NULL))
+        return;
+    p.placement = (int)t_env_size("ZCSOCK_ALLOC_PLACEMENT", 1);
+    p.alloc_min = t_env_size("ZCSOCK_ALLOC_MIN", 0);
+    p.huge_min = t_env_size("ZCSOCK_ALLOC_HUGE_MIN", 0);
+    t_ready = mh_init(&p) == 0;
+}
+
+API int zcsock_is_active(void)
+{
+    return t_ready;
+}
+
+API int zcsock_stat_get(const char *name, uint64_t *v)
+{
+    static const char *const alloc[] = { "placed_allocs", "placed_bytes", "pool_hits",
+                                         "pool_bytes", "arena_fallbacks", "boot_bytes" };
+    mh_stats_t st;
+
+    if (!name || !v) {
+        errno = EINVAL;
+        return -1;
+    }
+    mh_stats_get(&st);
+    if (!strcmp(name, "mh.status")) {
+        *v = mh_status(NULL);
+        return 0;
+    }
+    if (!strncmp(name, "mh.events.", 10)) {
+        for (int i = 0; i < MH_EV_KINDS; i++)
+            if (!strcmp(name + 10, mh_event_names[i])) {
+                *v = st.events[i];
+                return 0;
+            }
+    }
+    if (!strncmp(name, "mh.alloc.", 9)) {
+        const uint64_t *f = &st.placed_allocs;
+
+        for (int i = 0; i < 6; i++)
+            if (!strcmp(name + 9, alloc[i])) {
+                *v = f[i];
+                return 0;
+            }
+    }
+    errno = ENOENT;
+    return -1;
+}
