@@ -20,7 +20,7 @@ typedef struct zcl_run_opts {
 	const char *lib;
 	const char *log;
 	const char *stats;   /* value for ZCSOCK_STATS or NULL */
-	int debug;
+	const char *debug;   /* value for ZCSOCK_DEBUG or NULL */
 	int verbose;
 	int cmd_index;       /* argv index of the command */
 } zcl_run_opts_t;
@@ -34,7 +34,8 @@ static const char zcl_run_usage[] =
 	"options:\n"
 	"  --stats[=N]   ZCSOCK_STATS=N (default 1): print a report at exit\n"
 	"                (1: processes that did socket I/O, 2: every process)\n"
-	"  --debug       ZCSOCK_DEBUG=1: one-line notices about fallbacks\n"
+	"  --debug[=N]   ZCSOCK_DEBUG=N (default 1): one-line notices about\n"
+	"                fallbacks (2: also every path decision)\n"
 	"  --verbose     ZCSOCK_VERBOSE=1: print the effective configuration\n"
 	"  --log FILE    ZCSOCK_LOG_FILE=FILE: logs and reports go to FILE\n"
 	"                instead of stderr (%p in FILE becomes the pid)\n"
@@ -44,11 +45,12 @@ static const char zcl_run_usage[] =
 	"exit status: the command's; 127 when it is not found, 126 when it\n"
 	"cannot be run, 1 when the library is missing, 2 on a usage error.\n";
 
-static void zcl_run_stats_parse(const char *value, zcl_run_opts_t *opts)
+/* Level of --stats=N / --debug=N: 0, 1 or 2, as the library accepts. */
+static const char *zcl_run_level_parse(const char *opt, const char *value)
 {
-	if (strspn(value, "0123456789") != strlen(value) || strlen(value) > 3)
-		zcl_usage_fail("run: --stats takes a number, not '%s'", value);
-	opts->stats = value;
+	if (strlen(value) != 1 || value[0] < '0' || value[0] > '2')
+		zcl_usage_fail("run: %s takes 0, 1 or 2, not '%s'", opt, value);
+	return value;
 }
 
 static void zcl_run_opts_parse(int argc, char **argv, zcl_run_opts_t *opts)
@@ -71,9 +73,11 @@ static void zcl_run_opts_parse(int argc, char **argv, zcl_run_opts_t *opts)
 		} else if (strcmp(arg, "--stats") == 0) {
 			opts->stats = "1";
 		} else if (strncmp(arg, "--stats=", 8) == 0) {
-			zcl_run_stats_parse(arg + 8, opts);
+			opts->stats = zcl_run_level_parse("--stats", arg + 8);
 		} else if (strcmp(arg, "--debug") == 0) {
-			opts->debug = 1;
+			opts->debug = "1";
+		} else if (strncmp(arg, "--debug=", 8) == 0) {
+			opts->debug = zcl_run_level_parse("--debug", arg + 8);
 		} else if (strcmp(arg, "--verbose") == 0) {
 			opts->verbose = 1;
 		} else if (zcl_opt_value(argc, argv, &i, "--log", &value)) {
@@ -106,7 +110,7 @@ static int zcl_preload_entry_match(const char *entry, const char *lib)
 
 /* Build the new LD_PRELOAD value from old (may be NULL) into out.
  * Returns 0, or -E2BIG when it does not fit. */
-static int zcl_preload_build(const char *lib, const char *old, int debug,
+static int zcl_preload_build(const char *lib, const char *old, int noisy,
 			     char *out, size_t len)
 {
 	char copy[ZCL_PRELOAD_MAX], joined[ZCL_PRELOAD_MAX] = "";
@@ -126,7 +130,7 @@ static int zcl_preload_build(const char *lib, const char *old, int debug,
 		if (match == 1) /* already there: leave LD_PRELOAD alone */
 			return snprintf(out, len, "%s", old) < (int)len ? 0 : -E2BIG;
 		if (match == 2 && !replaced) {
-			if (debug)
+			if (noisy)
 				fprintf(stderr, "zcsock: replacing %s by %s in "
 					"LD_PRELOAD\n", entry, lib);
 			entry = (char *)lib;
@@ -183,21 +187,22 @@ static int zcl_run_log_set(const char *log)
 static int zcl_run_env_set(const zcl_run_opts_t *opts, const char *lib)
 {
 	static char preload[ZCL_PRELOAD_MAX];
+	int noisy = opts->debug && opts->debug[0] != '0';
 
-	if (zcl_preload_build(lib, getenv("LD_PRELOAD"), opts->debug, preload,
+	if (zcl_preload_build(lib, getenv("LD_PRELOAD"), noisy, preload,
 			      sizeof(preload)) < 0) {
 		fprintf(stderr, "zcsock: LD_PRELOAD is too long\n");
 		return -E2BIG;
 	}
 	if (setenv("LD_PRELOAD", preload, 1) < 0 ||
 	    (opts->stats && setenv("ZCSOCK_STATS", opts->stats, 1) < 0) ||
-	    (opts->debug && setenv("ZCSOCK_DEBUG", "1", 1) < 0) ||
+	    (opts->debug && setenv("ZCSOCK_DEBUG", opts->debug, 1) < 0) ||
 	    (opts->verbose && setenv("ZCSOCK_VERBOSE", "1", 1) < 0) ||
 	    (opts->log && zcl_run_log_set(opts->log) < 0)) {
 		fprintf(stderr, "zcsock: cannot set the environment: %m\n");
 		return -ENOMEM;
 	}
-	if (opts->debug)
+	if (noisy)
 		fprintf(stderr, "zcsock: LD_PRELOAD=%s\n", preload);
 	return 0;
 }

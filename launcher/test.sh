@@ -82,6 +82,8 @@ case_usage_errors() {
   bad_args run --log
   bad_args run --log=
   bad_args run --stats=x true
+  bad_args run --stats=3 true
+  bad_args run --debug=12 true
   bad_args run --debug --
   bad_args run -dash
   bad_args doctor --bogus
@@ -126,6 +128,7 @@ case_run_env() {
   expect_eq "--stats" "$(env_of --stats)" "ZCSOCK_STATS=1 "
   expect_eq "--stats=2" "$(env_of --stats=2)" "ZCSOCK_STATS=2 "
   expect_eq "--debug" "$(env_of --debug 2>/dev/null)" "ZCSOCK_DEBUG=1 "
+  expect_eq "--debug=2" "$(env_of --debug=2 2>/dev/null)" "ZCSOCK_DEBUG=2 "
   expect_eq "--verbose" "$(env_of --verbose)" "ZCSOCK_VERBOSE=1 "
   expect_eq "--log abs" "$(env_of --log /tmp/zc-%p.log)" "ZCSOCK_LOG_FILE=/tmp/zc-%p.log "
   expect_eq "--log=abs" "$(env_of --log=/tmp/x.log)" "ZCSOCK_LOG_FILE=/tmp/x.log "
