@@ -1,0 +1,137 @@
+/* pdc_stats: counters, gauges and call-site attribution.
+ *
+ * Counters live in the cache as relaxed atomics: writers under the cache
+ * lock use a plain load+store (no locked instruction on the hit path), the
+ * hook path uses fetch_add; readers never lock.
+ *
+ * Sites: misses and invalidations are charged to a code address, kept in a
+ * fixed table per kind with the space-saving rule (an unseen site replaces
+ * the least counted entry and inherits its count, so heavy hitters stay).
+ * Nothing here allocates; symbol names are resolved only by
+ * pdc_site_format(), at report time. */
+#include <dlfcn.h>
+#include <stdio.h>
+#include <string.h>
+
+#define UNW_LOCAL_ONLY
+#include <libunwind.h>
+
+#include "pdc_int.h"
+
+const char *const pdc_stat_names[PDC_STAT_COUNT] = {
+#define PDC_STAT_NAME(id, name) [PDC_STAT_##id] = name,
+    PDC_STAT_LIST(PDC_STAT_NAME)
+#undef PDC_STAT_NAME
+};
+
+uint64_t pdc_stats_get(const pdc_t *cache, unsigned idx)
+{
+    if (!cache || idx >= PDC_STAT_COUNT)
+        return 0;
+    return atomic_load_explicit(&((pdc_t *)cache)->stats[idx], memory_order_relaxed);
+}
+
+/* Run libunwind once outside any hook so that its lazy set-up (caches,
+ * dl_iterate_phdr state) is done before a hook needs it. */
+void pdc_sites_warmup(void)
+{
+    void *frames[4];
+
+    unw_backtrace(frames, 4);
+}
+
+#define PDC_UNWIND_DEPTH 32
+
+/* The site to charge: params.site_func if given; else with
+ * PDC_P_UNWIND_SITES the frame site_skip levels above ra (the return address
+ * into pdc's caller) found by libunwind; else ra itself. */
+uintptr_t pdc_site_capture(pdc_t *cache, uintptr_t ra)
+{
+    void *frames[PDC_UNWIND_DEPTH];
+    int n, i;
+
+    if (cache->params.site_func)
+        return cache->params.site_func(cache->params.site_arg);
+    if (!(cache->params.flags & PDC_P_UNWIND_SITES) || cache->params.site_skip == 0)
+        return ra;
+    n = unw_backtrace(frames, PDC_UNWIND_DEPTH);
+    for (i = 0; i < n; i++) {
+        if ((uintptr_t)frames[i] != ra)
+            continue;
+        if (i + (int)cache->params.site_skip < n)
+            return (uintptr_t)frames[i + cache->params.site_skip];
+        break;
+    }
+    return ra;
+}
+
+/* Charge one event of kind to pc.  Lock held. */
+void pdc_site_count(pdc_t *cache, pdc_site_kind_t kind, uintptr_t pc)
+{
+    pdc_site_t *v = cache->sites[kind].v;
+    unsigned i, min = 0;
+
+    for (i = 0; i < PDC_SITES; i++) {
+        if (v[i].pc == pc && v[i].count) {
+            v[i].count++;
+            return;
+        }
+        if (v[i].count < v[min].count)
+            min = i;
+    }
+    v[min].pc = pc;
+    v[min].count++;
+}
+
+unsigned pdc_stats_sites(pdc_t *cache, pdc_site_kind_t kind, pdc_site_t *out,
+                         unsigned n)
+{
+    pdc_site_t tmp[PDC_SITES];
+    unsigned i, j, count = 0;
+
+    if ((unsigned)kind >= PDC_SITE_KINDS || !out)
+        return 0;
+    pthread_mutex_lock(&cache->lock);
+    memcpy(tmp, cache->sites[kind].v, sizeof(tmp));
+    pthread_mutex_unlock(&cache->lock);
+    /* Insertion sort by count, descending; empty entries dropped. */
+    for (i = 0; i < PDC_SITES; i++) {
+        pdc_site_t s = tmp[i];
+
+        if (!s.count)
+            continue;
+        for (j = count; j > 0 && tmp[j - 1].count < s.count; j--)
+            tmp[j] = tmp[j - 1];
+        tmp[j] = s;
+        count++;
+    }
+    if (count > n)
+        count = n;
+    memcpy(out, tmp, count * sizeof(*out));
+    return count;
+}
+
+char *pdc_site_format(uintptr_t pc, char *buf, size_t size)
+{
+    Dl_info info;
+
+    if (!buf || size == 0)
+        return buf;
+    memset(&info, 0, sizeof(info));
+    if (dladdr((void *)pc, &info) && info.dli_sname) {
+        const char *obj = info.dli_fname ? strrchr(info.dli_fname, '/') : NULL;
+
+        snprintf(buf, size, "%s+0x%lx (%s)", info.dli_sname,
+                 (unsigned long)(pc - (uintptr_t)info.dli_saddr),
+                 obj ? obj + 1 : (info.dli_fname ? info.dli_fname : "?"));
+    } else if (info.dli_fname) {
+        const char *obj = strrchr(info.dli_fname, '/');
+
+        snprintf(buf, size, "0x%lx (%s+0x%lx)", (unsigned long)pc,
+                 obj ? obj + 1 : info.dli_fname,
+                 (unsigned long)(pc - (uintptr_t)info.dli_fbase));
+    } else {
+        snprintf(buf, size, "0x%lx", (unsigned long)pc);
+    }
+    return buf;
+}
