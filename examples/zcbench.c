@@ -435,10 +435,10 @@ static void zb_csv_row(FILE *f, const zb_result_t *r)
 
 /* Accept and serve test connections until the client says quit.  Returns 0,
  * or 1 after a failure (reported). */
-static int zb_serve_loop(int lfd, const zb_opts_t *o, double first_wait)
+static int zb_serve_loop(const int *lfds, int nl, const zb_opts_t *o, double first_wait)
 {
   for (int n = 0; n < 1000000; n++) {
-    int fd = zb_accept_wait(lfd, o, n == 0 ? first_wait : o->timeout);
+    int fd = zb_accept_wait(lfds, nl, o, n == 0 ? first_wait : o->timeout);
     if (fd < 0)
       return 1;
     int r = zb_serve_conn(fd, o);
@@ -504,46 +504,59 @@ static int zb_child_wait(pid_t pid, double secs)
   return 1;
 }
 
-/* Server child of run mode: listen, tell the parent the port, serve. */
-static void zb_run_child(zb_addr_t *addr, const zb_opts_t *o, int wfd)
+/* Server child of run mode: listen on every transport, tell the parent the
+ * ports, serve until the parent says quit. */
+static void zb_run_child(zb_addr_t *addrs, const zb_opts_t *o, int wfd)
 {
-  int lfd = -1, port = -1;
+  int lfds[ZB_NTRANSPORTS], ports[ZB_NTRANSPORTS], n, rc;
   zb_role = "zcbench server";
   prctl(PR_SET_PDEATHSIG, SIGKILL);
-  if (zb_cpu_pin(o->cpu_server) == 0 && (lfd = zb_listen_open(addr)) >= 0)
-    port = addr->port;
-  if (write(wfd, &port, sizeof(port)) != sizeof(port) || port < 0)
+  if (zb_cpu_pin(o->cpu_server) < 0)
+    _exit(1);
+  for (n = 0; n < o->ntransports; n++) {
+    if ((lfds[n] = zb_listen_open(&addrs[n])) < 0)
+      _exit(1);
+    ports[n] = addrs[n].port;
+  }
+  if (write(wfd, ports, sizeof(int) * (size_t)n) != (ssize_t)(sizeof(int) * (size_t)n))
     _exit(1);
   close(wfd);
-  int rc = zb_serve_loop(lfd, o, o->timeout);
-  close(lfd);
-  zb_unix_cleanup(addr);
+  rc = zb_serve_loop(lfds, n, o, o->timeout);
+  for (int i = 0; i < n; i++) {
+    close(lfds[i]);
+    zb_unix_cleanup(&addrs[i]);
+  }
   exit(rc);              /* not _exit: a preloaded library's exit report runs */
 }
 
-/* Read the port the child listens on.  Returns 0, or -1 after reporting. */
-static int zb_run_ready(int rfd, const zb_opts_t *o, zb_addr_t *addr)
+/* Read the ports the child listens on.  Returns 0, or -1 after reporting. */
+static int zb_run_ready(int rfd, const zb_opts_t *o, zb_addr_t *addrs)
 {
   struct pollfd pfd = { .fd = rfd, .events = POLLIN };
-  int port = -1;
-  if (poll(&pfd, 1, (int)(o->timeout * 1000)) <= 0 ||
-      read(rfd, &port, sizeof(port)) != sizeof(port) || port < 0) {
+  int ports[ZB_NTRANSPORTS];
+  ssize_t want = (ssize_t)(sizeof(int) * (size_t)o->ntransports);
+  if (poll(&pfd, 1, (int)(o->timeout * 1000)) <= 0 || read(rfd, ports, (size_t)want) != want) {
     zb_err("the server process did not start (see its message above)");
     return -1;
   }
-  addr->port = port;
+  for (int i = 0; i < o->ntransports; i++)
+    addrs[i].port = ports[i];
   return 0;
 }
 
-static int zb_run_transport(const zb_opts_t *o, int transport, FILE *csv)
+/* Run mode: one forked server process listens on every transport; the
+ * client runs the tests of each transport in turn, then asks it to quit. */
+static int zb_run_all(const zb_opts_t *o, FILE *csv)
 {
-  zb_addr_t addr;
+  zb_addr_t addrs[ZB_NTRANSPORTS];
   int pfd[2], rc;
   pid_t pid;
 
-  zb_addr_init(&addr, o, transport);
-  if (transport == ZB_UNIX)
-    zb_unix_path_default(&addr);
+  for (int i = 0; i < o->ntransports; i++) {
+    zb_addr_init(&addrs[i], o, o->transports[i]);
+    if (addrs[i].transport == ZB_UNIX)
+      zb_unix_path_default(&addrs[i]);
+  }
   if (pipe2(pfd, O_CLOEXEC) < 0) {
     zb_err("pipe: %s", strerror(errno));
     return -1;
@@ -556,22 +569,23 @@ static int zb_run_transport(const zb_opts_t *o, int transport, FILE *csv)
   }
   if (pid == 0) {
     close(pfd[0]);
-    zb_run_child(&addr, o, pfd[1]);
+    zb_run_child(addrs, o, pfd[1]);
   }
   close(pfd[1]);
-  rc = zb_run_ready(pfd[0], o, &addr);
+  rc = zb_run_ready(pfd[0], o, addrs);
   close(pfd[0]);
+  for (int i = 0; rc == 0 && i < o->ntransports; i++)
+    rc = zb_client_tests(&addrs[i], o, csv);
   if (rc == 0)
-    rc = zb_client_tests(&addr, o, csv);
-  if (rc == 0)
-    rc = zb_quit_send(&addr, o);
+    rc = zb_quit_send(&addrs[0], o);
   if (rc < 0)
     kill(pid, SIGKILL);
   if (zb_child_wait(pid, o->timeout) != 0 && rc == 0) {
     zb_err("the server process failed");
     rc = -1;
   }
-  zb_unix_cleanup(&addr);
+  for (int i = 0; i < o->ntransports; i++)
+    zb_unix_cleanup(&addrs[i]);
   return rc;
 }
 
@@ -592,7 +606,7 @@ static int zb_server_main(const zb_opts_t *o)
     printf(" (zcsock: %s)\n", zb_zcsock_active() ? "active" : "inactive");
     fflush(stdout);
   }
-  rc = zb_serve_loop(lfd, o, o->timeout * 30);
+  rc = zb_serve_loop(&lfd, 1, o, o->timeout * 30);
   close(lfd);
   zb_unix_cleanup(&addr);
   if (!o->quiet && rc == 0)
@@ -616,11 +630,9 @@ int main(int argc, char **argv)
   zb_table_header(&o, argc, argv);
   if (zb_cpu_pin(o.cpu_client) < 0)
     rc = -1;
-  for (int i = 0; rc == 0 && i < o.ntransports; i++) {
-    if (o.mode == ZB_MODE_RUN) {
-      rc = zb_run_transport(&o, o.transports[i], csv);
-      continue;
-    }
+  if (rc == 0 && o.mode == ZB_MODE_RUN)
+    rc = zb_run_all(&o, csv);
+  for (int i = 0; rc == 0 && o.mode == ZB_MODE_CLIENT && i < o.ntransports; i++) {
     zb_addr_t addr;
     zb_addr_init(&addr, &o, o.transports[i]);
     rc = zb_client_tests(&addr, &o, csv);

@@ -112,7 +112,7 @@ void zb_size_format(uint32_t size, char *out, size_t len);
 
 /* --- zcbench_net.c --- */
 int zb_listen_open(zb_addr_t *addr);
-int zb_accept_wait(int lfd, const zb_opts_t *o, double timeout);
+int zb_accept_wait(const int *lfds, int n, const zb_opts_t *o, double timeout);
 int zb_connect_open(const zb_addr_t *addr, const zb_opts_t *o);
 int zb_send_full(int fd, const void *buf, size_t len);
 long zb_recv_full(int fd, void *buf, size_t len);

@@ -137,34 +137,40 @@ int zb_listen_open(zb_addr_t *addr)
   return fd;
 }
 
-/* Wait up to timeout seconds for a connection on lfd and accept it.  The new
- * socket gets the I/O timeouts.  Returns the fd, or -1 after reporting. */
-int zb_accept_wait(int lfd, const zb_opts_t *o, double timeout)
+/* Wait up to timeout seconds for a connection on any of the n listening
+ * sockets lfds and accept it.  The new socket gets the I/O timeouts.
+ * Returns the fd, or -1 after reporting. */
+int zb_accept_wait(const int *lfds, int n, const zb_opts_t *o, double timeout)
 {
-  struct pollfd pfd = { .fd = lfd, .events = POLLIN };
+  struct pollfd pfd[ZB_NTRANSPORTS];
   uint64_t end = zb_now_ns() + (uint64_t)(timeout * 1e9);
-  int fd;
 
+  for (int i = 0; i < n && i < ZB_NTRANSPORTS; i++)
+    pfd[i] = (struct pollfd){ .fd = lfds[i], .events = POLLIN };
   for (int tries = 0; tries < 1000; tries++) {
     uint64_t now = zb_now_ns();
     int ms = now >= end ? 0 : (int)((end - now) / 1000000u) + 1;
-    int r = poll(&pfd, 1, ms);
+    int r = poll(pfd, (nfds_t)n, ms);
     if (r < 0 && errno == EINTR)
       continue;
     if (r < 0) {
-      zb_err("poll on the listening socket: %s", strerror(errno));
+      zb_err("poll on the listening sockets: %s", strerror(errno));
       return -1;
     }
     if (r == 0) {
       zb_err("no connection within %.1f s (accept timed out)", timeout);
       return -1;
     }
-    fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
-    if (fd >= 0)
-      return zb_io_timeout_set(fd, o->timeout) < 0 ? (close(fd), -1) : fd;
-    if (errno != EINTR && errno != EAGAIN && errno != ECONNABORTED) {
-      zb_err("accept: %s", strerror(errno));
-      return -1;
+    for (int i = 0; i < n; i++) {
+      if (!(pfd[i].revents & POLLIN))
+        continue;
+      int fd = accept4(pfd[i].fd, NULL, NULL, SOCK_CLOEXEC);
+      if (fd >= 0)
+        return zb_io_timeout_set(fd, o->timeout) < 0 ? (close(fd), -1) : fd;
+      if (errno != EINTR && errno != EAGAIN && errno != ECONNABORTED) {
+        zb_err("accept: %s", strerror(errno));
+        return -1;
+      }
     }
   }
   zb_err("accept: too many interrupted attempts");

@@ -306,7 +306,7 @@ int zb_serve_conn(int fd, const zb_opts_t *o)
   rc = h.test == ZB_STREAM ? zb_stream_serve(fd, &h, &ack) : zb_pingpong_serve(fd, &h, &ack);
   if (zb_ack_send(fd, &ack) < 0)
     return -1;
-  if (rc < 0)
+  if (rc < 0 && h.test == ZB_STREAM)          /* let the sender reach its ack */
     zb_drain(fd, zb_now_ns() + h.limit_ns);
   return rc;
 }
