@@ -139,6 +139,7 @@ int pdc_create(const pdc_params_t *params, const pdc_ops_t *ops, void *ops_arg,
     pdc_locks_init(cache);
     pdc_list_init(&cache->lru);
     pdc_list_init(&cache->dead);
+    pdc_list_init(&cache->zombies);
     cache->waiters_tail = &cache->waiters;
     if (cache->params.flags & PDC_P_UNWIND_SITES)
         pdc_sites_warmup();
@@ -202,8 +203,12 @@ void pdc_cache_reap_locked(pdc_t *cache)
         pdc_list_del(&rgn->link);
         rgn->flags &= ~PDC_RF_ONLIST;
         pdc_range_unhash(cache, rgn);
-        if (rgn->refs == 0)
+        if (rgn->refs == 0) {
             pdc_cache_release(cache, rgn);
+        } else {
+            rgn->flags |= PDC_RF_ZOMBIE;
+            pdc_list_append(&cache->zombies, &rgn->link);
+        }
     }
 }
 
@@ -237,8 +242,9 @@ static void pdc_rgn_unref(pdc_t *cache, pdc_rgn_t *rgn, pdc_dir_t dir)
     if (!(rgn->flags & PDC_RF_DEAD)) {
         rgn->flags |= PDC_RF_ONLIST;
         pdc_list_append(&cache->lru, &rgn->link);
-    } else if (!(rgn->flags & PDC_RF_ONLIST)) {
-        pdc_cache_release(cache, rgn);   /* a zombie's last put */
+    } else if (rgn->flags & PDC_RF_ZOMBIE) {
+        pdc_list_del(&rgn->link);        /* a zombie's last put */
+        pdc_cache_release(cache, rgn);
     }                                    /* else the next reap releases it */
 }
 
@@ -613,12 +619,17 @@ void pdc_destroy(pdc_t *cache)
     pthread_mutex_lock(&cache->lock);
     pdc_cache_prologue(cache);
     ix = &cache->index;
-    while (ix->n > 0) {
-        pdc_rgn_t *rgn = ix->v[ix->n - 1];
+    while (ix->n > 0)
+        pdc_range_kill(cache, ix->v[ix->n - 1]);
+    while (!pdc_list_empty(&cache->zombies)) {
+        pdc_rgn_t *rgn = pdc_rgn_of_link(cache->zombies.next);
 
-        pdc_range_kill(cache, rgn);
-        rgn->refs = 0;   /* holders must be gone: deregister anyway */
+        pdc_list_del(&rgn->link);
+        rgn->flags &= ~PDC_RF_ZOMBIE;
+        pdc_list_append(&cache->dead, &rgn->link);
     }
+    for (pdc_list_t *l = cache->dead.next; l != &cache->dead; l = l->next)
+        pdc_rgn_of_link(l)->refs = 0;   /* holders must be gone */
     pdc_cache_reap_locked(cache);
     pthread_mutex_unlock(&cache->lock);
     pdc_defer_fini(cache);
@@ -673,6 +684,7 @@ void pdc_fork_child(pdc_t *cache)
         n++;
     }
     pdc_list_init(&cache->lru);
+    pdc_list_init(&cache->zombies);   /* orphans now; freed by their puts */
     cache->nregions = 0;
     cache->pinned = 0;
     cache->inuse[PDC_SEND] = cache->inuse[PDC_RECV] = 0;

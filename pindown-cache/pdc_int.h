@@ -30,6 +30,7 @@ enum {
 #define PDC_RF_HASH 0x2u    /* in the exact-start hash */
 #define PDC_RF_DEAD 0x4u    /* invalidated/evicted: never returned again */
 #define PDC_RF_ONLIST 0x8u  /* link is on the LRU or the dead list */
+#define PDC_RF_ZOMBIE 0x20u /* dead, referenced, link on the zombie list */
 #define PDC_RF_ORPHAN 0x10u /* pre-fork region dropped in a fork child */
 
 typedef struct pdc_rgn {
@@ -92,6 +93,7 @@ struct pdc {
     pdc_range_index_t index;
     pdc_list_t lru;              /* idle linked regions, oldest first */
     pdc_list_t dead;             /* dead regions to unhash/dereg */
+    pdc_list_t zombies;          /* dead regions still referenced */
     unsigned nregions;           /* registrations held (incl. in flight) */
     size_t pinned;               /* their bytes */
     size_t inuse[PDC_DIR_COUNT]; /* charged budget */
