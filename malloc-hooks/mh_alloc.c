@@ -336,6 +336,15 @@ MH_EXPORT void *pvalloc(size_t n)
 
 /* ---- foreign allocator detection --------------------------------------- */
 
+/* Our own malloc's address: taking &malloc would go through the GOT and
+ * yield whichever malloc comes first in the lookup order. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wpragmas"
+#pragma GCC diagnostic ignored "-Wmissing-attributes"
+extern __typeof__(malloc) mh_alloc_self_malloc
+    __attribute__((alias("malloc"), visibility("hidden")));
+#pragma GCC diagnostic pop
+
 /* See mh_int.h.  Returns 1 when malloc is not glibc's or our malloc is not
  * the one the program calls; *reason_p names the provider.  Init only. */
 int mh_alloc_detect_foreign(const char **reason_p)
@@ -345,7 +354,7 @@ int mh_alloc_detect_foreign(const char **reason_p)
     void *def = dlsym(RTLD_DEFAULT, "malloc");
     const char *name = NULL;
 
-    if (def && def != (void *)malloc) {
+    if (def && def != (void *)mh_alloc_self_malloc) {
         if (dladdr(def, &mi) && mi.dli_fname)
             name = mi.dli_fname;
     } else if (dladdr((void *)zc_real.malloc, &mi) && dladdr((void *)zc_real.mmap, &li) &&

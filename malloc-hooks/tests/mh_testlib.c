@@ -15,6 +15,26 @@
 #define API ZCSOCK_API
 
 static int t_ready;
+static unsigned long t_cb_calls;
+
+/* Re-entrancy pass (MH_TEST_ALLOC_IN_CB=1): a subscriber that breaks the
+ * rule and allocates, small and large, inside every event. */
+static void t_alloc_cb(unsigned kind, void *addr, size_t len, void *arg)
+{
+    char *a = malloc(64), *b = malloc(512 * 1024);
+
+    (void)kind;
+    (void)addr;
+    (void)len;
+    (void)arg;
+    if (a)
+        a[0] = 1;
+    if (b)
+        b[0] = 1;
+    free(b);
+    free(a);
+    __atomic_fetch_add(&t_cb_calls, 1, __ATOMIC_RELAXED);
+}
 
 static size_t t_env_size(const char *name, size_t def)
 {
@@ -33,6 +53,8 @@ __attribute__((constructor)) static void t_mh_ctor(void)
     p.alloc_min = t_env_size("ZCSOCK_ALLOC_MIN", 0);
     p.huge_min = t_env_size("ZCSOCK_ALLOC_HUGE_MIN", 0);
     t_ready = mh_init(&p) == 0;
+    if (t_env_size("MH_TEST_ALLOC_IN_CB", 0))
+        mh_event_subscribe(MH_EV_ALL, t_alloc_cb, NULL);
 }
 
 API int zcsock_is_active(void)
@@ -51,6 +73,10 @@ API int zcsock_stat_get(const char *name, uint64_t *v)
         return -1;
     }
     mh_stats_get(&st);
+    if (!strcmp(name, "mh.test.cb_calls")) {
+        *v = __atomic_load_n(&t_cb_calls, __ATOMIC_RELAXED);
+        return 0;
+    }
     if (!strcmp(name, "mh.status")) {
         *v = mh_status(NULL);
         return 0;

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Tier "mh": malloc-hooks preload tests.  Every program runs without the
+# library and with it (LD_PRELOAD=$MH_LIB); the storm, place and events
+# programs run once more with a subscriber that allocates inside events
+# (standalone libmhtest.so only); python3 and a foreign allocator too.
+# Environment: MH_LIB (library to preload), MH_BIN (test binaries), QUICK.
+. "$(dirname "$0")/../../tests/lib/harness.sh"
+t_begin mh
+B=${MH_BIN:-$ZC_BUILD/tests/mh}
+L=${MH_LIB:-$ZC_LIB}
+T=$(abspath() { cd "$(dirname "$1")" && echo "$PWD/$(basename "$1")"; }; abspath "$B/libmhtest.so")
+iters=20000; [ -n "$QUICK" ] && iters=4000
+
+run_both() {   # NAME TIMEOUT CMD...
+  local name=$1 tmo=$2; shift 2
+  t_run "$name/plain" "$tmo" "$@"
+  t_run "$name/preload" "$tmo" env LD_PRELOAD="$L" "$@"
+}
+
+run_both events 60 "$B/t_events"
+run_both place 60 "$B/t_place"
+t_run place/placement-off 60 env LD_PRELOAD="$L" ZCSOCK_ALLOC_PLACEMENT=0 "$B/t_place"
+t_run place/alloc-min-16k 60 env LD_PRELOAD="$L" ZCSOCK_ALLOC_MIN=16384 "$B/t_place"
+run_both fork 60 "$B/t_fork"
+run_both dlopen 60 "$B/t_dlopen" "$B/libmhdl.so"
+t_run dlopen/preloaded-ctor 60 env LD_PRELOAD="$L $B/libmhdl.so" "$B/t_dlopen" "$B/libmhdl.so"
+run_both storm 300 "$B/t_storm" "$iters"
+
+# re-entrancy: a subscriber that allocates inside every event
+for t in events place storm; do
+  args=(); [ $t = storm ] && args=("$iters")
+  t_run "reentrant/$t" 300 env LD_PRELOAD="$T" MH_TEST_ALLOC_IN_CB=1 "$B/t_$t" "${args[@]}"
+done
+
+# foreign allocator: jemalloc after us (RTLD_NEXT) and before us (default)
+JE=$(ls /usr/lib/*/libjemalloc.so.2 2>/dev/null | head -n 1)
+if [ -n "$JE" ]; then
+  t_run foreign/jemalloc-after 60 env LD_PRELOAD="$L $JE" "$B/t_foreign"
+  t_run foreign/jemalloc-before 60 env LD_PRELOAD="$JE $L" "$B/t_foreign"
+  t_run foreign/jemalloc-storm 300 env LD_PRELOAD="$L $JE" "$B/t_storm" 2000
+else
+  t_run foreign/jemalloc 5 bash -c 'echo "skip: libjemalloc2 not installed"; exit 77'
+fi
+
+# python3: a fixed allocation-heavy script gives the same output either way
+PY='
+import hashlib, json, collections
+h = hashlib.sha256()
+blobs = [bytearray((i * 7919) % 3000000 + 1) for i in range(300)]
+for i, b in enumerate(blobs):
+    b[0] = i % 256; b[-1] = (i * 3) % 256
+    blobs[i] = b + bytes(i * 1000)
+for b in blobs: h.update(b)
+d = collections.Counter(str(i % 977) * (i % 50) for i in range(200000))
+s = json.dumps(sorted(d.items())[:5000])
+l = [list(range(i % 5000)) for i in range(3000)]
+print(h.hexdigest(), len(s), hashlib.md5(s.encode()).hexdigest(), sum(map(len, l)))
+'
+t_run python3/same-output 120 bash -c '
+  a=$(python3 -c "$1") || exit 1
+  b=$(LD_PRELOAD="$2" python3 -c "$1") || exit 1
+  echo "plain:   $a"; echo "preload: $b"; [ "$a" = "$b" ]' _ "$PY" "$L"
+t_run python3/subprocess 120 env LD_PRELOAD="$L" python3 -c '
+import subprocess, os
+buf = bytearray(5 << 20); buf[-1] = 7
+out = subprocess.run(["python3", "-c", "print(sum(range(10**5)))"], capture_output=True).stdout
+pid = os.fork()
+if pid == 0:
+    os._exit(0 if buf[-1] == 7 else 1)
+_, st = os.waitpid(pid, 0)
+assert out.strip() == b"4999950000" and st == 0, (out, st)
+print("ok")'
+t_end

@@ -1,0 +1,229 @@
+/* Unit tests: size classes, memfd arenas, block pool, region lookup, fork
+ * copies.  Linked directly with mh_arena.o (no exported hooks). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "mh_int.h"
+#include "zc_real.h"
+
+mh_state_t mh_g = { .alloc_min = SIZE_MAX, .huge_min = SIZE_MAX, .reason = "" };
+__thread int mh_tls_guard;
+
+static int t_setup(void **state)
+{
+    mh_arena_cfg_t cfg = { 0 };
+
+    (void)state;
+    assert_int_equal(zc_real_resolve(NULL), 0);
+    mh_arena_reset_for_test();
+    assert_int_equal(mh_arena_setup(&cfg), 0);
+    return 0;
+}
+
+static void t_class_roundtrip(void **state)
+{
+    (void)state;
+    for (size_t u = 1; u <= 70000; u++) {
+        unsigned c = mh_class_of(u);
+        size_t cu = mh_class_units(c);
+
+        assert_true(c < MH_CLASS_MAX);
+        assert_true(cu >= u);
+        assert_true(c == 0 || mh_class_units(c - 1) < u);
+        assert_true(cu - u <= u / 8 + 1);       /* waste at most 12.5 % */
+        assert_int_equal(mh_class_of(cu), c);
+    }
+}
+
+static void t_alloc_aligned_and_sized(void **state)
+{
+    int dirty = -1;
+    char *p = mh_arena_alloc(200000, 0, &dirty);
+    mh_arena_t *a;
+
+    (void)state;
+    assert_non_null(p);
+    assert_int_equal((uintptr_t)p % MH_PAGE, 0);
+    assert_int_equal(dirty, 0);
+    a = mh_arena_find(p);
+    assert_non_null(a);
+    assert_true(mh_arena_block_size(a, p) >= 200000);
+    assert_int_equal(mh_arena_block_size(a, p + MH_PAGE), 0);   /* interior */
+    memset(p, 0x5a, 200000);
+    assert_true(mh_arena_free(a, p) >= 200000);
+    assert_int_equal(mh_arena_free(a, p), 0);                   /* double free */
+    assert_null(mh_arena_find((char *)&dirty));
+}
+
+static void t_pool_recycles_dirty(void **state)
+{
+    int dirty;
+    char *p = mh_arena_alloc(300000, 0, &dirty), *q;
+    mh_stats_t st = { 0 };
+
+    (void)state;
+    p[0] = 1;
+    mh_arena_free(mh_arena_find(p), p);
+    q = mh_arena_alloc(295000, 0, &dirty);      /* same class (80 pages) */
+    assert_ptr_equal(p, q);
+    assert_int_equal(dirty, 1);
+    assert_int_equal(q[0], 1);
+    mh_arena_stats(&st);
+    assert_int_equal(st.pool_hits, 1);
+    assert_int_equal(st.placed_allocs, 2);
+    mh_arena_free(mh_arena_find(q), q);
+}
+
+static void t_huge_blocks(void **state)
+{
+    int dirty;
+    char *p = mh_arena_alloc(3u << 20, 1, &dirty), *q;
+    mh_arena_t *a;
+
+    (void)state;
+    assert_non_null(p);
+    assert_int_equal((uintptr_t)p % MH_HUGE, 0);
+    a = mh_arena_find(p);
+    assert_true(a->huge);
+    assert_int_equal(mh_arena_block_size(a, p), 4u << 20);
+    q = mh_arena_alloc(1, 1, &dirty);
+    assert_int_equal((uintptr_t)q % MH_HUGE, 0);
+    assert_int_equal(mh_arena_count(), 2);
+    mh_arena_free(a, p);
+    mh_arena_free(mh_arena_find(q), q);
+}
+
+static void t_region_lookup_memfd(void **state)
+{
+    int dirty, fd = -1, huge = -1;
+    uint64_t off = 0;
+    char *p = mh_arena_alloc(64 * 1024, 0, &dirty), buf[16];
+
+    (void)state;
+    memcpy(p + 100, "exchangeable", 12);
+    assert_int_equal(mh_region_lookup(p, 64 * 1024, &fd, &off, &huge), 1);
+    assert_int_equal(huge, 0);
+    assert_true(mh_fd_is_internal(fd));
+    assert_false(mh_fd_is_internal(0));
+    assert_int_equal(pread(fd, buf, 12, (off_t)off + 100), 12);
+    assert_memory_equal(buf, "exchangeable", 12);
+    assert_int_equal(mh_region_lookup(buf, 1, &fd, &off, NULL), 0);
+    mh_arena_free(mh_arena_find(p), p);
+}
+
+static void t_pool_cap_releases(void **state)
+{
+    int dirty;
+    size_t n = 100u << 20;
+    char *b[3];
+    mh_stats_t st;
+
+    (void)state;
+    for (int i = 0; i < 3; i++) {
+        b[i] = mh_arena_alloc(n, 0, &dirty);
+        assert_non_null(b[i]);
+        b[i][0] = 7;
+    }
+    for (int i = 0; i < 3; i++)
+        mh_arena_free(mh_arena_find(b[i]), b[i]);
+    mh_arena_stats(&st);
+    assert_true(st.pool_bytes <= MH_POOL_CAP);
+    /* the last block freed went over the cap: released, comes back clean */
+    for (int i = 0; i < 3; i++)
+        b[i] = mh_arena_alloc(n, 0, &dirty);
+    assert_int_equal(dirty, 1);                 /* LIFO: first pop was released... */
+    mh_arena_stats(&st);
+    assert_int_equal(st.pool_bytes, 0);
+    for (int i = 0; i < 3; i++)
+        mh_arena_free(mh_arena_find(b[i]), b[i]);
+}
+
+static void t_threads_alloc_free(void **state);
+
+static void *t_worker(void *arg)
+{
+    unsigned seed = (unsigned)(uintptr_t)arg;
+    char *held[8] = { 0 };
+
+    for (int i = 0; i < 2000; i++) {
+        int k = (int)(rand_r(&seed) % 8), dirty;
+
+        if (held[k]) {
+            assert_int_equal(held[k][0], (char)k);
+            mh_arena_free(mh_arena_find(held[k]), held[k]);
+            held[k] = NULL;
+        } else {
+            held[k] = mh_arena_alloc(MH_PAGE * (1 + rand_r(&seed) % 64), 0, &dirty);
+            held[k][0] = (char)k;
+        }
+    }
+    for (int k = 0; k < 8; k++)
+        if (held[k])
+            mh_arena_free(mh_arena_find(held[k]), held[k]);
+    return NULL;
+}
+
+static void t_threads_alloc_free(void **state)
+{
+    pthread_t th[4];
+
+    (void)state;
+    for (uintptr_t i = 0; i < 4; i++)
+        pthread_create(&th[i], NULL, t_worker, (void *)(i + 1));
+    for (int i = 0; i < 4; i++)
+        pthread_join(th[i], NULL);
+}
+
+static void t_fork_child_gets_private_copy(void **state)
+{
+    int dirty, st, fd_parent, fd_child;
+    uint64_t off;
+    char *p = mh_arena_alloc(1u << 20, 0, &dirty);
+    pid_t pid;
+
+    (void)state;
+    memset(p, 'P', 1u << 20);
+    mh_region_lookup(p, 1, &fd_parent, &off, NULL);
+    mh_arena_fork_prepare();
+    pid = fork();
+    if (pid == 0) {
+        mh_arena_fork_child();
+        mh_region_lookup(p, 1, &fd_child, &off, NULL);
+        if (p[0] != 'P' || p[(1u << 20) - 1] != 'P' || fd_child == fd_parent + 1000)
+            _exit(1);
+        memset(p, 'C', 1u << 20);     /* must not reach the parent */
+        _exit(0);
+    }
+    mh_arena_fork_parent();
+    assert_true(pid > 0);
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    assert_int_equal(p[0], 'P');
+    assert_int_equal(p[12345], 'P');
+    mh_arena_free(mh_arena_find(p), p);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(t_class_roundtrip),
+        cmocka_unit_test_setup(t_alloc_aligned_and_sized, t_setup),
+        cmocka_unit_test_setup(t_pool_recycles_dirty, t_setup),
+        cmocka_unit_test_setup(t_huge_blocks, t_setup),
+        cmocka_unit_test_setup(t_region_lookup_memfd, t_setup),
+        cmocka_unit_test_setup(t_pool_cap_releases, t_setup),
+        cmocka_unit_test_setup(t_threads_alloc_free, t_setup),
+        cmocka_unit_test_setup(t_fork_child_gets_private_copy, t_setup),
+    };
+
+    return cmocka_run_group_tests_name("mh_arena", tests, NULL, NULL);
+}
