@@ -35,7 +35,10 @@ test-unit-ubsan:
 test-symbols: $(LIB)
 	$(Q)$(TEST_ENV) tests/symbols.sh $(EXPORTS)
 
-TEST_TIERS := unit unit-asan unit-ubsan symbols $(TEST_TIERS)
+test-docs: $(LIB)
+	$(Q)$(TEST_ENV) tests/docs.sh
+
+TEST_TIERS := unit unit-asan unit-ubsan symbols docs $(TEST_TIERS)
 
 test: all
 	$(Q)rm -rf $(BUILD)/test-results
@@ -43,4 +46,4 @@ test: all
 		$(MAKE) --no-print-directory test-$$t || status=1; done; \
 	tests/summary.sh $(BUILD) $(TEST_TIERS) || status=1; exit $$status
 
-.PHONY: test-unit test-unit-asan test-unit-ubsan test-symbols
+.PHONY: test-unit test-unit-asan test-unit-ubsan test-symbols test-docs

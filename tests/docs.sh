@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Tier "docs": the README's ZCSOCK_* table lists exactly the variables of the
+# library's configuration table (as the built library prints them with
+# ZCSOCK_VERBOSE=1), with the same numeric defaults; ARCHITECTURE.md and each
+# module README exist.
+. "$(dirname "$0")/lib/harness.sh"
+t_begin docs
+
+t_docs_config_table() {
+  local readme lib
+  readme=$(sed -n '/zcsock-config-table/,/end zcsock-config-table/p' README.md |
+           grep -o '^| `ZCSOCK_[A-Z_]*` | [^|]*' | sed 's/^| `\(ZCSOCK_[A-Z_]*\)` | \([^ ]*\).*/\1 \2/' | sort)
+  lib=$(env -i LD_PRELOAD="$ZC_LIB" ZCSOCK_VERBOSE=1 /bin/true 2>&1 |
+        sed -n 's/^zcsock\[[0-9]*\]: config \(ZCSOCK_[A-Z_]*\)=\([^ ]*\).*/\1 \2/p' | sort)
+  echo "README:"; echo "$readme"; echo "library:"; echo "$lib"
+  [ -n "$lib" ] || return 1
+  # names must match exactly; numeric defaults must match, empty ones are
+  # written as "(...)" in the README
+  diff <(awk '{print $1}' <<<"$readme") <(awk '{print $1}' <<<"$lib") || return 1
+  join <(echo "$readme") <(echo "$lib") | grep -v "^ZCSOCK_VERBOSE " | while read -r name doc val; do
+    if [[ $doc =~ ^[0-9] ]]; then [ "$doc" = "$val" ] || { echo "$name: README $doc, library $val"; exit 1; }
+    else [ -z "$val" ] || [[ $doc == \(* ]] || { echo "$name: README $doc, library $val"; exit 1; }; fi
+  done
+}
+
+t_docs_files() {
+  local f rc=0
+  for f in README.md ARCHITECTURE.md shim/README.md pindown-cache/README.md \
+           malloc-hooks/README.md launcher/README.md examples/README.md tests/README.md; do
+    [ -s "$f" ] || { echo "missing $f"; rc=1; }
+  done
+  return $rc
+}
+
+export -f t_docs_config_table t_docs_files
+t_run readme-config-table 60 bash -c t_docs_config_table
+t_run module-readmes 60 bash -c t_docs_files
+t_end
