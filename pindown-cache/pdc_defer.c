@@ -171,9 +171,15 @@ void pdc_defer_drain(pdc_t *cache)
 void pdc_range_invalidate(pdc_t *cache, const void *addr, size_t len)
 {
     uintptr_t ra = (uintptr_t)__builtin_return_address(0);
+    uintptr_t start, end;
     unsigned n;
 
     if (!cache || len == 0)
+        return;
+    /* Nothing registered there: most frees end here, without the lock. */
+    pdc_defer_round(cache, (uintptr_t)addr, len, &start, &end);
+    if (end <= atomic_load_explicit(&cache->span_lo, memory_order_acquire) ||
+        start >= atomic_load_explicit(&cache->span_hi, memory_order_acquire))
         return;
     if (pthread_mutex_trylock(&cache->lock) != 0) {
         pdc_stat_inc_atomic(cache, PDC_STAT_DEFERRED_INVALIDATIONS);

@@ -102,6 +102,10 @@ struct pdc {
     pdc_budget_waiter_t *waiters, **waiters_tail;
     pdc_site_table_t sites[PDC_SITE_KINDS];
 
+    /* Bounds of the indexed regions, read without the lock by
+     * pdc_range_invalidate() to ignore ranges nothing can overlap. */
+    _Atomic uintptr_t span_lo, span_hi;
+
     pdc_defer_t defer;
     _Atomic uint64_t stats[PDC_STAT_COUNT];
 };

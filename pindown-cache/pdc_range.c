@@ -17,6 +17,17 @@
 
 #include "pdc_int.h"
 
+/* Publish the index's bounds for the lock-free filter of invalidations. */
+static void pdc_range_span_update(pdc_t *cache)
+{
+    const pdc_range_index_t *ix = &cache->index;
+
+    atomic_store_explicit(&cache->span_lo, ix->n ? ix->v[0]->start : UINTPTR_MAX,
+                          memory_order_release);
+    atomic_store_explicit(&cache->span_hi, ix->n ? ix->v[ix->n - 1]->end : 0,
+                          memory_order_release);
+}
+
 int pdc_range_init(pdc_t *cache, unsigned cap)
 {
     pdc_range_index_t *ix = &cache->index;
@@ -27,6 +38,7 @@ int pdc_range_init(pdc_t *cache, unsigned cap)
     ix->n = 0;
     ix->cap = cap;
     cache->hash = NULL;
+    pdc_range_span_update(cache);
     return 0;
 }
 
@@ -101,6 +113,7 @@ int pdc_range_insert(pdc_t *cache, pdc_rgn_t *rgn)
     ix->v[i] = rgn;
     ix->n++;
     rgn->flags |= PDC_RF_INDEX | PDC_RF_HASH;
+    pdc_range_span_update(cache);
     return 0;
 }
 
@@ -118,6 +131,7 @@ void pdc_range_remove(pdc_t *cache, pdc_rgn_t *rgn)
         ix->n--;
     }
     rgn->flags &= ~PDC_RF_INDEX;
+    pdc_range_span_update(cache);
 }
 
 /* Take rgn out of the hash.  May free memory: never from a hook. */

@@ -515,10 +515,15 @@ static void t_defer_overflow(void **state)
 
     e->params.defer_slots = 4;
     t_open(e);
+    a = t_get(e->cache, t_addr(e, 300 * T_PAGE), T_PAGE, PDC_SEND);  /* bounds */
+    pdc_region_put(e->cache, a, PDC_SEND);
     a = t_get(e->cache, t_addr(e, 0), 4 * T_PAGE, PDC_SEND);
     gen = a->gen;
     pdc_region_put(e->cache, a, PDC_SEND);
     pthread_mutex_lock(&e->cache->lock);
+    /* Outside every registration: filtered without the lock or the queue. */
+    pdc_range_invalidate(e->cache, t_addr(e, 400 * T_PAGE), T_PAGE);
+    assert_int_equal(t_stat(e->cache, PDC_STAT_DEFERRED_INVALIDATIONS), 0);
     for (i = 0; i < 10; i++)   /* unrelated ranges, more than the queue holds */
         pdc_range_invalidate(e->cache, t_addr(e, (100 + i) * T_PAGE), T_PAGE);
     pthread_mutex_unlock(&e->cache->lock);
