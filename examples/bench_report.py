@@ -29,24 +29,47 @@ def load(path):
 
 
 def group(rows, test, aligned, field):
-    """{(transport, size, variant): [values]} for one test and alignment."""
+    """{(transport, size, variant): {round: value}} for one test and alignment."""
     out = {}
     for r in rows:
         if r["test"] != test or r["aligned"] != aligned or r["fresh"] != "0":
             continue
         key = (r["transport"], int(r["size"]), r["variant"])
-        out.setdefault(key, []).append(float(r[field]))
+        out.setdefault(key, {})[r["round"]] = float(r[field])
     return out
 
 
 def med(values):
+    values = list(values.values()) if isinstance(values, dict) else values
     return statistics.median(values) if values else float("nan")
 
 
+def paired(d, key, base_key, op):
+    """Median over rounds of op(variant, baseline) for runs of the same round,
+    which ran next to each other: robust against slow drift of the machine."""
+    a, b = d.get(key, {}), d.get(base_key, {})
+    vals = [op(a[r], b[r]) for r in a if r in b and b[r] > 0]
+    return statistics.median(vals) if vals else float("nan")
+
+
+def ratio(x, y):
+    return x / y
+
+
+def diff(x, y):
+    return x - y
+
+
 def spread(values):
-    """Half the range of the rounds relative to their median, in %."""
+    """Median absolute deviation of the rounds relative to their median, in %."""
     m = med(values)
-    return 50.0 * (max(values) - min(values)) / m if values and m > 0 else float("nan")
+    values = list(values.values()) if isinstance(values, dict) else values
+    if not values or not m > 0:
+        return float("nan")
+    return 100.0 * statistics.median(abs(v - m) for v in values) / m
+
+
+GOAL_RATIO = 0.98
 
 
 def throughput_table(mbps, variants, transports, res_rows):
@@ -57,26 +80,30 @@ def throughput_table(mbps, variants, transports, res_rows):
     head += "".join(" %14s" % ("%s/%s" % (v, base))[:14] for v in others)
     head += " %9s" % "noise"
     print(head)
-    worst = {v: (float("inf"), None) for v in others}
+    worst = {v: (float("inf"), None, 0.0, 0, 0) for v in others}
     for t in transports:
         sizes = sorted({k[1] for k in mbps if k[0] == t})
         for s in sizes:
             b = med(mbps.get((t, s, base), []))
             line = "%-5s %6s" % (t, size_label(s))
             for v in variants:
-                vals = mbps.get((t, s, v), [])
+                vals = mbps.get((t, s, v), {})
                 line += " %10.1f" % med(vals)
-                ratio = med(vals) / b if b > 0 else float("nan")
+                rt = paired(mbps, (t, s, v), (t, s, base), ratio)
                 res_rows.append(["stream", t, s, 1, v, "%.2f" % med(vals), "", "", "",
-                                 "%.4f" % ratio, len(vals)])
+                                 "%.4f" % rt, len(vals)])
             for v in others:
-                r = med(mbps.get((t, s, v), [])) / b if b > 0 else float("nan")
+                r = paired(mbps, (t, s, v), (t, s, base), ratio)
                 line += " %14.3f" % r
-                if r < worst[v][0]:
-                    worst[v] = (r, "%s %s" % (t, size_label(s)))
+                w = worst[v]
+                below, total = w[3] + (r < GOAL_RATIO), w[4] + 1
+                if r < w[0]:
+                    w = (r, "%s %s" % (t, size_label(s)), spread(mbps.get((t, s, base), {})))
+                worst[v] = w[:3] + (below, total)
             line += " %8.1f%%" % spread(mbps.get((t, s, base), []))
             print(line)
-    print("(noise: half the range of the %s rounds relative to their median)" % base)
+    print("(ratio: median over rounds of the ratio of runs made side by side;"
+          " noise: median absolute deviation of the %s rounds, relative)" % base)
     print()
     return worst
 
@@ -90,18 +117,21 @@ def latency_table(pp, variants, transports, res_rows):
     for t in transports:
         bmed = med(pp["median_us"].get((t, 1, base), []))
         for v in variants:
-            m = med(pp["median_us"].get((t, 1, v), []))
-            p = med(pp["p99_us"].get((t, 1, v), []))
-            a = med(pp["mean_us"].get((t, 1, v), []))
-            d = m - bmed
-            print("%-5s %-14s %9.2f %9.2f %9.2f %+12.2f %9.3f" % (t, v, m, p, a, d,
-                                                               m / bmed if bmed > 0 else 0))
+            m = med(pp["median_us"].get((t, 1, v), {}))
+            p = med(pp["p99_us"].get((t, 1, v), {}))
+            a = med(pp["mean_us"].get((t, 1, v), {}))
+            d = paired(pp["median_us"], (t, 1, v), (t, 1, base), diff)
+            rt = paired(pp["median_us"], (t, 1, v), (t, 1, base), ratio)
+            print("%-5s %-14s %9.2f %9.2f %9.2f %+12.2f %9.3f" % (t, v, m, p, a, d, rt))
             res_rows.append(["pingpong", t, 1, 1, v, "", "%.3f" % m, "%.3f" % p, "%.3f" % a,
-                             "%.4f" % (m / bmed if bmed > 0 else float("nan")),
-                             len(pp["median_us"].get((t, 1, v), []))])
+                             "%.4f" % rt, len(pp["median_us"].get((t, 1, v), {}))])
             if v != base:
                 diffs[v].append((d, t))
-    print("(d_median and ratio: against %s)" % base)
+    print("(d_median and ratio: median over rounds against the %s run made side by side;"
+          " %s noise of the median: %s)" % (base, base, ", ".join(
+              "%s %.2f us" % (t, spread(pp["median_us"].get((t, 1, base), {}))
+                              * med(pp["median_us"].get((t, 1, base), {})) / 100)
+              for t in transports)))
     print()
     return diffs
 
@@ -116,24 +146,24 @@ def unaligned_table(mbps, mbps_un, variants, transports, res_rows):
     print("%-5s %6s %-14s %10s %10s %10s %14s" % ("tport", "size", "variant", "aligned",
                                                   "unaligned", "un/al", "un. vs " + base))
     for t, s in keys:
-        bu = med(mbps_un.get((t, s, base), []))
         for v in variants:
-            a = med(mbps.get((t, s, v), []))
-            u = med(mbps_un.get((t, s, v), []))
+            a = med(mbps.get((t, s, v), {}))
+            u = med(mbps_un.get((t, s, v), {}))
+            rt = paired(mbps_un, (t, s, v), (t, s, base), ratio)
             print("%-5s %6s %-14s %10.1f %10.1f %10.3f %14.3f" % (
-                t, size_label(s), v, a, u, u / a if a > 0 else 0, u / bu if bu > 0 else 0))
+                t, size_label(s), v, a, u, u / a if a > 0 else 0, rt))
             res_rows.append(["stream", t, s, 0, v, "%.2f" % u, "", "", "",
-                             "%.4f" % (u / bu if bu > 0 else float("nan")),
-                             len(mbps_un.get((t, s, v), []))])
+                             "%.4f" % rt, len(mbps_un.get((t, s, v), {}))])
     print()
 
 
 def goal_check(worst, diffs, goal_ratio, goal_rtt, base):
     print("Goal check (each variant against %s; a MISS is reported, not fatal)" % base)
-    for v, (r, where) in worst.items():
+    for v, (r, where, noise, below, total) in worst.items():
         verdict = "PASS" if r >= goal_ratio else "MISS"
-        print("  %s  %s: throughput ratio >= %.2f at every size (worst %.3f at %s)"
-              % (verdict, v, goal_ratio, r, where))
+        print("  %s  %s: throughput ratio >= %.2f at every size (%d of %d below; worst %.3f"
+              " at %s, where %s noise is %.0f%%)"
+              % (verdict, v, goal_ratio, below, total, r, where, base, noise))
     for v, ds in diffs.items():
         ok = all(d <= goal_rtt for d, _ in ds)
         detail = ", ".join("%s %+.2f us" % (t, d) for d, t in ds)
@@ -189,6 +219,8 @@ def main():
     ap.add_argument("--goal-rtt-us", type=float, default=0.3)
     ap.add_argument("--rounds", type=int, default=0)
     a = ap.parse_args()
+    global GOAL_RATIO
+    GOAL_RATIO = a.goal_ratio
     variants = a.variants.split(",")
     rows = load(a.raw)
     if not rows:
