@@ -25,14 +25,17 @@ VARIANTS=(
 TRANSPORTS=(tcp unix)
 
 if [ "${QUICK:-}" = 1 ]; then
-  SIZES=(1 4K 64K 1M 16M); ROUNDS=3; SECS=0.3; PP_SECS=0.5
+  SIZES=(1 4K 64K 1M 16M); ROUNDS=3; SECS=0.3; PP_SECS=0.3
 else
-  SIZES=(1 64 1K 4K 16K 64K 256K 1M 4M 16M 64M); ROUNDS=5; SECS=0.5; PP_SECS=1
+  SIZES=(1 64 1K 4K 16K 64K 256K 1M 4M 16M 64M); ROUNDS=5; SECS=0.5; PP_SECS=0.5
 fi
+# Ping-pong runs are short and many: more side-by-side pairs make the
+# median difference robust against bursts of load from other processes.
 UNALIGNED_SIZES=(64K 1M)      # also measured unaligned; must be in SIZES
 GOAL_RATIO=0.98               # throughput zcsock/kernel at every size
 GOAL_RTT_US=0.3               # 1-byte round trip at most this much slower
 ROUNDS=${BENCH_ROUNDS:-$ROUNDS}
+PP_ROUNDS=$((ROUNDS * 2))
 SECS=${BENCH_SECONDS:-$SECS}
 [ -n "${BENCH_SIZES:-}" ] && IFS=, read -ra SIZES <<< "$BENCH_SIZES"
 PIN=()
@@ -52,7 +55,7 @@ mkdir -p "$OUT"
 rm -f "$RAW" "$TMP"
 
 echo "# make bench${QUICK:+ QUICK=$QUICK}    $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
-echo "# host: $(uname -sr), $(nproc) CPUs; rounds $ROUNDS, ${SECS} s per stream run, ${PP_SECS} s per ping-pong run${PIN:+, pinned}"
+echo "# host: $(uname -sr), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg); $ROUNDS rounds of ${SECS} s per stream run, $PP_ROUNDS rounds of ${PP_SECS} s per ping-pong run${PIN:+, pinned}"
 echo "# variants: $(printf '%s ' "${VARIANTS[@]}")"
 echo "# sizes: ${SIZES[*]}; transports: ${TRANSPORTS[*]}"
 
@@ -106,7 +109,7 @@ for tport in "${TRANSPORTS[@]}"; do
     done
   done
   printf ' pingpong'
-  for ((r = 1; r <= ROUNDS; r++)); do run_variants "$r" "$tport" pingpong 1 1; done
+  for ((r = 1; r <= PP_ROUNDS; r++)); do run_variants "$r" "$tport" pingpong 1 1; done
   echo
 done
 rm -f "$TMP"
