@@ -47,7 +47,7 @@ RAW=$OUT/raw.csv
 TMP=$OUT/run.csv
 HERE=$(cd "$(dirname "$0")" && pwd)
 
-die() { echo "bench: $*" >&2; exit 1; }
+die() { printf '\nbench: %s\n' "$*" >&2; exit 1; }
 
 [ -x "$ZCBENCH" ] || die "$ZCBENCH missing (make $ZCBENCH)"
 [ -f "$ZC_LIB" ] || die "$ZC_LIB missing (make lib)"
@@ -114,6 +114,10 @@ for tport in "${TRANSPORTS[@]}"; do
 done
 rm -f "$TMP"
 echo "# measured in $(( $(date +%s) - start )) s"
+for ((i = 0; i < ${#VARIANTS[@]}; i++)); do
+  n=$(awk -F, -v v="$(v_field "$i" 0)" '$2 == v' "$RAW" | wc -l)
+  echo "# library check: $(v_field "$i" 0): libzcsock $(v_field "$i" 2) at both ends in all $n runs"
+done
 echo
 
 names=()
