@@ -68,11 +68,10 @@ static size_t pdc_memlock_limit(size_t param)
     return (size_t)rl.rlim_cur;
 }
 
-static void pdc_locks_init(pdc_t *cache)
+static void pdc_conds_init(pdc_t *cache)
 {
     pthread_condattr_t attr;
 
-    pthread_mutex_init(&cache->lock, NULL);
     pthread_condattr_init(&attr);
     pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
     pthread_cond_init(&cache->reg_cond, &attr);
@@ -136,7 +135,8 @@ int pdc_create(const pdc_params_t *params, const pdc_ops_t *ops, void *ops_arg,
     rc = pdc_defer_init(cache, cache->params.defer_slots);
     if (rc)
         goto err_range;
-    pdc_locks_init(cache);
+    pthread_mutex_init(&cache->lock, NULL);
+    pdc_conds_init(cache);
     pdc_list_init(&cache->lru);
     pdc_list_init(&cache->dead);
     pdc_list_init(&cache->zombies);
@@ -161,12 +161,19 @@ static uint64_t pdc_now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* Publish the gauges that registration changes (the budget gauges are
+ * published where they change, on the hit path). */
 void pdc_cache_gauges(pdc_t *cache)
 {
     pdc_stat_set(cache, PDC_STAT_REGIONS, cache->nregions);
     pdc_stat_set(cache, PDC_STAT_PINNED_BYTES, cache->pinned);
     pdc_stat_set(cache, PDC_STAT_BUDGET_SEND, cache->inuse[PDC_SEND]);
     pdc_stat_set(cache, PDC_STAT_BUDGET_RECV, cache->inuse[PDC_RECV]);
+}
+
+static inline void pdc_budget_gauge(pdc_t *cache, pdc_dir_t dir)
+{
+    pdc_stat_set(cache, PDC_STAT_BUDGET_SEND + dir, cache->inuse[dir]);
 }
 
 static size_t pdc_rgn_len(const pdc_rgn_t *rgn)
@@ -190,6 +197,8 @@ void pdc_cache_release(pdc_t *cache, pdc_rgn_t *rgn)
     }
     cache->nregions--;
     cache->pinned -= pdc_rgn_len(rgn);
+    pdc_stat_set(cache, PDC_STAT_REGIONS, cache->nregions);
+    pdc_stat_set(cache, PDC_STAT_PINNED_BYTES, cache->pinned);
     pdc_rgn_free(cache, rgn);
 }
 
@@ -227,6 +236,7 @@ static void pdc_rgn_ref(pdc_t *cache, pdc_rgn_t *rgn, pdc_dir_t dir)
         rgn->flags &= ~PDC_RF_ONLIST;
     }
     cache->inuse[dir] += pdc_rgn_len(rgn);
+    pdc_budget_gauge(cache, dir);
 }
 
 static void pdc_rgn_unref(pdc_t *cache, pdc_rgn_t *rgn, pdc_dir_t dir)
@@ -237,6 +247,7 @@ static void pdc_rgn_unref(pdc_t *cache, pdc_rgn_t *rgn, pdc_dir_t dir)
         return;
     }
     cache->inuse[dir] -= pdc_rgn_len(rgn);
+    pdc_budget_gauge(cache, dir);
     if (--rgn->refs > 0)
         return;
     if (!(rgn->flags & PDC_RF_DEAD)) {
@@ -420,6 +431,7 @@ static int pdc_miss(pdc_t *cache, uintptr_t start, uintptr_t end, pdc_dir_t dir,
     }
     cache->nregions++;
     cache->pinned += pdc_rgn_len(rgn);
+    pdc_cache_gauges(cache);
     pdc_rgn_ref(cache, rgn, dir);
     pdc_stat_add(cache, PDC_STAT_MISSES, 1);
     pdc_site_count(cache, PDC_SITE_MISS, pdc_site_capture(cache, ra));
@@ -486,7 +498,6 @@ int pdc_region_get(pdc_t *cache, const void *addr, size_t len, pdc_dir_t dir,
     pthread_mutex_lock(&cache->lock);
     pdc_stat_add(cache, PDC_STAT_GETS, 1);
     rc = pdc_get_locked(cache, start, end, dir, flags, ra, &rgn);
-    pdc_cache_gauges(cache);
     pthread_mutex_unlock(&cache->lock);
     if (rc == 0)
         *region_p = &rgn->pub;
@@ -529,7 +540,6 @@ void pdc_region_put(pdc_t *cache, pdc_region_t *region, pdc_dir_t dir)
         run = pdc_budget_collect(cache);
     if (cache->budget_sleepers)
         pthread_cond_broadcast(&cache->budget_cond);
-    pdc_cache_gauges(cache);
     pthread_mutex_unlock(&cache->lock);
     while (run) {
         pdc_budget_waiter_t *w = run;
@@ -668,7 +678,10 @@ void pdc_fork_child(pdc_t *cache)
 
     if (!cache)
         return;
-    pdc_locks_init(cache);
+    /* pdc_fork_prepare() took the lock in the thread that is now the
+     * child's only thread: it is released at the end.  Waiters on the
+     * conditions are gone with their threads. */
+    pdc_conds_init(cache);
     pdc_defer_reset(cache);
     cache->epoch++;
     HASH_CLEAR(hh, cache->hash);
@@ -694,4 +707,5 @@ void pdc_fork_child(pdc_t *cache)
     pdc_cache_gauges(cache);
     if (cache->ops->fork_child)
         cache->ops->fork_child(cache->ops_arg);
+    pthread_mutex_unlock(&cache->lock);
 }

@@ -15,6 +15,15 @@
 #define HASH_NONFATAL_OOM 1
 #define uthash_malloc(sz) pdc_mem_alloc(cache, (sz))
 #define uthash_free(ptr, sz) pdc_mem_free(cache, (ptr), (sz))
+/* Keys are page addresses (uintptr_t): a multiplicative hash of the page
+ * number and a word compare, instead of Jenkins and memcmp. */
+#define HASH_FUNCTION(keyptr, keylen, hashv)                                  \
+    do {                                                                      \
+        uint64_t _pk = *(const uint64_t *)(const void *)(keyptr) >> 12;       \
+        (hashv) = (unsigned)((_pk * 0x9e3779b97f4a7c15ull) >> 32);            \
+    } while (0)
+#define HASH_KEYCMP(a, b, n)                                                  \
+    (*(const uintptr_t *)(const void *)(a) != *(const uintptr_t *)(const void *)(b))
 #include <uthash.h>
 
 typedef struct pdc_list {
