@@ -57,7 +57,8 @@ typedef void (*mh_event_func_t)(unsigned kind, void *addr, size_t len, void *arg
 typedef struct mh_params {
     size_t alloc_min;  /* ZCSOCK_ALLOC_MIN: place allocations >= this (0: default) */
     size_t huge_min;   /* ZCSOCK_ALLOC_HUGE_MIN: 2 MiB alignment from here (0: default) */
-    int placement;     /* ZCSOCK_ALLOC_PLACEMENT: 1 on, 0 off (events only) */
+    int placement;     /* ZCSOCK_ALLOC_PLACEMENT: 0 off (events only), 1 on,
+                          2 deferred: arenas ready, off until mh_placement_set(1) */
     int no_atfork;     /* 1: the shim calls mh_fork_* itself; 0: mh_init registers
                           them with pthread_atfork */
 } mh_params_t;
@@ -76,6 +77,13 @@ int mh_init(const mh_params_t *p);
 /* Status flags (MH_ST_*) and, when reason_p is not NULL, a static short
  * reason string for the last degradation ("" when none).  Hook-safe. */
 unsigned mh_status(const char **reason_p);
+
+/* Turn placement on (1) or off (0) at run time, for example on when the
+ * process makes its first local-peer connection (placement 2 in mh_init).
+ * Blocks already placed stay valid either way.  Returns 0, or -ENOTSUP when
+ * mh_init did not set placement up (off, foreign allocator, no arena).
+ * Hook-safe (two atomic stores). */
+int mh_placement_set(int on);
 
 /* Subscribe cb(kind, addr, len, arg) to the events in mask.  At most
  * MH_SUBSCRIBERS_MAX subscribers.  Returns a handle >= 0, or -EINVAL /
@@ -126,8 +134,8 @@ typedef struct mh_stats {
 void mh_stats_get(mh_stats_t *st_p);
 
 /* Names of the event kinds, in bit order ("unmap", "remap", "map_fixed",
- * "madvise", "shmdt", "brk", "free", "block"), and of the mh_stats_t
- * fields after events ("placed_allocs", ...), for the shim's stats table. */
+ * "madvise", "shmdt", "brk", "free", "block"), for the shim's stats table
+ * (mh.events.<name>; the other fields are mh.alloc.<field name>). */
 extern const char *const mh_event_names[MH_EV_KINDS];
 
 #endif

@@ -186,6 +186,19 @@ static size_t mh_alloc_usable(void *p)
     return MH_REAL_OK(malloc_usable_size) ? zc_real.malloc_usable_size(p) : 0;
 }
 
+/* Grow the arena block p in place (it is its arena's last block). */
+static int mh_alloc_grow(mh_arena_t *a, void *p, size_t n)
+{
+    size_t r;
+
+    if (n >= mh_g.huge_min && !a->huge)
+        return 0;       /* crossing into huge blocks: move to 2 MiB alignment */
+    mh_tls_guard++;
+    r = mh_arena_grow(a, p, n);
+    mh_tls_guard--;
+    return r != 0;
+}
+
 /* Move the block p (usable size old) to a new block of n bytes. */
 static void *mh_alloc_move(void *p, size_t old, size_t n)
 {
@@ -219,6 +232,8 @@ MH_EXPORT void *realloc(void *p, size_t n)
             return NULL;
         }
         if (n <= old && n > old / 2)
+            return p;
+        if (n > old && mh_alloc_grow(a, p, n))
             return p;
         return mh_alloc_move(p, old, n);
     }
@@ -340,6 +355,7 @@ MH_EXPORT void *pvalloc(size_t n)
  * yield whichever malloc comes first in the lookup order. */
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wpragmas"
+#pragma GCC diagnostic ignored "-Wunknown-warning-option"
 #pragma GCC diagnostic ignored "-Wmissing-attributes"
 extern __typeof__(malloc) mh_alloc_self_malloc
     __attribute__((alias("malloc"), visibility("hidden")));

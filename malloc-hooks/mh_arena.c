@@ -300,6 +300,39 @@ size_t mh_arena_block_size(mh_arena_t *a, const void *p)
     return mh_class_units(m->cls - 1u) << a->shift;
 }
 
+/* See mh_int.h.  Grows the used block p in place to hold n bytes when it
+ * is the last block carved from its arena and the arena has room: the
+ * common pattern of one buffer growing by realloc.  Returns the new block
+ * size or 0 (caller moves the block). */
+size_t mh_arena_grow(mh_arena_t *a, void *p, size_t n)
+{
+    mh_meta_t *m = mh_arena_meta(a, p);
+    size_t idx, units, old, cu;
+    unsigned cls;
+
+    if (!m || n > MH_PLACE_MAX)
+        return 0;
+    units = (n + ((size_t)1 << a->shift) - 1) >> a->shift;
+    cls = mh_class_of(units);
+    cu = mh_class_units(cls);
+    idx = (size_t)(m - a->meta);
+    pthread_mutex_lock(&mh_arena_lock);
+    if (!m->cls || !(m->flags & MH_BLK_USED)) {
+        pthread_mutex_unlock(&mh_arena_lock);
+        return 0;
+    }
+    old = mh_class_units(m->cls - 1u);
+    if (idx + old != a->bump || idx + cu > a->nunits || cu <= old) {
+        pthread_mutex_unlock(&mh_arena_lock);
+        return 0;
+    }
+    a->bump = idx + cu;
+    m->cls = (uint8_t)(cls + 1);
+    pthread_mutex_unlock(&mh_arena_lock);
+    MH_STAT_ADD(mh_st_placed_bytes, (cu - old) << a->shift);
+    return cu << a->shift;
+}
+
 /* See mh_int.h.  Releases the pages first when the pool is over its cap. */
 size_t mh_arena_free(mh_arena_t *a, void *p)
 {
@@ -482,6 +515,7 @@ void mh_arena_fork_child(void)
                 mh_sys_close(a->fork_fd);
             mh_sys_close(a->fd);
             __atomic_store_n(&a->fd, -1, __ATOMIC_RELAXED);
+            __atomic_store_n(&mh_g.placement_ready, 0, __ATOMIC_RELAXED);
             __atomic_store_n(&mh_g.placement, 0, __ATOMIC_RELAXED);
         }
         a->fork_fd = -1;

@@ -148,10 +148,25 @@ static void mh_init_placement(const mh_params_t *p, int foreign)
     if (amin < MH_PAGE)
         amin = MH_PAGE;
     mh_g.huge_min = hmin < amin ? amin : hmin;
-    __atomic_store_n(&mh_g.placement, 1, __ATOMIC_RELAXED);
     __atomic_store_n(&mh_g.alloc_min, amin, __ATOMIC_RELEASE);
-    mh_status_set(MH_ST_PLACEMENT_ACTIVE | (cfg.thp ? MH_ST_HUGE_THP : 0) |
-                  (cfg.hugetlb_free > 0 ? MH_ST_HUGE_TLB : 0), NULL);
+    mh_status_set((cfg.thp ? MH_ST_HUGE_THP : 0) | (cfg.hugetlb_free > 0 ? MH_ST_HUGE_TLB : 0),
+                  NULL);
+    __atomic_store_n(&mh_g.placement_ready, 1, __ATOMIC_RELEASE);
+    if (p->placement == 1)
+        mh_placement_set(1);
+}
+
+/* See mh.h. */
+int mh_placement_set(int on)
+{
+    if (!__atomic_load_n(&mh_g.placement_ready, __ATOMIC_ACQUIRE))
+        return -ENOTSUP;
+    __atomic_store_n(&mh_g.placement, on ? 1 : 0, __ATOMIC_RELEASE);
+    if (on)
+        __atomic_fetch_or(&mh_g.status, MH_ST_PLACEMENT_ACTIVE, __ATOMIC_RELAXED);
+    else
+        __atomic_fetch_and(&mh_g.status, ~MH_ST_PLACEMENT_ACTIVE, __ATOMIC_RELAXED);
+    return 0;
 }
 
 /* See mh.h. */

@@ -20,6 +20,7 @@
 typedef struct mh_state {
     int active;          /* mh_init done: hooks do their work (atomic read) */
     int placement;       /* placement on (atomic read; off after fork failure) */
+    int placement_ready; /* arenas set up: mh_placement_set may turn it on */
     int glibc_chunks;    /* malloc is glibc's: chunk headers may be read */
     size_t alloc_min;    /* place at or above this */
     size_t huge_min;     /* 2 MiB blocks at or above this */
@@ -108,6 +109,9 @@ void *mh_arena_alloc(size_t n, int huge, int *dirty_p);
 mh_arena_t *mh_arena_find(const void *p);
 /* Size of the used block starting at p (0: not a used block start). */
 size_t mh_arena_block_size(mh_arena_t *a, const void *p);
+/* Grow the used block p in place to at least n bytes when it is the last
+ * block of its arena; returns the new size or 0. */
+size_t mh_arena_grow(mh_arena_t *a, void *p, size_t n);
 /* Return a used block to its free list; returns its size or 0 when p is
  * not a used block start (double free: ignored). */
 size_t mh_arena_free(mh_arena_t *a, void *p);

@@ -67,8 +67,8 @@ $(BUILD)/bench_mh: malloc-hooks/bench_mh.c
 	$(quiet) CC $@
 	$(Q)$(CC) $(ZC_CFLAGS) -fno-builtin-malloc $(ZC_LDFLAGS) -o $@ $< -ldl
 
-bench-mh: $(LIB) $(BUILD)/bench_mh
-	$(Q)MH_LIB=$(abspath $(LIB)) QUICK=$(QUICK) malloc-hooks/bench_mh.sh $(BUILD)/bench_mh
+bench-mh: $(LIB) $(BUILD)/bench_mh $(MH_TESTLIB)
+	$(Q)MH_LIB=$(abspath $(LIB)) MH_TESTLIB=$(abspath $(MH_TESTLIB)) QUICK=$(QUICK) malloc-hooks/bench_mh.sh $(BUILD)/bench_mh
 
 BENCH_EXTRA += bench-mh
 .PHONY: test-mh test-mh-standalone bench-mh

@@ -26,6 +26,11 @@ run_both dlopen 60 "$B/t_dlopen" "$B/libmhdl.so"
 t_run dlopen/preloaded-ctor 60 env LD_PRELOAD="$L $B/libmhdl.so" "$B/t_dlopen" "$B/libmhdl.so"
 run_both storm 300 "$B/t_storm" "$iters"
 
+# the hooks active on their own (standalone libmhtest.so), whatever $MH_LIB is
+t_run standalone/events 60 env LD_PRELOAD="$T" "$B/t_events"
+t_run standalone/place 60 env LD_PRELOAD="$T" "$B/t_place"
+t_run standalone/fork 60 env LD_PRELOAD="$T" "$B/t_fork"
+
 # re-entrancy: a subscriber that allocates inside every event
 for t in events place storm; do
   args=(); [ $t = storm ] && args=("$iters")
@@ -37,6 +42,8 @@ JE=$(ls /usr/lib/*/libjemalloc.so.2 2>/dev/null | head -n 1)
 if [ -n "$JE" ]; then
   t_run foreign/jemalloc-after 60 env LD_PRELOAD="$L $JE" "$B/t_foreign"
   t_run foreign/jemalloc-before 60 env LD_PRELOAD="$JE $L" "$B/t_foreign"
+  t_run foreign/standalone-jemalloc-after 60 env LD_PRELOAD="$T $JE" "$B/t_foreign"
+  t_run foreign/standalone-jemalloc-before 60 env LD_PRELOAD="$JE $T" "$B/t_foreign"
   t_run foreign/jemalloc-storm 300 env LD_PRELOAD="$L $JE" "$B/t_storm" 2000
 else
   t_run foreign/jemalloc 5 bash -c 'echo "skip: libjemalloc2 not installed"; exit 77'

@@ -56,16 +56,13 @@ static inline unsigned t_status(void)
     return t_stat("mh.status", &v) == 0 ? (unsigned)v : 0;
 }
 
-/* Placement is expected: the library says so, or (when it publishes no
- * status) it is active and ZCSOCK_ALLOC_PLACEMENT is not 0. */
+/* Placement is on: the library publishes mh.status with PLACEMENT_ACTIVE.
+ * A library that publishes no status is treated as placing nothing. */
 static inline int t_placement(void)
 {
-    const char *e = getenv("ZCSOCK_ALLOC_PLACEMENT");
     uint64_t v;
 
-    if (t_stat("mh.status", &v) == 0)
-        return (v & MH_ST_PLACEMENT_ACTIVE) != 0;
-    return t_active() && !(e && !strcmp(e, "0"));
+    return t_stat("mh.status", &v) == 0 && (v & MH_ST_PLACEMENT_ACTIVE) != 0;
 }
 
 /* 1 when p lies in a mapping of a zcsock memfd arena. */

@@ -147,6 +147,26 @@ static void t_pool_cap_releases(void **state)
         mh_arena_free(mh_arena_find(b[i]), b[i]);
 }
 
+static void t_grow_last_block_in_place(void **state)
+{
+    int dirty;
+    char *p = mh_arena_alloc(128 * 1024, 0, &dirty), *q;
+    mh_arena_t *a = mh_arena_find(p);
+
+    (void)state;
+    p[0] = 42;
+    assert_true(mh_arena_grow(a, p, 1u << 20) >= 1u << 20);
+    assert_int_equal(mh_arena_block_size(a, p), 1u << 20);
+    assert_int_equal(p[0], 42);
+    p[(1u << 20) - 1] = 1;
+    q = mh_arena_alloc(128 * 1024, 0, &dirty);         /* now p is not last */
+    assert_int_equal(mh_arena_grow(a, p, 2u << 20), 0);
+    assert_int_equal(mh_arena_grow(a, q + MH_PAGE, 2u << 20), 0);   /* interior */
+    assert_true(mh_arena_free(a, p) >= 1u << 20);
+    assert_int_equal(mh_arena_grow(a, p, 2u << 20), 0);            /* freed */
+    mh_arena_free(a, q);
+}
+
 static void t_threads_alloc_free(void **state);
 
 static void *t_worker(void *arg)
@@ -221,6 +241,7 @@ int main(void)
         cmocka_unit_test_setup(t_huge_blocks, t_setup),
         cmocka_unit_test_setup(t_region_lookup_memfd, t_setup),
         cmocka_unit_test_setup(t_pool_cap_releases, t_setup),
+        cmocka_unit_test_setup(t_grow_last_block_in_place, t_setup),
         cmocka_unit_test_setup(t_threads_alloc_free, t_setup),
         cmocka_unit_test_setup(t_fork_child_gets_private_copy, t_setup),
     };

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# make bench-mh: allocator overhead of the hooks, as ratios preload/plain.
+#   1. malloc/free pairs below the placement threshold (target <= 1.03)
+#   2. python3 running a fixed allocation-heavy script
+#   3. malloc + touch + free by size: glibc against the arena (everything
+#      placed: ZCSOCK_ALLOC_MIN=4096), the data behind ZCSOCK_ALLOC_MIN
+# Runs alternate plain/preload; each figure is the median of R runs.
+# usage: bench_mh.sh BENCH_BIN   env: MH_LIB (preloaded library), MH_TESTLIB
+# (used instead when MH_LIB does not run the hooks yet), QUICK=1.
+set -u
+bin=$1
+lib=${MH_LIB:?}
+R=7; PAIRS=3000000; PYN=3
+[ -n "${QUICK:-}" ] && { R=3; PAIRS=1000000; PYN=1; }
+
+active=$(LD_PRELOAD=$lib python3 -c '
+import ctypes
+try:
+    f = ctypes.CDLL(None).zcsock_stat_get
+    v = ctypes.c_uint64()
+    print(1 if f(b"mh.status", ctypes.byref(v)) == 0 and v.value & 1 else 0)
+except Exception:
+    print(0)')
+if [ "$active" != 1 ] && [ -n "${MH_TESTLIB:-}" ]; then
+  echo "bench-mh: $lib does not run the hooks yet; using $MH_TESTLIB"
+  lib=$MH_TESTLIB
+fi
+
+median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+
+# run_pair NAME CMD...: R alternating runs each way, prints medians and ratio
+run_pair() {
+  local name=$1; shift
+  local p=() q=()
+  for _ in $(seq "$R"); do
+    p+=("$("$@")"); q+=("$(env LD_PRELOAD="$lib" ${MH_ENV:-} "$@")")
+  done
+  local a b
+  a=$(printf '%s\n' "${p[@]}" | median); b=$(printf '%s\n' "${q[@]}" | median)
+  awk -v n="$name" -v a="$a" -v b="$b" 'BEGIN {printf "  %-34s %12.1f %12.1f %8.3f\n", n, a, b, b / a}'
+}
+
+pytime() {
+  local t0 t1
+  t0=$(date +%s%N)
+  python3 -c '
+import json, collections
+for r in range('"$PYN"'):
+    blobs = [bytearray((i * 7919) % 3000000 + 1) for i in range(300)]
+    d = collections.Counter(str(i % 977) * (i % 50) for i in range(200000))
+    s = json.dumps(sorted(d.items()))
+    l = [list(range(i % 5000)) for i in range(3000)]
+    t = {i: str(i) * 3 for i in range(300000)}
+' >/dev/null
+  t1=$(date +%s%N)
+  echo $(( (t1 - t0) / 1000 ))
+}
+export -f pytime; export PYN
+
+echo "bench-mh: library $lib, median of $R alternating runs"
+printf '  %-34s %12s %12s %8s\n' case plain preload ratio
+run_pair "malloc/free pairs <=64KiB (ns)" "$bin" pairs "$PAIRS"
+run_pair "realloc 1KiB..8MiB (ns/call)" "$bin" realloc 200
+run_pair "python3 fixed script (us)" bash -c pytime
+echo "placement threshold data: malloc+touch+free (ns), glibc vs arena"
+for kb in 16 32 64 128 256 512 1024 4096; do
+  it=$(( 200000 / kb )); [ "$it" -lt 200 ] && it=200
+  MH_ENV="ZCSOCK_ALLOC_MIN=4096" run_pair "size ${kb} KiB" "$bin" touch $((kb * 1024)) "$it"
+done
