@@ -16,7 +16,8 @@
  *                      hooks: it never allocates and never blocks.
  *
  * Pinned memory is a bounded resource: each direction (send, receive) has its
- * own budget of referenced bytes.  When a budget is exhausted a get either
+ * own budget of pinned bytes in use (a region referenced in a direction
+ * counts its length once there, however many gets hold it).  When a budget is exhausted a get either
  * fails at once with -EAGAIN (PDC_F_NOWAIT), waits a bounded time, or the
  * caller queues a callback with pdc_budget_wait() that runs when a put
  * releases budget: never a deadlock, never an unbounded wait.
@@ -140,8 +141,8 @@ void pdc_destroy(pdc_t *cache);
 
 /* Return in *region_p a referenced region covering the page-rounded
  * [addr, addr+len) for direction dir, registering it on a miss (merging with
- * overlapping idle registrations unless PDC_F_NOMERGE).  Charges region->len
- * to dir's budget until the put.  Errors: -EINVAL (len 0, bad dir), -EAGAIN
+ * overlapping registrations unless PDC_F_NOMERGE).  The first reference in
+ * dir charges region->len to dir's budget until the last put in dir.  Errors: -EINVAL (len 0, bad dir), -EAGAIN
  * (budget exhausted and PDC_F_NOWAIT, or still exhausted after
  * budget_wait_ns), -ENOSPC (limits reached and nothing idle to evict),
  * -ESTALE (the range kept being invalidated while registering), -ENOMEM, or
@@ -239,8 +240,11 @@ enum {
 /* "pdc.gets", ... indexed by PDC_STAT_*. */
 extern const char *const pdc_stat_names[PDC_STAT_COUNT];
 
-/* Current value of counter idx (0 for a bad index).  Lock-free, hook-safe. */
+/* Current value of counter idx (0 for a bad index).  Lock-free, hook-safe.
+ * pdc_stats_read() is the same with the (void *arg, unsigned idx) shape of
+ * a statistics-source getter. */
 uint64_t pdc_stats_get(const pdc_t *cache, unsigned idx);
+uint64_t pdc_stats_read(void *cache, unsigned idx);
 
 /* Call-site attribution: the top sites charged with misses or invalidations,
  * kept in a small fixed table (space-saving: a new site replaces the least
@@ -265,6 +269,14 @@ unsigned pdc_stats_sites(pdc_t *cache, pdc_site_kind_t kind, pdc_site_t *out,
 /* Format pc as "symbol+0xoff (object)" into buf (dladdr; report time only,
  * never from a hook).  Returns buf. */
 char *pdc_site_format(uintptr_t pc, char *buf, size_t size);
+
+/* Write the top `top` sites of each kind as report lines into buf:
+ *   <prefix>.top_miss.1: 42 send_path+0x1c (app)
+ *   <prefix>.top_invalidate.1: 7 free+0x0 (libc.so.6)
+ * prefix is e.g. "pdc" or "pdc.wire".  Returns the length written
+ * (truncated at size - 1, always NUL-terminated).  Report time only. */
+size_t pdc_stats_sites_format(pdc_t *cache, const char *prefix, unsigned top,
+                              char *buf, size_t size);
 
 /* io_uring fixed-buffer backend (pdc_uring.c).
  * Owns a ring with a sparse table of nr_slots fixed buffers, created lazily

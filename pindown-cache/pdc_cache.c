@@ -235,8 +235,10 @@ static void pdc_rgn_ref(pdc_t *cache, pdc_rgn_t *rgn, pdc_dir_t dir)
         pdc_list_del(&rgn->link);
         rgn->flags &= ~PDC_RF_ONLIST;
     }
-    cache->inuse[dir] += pdc_rgn_len(rgn);
-    pdc_budget_gauge(cache, dir);
+    if (rgn->dref[dir]++ == 0) {
+        cache->inuse[dir] += pdc_rgn_len(rgn);
+        pdc_budget_gauge(cache, dir);
+    }
 }
 
 static void pdc_rgn_unref(pdc_t *cache, pdc_rgn_t *rgn, pdc_dir_t dir)
@@ -246,8 +248,10 @@ static void pdc_rgn_unref(pdc_t *cache, pdc_rgn_t *rgn, pdc_dir_t dir)
             pdc_rgn_free(cache, rgn);
         return;
     }
-    cache->inuse[dir] -= pdc_rgn_len(rgn);
-    pdc_budget_gauge(cache, dir);
+    if (--rgn->dref[dir] == 0) {
+        cache->inuse[dir] -= pdc_rgn_len(rgn);
+        pdc_budget_gauge(cache, dir);
+    }
     if (--rgn->refs > 0)
         return;
     if (!(rgn->flags & PDC_RF_DEAD)) {
@@ -458,7 +462,8 @@ static int pdc_get_locked(pdc_t *cache, uintptr_t start, uintptr_t end, pdc_dir_
             continue;
         }
         if (rgn) {
-            rc = pdc_budget_check(cache, dir, pdc_rgn_len(rgn), flags, &deadline);
+            rc = rgn->dref[dir] ? 0 : pdc_budget_check(cache, dir, pdc_rgn_len(rgn),
+                                                         flags, &deadline);
             if (rc == PDC_RETRY)
                 continue;
             if (rc)

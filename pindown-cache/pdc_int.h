@@ -47,6 +47,7 @@ typedef struct pdc_rgn {
     uintptr_t start, end;   /* page-aligned [start, end) */
     uintptr_t key;          /* hash key: start */
     unsigned refs;          /* references held by get callers (+1 in flight) */
+    unsigned dref[PDC_DIR_COUNT];  /* of which per direction (budget charge) */
     unsigned state;
     unsigned flags;
     unsigned epoch;         /* cache->epoch at creation (fork detection) */

@@ -31,6 +31,11 @@ uint64_t pdc_stats_get(const pdc_t *cache, unsigned idx)
     return atomic_load_explicit(&((pdc_t *)cache)->stats[idx], memory_order_relaxed);
 }
 
+uint64_t pdc_stats_read(void *cache, unsigned idx)
+{
+    return pdc_stats_get(cache, idx);
+}
+
 /* Run libunwind once outside any hook so that its lazy set-up (caches,
  * dl_iterate_phdr state) is done before a hook needs it. */
 void pdc_sites_warmup(void)
@@ -134,4 +139,36 @@ char *pdc_site_format(uintptr_t pc, char *buf, size_t size)
         snprintf(buf, size, "0x%lx", (unsigned long)pc);
     }
     return buf;
+}
+
+size_t pdc_stats_sites_format(pdc_t *cache, const char *prefix, unsigned top,
+                              char *buf, size_t size)
+{
+    static const char *const kinds[PDC_SITE_KINDS] = { "top_miss", "top_invalidate" };
+    pdc_site_t sites[PDC_SITES];
+    size_t len = 0;
+    unsigned k, i, n;
+
+    if (!buf || size == 0)
+        return 0;
+    buf[0] = '\0';
+    if (!cache)
+        return 0;
+    for (k = 0; k < PDC_SITE_KINDS; k++) {
+        n = pdc_stats_sites(cache, (pdc_site_kind_t)k, sites,
+                            top < PDC_SITES ? top : PDC_SITES);
+        for (i = 0; i < n && len < size - 1; i++) {
+            char name[256];
+            int w;
+
+            pdc_site_format(sites[i].pc, name, sizeof(name));
+            w = snprintf(buf + len, size - len, "%s.%s.%u: %llu %s\n",
+                         prefix ? prefix : "pdc", kinds[k], i + 1,
+                         (unsigned long long)sites[i].count, name);
+            if (w < 0)
+                break;
+            len += (size_t)w < size - len ? (size_t)w : size - len - 1;
+        }
+    }
+    return len;
 }

@@ -381,11 +381,13 @@ static void t_budget_nowait(void **state)
     assert_int_equal(pdc_region_get(e->cache, t_addr(e, 64 * T_PAGE), T_PAGE, PDC_SEND,
                                     PDC_F_NOWAIT, &x), -EAGAIN);
     assert_null(x);
-    /* The same region again is charged again, so it does not fit either. */
+    /* The same region again is already charged: it fits. */
     assert_int_equal(pdc_region_get(e->cache, t_addr(e, 0), T_PAGE, PDC_SEND,
-                                    PDC_F_NOWAIT, &x), -EAGAIN);
+                                    PDC_F_NOWAIT, &x), 0);
+    assert_ptr_equal(x, a);
+    pdc_region_put(e->cache, x, PDC_SEND);
     b = t_get(e->cache, t_addr(e, 64 * T_PAGE), 16 * T_PAGE, PDC_RECV);   /* own budget */
-    assert_int_equal(t_stat(e->cache, PDC_STAT_BUDGET_EAGAIN), 2);
+    assert_int_equal(t_stat(e->cache, PDC_STAT_BUDGET_EAGAIN), 1);
     assert_int_equal(t_stat(e->cache, PDC_STAT_BUDGET_SEND), 16 * T_PAGE);
     pdc_region_put(e->cache, a, PDC_SEND);
     x = t_get(e->cache, t_addr(e, 64 * T_PAGE), T_PAGE, PDC_SEND);
@@ -709,6 +711,12 @@ static void t_stats_sites(void **state)
     assert_int_equal(n, 1);
     assert_int_equal(sites[0].count, 2);
     assert_true(strlen(pdc_site_format(sites[0].pc, buf, sizeof(buf))) > 0);
+    assert_true(pdc_stats_sites_format(e->cache, "pdc", 3, buf, sizeof(buf)) > 0);
+    assert_non_null(strstr(buf, "pdc.top_miss.1: 5 "));
+    assert_non_null(strstr(buf, "pdc.top_invalidate.1: 2 "));
+    assert_null(strstr(buf, "top_miss.2"));
+    assert_int_equal(pdc_stats_sites_format(e->cache, "pdc", 3, buf, 10), 9);
+    assert_int_equal(pdc_stats_read(e->cache, PDC_STAT_MISSES), 5);
     pdc_destroy(e->cache);
     /* libunwind: charge the caller of t_site_helper instead. */
     e->params.flags = PDC_P_UNWIND_SITES;
