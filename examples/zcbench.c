@@ -576,6 +576,10 @@ static int zb_run_all(const zb_opts_t *o, FILE *csv)
   close(pfd[0]);
   for (int i = 0; rc == 0 && i < o->ntransports; i++)
     rc = zb_client_tests(&addrs[i], o, csv);
+  if (rc == 0 && !o->quiet) {
+    printf("# processes: client pid %d, server pid %d\n", (int)getpid(), (int)pid);
+    fflush(stdout);
+  }
   if (rc == 0)
     rc = zb_quit_send(&addrs[0], o);
   if (rc < 0)
