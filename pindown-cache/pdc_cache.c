@@ -251,6 +251,8 @@ static void pdc_rgn_unref(pdc_t *cache, pdc_rgn_t *rgn, pdc_dir_t dir)
     if (--rgn->dref[dir] == 0) {
         cache->inuse[dir] -= pdc_rgn_len(rgn);
         pdc_budget_gauge(cache, dir);
+        if (cache->budget_sleepers)
+            pthread_cond_broadcast(&cache->budget_cond);
     }
     if (--rgn->refs > 0)
         return;
@@ -543,8 +545,6 @@ void pdc_region_put(pdc_t *cache, pdc_region_t *region, pdc_dir_t dir)
     pdc_rgn_unref(cache, pdc_rgn_of(region), dir);
     if (cache->waiters)
         run = pdc_budget_collect(cache);
-    if (cache->budget_sleepers)
-        pthread_cond_broadcast(&cache->budget_cond);
     pthread_mutex_unlock(&cache->lock);
     while (run) {
         pdc_budget_waiter_t *w = run;

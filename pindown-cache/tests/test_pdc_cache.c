@@ -85,6 +85,30 @@ static void t_reentrant_hook(void *arg, void *addr, size_t len)
         pdc_range_invalidate(e->cache, t_unrelated + 100, T_PAGE);
 }
 
+/* Re-entrancy pass: the metadata allocator, called with the cache lock held,
+ * allocates too and raises an invalidation (deferred: the lock is busy). */
+static t_env_t *t_cur;
+
+static void *t_meta_alloc(void *arg, size_t size)
+{
+    void *p = malloc(size), *tmp = malloc(size + 128);
+
+    (void)arg;
+    free(tmp);
+    if (t_cur && t_cur->cache)
+        pdc_range_invalidate(t_cur->cache, t_unrelated, 64);
+    return p;
+}
+
+static void t_meta_free(void *arg, void *ptr, size_t size)
+{
+    (void)arg;
+    (void)size;
+    free(ptr);
+    if (t_cur && t_cur->cache)
+        pdc_range_invalidate(t_cur->cache, t_unrelated + T_PAGE, 64);
+}
+
 static int t_setup(void **state)
 {
     t_env_t *e = calloc(1, sizeof(*e));
@@ -97,9 +121,21 @@ static int t_setup(void **state)
     if (t_reentrant) {
         e->fake->hook = t_reentrant_hook;
         e->fake->hook_arg = e;
+        e->params.alloc = t_meta_alloc;
+        e->params.free = t_meta_free;
+        t_cur = e;
     }
     *state = e;
     return 0;
+}
+
+/* Destroy the cache; the re-entrant allocator must not see it any more. */
+static void t_close(t_env_t *e)
+{
+    pdc_t *c = e->cache;
+
+    e->cache = NULL;
+    pdc_destroy(c);
 }
 
 static int t_teardown(void **state)
@@ -107,11 +143,12 @@ static int t_teardown(void **state)
     t_env_t *e = *state;
 
     if (e->cache)
-        pdc_destroy(e->cache);
+        t_close(e);
     assert_int_equal(e->fake->errors, 0);
     assert_int_equal(e->fake->live, 0);
     if (t_reentrant)
         assert_true(e->hook_calls > 0 || e->fake->regs == 0);
+    t_cur = NULL;
     t_fake_free(e->fake);
     munmap(e->base, T_SPACE);
     free(e);
@@ -332,7 +369,7 @@ static void t_nospace(void **state)
     pdc_region_put(e->cache, b, PDC_SEND);
     /* Larger than the byte limit: never. */
     e->params.max_bytes = 2 * T_PAGE;
-    pdc_destroy(e->cache);
+    t_close(e);
     t_open(e);
     assert_int_equal(pdc_region_get(e->cache, t_addr(e, 0), 3 * T_PAGE, PDC_SEND, 0, &x),
                      -ENOSPC);
@@ -353,16 +390,16 @@ static void t_memlock(void **state)
                      -ENOSPC);
     r = t_get(e->cache, t_addr(e, 0), 8 * T_PAGE, PDC_SEND);
     pdc_region_put(e->cache, r, PDC_SEND);
-    pdc_destroy(e->cache);
+    t_close(e);
     t_mock_cap = 1;                       /* CAP_IPC_LOCK: no memlock charge */
     t_open(e);
     assert_int_equal(e->cache->max_bytes, e->params.max_bytes);
-    pdc_destroy(e->cache);
+    t_close(e);
     t_mock_cap = 0;
     t_mock_memlock = RLIM_INFINITY;
     t_open(e);
     assert_int_equal(e->cache->max_bytes, e->params.max_bytes);
-    pdc_destroy(e->cache);
+    t_close(e);
     t_mock_memlock = 8 * T_PAGE;          /* an explicit value wins */
     e->params.memlock_bytes = 2 * T_PAGE;
     t_open(e);
@@ -472,7 +509,7 @@ static void t_budget_blocking(void **state)
     assert_true(ms >= 25 && ms < 2000);
     /* Another thread releases the budget: the blocked get proceeds. */
     e->params.budget_wait_ns = 5000 * 1000000ull;
-    pdc_destroy(e->cache);
+    t_close(e);
     pdc_region_put(NULL, a, PDC_SEND);   /* ignored */
     t_open(e);
     a = t_get(e->cache, t_addr(e, 0), 8 * T_PAGE, PDC_SEND);
@@ -651,7 +688,7 @@ static void t_fork_child_drop(void **state)
             bad |= (n->gen <= held_gen || e->fake->live != 1) << 5;
             pdc_region_put(e->cache, n, PDC_SEND);
         }
-        pdc_destroy(e->cache);
+        t_close(e);
         bad |= (e->fake->live != 0 || e->fake->errors != 0) << 6;
         _exit(bad);
     }
@@ -717,7 +754,7 @@ static void t_stats_sites(void **state)
     assert_null(strstr(buf, "top_miss.2"));
     assert_int_equal(pdc_stats_sites_format(e->cache, "pdc", 3, buf, 10), 9);
     assert_int_equal(pdc_stats_read(e->cache, PDC_STAT_MISSES), 5);
-    pdc_destroy(e->cache);
+    t_close(e);
     /* libunwind: charge the caller of t_site_helper instead. */
     e->params.flags = PDC_P_UNWIND_SITES;
     e->params.site_skip = 1;
