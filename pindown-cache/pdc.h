@@ -97,8 +97,17 @@ typedef struct pdc_ops {
 
 typedef void *(*pdc_alloc_func_t)(void *arg, size_t size);
 typedef void (*pdc_free_func_t)(void *arg, void *ptr, size_t size);
-/* Returns the call site to charge a miss or invalidation to (an address). */
-typedef uintptr_t (*pdc_site_func_t)(void *arg);
+/* Call-site attribution (see pdc_stats_sites()). */
+typedef enum pdc_site_kind {
+    PDC_SITE_MISS = 0,
+    PDC_SITE_INVALIDATE = 1,
+} pdc_site_kind_t;
+#define PDC_SITE_KINDS 2
+/* Returns the call site (a code address) to charge a miss or an
+ * invalidation to, or 0 to let pdc choose.  For PDC_SITE_INVALIDATE it runs
+ * inside the memory hook: it must be hook-safe (e.g. return the interposed
+ * free/munmap's return address that the hook stashed in a TLS variable). */
+typedef uintptr_t (*pdc_site_func_t)(void *arg, pdc_site_kind_t kind);
 
 #define PDC_DEFAULT_MAX_BYTES ((size_t)256 << 20)   /* ZCSOCK_PDC_MAX_BYTES */
 #define PDC_DEFAULT_MAX_ENTRIES 1024u               /* ZCSOCK_PDC_MAX_ENTRIES */
@@ -106,7 +115,7 @@ typedef uintptr_t (*pdc_site_func_t)(void *arg);
 #define PDC_MEMLOCK_NONE SIZE_MAX    /* ignore RLIMIT_MEMLOCK */
 
 /* pdc_params_t.flags */
-#define PDC_P_UNWIND_SITES 0x1u  /* attribute sites with libunwind */
+#define PDC_P_UNWIND_SITES 0x1u  /* attribute misses with libunwind */
 
 typedef struct pdc_params {
     size_t max_bytes;            /* registered bytes, 0: default */
@@ -120,7 +129,7 @@ typedef struct pdc_params {
     pdc_alloc_func_t alloc;      /* metadata allocator (mandatory) */
     pdc_free_func_t free;
     void *alloc_arg;
-    pdc_site_func_t site_func;   /* optional site hook, preferred over unwind */
+    pdc_site_func_t site_func;   /* optional site hook, preferred */
     void *site_arg;
 } pdc_params_t;
 
@@ -247,15 +256,13 @@ uint64_t pdc_stats_get(const pdc_t *cache, unsigned idx);
 uint64_t pdc_stats_read(void *cache, unsigned idx);
 
 /* Call-site attribution: the top sites charged with misses or invalidations,
- * kept in a small fixed table (space-saving: a new site replaces the least
- * counted one).  A site is a code address: pdc_region_get()'s caller, or
- * site_skip frames further up with PDC_P_UNWIND_SITES (libunwind), or what
- * params.site_func returns. */
-typedef enum pdc_site_kind {
-    PDC_SITE_MISS = 0,
-    PDC_SITE_INVALIDATE = 1,
-} pdc_site_kind_t;
-#define PDC_SITE_KINDS 2
+ * kept in a small fixed table per kind (space-saving: a new site replaces the
+ * least counted one).  A site is a code address: what params.site_func
+ * returns if set and non-zero; else for a miss the frame site_skip levels
+ * above pdc_region_get()'s caller with PDC_P_UNWIND_SITES (libunwind, on
+ * misses only, never inside a hook), or that caller itself; for an
+ * invalidation pdc_range_invalidate()'s caller.  Only invalidations that
+ * kill a region are charged; deferred ones are not. */
 typedef struct pdc_site {
     uintptr_t pc;
     uint64_t count;

@@ -440,7 +440,7 @@ static int pdc_miss(pdc_t *cache, uintptr_t start, uintptr_t end, pdc_dir_t dir,
     pdc_cache_gauges(cache);
     pdc_rgn_ref(cache, rgn, dir);
     pdc_stat_add(cache, PDC_STAT_MISSES, 1);
-    pdc_site_count(cache, PDC_SITE_MISS, pdc_site_capture(cache, ra));
+    pdc_site_count(cache, PDC_SITE_MISS, pdc_site_capture(cache, PDC_SITE_MISS, ra));
     rc = pdc_miss_register(cache, rgn, dir);
     if (rc == 0)
         *rgn_p = rgn;

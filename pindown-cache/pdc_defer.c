@@ -193,7 +193,7 @@ void pdc_range_invalidate(pdc_t *cache, const void *addr, size_t len)
         pdc_defer_drain(cache);
     n = pdc_defer_apply(cache, (uintptr_t)addr, len);
     if (n)
-        pdc_site_count(cache, PDC_SITE_INVALIDATE, pdc_site_capture(cache, ra));
+        pdc_site_count(cache, PDC_SITE_INVALIDATE, pdc_site_capture(cache, PDC_SITE_INVALIDATE, ra));
     pdc_cache_gauges(cache);
     pthread_mutex_unlock(&cache->lock);
 }

@@ -210,7 +210,7 @@ static inline int pdc_defer_pending(pdc_defer_t *q)
 }
 
 /* pdc_stats.c: call-site attribution.  Lock held. */
-uintptr_t pdc_site_capture(pdc_t *cache, uintptr_t ra);
+uintptr_t pdc_site_capture(pdc_t *cache, pdc_site_kind_t kind, uintptr_t ra);
 void pdc_site_count(pdc_t *cache, pdc_site_kind_t kind, uintptr_t pc);
 void pdc_sites_warmup(void);
 

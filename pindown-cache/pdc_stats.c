@@ -47,17 +47,21 @@ void pdc_sites_warmup(void)
 
 #define PDC_UNWIND_DEPTH 32
 
-/* The site to charge: params.site_func if given; else with
- * PDC_P_UNWIND_SITES the frame site_skip levels above ra (the return address
- * into pdc's caller) found by libunwind; else ra itself. */
-uintptr_t pdc_site_capture(pdc_t *cache, uintptr_t ra)
+/* The site to charge (see pdc.h): ra is the return address into pdc's
+ * caller.  Lock held.  For invalidations (inside hooks) no unwinding. */
+uintptr_t pdc_site_capture(pdc_t *cache, pdc_site_kind_t kind, uintptr_t ra)
 {
     void *frames[PDC_UNWIND_DEPTH];
     int n, i;
 
-    if (cache->params.site_func)
-        return cache->params.site_func(cache->params.site_arg);
-    if (!(cache->params.flags & PDC_P_UNWIND_SITES) || cache->params.site_skip == 0)
+    if (cache->params.site_func) {
+        uintptr_t pc = cache->params.site_func(cache->params.site_arg, kind);
+
+        if (pc)
+            return pc;
+    }
+    if (kind != PDC_SITE_MISS || !(cache->params.flags & PDC_P_UNWIND_SITES) ||
+        cache->params.site_skip == 0)
         return ra;
     n = unw_backtrace(frames, PDC_UNWIND_DEPTH);
     for (i = 0; i < n; i++) {

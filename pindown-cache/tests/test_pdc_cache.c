@@ -717,6 +717,12 @@ static __attribute__((noinline)) void t_site_invalidate(t_env_t *e, size_t off)
     __asm__ volatile("" ::: "memory");   /* no tail call: one site */
 }
 
+static uintptr_t t_site_func(void *arg, pdc_site_kind_t kind)
+{
+    (void)arg;
+    return kind == PDC_SITE_INVALIDATE ? 0x1234 : 0;   /* 0: pdc decides */
+}
+
 static void t_stats_sites(void **state)
 {
     t_env_t *e = *state;
@@ -766,6 +772,18 @@ static void t_stats_sites(void **state)
     n = pdc_stats_sites(e->cache, PDC_SITE_MISS, sites, 4);
     assert_int_equal(n, 2);
     assert_true(sites[0].pc != sites[1].pc);
+    t_close(e);
+    /* A site hook supplied by the caller. */
+    e->params.flags = 0;
+    e->params.site_func = t_site_func;
+    t_open(e);
+    r = t_site_helper(e, 0);
+    pdc_region_put(e->cache, r, PDC_SEND);
+    t_site_invalidate(e, 0);
+    assert_int_equal(pdc_stats_sites(e->cache, PDC_SITE_INVALIDATE, sites, 4), 1);
+    assert_int_equal(sites[0].pc, 0x1234);
+    assert_int_equal(pdc_stats_sites(e->cache, PDC_SITE_MISS, sites, 4), 1);
+    assert_true(sites[0].pc != 0x1234);
 }
 
 static void t_args(void **state)
