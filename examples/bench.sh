@@ -31,7 +31,8 @@ else
 fi
 # Ping-pong runs are short and many: more side-by-side pairs make the
 # median difference robust against bursts of load from other processes.
-UNALIGNED_SIZES=(64K 1M)      # also measured unaligned; must be in SIZES
+BUF_SIZES=(64K 1M)            # also measured with these buffer modes:
+BUF_MODES=(unaligned fresh)   # (zcbench --unaligned, --fresh); see README
 GOAL_RATIO=0.98               # throughput zcsock/kernel at every size
 GOAL_RTT_US=0.3               # 1-byte round trip at most this much slower
 ROUNDS=${BENCH_ROUNDS:-$ROUNDS}
@@ -62,17 +63,18 @@ echo "# sizes: ${SIZES[*]}; transports: ${TRANSPORTS[*]}"
 # Fields of variant $1 (index): name, environment, expected state.
 v_field() { local IFS='|'; local f; read -ra f <<< "${VARIANTS[$1]}|"; echo "${f[$2]}"; }
 
-# One zcbench run: round variant-index transport test size aligned(1|0).
+# One zcbench run: round variant-index transport test size buffer-mode
+# (reused: page-aligned and reused, unaligned, fresh).
 # Appends "round,variant,<zcbench csv row>" to $RAW and checks that the
 # library was active exactly when the variant expects it, at both ends.
 run_one() {
-  local round=$1 vi=$2 tport=$3 test=$4 size=$5 aligned=$6 name envs expect envarr
+  local round=$1 vi=$2 tport=$3 test=$4 size=$5 mode=$6 name envs expect envarr
   name=$(v_field "$vi" 0); envs=$(v_field "$vi" 1); expect=$(v_field "$vi" 2)
   read -ra envarr <<< "$envs"
   local args=(run --quiet --transport "$tport" --csv "$TMP" "${PIN[@]}")
   if [ "$test" = stream ]; then args+=(--test stream --sizes "$size" --seconds "$SECS")
   else args+=(--test pingpong --pp-sizes "$size" --seconds "$PP_SECS"); fi
-  [ "$aligned" = 1 ] || args+=(--unaligned)
+  [ "$mode" = reused ] || args+=("--$mode")
   if ! env "${envarr[@]}" "$ZCBENCH" "${args[@]}"; then
     die "run failed: $name: ${envs:+$envs }$ZCBENCH ${args[*]}"
   fi
@@ -96,7 +98,7 @@ run_variants() {
   done
 }
 
-is_unaligned_size() { local s; for s in "${UNALIGNED_SIZES[@]}"; do [ "$s" = "$1" ] && return 0; done; return 1; }
+is_buf_size() { local s; for s in "${BUF_SIZES[@]}"; do [ "$s" = "$1" ] && return 0; done; return 1; }
 
 start=$(date +%s)
 for tport in "${TRANSPORTS[@]}"; do
@@ -104,12 +106,14 @@ for tport in "${TRANSPORTS[@]}"; do
   for size in "${SIZES[@]}"; do
     printf ' %s' "$size"
     for ((r = 1; r <= ROUNDS; r++)); do
-      run_variants "$r" "$tport" stream "$size" 1
-      if is_unaligned_size "$size"; then run_variants "$r" "$tport" stream "$size" 0; fi
+      run_variants "$r" "$tport" stream "$size" reused
+      if is_buf_size "$size"; then
+        for m in "${BUF_MODES[@]}"; do run_variants "$r" "$tport" stream "$size" "$m"; done
+      fi
     done
   done
   printf ' pingpong'
-  for ((r = 1; r <= PP_ROUNDS; r++)); do run_variants "$r" "$tport" pingpong 1 1; done
+  for ((r = 1; r <= PP_ROUNDS; r++)); do run_variants "$r" "$tport" pingpong 1 reused; done
   echo
 done
 rm -f "$TMP"

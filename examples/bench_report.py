@@ -28,11 +28,11 @@ def load(path):
         return list(csv.DictReader(f))
 
 
-def group(rows, test, aligned, field):
-    """{(transport, size, variant): {round: value}} for one test and alignment."""
+def group(rows, test, aligned, fresh, field):
+    """{(transport, size, variant): {round: value}} for one test and buffer mode."""
     out = {}
     for r in rows:
-        if r["test"] != test or r["aligned"] != aligned or r["fresh"] != "0":
+        if r["test"] != test or r["aligned"] != aligned or r["fresh"] != fresh:
             continue
         key = (r["transport"], int(r["size"]), r["variant"])
         out.setdefault(key, {})[r["round"]] = float(r[field])
@@ -90,7 +90,7 @@ def throughput_table(mbps, variants, transports, res_rows):
                 vals = mbps.get((t, s, v), {})
                 line += " %10.1f" % med(vals)
                 rt = paired(mbps, (t, s, v), (t, s, base), ratio)
-                res_rows.append(["stream", t, s, 1, v, "%.2f" % med(vals), "", "", "",
+                res_rows.append(["stream", t, s, 1, 0, v, "%.2f" % med(vals), "", "", "",
                                  "%.4f" % rt, len(vals)])
             for v in others:
                 r = paired(mbps, (t, s, v), (t, s, base), ratio)
@@ -123,7 +123,7 @@ def latency_table(pp, variants, transports, res_rows):
             d = paired(pp["median_us"], (t, 1, v), (t, 1, base), diff)
             rt = paired(pp["median_us"], (t, 1, v), (t, 1, base), ratio)
             print("%-5s %-14s %9.2f %9.2f %9.2f %+12.2f %9.3f" % (t, v, m, p, a, d, rt))
-            res_rows.append(["pingpong", t, 1, 1, v, "", "%.3f" % m, "%.3f" % p, "%.3f" % a,
+            res_rows.append(["pingpong", t, 1, 1, 0, v, "", "%.3f" % m, "%.3f" % p, "%.3f" % a,
                              "%.4f" % rt, len(pp["median_us"].get((t, 1, v), {}))])
             if v != base:
                 noise_us = spread(pp["median_us"].get((t, 1, base), {})) * bmed / 100
@@ -137,24 +137,34 @@ def latency_table(pp, variants, transports, res_rows):
     return diffs
 
 
-def unaligned_table(mbps, mbps_un, variants, transports, res_rows):
-    keys = sorted({(k[0], k[1]) for k in mbps_un}, key=lambda k: (transports.index(k[0])
-                                                                   if k[0] in transports else 9, k[1]))
+def buffer_table(mbps, modes, variants, transports, res_rows):
+    """Page-aligned reused buffers against the other buffer modes."""
+    keys = sorted({(k[0], k[1]) for d in modes.values() for k in d},
+                  key=lambda k: (transports.index(k[0]) if k[0] in transports else 9, k[1]))
     if not keys:
         return
     base = variants[0]
-    print("Aligned versus unaligned buffers, MB/s (unaligned: %d bytes past a page start)" % 5)
-    print("%-5s %6s %-14s %10s %10s %10s %14s" % ("tport", "size", "variant", "aligned",
-                                                  "unaligned", "un/al", "un. vs " + base))
+    names = list(modes)
+    print("Buffer modes, MB/s (reused: page-aligned and reused; unaligned: 5 bytes past a page")
+    print("start; fresh: malloc/free for every message)")
+    print("%-5s %6s %-14s %10s" % ("tport", "size", "variant", "reused")
+          + "".join(" %10s" % m for m in names)
+          + "".join(" %17s" % ("%s/%s" % (m, base)) for m in names))
     for t, s in keys:
         for v in variants:
-            a = med(mbps.get((t, s, v), {}))
-            u = med(mbps_un.get((t, s, v), {}))
-            rt = paired(mbps_un, (t, s, v), (t, s, base), ratio)
-            print("%-5s %6s %-14s %10.1f %10.1f %10.3f %14.3f" % (
-                t, size_label(s), v, a, u, u / a if a > 0 else 0, rt))
-            res_rows.append(["stream", t, s, 0, v, "%.2f" % u, "", "", "",
-                             "%.4f" % rt, len(mbps_un.get((t, s, v), {}))])
+            line = "%-5s %6s %-14s %10.1f" % (t, size_label(s), v, med(mbps.get((t, s, v), {})))
+            ratios = ""
+            for m in names:
+                d = modes[m]
+                u = med(d.get((t, s, v), {}))
+                rt = paired(d, (t, s, v), (t, s, base), ratio)
+                line += " %10.1f" % u
+                ratios += " %17.3f" % rt
+                res_rows.append(["stream", t, s, 0 if m == "unaligned" else 1,
+                                 1 if m == "fresh" else 0, v, "%.2f" % u, "", "", "",
+                                 "%.4f" % rt, len(d.get((t, s, v), {}))])
+            print(line + ratios)
+    print("(mode/%s: median over rounds of the ratio of runs made side by side)" % base)
     print()
 
 
@@ -234,18 +244,20 @@ def main():
     for r in rows:
         if r["transport"] not in transports:
             transports.append(r["transport"])
-    mbps = group(rows, "stream", "1", "mbps")
-    mbps_un = group(rows, "stream", "0", "mbps")
-    pp = {f: group(rows, "pingpong", "1", f) for f in ("median_us", "p99_us", "mean_us")}
+    mbps = group(rows, "stream", "1", "0", "mbps")
+    modes = {"unaligned": group(rows, "stream", "0", "0", "mbps"),
+             "fresh": group(rows, "stream", "1", "1", "mbps")}
+    modes = {m: d for m, d in modes.items() if d}
+    pp = {f: group(rows, "pingpong", "1", "0", f) for f in ("median_us", "p99_us", "mean_us")}
     res_rows = []
     worst = throughput_table(mbps, variants, transports, res_rows)
     diffs = latency_table(pp, variants, transports, res_rows)
-    unaligned_table(mbps, mbps_un, variants, transports, res_rows)
+    buffer_table(mbps, modes, variants, transports, res_rows)
     goal_check(worst, diffs, a.goal_ratio, a.goal_rtt_us, variants[0])
     res = os.path.join(a.out, "results.csv")
     with open(res, "w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(["test", "transport", "size", "aligned", "variant", "mbps", "median_us",
+        w.writerow(["test", "transport", "size", "aligned", "fresh", "variant", "mbps", "median_us",
                     "p99_us", "mean_us", "ratio_vs_" + variants[0], "rounds"])
         w.writerows(res_rows)
     svg = plot(mbps, variants, transports, a.out)
