@@ -154,13 +154,15 @@ void pdc_destroy(pdc_t *cache);
  * dir charges region->len to dir's budget until the last put in dir.  Errors: -EINVAL (len 0, bad dir), -EAGAIN
  * (budget exhausted and PDC_F_NOWAIT, or still exhausted after
  * budget_wait_ns), -ENOSPC (limits reached and nothing idle to evict),
- * -ESTALE (the range kept being invalidated while registering), -ENOMEM, or
+ * -E2BIG (longer than the backend's max_region_len), -ESTALE (the range
+ * kept being invalidated while registering), -ENOMEM, or
  * the backend's reg() error.  Thread-safe; may block briefly (cache lock,
  * another thread's registration of an overlapping range).  Not from a hook. */
 int pdc_region_get(pdc_t *cache, const void *addr, size_t len, pdc_dir_t dir,
                    unsigned flags, pdc_region_t **region_p);
 
-/* Drop a reference taken by pdc_region_get() with the same dir.  The last
+/* Drop a reference taken by pdc_region_get() with the same dir (a put in a
+ * direction the region holds no reference in is ignored).  The last
  * put of an invalidated region deregisters it; otherwise the region becomes
  * idle (LRU).  Runs budget callbacks that the freed budget satisfies, after
  * dropping the lock, in this thread.  Not from a hook. */

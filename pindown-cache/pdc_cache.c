@@ -248,6 +248,8 @@ static void pdc_rgn_unref(pdc_t *cache, pdc_rgn_t *rgn, pdc_dir_t dir)
             pdc_rgn_free(cache, rgn);
         return;
     }
+    if (rgn->dref[dir] == 0)            /* a put in the wrong direction */
+        return;
     if (--rgn->dref[dir] == 0) {
         cache->inuse[dir] -= pdc_rgn_len(rgn);
         pdc_budget_gauge(cache, dir);
