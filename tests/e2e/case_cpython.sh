@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# CPython's own test_socket and test_selectors (regrtest, one process, -v
+# and a JUnit XML), once without and once with the library.  Added failures
+# are the tests that fail with the library (FAIL, ERROR, unfinished) but did
+# not without it.  Only when there are some, those tests run once more
+# without the library: the ones that fail then too are flaky here, listed but
+# not counted.  Zero added failures required.
+#
+# The VSOCK tests are left out: this VM has /dev/vsock but nothing answers,
+# so ThreadedVSOCKSocketStreamTest hangs without the library too.
+# QUICK=1 also leaves out the timeout and signal-interruption tests (about
+# half of the run time, all waiting).
+set -u
+. "$(dirname "$0")/lib.sh"
+e2e_setup cpython
+PY=$(e2e_find_python testsuite) || { echo "skip: no python3 with test.test_socket (libpython3.11-testsuite)"; exit 77; }
+OUTCOMES=$E2E_DIR/cpython_outcomes.py
+TESTS=(test_socket test_selectors)
+IGNORE=(-i '*VSOCK*')
+[ "$QUICK" = 1 ] && IGNORE+=(-i '*Timeout*' -i '*nterrupt*' -i '*timeout*')
+LIMIT=400          # seconds for one whole run; regrtest's --timeout 90 per test
+
+# run_suite LABEL [regrtest args]: results in $E2E_ART/LABEL.{log,tsv}
+run_suite() {
+  local label=$1; shift
+  local t0 pid rc
+  mkdir -p "$E2E_TMP/tmp-$label"
+  t0=$EPOCHREALTIME
+  # the match file must come before the -i patterns: regrtest applies the
+  # last pattern group first and lets unmatched tests run after an -i group
+  "$PY" -m test -v --timeout 90 --tempdir "$E2E_TMP/tmp-$label" --junit-xml "$E2E_TMP/$label.xml" \
+    "$@" "${IGNORE[@]}" "${TESTS[@]}" >"$E2E_ART/$label.log" 2>&1 & pid=$!
+  E2E_PIDS+=("$pid")
+  e2e_wait "$pid" "$LIMIT"; rc=$?
+  RUN_PID=$pid
+  RUN_COUNTS=$(e2e_plain "$PY" "$OUTCOMES" parse "$E2E_TMP/$label.xml" "$E2E_ART/$label.log" "$E2E_ART/$label.tsv")
+  e2e_say "$label: regrtest exit $rc in $(e2e_since "$t0")s: $RUN_COUNTS"
+}
+
+e2e_plain "$PY" -c 'import sys; print("python", sys.version.split()[0], sys.executable)'
+
+e2e_mode plain
+run_suite plain
+PLAIN_COUNTS=$RUN_COUNTS
+e2e_mode zc
+run_suite with
+WITH_COUNTS=$RUN_COUNTS
+zc_pid=$RUN_PID
+e2e_mode plain
+e2e_check_active 1 "$zc_pid"
+
+e2e_plain "$PY" "$OUTCOMES" diff "$E2E_ART/plain.tsv" "$E2E_ART/with.tsv" "$E2E_ART/added.txt" >"$E2E_ART/added.log"
+n_added=$(wc -l <"$E2E_ART/added.txt")
+flaky=0
+if [ "$n_added" -gt 0 ]; then
+  e2e_say "$n_added test(s) fail only with the library (first 30):"
+  head -n 30 "$E2E_ART/added.log"
+  # Once more without the library, only those tests: failing again there
+  # means flaky on this machine, not the library's doing.
+  run_suite plain-rerun --matchfile "$E2E_ART/added.txt"
+  e2e_plain "$PY" "$OUTCOMES" failed "$E2E_ART/plain-rerun.tsv" >"$E2E_ART/flaky.txt"
+  # a test the rerun did not run at all (not matched) counts as not flaky
+  flaky=$(grep -cxFf "$E2E_ART/added.txt" "$E2E_ART/flaky.txt")
+  if [ "$flaky" -gt 0 ]; then
+    e2e_say "flaky without the library too (listed, not counted):"
+    grep -xFf "$E2E_ART/added.txt" "$E2E_ART/flaky.txt" | sed 's/^/  /'
+  fi
+  grep -vxFf "$E2E_ART/flaky.txt" "$E2E_ART/added.txt" >"$E2E_ART/added-real.txt"
+  n_added=$(wc -l <"$E2E_ART/added-real.txt")
+  if [ "$n_added" -gt 0 ]; then
+    e2e_mode zc
+    run_suite with-rerun --matchfile "$E2E_ART/added-real.txt"
+    e2e_mode plain
+    e2e_say "rerun with the library of the $n_added added failure(s): $RUN_COUNTS"
+  fi
+fi
+
+short() { echo "$1" | sed -E 's/^ran ([0-9]+), ok ([0-9]+), failed ([0-9]+), errors ([0-9]+), skipped ([0-9]+), unfinished ([0-9]+).*/ran \1: \2 ok, \3 failed, \4 errors, \5 skipped, \6 unfinished/'; }
+echo "test_socket+test_selectors: without [$(short "$PLAIN_COUNTS")], with [$(short "$WITH_COUNTS")], added failures: $n_added (flaky without the library: $flaky)"
+[ "$n_added" -eq 0 ] || e2e_die "$n_added test(s) fail only with the library: $E2E_ART/added-real.txt"
+exit 0
