@@ -77,6 +77,7 @@ typedef enum pdc_dir {
 /* pdc_region_get() flags */
 #define PDC_F_NOWAIT 0x1u   /* budget exhausted: -EAGAIN at once, no wait */
 #define PDC_F_NOMERGE 0x2u  /* register exactly the page-rounded range */
+#define PDC_F_NOREG 0x4u    /* lookup only: -ENOENT on a miss */
 
 /* Backend operations.  reg() and dereg() are called without the cache lock
  * held (reg) or with it held (dereg), never from inside a hook; they may
@@ -153,7 +154,8 @@ void pdc_destroy(pdc_t *cache);
  * overlapping registrations unless PDC_F_NOMERGE).  The first reference in
  * dir charges region->len to dir's budget until the last put in dir.  Errors: -EINVAL (len 0, bad dir), -EAGAIN
  * (budget exhausted and PDC_F_NOWAIT, or still exhausted after
- * budget_wait_ns), -ENOSPC (limits reached and nothing idle to evict),
+ * budget_wait_ns), -ENOENT (a miss with PDC_F_NOREG), -ENOSPC (limits
+ * reached and nothing idle to evict),
  * -E2BIG (longer than the backend's max_region_len), -ESTALE (the range
  * kept being invalidated while registering), -ENOMEM, or
  * the backend's reg() error.  Thread-safe; may block briefly (cache lock,

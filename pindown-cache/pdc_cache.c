@@ -322,6 +322,24 @@ static int pdc_cache_make_room(pdc_t *cache, size_t len)
     return 0;
 }
 
+/* The backend ran out of pinnable memory (-ENOMEM: RLIMIT_MEMLOCK is per
+ * user, other processes share it): evict idle regions worth at least len
+ * bytes.  Returns 1 when something was evicted. */
+static int pdc_cache_shrink(pdc_t *cache, size_t len)
+{
+    size_t freed = 0;
+
+    while (freed < len && !pdc_list_empty(&cache->lru)) {
+        pdc_rgn_t *rgn = pdc_rgn_of_link(cache->lru.next);
+
+        freed += pdc_rgn_len(rgn);
+        pdc_range_kill(cache, rgn);
+        pdc_stat_add(cache, PDC_STAT_EVICTIONS, 1);
+    }
+    pdc_cache_reap_locked(cache);
+    return freed > 0;
+}
+
 /* Choose what a miss registers: [start, end) merged with the live regions it
  * overlaps, when the merge fits the backend and the budget.  PDC_RETRY when
  * an overlapping registration is in flight (after waiting for it). */
@@ -453,7 +471,7 @@ static int pdc_get_locked(pdc_t *cache, uintptr_t start, uintptr_t end, pdc_dir_
                           unsigned flags, uintptr_t ra, pdc_rgn_t **rgn_p)
 {
     struct timespec deadline = { 0, 0 };
-    unsigned stale = 0;
+    unsigned stale = 0, shrunk = 0;
     pdc_rgn_t *rgn;
     int rc;
 
@@ -477,6 +495,8 @@ static int pdc_get_locked(pdc_t *cache, uintptr_t start, uintptr_t end, pdc_dir_
             *rgn_p = rgn;
             return 0;
         }
+        if (flags & PDC_F_NOREG)
+            return -ENOENT;
         rc = pdc_miss(cache, start, end, dir, flags, ra, &deadline, rgn_p);
         if (rc == PDC_RETRY)
             continue;
@@ -484,6 +504,8 @@ static int pdc_get_locked(pdc_t *cache, uintptr_t start, uintptr_t end, pdc_dir_
             pdc_stat_add(cache, PDC_STAT_STALE_RETRIES, 1);
             continue;
         }
+        if (rc == -ENOMEM && !shrunk++ && pdc_cache_shrink(cache, end - start))
+            continue;
         return rc;
     }
 }

@@ -199,8 +199,14 @@ static void t_hit_miss(void **state)
     assert_ptr_equal(r3, r1);
     pdc_region_put(c, r2, PDC_SEND);
     pdc_region_put(c, r3, PDC_RECV);
-    assert_int_equal(t_stat(c, PDC_STAT_GETS), 3);
-    assert_int_equal(t_stat(c, PDC_STAT_HITS), 2);
+    assert_int_equal(pdc_region_get(c, t_addr(e, 0), 16 * T_PAGE, PDC_SEND, PDC_F_NOREG,
+                                    &r2), -ENOENT);   /* lookup only */
+    assert_int_equal(pdc_region_get(c, t_addr(e, T_PAGE), T_PAGE, PDC_SEND, PDC_F_NOREG,
+                                    &r2), 0);
+    assert_ptr_equal(r2, r1);
+    pdc_region_put(c, r2, PDC_SEND);
+    assert_int_equal(t_stat(c, PDC_STAT_GETS), 5);
+    assert_int_equal(t_stat(c, PDC_STAT_HITS), 3);
     assert_int_equal(t_stat(c, PDC_STAT_MISSES), 1);
     assert_int_equal(t_stat(c, PDC_STAT_REGS), 1);
     assert_int_equal(t_stat(c, PDC_STAT_BYTES_REGISTERED), 15 * T_PAGE);
@@ -654,6 +660,14 @@ static void t_reg_fail(void **state)
     assert_int_equal(t_stat(e->cache, PDC_STAT_BUDGET_SEND), 0);
     assert_int_equal(t_stat(e->cache, PDC_STAT_DEREGS), 0);
     r = t_get(e->cache, t_addr(e, 0), 4 * T_PAGE, PDC_SEND);
+    pdc_region_put(e->cache, r, PDC_SEND);
+    /* -ENOMEM from the backend (memlock shared with other processes): idle
+     * regions are evicted and the registration retried once. */
+    e->fake->fail_next = 1;
+    r = t_get(e->cache, t_addr(e, 16 * T_PAGE), 2 * T_PAGE, PDC_SEND);
+    assert_int_equal(t_stat(e->cache, PDC_STAT_EVICTIONS), 1);
+    assert_int_equal(t_stat(e->cache, PDC_STAT_REG_FAILS), 2);
+    assert_int_equal(e->fake->live, 1);
     pdc_region_put(e->cache, r, PDC_SEND);
 }
 
