@@ -5,6 +5,8 @@
  *                              64 KiB (log-uniform, fixed seed): ns per pair
  *   bench_mh touch SIZE ITER   malloc(SIZE), write one byte per 4 KiB page,
  *                              free: ns per round (placement threshold data)
+ *   bench_mh batch SIZE ITER   64 blocks of SIZE live at once, touched, freed:
+ *                              ns per block (buffer-pool pattern)
  *   bench_mh realloc ITER      realloc growth 1 KiB..8 MiB and back: ns per call
  *
  * Prints one number (ns) on stdout. */
@@ -73,6 +75,26 @@ static double bench_touch(size_t size, long iters)
     return (now_ns() - t0) / iters;
 }
 
+static double bench_batch(size_t size, long iters)
+{
+    enum { N = 64 };
+    char *b[N];
+    double t0 = now_ns();
+
+    for (long i = 0; i < iters; i++) {
+        for (int k = 0; k < N; k++) {
+            volatile char *p = malloc(size);
+
+            for (size_t o = 0; o < size; o += 4096)
+                p[o] = (char)o;
+            b[k] = (char *)p;
+        }
+        for (int k = 0; k < N; k++)
+            free(b[k]);
+    }
+    return (now_ns() - t0) / ((double)iters * N);
+}
+
 static double bench_realloc(long iters)
 {
     double t0 = now_ns();
@@ -100,10 +122,12 @@ int main(int argc, char **argv)
         ns = bench_pairs(atol(argv[2]));
     else if (argc >= 4 && !strcmp(argv[1], "touch"))
         ns = bench_touch((size_t)strtoull(argv[2], NULL, 0), atol(argv[3]));
+    else if (argc >= 4 && !strcmp(argv[1], "batch"))
+        ns = bench_batch((size_t)strtoull(argv[2], NULL, 0), atol(argv[3]));
     else if (argc >= 3 && !strcmp(argv[1], "realloc"))
         ns = bench_realloc(atol(argv[2]));
     else {
-        fprintf(stderr, "usage: bench_mh pairs ITER | touch SIZE ITER | realloc ITER\n");
+        fprintf(stderr, "usage: bench_mh pairs ITER | touch SIZE ITER | batch SIZE ITER | realloc ITER\n");
         return 2;
     }
     printf("%.1f\n", ns);

@@ -62,8 +62,10 @@ printf '  %-34s %12s %12s %8s\n' case plain preload ratio
 run_pair "malloc/free pairs <=64KiB (ns)" "$bin" pairs "$PAIRS"
 run_pair "realloc 1KiB..8MiB (ns/call)" "$bin" realloc 200
 run_pair "python3 fixed script (us)" bash -c pytime
-echo "placement threshold data: malloc+touch+free (ns), glibc vs arena"
+echo "placement threshold data (ns per block), glibc vs arena (ZCSOCK_ALLOC_MIN=4096)"
 for kb in 16 32 64 128 256 512 1024 4096; do
-  it=$(( 200000 / kb )); [ "$it" -lt 200 ] && it=200
-  MH_ENV="ZCSOCK_ALLOC_MIN=4096" run_pair "size ${kb} KiB" "$bin" touch $((kb * 1024)) "$it"
+  it=$(( 400000 / kb )); [ "$it" -lt 200 ] && it=200
+  MH_ENV="ZCSOCK_ALLOC_MIN=4096" run_pair "malloc+touch+free ${kb} KiB" "$bin" touch $((kb * 1024)) "$it"
+  it=$(( 4000 / kb )); [ "$it" -lt 4 ] && it=4
+  MH_ENV="ZCSOCK_ALLOC_MIN=4096" run_pair "64 live, touch, free ${kb} KiB" "$bin" batch $((kb * 1024)) "$it"
 done

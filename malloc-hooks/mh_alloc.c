@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <errno.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "mh_int.h"
@@ -191,12 +192,31 @@ static int mh_alloc_grow(mh_arena_t *a, void *p, size_t n)
 {
     size_t r;
 
-    if (n >= mh_g.huge_min && !a->huge)
-        return 0;       /* crossing into huge blocks: move to 2 MiB alignment */
     mh_tls_guard++;
     r = mh_arena_grow(a, p, n);
     mh_tls_guard--;
     return r != 0;
+}
+
+static void *mh_alloc_move(void *p, size_t old, size_t n);
+
+/* realloc to n <= old bytes: in place while n stays placeable (pages
+ * past n, in whole units, are released after their event), else moved to
+ * the real allocator when less than half is used. */
+static void *mh_alloc_shrink(mh_arena_t *a, void *p, size_t old, size_t n)
+{
+    size_t unit = (size_t)1 << a->shift, keep = MH_ALIGN_UP(n, unit);
+    int saved;
+
+    if (n < mh_g.alloc_min)
+        return n > old / 2 ? p : mh_alloc_move(p, old, n);
+    if (keep > old / 2)
+        return p;
+    saved = errno;
+    mh_event_dispatch(MH_EV_BLOCK, (char *)p + keep, old - keep);
+    zc_real.madvise((char *)p + keep, old - keep, MADV_REMOVE);
+    errno = saved;
+    return p;
 }
 
 /* Move the block p (usable size old) to a new block of n bytes. */
@@ -231,9 +251,9 @@ MH_EXPORT void *realloc(void *p, size_t n)
             errno = EINVAL;
             return NULL;
         }
-        if (n <= old && n > old / 2)
-            return p;
-        if (n > old && mh_alloc_grow(a, p, n))
+        if (n <= old)
+            return mh_alloc_shrink(a, p, old, n);
+        if (mh_alloc_grow(a, p, n))
             return p;
         return mh_alloc_move(p, old, n);
     }

@@ -41,6 +41,8 @@ static mh_arena_cfg_t mh_arena_cfg;
 static int mh_arena_tlb_used;          /* the one hugetlb arena was made */
 static int mh_arena_fork_ok;           /* prepare made every copy */
 
+#define MH_FIT_CLASSES 9      /* classes searched: up to 2x the request */
+
 static uint64_t mh_st_placed_allocs, mh_st_placed_bytes, mh_st_pool_hits,
     mh_st_pool_bytes, mh_st_fallbacks;
 
@@ -226,9 +228,9 @@ static void *mh_arena_carve(mh_arena_t *a, unsigned cls, size_t units, int *dirt
     if (idx + units > a->nunits)
         return NULL;
     a->bump += units;
+    *dirty_p = idx < a->dirty_top;
     a->meta[idx].cls = (uint8_t)(cls + 1);
-    a->meta[idx].flags = MH_BLK_USED;
-    *dirty_p = 0;
+    a->meta[idx].flags = MH_BLK_USED | (*dirty_p ? MH_BLK_DIRTY : 0);
     return a->base + (idx << a->shift);
 }
 
@@ -246,9 +248,12 @@ void *mh_arena_alloc(size_t n, int huge, int *dirty_p)
     cu = mh_class_units(cls);
     pthread_mutex_lock(&mh_arena_lock);
     cnt = mh_arena_n;
-    for (i = 0; i < cnt && !p; i++)
-        if (mh_arenas[i].huge == huge && mh_arenas[i].free_head[cls])
-            p = mh_arena_pop(&mh_arenas[i], cls, dirty_p);
+    /* best fit among the classes up to twice the size, so blocks that
+     * realloc grew in place are reused rather than leaked */
+    for (unsigned c = cls; c < cls + MH_FIT_CLASSES && c < MH_CLASS_MAX && !p; c++)
+        for (i = 0; i < cnt && !p; i++)
+            if (mh_arenas[i].huge == huge && mh_arenas[i].free_head[c])
+                p = mh_arena_pop(&mh_arenas[i], c, dirty_p);
     for (i = 0; i < cnt && !p; i++)
         if (mh_arenas[i].huge == huge)
             p = mh_arena_carve(&mh_arenas[i], cls, cu, dirty_p);
@@ -264,7 +269,7 @@ void *mh_arena_alloc(size_t n, int huge, int *dirty_p)
         return NULL;
     }
     MH_STAT_ADD(mh_st_placed_allocs, 1);
-    MH_STAT_ADD(mh_st_placed_bytes, cu << shift);
+    MH_STAT_ADD(mh_st_placed_bytes, mh_arena_block_size(mh_arena_find(p), p));
     return p;
 }
 
@@ -353,9 +358,19 @@ size_t mh_arena_free(mh_arena_t *a, void *p)
         pthread_mutex_unlock(&mh_arena_lock);
         return 0;
     }
-    m->flags = release ? 0 : MH_BLK_DIRTY;
-    m->next = a->free_head[m->cls - 1];
-    a->free_head[m->cls - 1] = (uint32_t)(m - a->meta) + 1;
+    if ((size_t)(m - a->meta) + (size >> a->shift) == a->bump) {
+        /* the last block carved: give it back to the bump region */
+        a->bump = (size_t)(m - a->meta);
+        if (!release && a->bump + (size >> a->shift) > a->dirty_top)
+            a->dirty_top = a->bump + (size >> a->shift);
+        m->cls = 0;
+        m->flags = 0;
+        release = 1;    /* not counted in the pool */
+    } else {
+        m->flags = release ? 0 : MH_BLK_DIRTY;
+        m->next = a->free_head[m->cls - 1];
+        a->free_head[m->cls - 1] = (uint32_t)(m - a->meta) + 1;
+    }
     pthread_mutex_unlock(&mh_arena_lock);
     if (!release)
         MH_STAT_ADD(mh_st_pool_bytes, size);
@@ -508,6 +523,7 @@ void mh_arena_fork_child(void)
             a->fd = a->fork_fd;
             mh_arena_advise(a);
             mh_arena_clean_free_lists(a);
+            a->dirty_top = 0;
         } else {
             zc_real.mmap(a->base, a->size, PROT_READ | PROT_WRITE,
                          MAP_PRIVATE | MAP_FIXED | MAP_NORESERVE, a->fd, 0);

@@ -90,6 +90,7 @@ typedef struct mh_arena {
     int hugetlb;
     unsigned shift;        /* log2(unit) */
     size_t bump;           /* units carved so far (lock) */
+    size_t dirty_top;      /* units below this past bump may hold old data (lock) */
     size_t nunits;
     mh_meta_t *meta;       /* one per unit, anonymous mapping */
     uint32_t free_head[MH_CLASS_MAX];   /* unit index + 1 (lock) */

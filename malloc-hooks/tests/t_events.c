@@ -71,10 +71,16 @@ int main(void)
         p = malloc(1u << 20);
         T_CHECK(p && t_in_memfd(p));
         T_EXPECT("block", free(p));
+        char *spacer;
+
         p = malloc(1u << 20);
+        spacer = malloc(1u << 20);       /* p is no longer its arena's last block */
         T_EXPECT("block", q = realloc(p, 8u << 20));
-        T_CHECK(q);
-        free(q);
+        T_CHECK(q && q != p);
+        T_EXPECT("block", p = realloc(q, 1u << 20));   /* shrink releases the tail */
+        T_CHECK(p == q);
+        free(p);
+        free(spacer);
     }
     printf("ok\n");
     return 0;

@@ -68,6 +68,7 @@ static void t_pool_recycles_dirty(void **state)
 {
     int dirty;
     char *p = mh_arena_alloc(300000, 0, &dirty), *q;
+    char *spacer = mh_arena_alloc(4096, 0, &dirty);
     mh_stats_t st = { 0 };
 
     (void)state;
@@ -79,8 +80,42 @@ static void t_pool_recycles_dirty(void **state)
     assert_int_equal(q[0], 1);
     mh_arena_stats(&st);
     assert_int_equal(st.pool_hits, 1);
-    assert_int_equal(st.placed_allocs, 2);
+    assert_int_equal(st.placed_allocs, 3);
     mh_arena_free(mh_arena_find(q), q);
+    mh_arena_free(mh_arena_find(spacer), spacer);
+}
+
+static void t_last_block_returns_to_bump(void **state)
+{
+    int dirty;
+    char *p = mh_arena_alloc(64 * 1024, 0, &dirty), *q;
+
+    (void)state;
+    assert_int_equal(dirty, 0);
+    p[5] = 9;
+    mh_arena_free(mh_arena_find(p), p);
+    q = mh_arena_alloc(1u << 20, 0, &dirty);    /* carved over p's pages */
+    assert_ptr_equal(p, q);
+    assert_int_equal(dirty, 1);                 /* calloc must zero it */
+    mh_arena_free(mh_arena_find(q), q);
+}
+
+static void t_fit_reuses_larger_block(void **state)
+{
+    int dirty;
+    char *big = mh_arena_alloc(300 * 1024, 0, &dirty);
+    char *spacer = mh_arena_alloc(4096, 0, &dirty), *q;
+
+    (void)state;
+    mh_arena_free(mh_arena_find(big), big);
+    q = mh_arena_alloc(200 * 1024, 0, &dirty);  /* within 2x: reused */
+    assert_ptr_equal(q, big);
+    assert_true(mh_arena_block_size(mh_arena_find(q), q) >= 300 * 1024);
+    mh_arena_free(mh_arena_find(q), q);
+    q = mh_arena_alloc(100 * 1024, 0, &dirty);  /* less than half: not */
+    assert_ptr_not_equal(q, big);
+    mh_arena_free(mh_arena_find(q), q);
+    mh_arena_free(mh_arena_find(spacer), spacer);
 }
 
 static void t_huge_blocks(void **state)
@@ -124,7 +159,7 @@ static void t_pool_cap_releases(void **state)
 {
     int dirty;
     size_t n = 100u << 20;
-    char *b[3];
+    char *b[3], *spacer;
     mh_stats_t st;
 
     (void)state;
@@ -133,18 +168,23 @@ static void t_pool_cap_releases(void **state)
         assert_non_null(b[i]);
         b[i][0] = 7;
     }
+    spacer = mh_arena_alloc(4096, 0, &dirty);
     for (int i = 0; i < 3; i++)
         mh_arena_free(mh_arena_find(b[i]), b[i]);
     mh_arena_stats(&st);
     assert_true(st.pool_bytes <= MH_POOL_CAP);
-    /* the last block freed went over the cap: released, comes back clean */
-    for (int i = 0; i < 3; i++)
-        b[i] = mh_arena_alloc(n, 0, &dirty);
-    assert_int_equal(dirty, 1);                 /* LIFO: first pop was released... */
+    /* the third went over the cap: released, so it comes back clean */
+    b[2] = mh_arena_alloc(n, 0, &dirty);
+    assert_int_equal(dirty, 0);
+    assert_int_equal(b[2][0], 0);
+    b[1] = mh_arena_alloc(n, 0, &dirty);
+    assert_int_equal(dirty, 1);
+    b[0] = mh_arena_alloc(n, 0, &dirty);
     mh_arena_stats(&st);
     assert_int_equal(st.pool_bytes, 0);
     for (int i = 0; i < 3; i++)
         mh_arena_free(mh_arena_find(b[i]), b[i]);
+    mh_arena_free(mh_arena_find(spacer), spacer);
 }
 
 static void t_grow_last_block_in_place(void **state)
@@ -238,6 +278,8 @@ int main(void)
         cmocka_unit_test(t_class_roundtrip),
         cmocka_unit_test_setup(t_alloc_aligned_and_sized, t_setup),
         cmocka_unit_test_setup(t_pool_recycles_dirty, t_setup),
+        cmocka_unit_test_setup(t_last_block_returns_to_bump, t_setup),
+        cmocka_unit_test_setup(t_fit_reuses_larger_block, t_setup),
         cmocka_unit_test_setup(t_huge_blocks, t_setup),
         cmocka_unit_test_setup(t_region_lookup_memfd, t_setup),
         cmocka_unit_test_setup(t_pool_cap_releases, t_setup),
