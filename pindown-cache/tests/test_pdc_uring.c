@@ -8,7 +8,8 @@
  * it the cache hits the old registration, whose pinned pages still hold the
  * old bytes.  Then: slots (eviction when the sparse table is full), reads
  * into a registered receive buffer, SEND_ZC from a fixed buffer over a
- * loopback TCP, and a fork child that registers on a ring of its own. */
+ * loopback TCP, a fork child that registers on a ring of its own, and
+ * RLIMIT_MEMLOCK in a child without CAP_IPC_LOCK. */
 #include <errno.h>
 #include <fcntl.h>
 #include <liburing.h>
@@ -22,6 +23,7 @@
 #include <string.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -346,6 +348,70 @@ static void t_fork_child_ring(void **state)
     free(buf);
 }
 
+/* RLIMIT_MEMLOCK for real, in a child without CAP_IPC_LOCK: the cache caps
+ * itself at the limit (AUTO), and when told to ignore it the kernel refuses
+ * the slot update and the get fails cleanly (the caller copies). */
+static int t_memlock_child(void)
+{
+    struct rlimit rl = { 256 << 10, 256 << 10 };
+    pdc_region_t *r;
+    pdc_uring_t *u;
+    pdc_params_t p;
+    pdc_ops_t ops;
+    pdc_t *c;
+    char *buf = aligned_alloc(4096, 1 << 20);
+    int err;
+
+    memset(buf, 1, 1 << 20);
+    if (setrlimit(RLIMIT_MEMLOCK, &rl) != 0)
+        return 10;
+    if (geteuid() == 0 && setuid(65534) != 0)
+        return 11;
+    if (pdc_uring_create(8, 4, t_alloc, t_free, NULL, &u) != 0 || !pdc_uring_ring(u, &err))
+        return 12;
+    pdc_uring_ops_init(u, &ops);
+    pdc_params_default(&p);
+    p.alloc = t_alloc;
+    p.free = t_free;
+    if (pdc_create(&p, &ops, u, &c) != 0)
+        return 13;
+    if (c->max_bytes != (256 << 10))
+        return 14;
+    if (pdc_region_get(c, buf, 128 << 10, PDC_SEND, 0, &r) != 0)
+        return 15;
+    pdc_region_put(c, r, PDC_SEND);
+    if (pdc_region_get(c, buf, 512 << 10, PDC_SEND, 0, &r) != -ENOSPC)
+        return 16;
+    pdc_destroy(c);
+    p.memlock_bytes = PDC_MEMLOCK_NONE;            /* the kernel decides */
+    if (pdc_create(&p, &ops, u, &c) != 0)
+        return 17;
+    err = pdc_region_get(c, buf, 512 << 10, PDC_SEND, 0, &r);
+    if (err != -ENOMEM)
+        return 18;
+    if (pdc_stats_get(c, PDC_STAT_REG_FAILS) != 1)
+        return 19;
+    pdc_destroy(c);
+    pdc_uring_destroy(u);
+    free(buf);
+    return 0;
+}
+
+static void t_memlock_kernel(void **state)
+{
+    int status;
+    pid_t pid;
+
+    (void)state;
+    pid = fork();
+    if (pid == 0)
+        _exit(t_memlock_child());
+    assert_true(pid > 0);
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -355,6 +421,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(t_recv_fixed, t_setup, t_teardown),
         cmocka_unit_test_setup_teardown(t_send_zc_fixed, t_setup, t_teardown),
         cmocka_unit_test_setup_teardown(t_fork_child_ring, t_setup, t_teardown),
+        cmocka_unit_test(t_memlock_kernel),
     };
     pdc_uring_t *u;
     int err = 0;
