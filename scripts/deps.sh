@@ -11,6 +11,7 @@ PKGS=(
   clang libclang-rt-14-dev
   # tests: real programs run with and without the library
   python3 libpython3.11-testsuite socat nginx-light curl procps iproute2 psmisc
+  openssl redis-server redis-tools
   # malloc-hooks: a foreign allocator to detect (falls back to events only)
   libjemalloc2
   # benchmark plot
