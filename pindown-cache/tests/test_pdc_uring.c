@@ -23,6 +23,7 @@
 #include <string.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -190,6 +191,53 @@ static void t_stale_control(void **state)
     pdc_region_put(e->cache, r2, PDC_SEND);
     pdc_range_invalidate(e->cache, buf2, T_BUF);
     free(buf2);
+}
+
+/* The same with mmap/munmap at a fixed address, so that the address is
+ * reused whatever the allocator (ASan's never reuses at once): with the
+ * invalidation a new registration and new bytes, without it the old ones. */
+static char *t_map_at(void *want)
+{
+    char *p = mmap(want, T_BUF, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | (want ? MAP_FIXED_NOREPLACE : 0), -1, 0);
+
+    assert_true(p != MAP_FAILED);
+    assert_true(!want || p == want);
+    return p;
+}
+
+static void t_stale_after_munmap(void **state)
+{
+    t_env_t *e = *state;
+    pdc_region_t *r1, *r2;
+    uint64_t gen1;
+    char *buf = t_map_at(NULL);
+    int round;
+
+    for (round = 0; round < 2; round++) {
+        int invalidate = round == 0;
+
+        memset(buf, 'E', T_BUF);
+        assert_int_equal(pdc_region_get(e->cache, buf, T_BUF, PDC_SEND, 0, &r1), 0);
+        gen1 = r1->gen;
+        pdc_region_put(e->cache, r1, PDC_SEND);
+        if (invalidate)
+            pdc_range_invalidate(e->cache, buf, T_BUF);   /* the munmap hook */
+        assert_int_equal(munmap(buf, T_BUF), 0);
+        assert_ptr_equal(t_map_at(buf), buf);
+        memset(buf, 'F', T_BUF);
+        assert_int_equal(pdc_region_get(e->cache, buf, T_BUF, PDC_SEND, 0, &r2), 0);
+        if (invalidate) {
+            assert_true(r2->gen > gen1);
+            assert_int_equal(t_write_fixed(e, r2, buf + 8192), 'F');
+        } else {
+            assert_int_equal(r2->gen, gen1);                        /* stale hit */
+            assert_int_equal(t_write_fixed(e, r2, buf + 8192), 'E');   /* old pages */
+        }
+        pdc_region_put(e->cache, r2, PDC_SEND);
+        pdc_range_invalidate(e->cache, buf, T_BUF);
+    }
+    munmap(buf, T_BUF);
 }
 
 static void t_slots_evict(void **state)
@@ -417,6 +465,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(t_stale_after_free, t_setup, t_teardown),
         cmocka_unit_test_setup_teardown(t_stale_control, t_setup, t_teardown),
+        cmocka_unit_test_setup_teardown(t_stale_after_munmap, t_setup, t_teardown),
         cmocka_unit_test_setup_teardown(t_slots_evict, t_setup_small, t_teardown),
         cmocka_unit_test_setup_teardown(t_recv_fixed, t_setup, t_teardown),
         cmocka_unit_test_setup_teardown(t_send_zc_fixed, t_setup, t_teardown),
