@@ -215,33 +215,36 @@ void pdc_fork_prepare(pdc_t *cache);
 void pdc_fork_parent(pdc_t *cache);
 void pdc_fork_child(pdc_t *cache);
 
-/* Statistics: counters (monotonic) and gauges (current values). */
+/* Statistics: counters (monotonic) and gauges (current values).
+ * X(id, suffix): the report key is "pdc." suffix; a second cache can be
+ * reported under another prefix with a table of its own built from this
+ * list, e.g. [PDC_STAT_##id] = "pdc.local." suffix. */
 #define PDC_STAT_LIST(X)                                                     \
-    X(GETS, "pdc.gets")                                                      \
-    X(HITS, "pdc.hits")                                                      \
-    X(MISSES, "pdc.misses")                                                  \
-    X(MERGES, "pdc.merges")                                                  \
-    X(REGS, "pdc.regs")                                                      \
-    X(REG_FAILS, "pdc.reg_fails")                                            \
-    X(DEREGS, "pdc.deregs")                                                  \
-    X(DEREG_FAILS, "pdc.dereg_fails")                                        \
-    X(EVICTIONS, "pdc.evictions")                                            \
-    X(INVALIDATIONS, "pdc.invalidations")                                    \
-    X(DEFERRED_INVALIDATIONS, "pdc.deferred_invalidations")                  \
-    X(DEFER_OVERFLOWS, "pdc.defer_overflows")                                \
-    X(FLUSHES, "pdc.flushes")                                                \
-    X(BYTES_REGISTERED, "pdc.bytes_registered")                              \
-    X(REG_NS, "pdc.reg_ns")                                                  \
-    X(NOSPACE, "pdc.nospace")                                                \
-    X(BUDGET_WAITS, "pdc.budget_waits")                                      \
-    X(BUDGET_EAGAIN, "pdc.budget_eagain")                                    \
-    X(INFLIGHT_WAITS, "pdc.inflight_waits")                                  \
-    X(STALE_RETRIES, "pdc.stale_retries")                                    \
-    X(FORK_DROPS, "pdc.fork_drops")                                          \
-    X(REGIONS, "pdc.regions")                                                \
-    X(PINNED_BYTES, "pdc.pinned_bytes")                                      \
-    X(BUDGET_SEND, "pdc.budget_used.send")                                   \
-    X(BUDGET_RECV, "pdc.budget_used.recv")
+    X(GETS, "gets")                                                         \
+    X(HITS, "hits")                                                         \
+    X(MISSES, "misses")                                                     \
+    X(MERGES, "merges")                                                     \
+    X(REGS, "regs")                                                         \
+    X(REG_FAILS, "reg_fails")                                               \
+    X(DEREGS, "deregs")                                                     \
+    X(DEREG_FAILS, "dereg_fails")                                           \
+    X(EVICTIONS, "evictions")                                               \
+    X(INVALIDATIONS, "invalidations")                                       \
+    X(DEFERRED_INVALIDATIONS, "deferred_invalidations")                     \
+    X(DEFER_OVERFLOWS, "defer_overflows")                                   \
+    X(FLUSHES, "flushes")                                                   \
+    X(BYTES_REGISTERED, "bytes_registered")                                 \
+    X(REG_NS, "reg_ns")                                                     \
+    X(NOSPACE, "nospace")                                                   \
+    X(BUDGET_WAITS, "budget_waits")                                         \
+    X(BUDGET_EAGAIN, "budget_eagain")                                       \
+    X(INFLIGHT_WAITS, "inflight_waits")                                     \
+    X(STALE_RETRIES, "stale_retries")                                       \
+    X(FORK_DROPS, "fork_drops")                                             \
+    X(REGIONS, "regions")                                                   \
+    X(PINNED_BYTES, "pinned_bytes")                                         \
+    X(BUDGET_SEND, "budget_used.send")                                      \
+    X(BUDGET_RECV, "budget_used.recv")
 
 enum {
 #define PDC_STAT_ENUM(id, name) PDC_STAT_##id,

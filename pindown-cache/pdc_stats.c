@@ -19,7 +19,7 @@
 #include "pdc_int.h"
 
 const char *const pdc_stat_names[PDC_STAT_COUNT] = {
-#define PDC_STAT_NAME(id, name) [PDC_STAT_##id] = name,
+#define PDC_STAT_NAME(id, suffix) [PDC_STAT_##id] = "pdc." suffix,
     PDC_STAT_LIST(PDC_STAT_NAME)
 #undef PDC_STAT_NAME
 };
