@@ -127,11 +127,22 @@ static void mh_alloc_block_free(mh_arena_t *a, void *p)
 
 /* ---- malloc family ------------------------------------------------------- */
 
-MH_EXPORT void *malloc(size_t n)
+#define MH_COLD __attribute__((noinline, cold))
+
+/* 1 when free/realloc must look at p themselves: a bootstrap or arena
+ * block, or a glibc chunk that glibc will unmap. */
+static inline int mh_alloc_special(void *p)
+{
+    return mh_boot_owns(p) || mh_arena_find(p) ||
+           (__atomic_load_n(&mh_g.glibc_chunks, __ATOMIC_RELAXED) &&
+            (((const size_t *)p)[-1] & MH_CHUNK_IS_MMAPPED));
+}
+
+static MH_COLD void *mh_malloc_slow(size_t n)
 {
     if (!MH_REAL_OK(malloc))
         return mh_alloc_boot(n, 16);
-    if (MH_UNLIKELY(mh_alloc_eligible(n))) {
+    if (mh_alloc_eligible(n)) {
         void *p = mh_alloc_place(n, 0, 0);
 
         if (p)
@@ -140,14 +151,23 @@ MH_EXPORT void *malloc(size_t n)
     return zc_real.malloc(n);
 }
 
-MH_EXPORT void free(void *p)
+MH_EXPORT void *malloc(size_t n)
+{
+    void *(*f)(size_t) = zc_real.malloc;
+
+    if (MH_LIKELY(f != NULL && n < mh_g.alloc_min))
+        return f(n);
+    return mh_malloc_slow(n);
+}
+
+static MH_COLD void mh_free_slow(void *p)
 {
     mh_arena_t *a;
 
-    if (!p || MH_UNLIKELY(mh_boot_owns(p)))
+    if (mh_boot_owns(p))
         return;
     a = mh_arena_find(p);
-    if (MH_UNLIKELY(a != NULL)) {
+    if (a) {
         mh_alloc_block_free(a, p);
         return;
     }
@@ -156,7 +176,20 @@ MH_EXPORT void free(void *p)
         zc_real.free(p);
 }
 
-MH_EXPORT void *calloc(size_t nm, size_t sz)
+MH_EXPORT void free(void *p)
+{
+    void (*f)(void *) = zc_real.free;
+
+    if (!p)
+        return;
+    if (MH_LIKELY(f != NULL) && !mh_alloc_special(p)) {
+        f(p);
+        return;
+    }
+    mh_free_slow(p);
+}
+
+static MH_COLD void *mh_calloc_slow(size_t nm, size_t sz)
 {
     size_t n;
 
@@ -166,13 +199,23 @@ MH_EXPORT void *calloc(size_t nm, size_t sz)
     }
     if (!MH_REAL_OK(calloc))
         return mh_alloc_boot(n, 16);
-    if (MH_UNLIKELY(mh_alloc_eligible(n))) {
+    if (mh_alloc_eligible(n)) {
         void *p = mh_alloc_place(n, 0, 1);
 
         if (p)
             return p;
     }
     return zc_real.calloc(nm, sz);
+}
+
+MH_EXPORT void *calloc(size_t nm, size_t sz)
+{
+    void *(*f)(size_t, size_t) = zc_real.calloc;
+    size_t n;
+
+    if (MH_LIKELY(f != NULL && !__builtin_mul_overflow(nm, sz, &n) && n < mh_g.alloc_min))
+        return f(nm, sz);
+    return mh_calloc_slow(nm, sz);
 }
 
 static size_t mh_alloc_usable(void *p)
@@ -231,7 +274,7 @@ static void *mh_alloc_move(void *p, size_t old, size_t n)
     return q;
 }
 
-MH_EXPORT void *realloc(void *p, size_t n)
+static MH_COLD void *mh_realloc_slow(void *p, size_t n)
 {
     mh_arena_t *a;
 
@@ -274,6 +317,15 @@ MH_EXPORT void *realloc(void *p, size_t n)
     if (!MH_REAL_OK(realloc))
         return mh_alloc_move(p, 0, n);
     return zc_real.realloc(p, n);
+}
+
+MH_EXPORT void *realloc(void *p, size_t n)
+{
+    void *(*f)(void *, size_t) = zc_real.realloc;
+
+    if (MH_LIKELY(f != NULL && p && n && n < mh_g.alloc_min) && !mh_alloc_special(p))
+        return f(p, n);
+    return mh_realloc_slow(p, n);
 }
 
 MH_EXPORT void *reallocarray(void *p, size_t nm, size_t sz)

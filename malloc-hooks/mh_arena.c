@@ -34,8 +34,8 @@
 #define MFD_HUGE_2MB (21u << 26)
 #endif
 
-static mh_arena_t mh_arenas[MH_ARENA_MAX];
-static int mh_arena_n;                 /* published entries (atomic) */
+mh_arena_t mh_arenas[MH_ARENA_MAX];
+int mh_arena_n;                        /* published entries (atomic) */
 static pthread_mutex_t mh_arena_lock = PTHREAD_MUTEX_INITIALIZER;
 static mh_arena_cfg_t mh_arena_cfg;
 static int mh_arena_tlb_used;          /* the one hugetlb arena was made */
@@ -271,17 +271,6 @@ void *mh_arena_alloc(size_t n, int huge, int *dirty_p)
     MH_STAT_ADD(mh_st_placed_allocs, 1);
     MH_STAT_ADD(mh_st_placed_bytes, mh_arena_block_size(mh_arena_find(p), p));
     return p;
-}
-
-/* See mh_int.h.  Lock-free. */
-mh_arena_t *mh_arena_find(const void *p)
-{
-    int n = __atomic_load_n(&mh_arena_n, __ATOMIC_ACQUIRE);
-
-    for (int i = 0; i < n; i++)
-        if ((uintptr_t)p - (uintptr_t)mh_arenas[i].base < mh_arenas[i].size)
-            return &mh_arenas[i];
-    return NULL;
 }
 
 static mh_meta_t *mh_arena_meta(mh_arena_t *a, const void *p)

@@ -12,10 +12,9 @@
 
 #include "mh_int.h"
 
-#define MH_BOOT_SIZE (256u << 10)
 #define MH_BOOT_HDR  16u
 
-static char mh_boot_mem[MH_BOOT_SIZE] __attribute__((aligned(4096)));
+char mh_boot_mem[MH_BOOT_SIZE] __attribute__((aligned(4096)));
 static size_t mh_boot_top;          /* bytes used (atomic) */
 uint64_t mh_boot_used;              /* bytes handed out (stats) */
 
@@ -40,12 +39,6 @@ void *mh_boot_alloc(size_t n, size_t align)
     *(size_t *)(mh_boot_mem + start - MH_BOOT_HDR) = n;
     __atomic_fetch_add(&mh_boot_used, n, __ATOMIC_RELAXED);
     return mh_boot_mem + start;
-}
-
-/* 1 when p lies in the bootstrap arena.  Hook-safe. */
-int mh_boot_owns(const void *p)
-{
-    return (uintptr_t)p - (uintptr_t)mh_boot_mem < MH_BOOT_SIZE;
 }
 
 /* Requested size of the bootstrap block p. */

@@ -28,7 +28,7 @@ typedef struct mh_state {
     const char *reason;  /* static string */
 } mh_state_t;
 
-extern mh_state_t mh_g;
+extern mh_state_t mh_g MH_HIDDEN;
 
 /* Thread-local re-entry guard: set while a hook does its own work (events,
  * arena management, lazy resolution).  A hook entered with it set passes
@@ -37,8 +37,17 @@ extern __thread int mh_tls_guard;
 
 /* ---- bootstrap arena (mh_boot.c) -------------------------------------- */
 
+#define MH_BOOT_SIZE (256u << 10)
+extern char mh_boot_mem[MH_BOOT_SIZE] MH_HIDDEN;
+
 void *mh_boot_alloc(size_t n, size_t align);
-int mh_boot_owns(const void *p);
+
+/* 1 when p lies in the bootstrap arena.  Hook-safe. */
+static inline int mh_boot_owns(const void *p)
+{
+    return (uintptr_t)p - (uintptr_t)mh_boot_mem < MH_BOOT_SIZE;
+}
+
 size_t mh_boot_size(const void *p);
 extern uint64_t mh_boot_used;
 
@@ -106,8 +115,20 @@ int mh_arena_setup(const mh_arena_cfg_t *cfg);
 /* Allocate a block of at least n bytes; huge: 2 MiB aligned.  *dirty_p says
  * whether its pages may hold old data.  NULL when arenas are exhausted. */
 void *mh_arena_alloc(size_t n, int huge, int *dirty_p);
-/* Fast check: is p inside any arena?  Returns the arena or NULL. */
-mh_arena_t *mh_arena_find(const void *p);
+extern mh_arena_t mh_arenas[MH_ARENA_MAX] MH_HIDDEN;
+extern int mh_arena_n MH_HIDDEN;                /* published entries (atomic) */
+
+/* Fast check: is p inside any arena?  Returns the arena or NULL.
+ * Lock-free: entries are published before mh_arena_n counts them. */
+static inline mh_arena_t *mh_arena_find(const void *p)
+{
+    int n = __atomic_load_n(&mh_arena_n, __ATOMIC_ACQUIRE);
+
+    for (int i = 0; i < n; i++)
+        if ((uintptr_t)p - (uintptr_t)mh_arenas[i].base < mh_arenas[i].size)
+            return &mh_arenas[i];
+    return NULL;
+}
 /* Size of the used block starting at p (0: not a used block start). */
 size_t mh_arena_block_size(mh_arena_t *a, const void *p);
 /* Grow the used block p in place to at least n bytes when it is the last
