@@ -158,7 +158,10 @@ void pdc_destroy(pdc_t *cache);
  * reached and nothing idle to evict),
  * -E2BIG (longer than the backend's max_region_len), -ESTALE (the range
  * kept being invalidated while registering), -ENOMEM, or
- * the backend's reg() error.  Thread-safe; may block briefly (cache lock,
+ * the backend's reg() error.  A permanent reg() error (-EFAULT, -EOPNOTSUPP,
+ * -EINVAL, -EPERM: memory the backend cannot pin, e.g. a file mapping) for
+ * a range that overlapped no registration is remembered: gets inside it fail at once with the same
+ * error until the range is invalidated or evicted.  Thread-safe; may block briefly (cache lock,
  * another thread's registration of an overlapping range).  Not from a hook. */
 int pdc_region_get(pdc_t *cache, const void *addr, size_t len, pdc_dir_t dir,
                    unsigned flags, pdc_region_t **region_p);
@@ -239,6 +242,8 @@ void pdc_fork_child(pdc_t *cache);
     X(BUDGET_WAITS, "budget_waits")                                         \
     X(BUDGET_EAGAIN, "budget_eagain")                                       \
     X(INFLIGHT_WAITS, "inflight_waits")                                     \
+    X(NEG_ENTRIES, "neg_entries")                                           \
+    X(NEG_HITS, "neg_hits")                                                 \
     X(STALE_RETRIES, "stale_retries")                                       \
     X(FORK_DROPS, "fork_drops")                                             \
     X(REGIONS, "regions")                                                   \

@@ -196,7 +196,8 @@ void pdc_cache_release(pdc_t *cache, pdc_rgn_t *rgn)
         pdc_stat_add(cache, PDC_STAT_DEREGS, 1);
     }
     cache->nregions--;
-    cache->pinned -= pdc_rgn_len(rgn);
+    if (rgn->state != PDC_RS_NEG)
+        cache->pinned -= pdc_rgn_len(rgn);
     pdc_stat_set(cache, PDC_STAT_REGIONS, cache->nregions);
     pdc_stat_set(cache, PDC_STAT_PINNED_BYTES, cache->pinned);
     pdc_rgn_free(cache, rgn);
@@ -344,11 +345,13 @@ static int pdc_cache_shrink(pdc_t *cache, size_t len)
  * overlaps, when the merge fits the backend and the budget.  PDC_RETRY when
  * an overlapping registration is in flight (after waiting for it). */
 static int pdc_miss_span(pdc_t *cache, uintptr_t *start_p, uintptr_t *end_p,
-                         pdc_dir_t dir, unsigned flags)
+                         pdc_dir_t dir, unsigned flags, int *overlap_p)
 {
     pdc_range_index_t *ix = &cache->index;
     uintptr_t start = *start_p, end = *end_p, ustart = start, uend = end;
     unsigned i;
+
+    *overlap_p = 0;
 
     for (i = pdc_range_lower(ix, start); i < ix->n && ix->v[i]->start < end; i++) {
         pdc_rgn_t *rgn = ix->v[i];
@@ -358,6 +361,9 @@ static int pdc_miss_span(pdc_t *cache, uintptr_t *start_p, uintptr_t *end_p,
             pthread_cond_wait(&cache->reg_cond, &cache->lock);
             return PDC_RETRY;
         }
+        if (rgn->state == PDC_RS_NEG)   /* not merged; replaced by this try */
+            continue;
+        *overlap_p = 1;
         if (rgn->start < ustart)
             ustart = rgn->start;
         if (rgn->end > uend)
@@ -390,9 +396,28 @@ static pdc_rgn_t *pdc_rgn_new(pdc_t *cache, uintptr_t start, uintptr_t end)
     return rgn;
 }
 
+/* reg() errors that retrying the same range will not cure. */
+static int pdc_err_permanent(int err)
+{
+    return err == -EFAULT || err == -EOPNOTSUPP || err == -EINVAL || err == -EPERM;
+}
+
+/* Keep the failed placeholder rgn as a negative entry: linked, unpinned,
+ * idle after the caller's reference is dropped. */
+static void pdc_rgn_make_neg(pdc_t *cache, pdc_rgn_t *rgn, pdc_dir_t dir, int err)
+{
+    rgn->state = PDC_RS_NEG;
+    rgn->err = err;
+    cache->pinned -= pdc_rgn_len(rgn);
+    pdc_cache_gauges(cache);
+    pdc_stat_add(cache, PDC_STAT_NEG_ENTRIES, 1);
+    pdc_rgn_unref(cache, rgn, dir);
+}
+
 /* Register the placeholder rgn without the lock.  Returns with the lock
- * held: 0, -ESTALE (killed meanwhile; deregistered) or reg()'s error. */
-static int pdc_miss_register(pdc_t *cache, pdc_rgn_t *rgn, pdc_dir_t dir)
+ * held: 0, -ESTALE (killed meanwhile; deregistered) or reg()'s error
+ * (remembered as a negative entry when permanent and may_neg). */
+static int pdc_miss_register(pdc_t *cache, pdc_rgn_t *rgn, pdc_dir_t dir, int may_neg)
 {
     pdc_handle_t h;
     uint64_t t0, t1;
@@ -417,8 +442,12 @@ static int pdc_miss_register(pdc_t *cache, pdc_rgn_t *rgn, pdc_dir_t dir)
     pthread_cond_broadcast(&cache->reg_cond);
     if (rc == 0 && !(rgn->flags & PDC_RF_DEAD))
         return 0;
-    if (rc == 0)
+    if (rc == 0) {
         rc = -ESTALE;
+    } else if (may_neg && pdc_err_permanent(rc) && !(rgn->flags & PDC_RF_DEAD)) {
+        pdc_rgn_make_neg(cache, rgn, dir, rc);
+        return rc;
+    }
     pdc_range_kill(cache, rgn);
     pdc_cache_reap_locked(cache);
     pdc_rgn_unref(cache, rgn, dir);   /* the last reference: released */
@@ -430,9 +459,9 @@ static int pdc_miss(pdc_t *cache, uintptr_t start, uintptr_t end, pdc_dir_t dir,
                     pdc_rgn_t **rgn_p)
 {
     pdc_rgn_t *rgn;
-    int rc;
+    int rc, overlap;
 
-    rc = pdc_miss_span(cache, &start, &end, dir, flags);
+    rc = pdc_miss_span(cache, &start, &end, dir, flags, &overlap);
     if (rc)
         return rc;
     if (end - start > cache->max_region_len)
@@ -461,7 +490,9 @@ static int pdc_miss(pdc_t *cache, uintptr_t start, uintptr_t end, pdc_dir_t dir,
     pdc_rgn_ref(cache, rgn, dir);
     pdc_stat_add(cache, PDC_STAT_MISSES, 1);
     pdc_site_count(cache, PDC_SITE_MISS, pdc_site_capture(cache, PDC_SITE_MISS, ra));
-    rc = pdc_miss_register(cache, rgn, dir);
+    /* Remember a permanent failure only for a range that replaced nothing:
+     * a good registration must not turn into a negative entry. */
+    rc = pdc_miss_register(cache, rgn, dir, !overlap);
     if (rc == 0)
         *rgn_p = rgn;
     return rc;
@@ -482,6 +513,12 @@ static int pdc_get_locked(pdc_t *cache, uintptr_t start, uintptr_t end, pdc_dir_
             pdc_stat_add(cache, PDC_STAT_INFLIGHT_WAITS, 1);
             pthread_cond_wait(&cache->reg_cond, &cache->lock);
             continue;
+        }
+        if (rgn && rgn->state == PDC_RS_NEG) {
+            pdc_stat_add(cache, PDC_STAT_NEG_HITS, 1);
+            pdc_list_del(&rgn->link);                 /* most recently used */
+            pdc_list_append(&cache->lru, &rgn->link);
+            return rgn->err;
         }
         if (rgn) {
             rc = rgn->dref[dir] ? 0 : pdc_budget_check(cache, dir, pdc_rgn_len(rgn),

@@ -34,6 +34,7 @@ typedef struct pdc_list {
 enum {
     PDC_RS_INFLIGHT = 1,   /* placeholder: reg() running without the lock */
     PDC_RS_READY = 2,
+    PDC_RS_NEG = 3,        /* negative entry: reg() failed for good (err) */
 };
 #define PDC_RF_INDEX 0x1u   /* in the range index */
 #define PDC_RF_HASH 0x2u    /* in the exact-start hash */
@@ -51,6 +52,7 @@ typedef struct pdc_rgn {
     unsigned state;
     unsigned flags;
     unsigned epoch;         /* cache->epoch at creation (fork detection) */
+    int err;                /* PDC_RS_NEG: the backend's error */
     pdc_list_t link;        /* LRU when idle and linked; dead list when dead */
     UT_hash_handle hh;
 } pdc_rgn_t;

@@ -71,10 +71,11 @@ static int t_fake_reg(void *arg, void *addr, size_t len, pdc_handle_t *h_p)
     if (f->reg_delay_us)
         usleep(f->reg_delay_us);
     pthread_mutex_lock(&f->lock);
+    f->reg_calls++;
     if (f->fail_next > 0) {
         f->fail_next--;
         pthread_mutex_unlock(&f->lock);
-        return -ENOMEM;
+        return f->fail_err ? f->fail_err : -ENOMEM;
     }
     for (i = 0; i < f->cap && f->slots[i].live; i++)
         ;

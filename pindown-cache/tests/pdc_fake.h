@@ -22,7 +22,9 @@ typedef struct t_fake {
     unsigned live;
     size_t live_bytes;
     uint64_t regs, deregs, errors, serial;
-    int fail_next;             /* fail this many reg() calls with -ENOMEM */
+    int fail_next;             /* fail this many reg() calls with fail_err */
+    int fail_err;              /* 0: -ENOMEM */
+    uint64_t reg_calls;
     unsigned reg_delay_us;     /* sleep inside reg() */
     /* Run inside reg() and dereg(), without the fake's lock (re-entrancy
      * pass, in-flight invalidation tests). */

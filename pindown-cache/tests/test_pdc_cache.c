@@ -671,6 +671,51 @@ static void t_reg_fail(void **state)
     pdc_region_put(e->cache, r, PDC_SEND);
 }
 
+/* Memory the backend cannot pin (a file mapping): remembered, not retried,
+ * until invalidated; a merged attempt is not remembered. */
+static void t_negative(void **state)
+{
+    t_env_t *e = *state;
+    pdc_region_t *r = NULL;
+    uint64_t calls;
+
+    t_open(e);
+    e->fake->fail_next = 1;
+    e->fake->fail_err = -EFAULT;
+    assert_int_equal(pdc_region_get(e->cache, t_addr(e, 0), 4 * T_PAGE, PDC_SEND, 0, &r),
+                     -EFAULT);
+    calls = e->fake->reg_calls;
+    assert_int_equal(pdc_region_get(e->cache, t_addr(e, T_PAGE), T_PAGE, PDC_SEND, 0, &r),
+                     -EFAULT);                       /* inside: no new attempt */
+    assert_int_equal(e->fake->reg_calls, calls);
+    assert_null(r);
+    assert_int_equal(t_stat(e->cache, PDC_STAT_NEG_ENTRIES), 1);
+    assert_int_equal(t_stat(e->cache, PDC_STAT_NEG_HITS), 1);
+    assert_int_equal(t_stat(e->cache, PDC_STAT_PINNED_BYTES), 0);
+    assert_int_equal(t_stat(e->cache, PDC_STAT_REGIONS), 1);
+    assert_int_equal(t_stat(e->cache, PDC_STAT_BUDGET_SEND), 0);
+    /* Partly outside: a new attempt replaces the negative entry. */
+    r = t_get(e->cache, t_addr(e, 2 * T_PAGE), 4 * T_PAGE, PDC_SEND);
+    assert_ptr_equal(r->addr, t_addr(e, 2 * T_PAGE));   /* not merged with it */
+    pdc_region_put(e->cache, r, PDC_SEND);
+    assert_int_equal(t_stat(e->cache, PDC_STAT_REGIONS), 1);
+    /* Invalidation forgets a negative entry too. */
+    e->fake->fail_next = 1;
+    assert_int_equal(pdc_region_get(e->cache, t_addr(e, 20 * T_PAGE), T_PAGE, PDC_SEND, 0,
+                                    &r), -EFAULT);
+    pdc_range_invalidate(e->cache, t_addr(e, 20 * T_PAGE), 1);
+    r = t_get(e->cache, t_addr(e, 20 * T_PAGE), T_PAGE, PDC_SEND);
+    pdc_region_put(e->cache, r, PDC_SEND);
+    /* A failed merged registration is not remembered. */
+    e->fake->fail_next = 1;
+    assert_int_equal(pdc_region_get(e->cache, t_addr(e, 20 * T_PAGE + 100), T_PAGE,
+                                    PDC_SEND, 0, &r), -EFAULT);   /* overlaps page 20 */
+    assert_int_equal(t_stat(e->cache, PDC_STAT_NEG_ENTRIES), 2);
+    r = t_get(e->cache, t_addr(e, 20 * T_PAGE + 100), T_PAGE, PDC_SEND);
+    pdc_region_put(e->cache, r, PDC_SEND);
+    /* Transient errors are never remembered (t_reg_fail). */
+}
+
 static void t_fork_child_drop(void **state)
 {
     t_env_t *e = *state;
@@ -866,6 +911,7 @@ static void t_destroy_live(void **state)
     cmocka_unit_test_setup_teardown(t_inflight_invalidate, t_setup,          \
                                     t_teardown),                             \
     cmocka_unit_test_setup_teardown(t_reg_fail, t_setup, t_teardown),        \
+    cmocka_unit_test_setup_teardown(t_negative, t_setup, t_teardown),        \
     cmocka_unit_test_setup_teardown(t_fork_child_drop, t_setup, t_teardown), \
     cmocka_unit_test_setup_teardown(t_stats_sites, t_setup, t_teardown),     \
     cmocka_unit_test_setup_teardown(t_args, t_setup, t_teardown),            \

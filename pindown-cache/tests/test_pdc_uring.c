@@ -240,6 +240,38 @@ static void t_stale_after_munmap(void **state)
     munmap(buf, T_BUF);
 }
 
+/* A shared file mapping on a disk filesystem cannot be pinned long-term:
+ * the get fails and the failure is remembered (no second syscall). */
+static void t_file_mapping(void **state)
+{
+    t_env_t *e = *state;
+    char path[] = "/var/tmp/pdc_uring_XXXXXX";
+    pdc_region_t *r = NULL;
+    int fd = mkstemp(path), rc;
+    char *map;
+
+    assert_true(fd >= 0);
+    unlink(path);
+    assert_int_equal(ftruncate(fd, T_IO), 0);
+    map = mmap(NULL, T_IO, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    assert_true(map != MAP_FAILED);
+    memset(map, 'M', T_IO);
+    rc = pdc_region_get(e->cache, map, T_IO, PDC_SEND, 0, &r);
+    if (rc == 0) {   /* a filesystem that allows it (tmpfs, shmem) */
+        pdc_region_put(e->cache, r, PDC_SEND);
+        print_message("file mapping registered: %s is pinnable here\n", path);
+    } else {
+        print_message("file mapping: %d (%s)\n", rc, strerror(-rc));
+        assert_int_equal(pdc_stats_get(e->cache, PDC_STAT_NEG_ENTRIES), 1);
+        assert_int_equal(pdc_region_get(e->cache, map, 100, PDC_SEND, 0, &r), rc);
+        assert_int_equal(pdc_stats_get(e->cache, PDC_STAT_NEG_HITS), 1);
+        assert_int_equal(pdc_stats_get(e->cache, PDC_STAT_REG_FAILS), 1);
+    }
+    pdc_range_invalidate(e->cache, map, T_IO);
+    munmap(map, T_IO);
+    close(fd);
+}
+
 static void t_slots_evict(void **state)
 {
     t_env_t *e = *state;
@@ -466,6 +498,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(t_stale_after_free, t_setup, t_teardown),
         cmocka_unit_test_setup_teardown(t_stale_control, t_setup, t_teardown),
         cmocka_unit_test_setup_teardown(t_stale_after_munmap, t_setup, t_teardown),
+        cmocka_unit_test_setup_teardown(t_file_mapping, t_setup, t_teardown),
         cmocka_unit_test_setup_teardown(t_slots_evict, t_setup_small, t_teardown),
         cmocka_unit_test_setup_teardown(t_recv_fixed, t_setup, t_teardown),
         cmocka_unit_test_setup_teardown(t_send_zc_fixed, t_setup, t_teardown),
