@@ -152,17 +152,18 @@ void pdc_destroy(pdc_t *cache);
 /* Return in *region_p a referenced region covering the page-rounded
  * [addr, addr+len) for direction dir, registering it on a miss (merging with
  * overlapping registrations unless PDC_F_NOMERGE).  The first reference in
- * dir charges region->len to dir's budget until the last put in dir.  Errors: -EINVAL (len 0, bad dir), -EAGAIN
- * (budget exhausted and PDC_F_NOWAIT, or still exhausted after
- * budget_wait_ns), -ENOENT (a miss with PDC_F_NOREG), -ENOSPC (limits
- * reached and nothing idle to evict),
- * -E2BIG (longer than the backend's max_region_len), -ESTALE (the range
- * kept being invalidated while registering), -ENOMEM, or
- * the backend's reg() error.  A permanent reg() error (-EFAULT, -EOPNOTSUPP,
- * -EINVAL, -EPERM: memory the backend cannot pin, e.g. a file mapping) for
- * a range that overlapped no registration is remembered: gets inside it fail at once with the same
- * error until the range is invalidated or evicted.  Thread-safe; may block briefly (cache lock,
- * another thread's registration of an overlapping range).  Not from a hook. */
+ * dir charges region->len to dir's budget until the last put in dir.
+ * Errors: -EINVAL (len 0, bad dir), -EAGAIN (budget exhausted and
+ * PDC_F_NOWAIT, or still exhausted after budget_wait_ns), -ENOENT (a miss
+ * with PDC_F_NOREG), -ENOSPC (limits reached and nothing idle to evict),
+ * -E2BIG (longer than the backend's max_region_len), -ESTALE (the range kept
+ * being invalidated while registering), -ENOMEM, or the backend's reg()
+ * error.  A permanent reg() error (-EFAULT, -EOPNOTSUPP, -EINVAL, -EPERM:
+ * memory the backend cannot pin, e.g. a file mapping) for a range that
+ * overlapped no registration is remembered: gets inside it fail at once with
+ * the same error until the range is invalidated or evicted.  Thread-safe;
+ * may block briefly (cache lock, another thread's registration of an
+ * overlapping range).  Not from a hook. */
 int pdc_region_get(pdc_t *cache, const void *addr, size_t len, pdc_dir_t dir,
                    unsigned flags, pdc_region_t **region_p);
 
