@@ -3,6 +3,7 @@
  *
  *   bench_mh pairs ITER        malloc/free with 64 live slots, sizes 16 B to
  *                              64 KiB (log-uniform, fixed seed): ns per pair
+ *   bench_mh small ITER        the same with sizes 16 B to 1 KiB (tcache)
  *   bench_mh touch SIZE ITER   malloc(SIZE), write one byte per 4 KiB page,
  *                              free: ns per round (placement threshold data)
  *   bench_mh batch SIZE ITER   64 blocks of SIZE live at once, touched, freed:
@@ -34,7 +35,7 @@ static uint64_t next(void)
     return rng;
 }
 
-static double bench_pairs(long iters)
+static double bench_pairs(long iters, unsigned max_shift)
 {
     enum { SLOTS = 64, NSIZES = 4096 };
     static void *slot[SLOTS];
@@ -42,7 +43,7 @@ static double bench_pairs(long iters)
     double t0;
 
     for (int i = 0; i < NSIZES; i++)
-        sizes[i] = (size_t)16 << (next() % 13);             /* 16 B .. 64 KiB */
+        sizes[i] = (size_t)16 << (next() % max_shift);      /* 16 B .. 16 << max */
     for (int i = 0; i < NSIZES; i++)
         sizes[i] += next() % sizes[i];
     t0 = now_ns();
@@ -119,7 +120,9 @@ int main(int argc, char **argv)
     double ns;
 
     if (argc >= 3 && !strcmp(argv[1], "pairs"))
-        ns = bench_pairs(atol(argv[2]));
+        ns = bench_pairs(atol(argv[2]), 13);
+    else if (argc >= 3 && !strcmp(argv[1], "small"))
+        ns = bench_pairs(atol(argv[2]), 5);
     else if (argc >= 4 && !strcmp(argv[1], "touch"))
         ns = bench_touch((size_t)strtoull(argv[2], NULL, 0), atol(argv[3]));
     else if (argc >= 4 && !strcmp(argv[1], "batch"))
@@ -127,7 +130,7 @@ int main(int argc, char **argv)
     else if (argc >= 3 && !strcmp(argv[1], "realloc"))
         ns = bench_realloc(atol(argv[2]));
     else {
-        fprintf(stderr, "usage: bench_mh pairs ITER | touch SIZE ITER | batch SIZE ITER | realloc ITER\n");
+        fprintf(stderr, "usage: bench_mh pairs ITER | small ITER | touch SIZE ITER | batch SIZE ITER | realloc ITER\n");
         return 2;
     }
     printf("%.1f\n", ns);

@@ -104,10 +104,17 @@ void mh_alloc_chunk_event(void *p)
                       prev + (size & ~MH_CHUNK_SIZE_BITS));
 }
 
+/* Chunk headers are read only when malloc is glibc's and somebody
+ * subscribed to MH_EV_FREE (so the counter counts only then). */
+static inline int mh_alloc_chunk_watch(void)
+{
+    return __atomic_load_n(&mh_g.glibc_chunks, __ATOMIC_RELAXED) &&
+           mh_event_wanted(MH_EV_FREE);
+}
+
 static inline void mh_alloc_chunk_check(void *p)
 {
-    if (__atomic_load_n(&mh_g.glibc_chunks, __ATOMIC_RELAXED) &&
-        (((const size_t *)p)[-1] & MH_CHUNK_IS_MMAPPED))
+    if (mh_alloc_chunk_watch() && (((const size_t *)p)[-1] & MH_CHUNK_IS_MMAPPED))
         mh_alloc_chunk_event(p);
 }
 
@@ -133,9 +140,8 @@ static void mh_alloc_block_free(mh_arena_t *a, void *p)
  * block, or a glibc chunk that glibc will unmap. */
 static inline int mh_alloc_special(void *p)
 {
-    return mh_boot_owns(p) || mh_arena_find(p) ||
-           (__atomic_load_n(&mh_g.glibc_chunks, __ATOMIC_RELAXED) &&
-            (((const size_t *)p)[-1] & MH_CHUNK_IS_MMAPPED));
+    return mh_boot_owns(p) || mh_arena_span_has(p) ||
+           (mh_alloc_chunk_watch() && (((const size_t *)p)[-1] & MH_CHUNK_IS_MMAPPED));
 }
 
 static MH_COLD void *mh_malloc_slow(size_t n)

@@ -36,6 +36,14 @@
 
 mh_arena_t mh_arenas[MH_ARENA_MAX];
 int mh_arena_n;                        /* published entries (atomic) */
+uintptr_t mh_arena_lo;                 /* start of the reservation, 0 none */
+size_t mh_arena_span;                  /* its length */
+static int mh_arena_slots;             /* arenas it holds */
+
+static char *mh_arena_slot(int i)
+{
+    return (char *)mh_arena_lo + (size_t)i * MH_ARENA_SIZE;
+}
 static pthread_mutex_t mh_arena_lock = PTHREAD_MUTEX_INITIALIZER;
 static mh_arena_cfg_t mh_arena_cfg;
 static int mh_arena_tlb_used;          /* the one hugetlb arena was made */
@@ -99,30 +107,38 @@ static int mh_arena_memfd(size_t size, int hugetlb)
     return fd;
 }
 
-/* Map fd over [addr, addr+size) (addr NULL: anywhere, 2 MiB aligned). */
+/* Map fd over [addr, addr+size) (inside the reservation). */
 static void *mh_arena_map(void *addr, size_t size, int fd, int hugetlb)
 {
     int nores = hugetlb ? 0 : MAP_NORESERVE;
-    char *r, *al;
 
-    if (addr)
-        return zc_real.mmap(addr, size, PROT_READ | PROT_WRITE,
-                            MAP_SHARED | MAP_FIXED | nores, fd, 0);
-    r = zc_real.mmap(NULL, size + MH_HUGE, PROT_NONE,
-                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (r == MAP_FAILED)
-        return MAP_FAILED;
-    al = (char *)MH_ALIGN_UP((uintptr_t)r, MH_HUGE);
-    if (zc_real.mmap(al, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED | nores,
-                     fd, 0) == MAP_FAILED) {
-        zc_real.munmap(r, size + MH_HUGE);
-        return MAP_FAILED;
+    return zc_real.mmap(addr, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED | nores,
+                        fd, 0);
+}
+
+/* Reserve address space for every arena slot (PROT_NONE, 2 MiB aligned) so
+ * an address finds its arena with one subtraction and a shift.  Tries the
+ * full MH_ARENA_MAX slots, then fewer (RLIMIT_AS).  Lock held. */
+static int mh_arena_reserve(void)
+{
+    for (size_t slots = MH_ARENA_MAX; slots >= 1; slots /= 4) {
+        size_t span = slots * MH_ARENA_SIZE;
+        char *r = zc_real.mmap(NULL, span + MH_HUGE, PROT_NONE,
+                               MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0), *al;
+
+        if (r == MAP_FAILED)
+            continue;
+        al = (char *)MH_ALIGN_UP((uintptr_t)r, MH_HUGE);
+        if (al > r)
+            zc_real.munmap(r, (size_t)(al - r));
+        if (al + span < r + span + MH_HUGE)
+            zc_real.munmap(al + span, (size_t)(r + span + MH_HUGE - (al + span)));
+        mh_arena_slots = (int)slots;
+        __atomic_store_n(&mh_arena_span, span, __ATOMIC_RELAXED);
+        __atomic_store_n(&mh_arena_lo, (uintptr_t)al, __ATOMIC_RELEASE);
+        return 0;
     }
-    if (al > r)
-        zc_real.munmap(r, (size_t)(al - r));
-    if (al + size < r + size + MH_HUGE)
-        zc_real.munmap(al + size, (size_t)(r + size + MH_HUGE - (al + size)));
-    return al;
+    return -ENOMEM;
 }
 
 static void mh_arena_advise(mh_arena_t *a)
@@ -143,7 +159,7 @@ static mh_arena_t *mh_arena_create(int huge)
     mh_arena_t *a;
     void *base, *meta;
 
-    if (n >= MH_ARENA_MAX)
+    if (n >= mh_arena_slots)
         return NULL;
     if (huge && !mh_arena_tlb_used && mh_arena_cfg.hugetlb_free > 0) {
         long pages = mh_arena_cfg.hugetlb_free < 512 ? mh_arena_cfg.hugetlb_free : 512;
@@ -153,14 +169,14 @@ static mh_arena_t *mh_arena_create(int huge)
         size = (size_t)pages * MH_HUGE;
     }
     fd = mh_arena_memfd(size, hugetlb);
-    base = fd >= 0 ? mh_arena_map(NULL, size, fd, hugetlb) : MAP_FAILED;
+    base = fd >= 0 ? mh_arena_map(mh_arena_slot(n), size, fd, hugetlb) : MAP_FAILED;
     if (base == MAP_FAILED && hugetlb) {
         if (fd >= 0)
             mh_sys_close(fd);
         hugetlb = 0;
         size = MH_ARENA_SIZE;
         fd = mh_arena_memfd(size, 0);
-        base = fd >= 0 ? mh_arena_map(NULL, size, fd, 0) : MAP_FAILED;
+        base = fd >= 0 ? mh_arena_map(mh_arena_slot(n), size, fd, 0) : MAP_FAILED;
     }
     if (base == MAP_FAILED)
         goto err_fd;
@@ -183,7 +199,8 @@ static mh_arena_t *mh_arena_create(int huge)
     __atomic_store_n(&mh_arena_n, n + 1, __ATOMIC_RELEASE);
     return a;
 err_map:
-    zc_real.munmap(base, size);
+    zc_real.mmap(base, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED,
+                 -1, 0);
 err_fd:
     if (fd >= 0)
         mh_sys_close(fd);
@@ -198,7 +215,9 @@ int mh_arena_setup(const mh_arena_cfg_t *cfg)
 
     pthread_mutex_lock(&mh_arena_lock);
     mh_arena_cfg = *cfg;
-    if (mh_arena_n == 0 && !mh_arena_create(0))
+    if (!mh_arena_lo && mh_arena_reserve() < 0)
+        rc = -ENOMEM;
+    else if (mh_arena_n == 0 && !mh_arena_create(0))
         rc = -ENOMEM;
     pthread_mutex_unlock(&mh_arena_lock);
     return rc;
@@ -534,10 +553,13 @@ void mh_arena_reset_for_test(void)
 {
     pthread_mutex_lock(&mh_arena_lock);
     for (int i = 0; i < mh_arena_n; i++) {
-        zc_real.munmap(mh_arenas[i].base, mh_arenas[i].size);
         zc_real.munmap(mh_arenas[i].meta, mh_arenas[i].nunits * sizeof(mh_meta_t));
         mh_sys_close(mh_arenas[i].fd);
     }
+    if (mh_arena_lo)
+        zc_real.munmap((void *)mh_arena_lo, mh_arena_span);
+    mh_arena_lo = 0;
+    mh_arena_span = 0;
     memset(mh_arenas, 0, sizeof(mh_arenas));
     __atomic_store_n(&mh_arena_n, 0, __ATOMIC_RELEASE);
     mh_arena_tlb_used = 0;

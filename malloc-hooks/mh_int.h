@@ -116,19 +116,34 @@ int mh_arena_setup(const mh_arena_cfg_t *cfg);
  * whether its pages may hold old data.  NULL when arenas are exhausted. */
 void *mh_arena_alloc(size_t n, int huge, int *dirty_p);
 extern mh_arena_t mh_arenas[MH_ARENA_MAX] MH_HIDDEN;
-extern int mh_arena_n MH_HIDDEN;                /* published entries (atomic) */
+extern int mh_arena_n MH_HIDDEN;        /* published entries (atomic) */
+extern uintptr_t mh_arena_lo MH_HIDDEN; /* reserved span for every arena slot */
+extern size_t mh_arena_span MH_HIDDEN;
 
-/* Fast check: is p inside any arena?  Returns the arena or NULL.
- * Lock-free: entries are published before mh_arena_n counts them. */
+/* 1 when p lies in the arenas' reserved span (one compare). */
+static inline int mh_arena_span_has(const void *p)
+{
+    return (uintptr_t)p - __atomic_load_n(&mh_arena_lo, __ATOMIC_RELAXED) <
+           __atomic_load_n(&mh_arena_span, __ATOMIC_RELAXED);
+}
+
+/* Is p inside an arena?  Returns the arena or NULL.  Lock-free: arena i
+ * lives at slot i of the reservation; entries are published before
+ * mh_arena_n counts them. */
 static inline mh_arena_t *mh_arena_find(const void *p)
 {
-    int n = __atomic_load_n(&mh_arena_n, __ATOMIC_ACQUIRE);
+    uintptr_t off = (uintptr_t)p - __atomic_load_n(&mh_arena_lo, __ATOMIC_ACQUIRE);
+    size_t i;
 
-    for (int i = 0; i < n; i++)
-        if ((uintptr_t)p - (uintptr_t)mh_arenas[i].base < mh_arenas[i].size)
-            return &mh_arenas[i];
-    return NULL;
+    if (off >= __atomic_load_n(&mh_arena_span, __ATOMIC_RELAXED))
+        return NULL;
+    i = off / MH_ARENA_SIZE;
+    if ((int)i >= __atomic_load_n(&mh_arena_n, __ATOMIC_ACQUIRE) ||
+        off - i * MH_ARENA_SIZE >= mh_arenas[i].size)
+        return NULL;
+    return &mh_arenas[i];
 }
+
 /* Size of the used block starting at p (0: not a used block start). */
 size_t mh_arena_block_size(mh_arena_t *a, const void *p);
 /* Grow the used block p in place to at least n bytes when it is the last
