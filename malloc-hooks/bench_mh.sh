@@ -59,7 +59,8 @@ export -f pytime; export PYN
 
 echo "bench-mh: library $lib, median of $R alternating runs"
 printf '  %-34s %12s %12s %8s\n' case plain preload ratio
-run_pair "malloc/free pairs <=64KiB (ns)" "$bin" pairs "$PAIRS"
+run_pair "malloc/free pairs 16B..64KiB (ns)" "$bin" pairs "$PAIRS"
+run_pair "malloc/free pairs 16B..1KiB (ns)" "$bin" small "$((PAIRS * 4))"
 run_pair "realloc 1KiB..8MiB (ns/call)" "$bin" realloc 200
 run_pair "python3 fixed script (us)" bash -c pytime
 echo "placement threshold data (ns per block), glibc vs arena (ZCSOCK_ALLOC_MIN=4096)"

@@ -133,6 +133,16 @@ typedef struct mh_stats {
 
 void mh_stats_get(mh_stats_t *st_p);
 
+/* The counters by name, for zcsock_stat_get and the stats report:
+ * "mh.status", "mh.events.<kind>" (mh_event_names), "mh.alloc.<field>"
+ * (placed_allocs, placed_bytes, pool_hits, pool_bytes, arena_fallbacks,
+ * boot_bytes).  mh_stat_lookup returns 0 with *value_p set, or -ENOENT.
+ * mh_stat_visit calls fn once per counter in that order.  Both hook-safe
+ * (no allocation, no locks). */
+int mh_stat_lookup(const char *name, uint64_t *value_p);
+typedef void (*mh_stat_visit_func_t)(void *arg, const char *name, uint64_t value);
+void mh_stat_visit(mh_stat_visit_func_t fn, void *arg);
+
 /* Names of the event kinds, in bit order ("unmap", "remap", "map_fixed",
  * "madvise", "shmdt", "brk", "free", "block"), for the shim's stats table
  * (mh.events.<name>; the other fields are mh.alloc.<field name>). */

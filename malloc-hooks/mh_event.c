@@ -126,6 +126,71 @@ void mh_stats_get(mh_stats_t *st)
     st->boot_bytes = __atomic_load_n(&mh_boot_used, __ATOMIC_RELAXED);
 }
 
+/* See mh.h. */
+unsigned mh_status(const char **reason_p)
+{
+    if (reason_p)
+        *reason_p = mh_g.reason;
+    return __atomic_load_n(&mh_g.status, __ATOMIC_RELAXED);
+}
+
+static const char *const mh_alloc_stat_names[] = {
+    "placed_allocs", "placed_bytes", "pool_hits", "pool_bytes", "arena_fallbacks", "boot_bytes",
+};
+#define MH_ALLOC_STATS (sizeof(mh_alloc_stat_names) / sizeof(mh_alloc_stat_names[0]))
+
+/* Visit every counter as (full name, value); names are built in a stack
+ * buffer.  See mh.h. */
+void mh_stat_visit(mh_stat_visit_func_t fn, void *arg)
+{
+    char name[48];
+    mh_stats_t st;
+    const uint64_t *alloc = &st.placed_allocs;
+
+    mh_stats_get(&st);
+    fn(arg, "mh.status", mh_status(NULL));
+    for (int i = 0; i < MH_EV_KINDS; i++) {
+        memcpy(name, "mh.events.", 10);
+        strcpy(name + 10, mh_event_names[i]);
+        fn(arg, name, st.events[i]);
+    }
+    for (size_t i = 0; i < MH_ALLOC_STATS; i++) {
+        memcpy(name, "mh.alloc.", 9);
+        strcpy(name + 9, mh_alloc_stat_names[i]);
+        fn(arg, name, alloc[i]);
+    }
+}
+
+typedef struct mh_stat_find {
+    const char *name;
+    uint64_t value;
+    int found;
+} mh_stat_find_t;
+
+static void mh_stat_match(void *arg, const char *name, uint64_t value)
+{
+    mh_stat_find_t *f = arg;
+
+    if (!f->found && !strcmp(name, f->name)) {
+        f->value = value;
+        f->found = 1;
+    }
+}
+
+/* See mh.h. */
+int mh_stat_lookup(const char *name, uint64_t *value_p)
+{
+    mh_stat_find_t f = { name, 0, 0 };
+
+    if (!name || strncmp(name, "mh.", 3))
+        return -ENOENT;
+    mh_stat_visit(mh_stat_match, &f);
+    if (!f.found)
+        return -ENOENT;
+    *value_p = f.value;
+    return 0;
+}
+
 /* Unit tests only: drop every subscriber and counter. */
 void mh_event_reset_for_test(void)
 {

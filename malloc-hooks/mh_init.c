@@ -33,14 +33,6 @@ static void mh_status_set(unsigned flags, const char *reason)
         mh_g.reason = reason;
 }
 
-/* See mh.h. */
-unsigned mh_status(const char **reason_p)
-{
-    if (reason_p)
-        *reason_p = mh_g.reason;
-    return __atomic_load_n(&mh_g.status, __ATOMIC_RELAXED);
-}
-
 /* Read a small sysfs file into buf (NUL terminated).  Returns its length or
  * -1.  Raw syscalls: the shim interposes read. */
 static ssize_t mh_sysfs_read(const char *path, char *buf, size_t cap)

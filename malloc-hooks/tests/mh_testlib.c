@@ -75,39 +75,20 @@ API int zcsock_is_active(void)
 
 API int zcsock_stat_get(const char *name, uint64_t *v)
 {
-    static const char *const alloc[] = { "placed_allocs", "placed_bytes", "pool_hits",
-                                         "pool_bytes", "arena_fallbacks", "boot_bytes" };
-    mh_stats_t st;
+    int rc;
 
     if (!name || !v) {
         errno = EINVAL;
         return -1;
     }
-    mh_stats_get(&st);
     if (!strcmp(name, "mh.test.cb_calls")) {
         *v = __atomic_load_n(&t_cb_calls, __ATOMIC_RELAXED);
         return 0;
     }
-    if (!strcmp(name, "mh.status")) {
-        *v = mh_status(NULL);
-        return 0;
+    rc = mh_stat_lookup(name, v);
+    if (rc) {
+        errno = -rc;
+        return -1;
     }
-    if (!strncmp(name, "mh.events.", 10)) {
-        for (int i = 0; i < MH_EV_KINDS; i++)
-            if (!strcmp(name + 10, mh_event_names[i])) {
-                *v = st.events[i];
-                return 0;
-            }
-    }
-    if (!strncmp(name, "mh.alloc.", 9)) {
-        const uint64_t *f = &st.placed_allocs;
-
-        for (int i = 0; i < 6; i++)
-            if (!strcmp(name + 9, alloc[i])) {
-                *v = f[i];
-                return 0;
-            }
-    }
-    errno = ENOENT;
-    return -1;
+    return 0;
 }

@@ -138,6 +138,15 @@ static void t_counts_every_event(void **state)
     for (unsigned k = 0; k < MH_EV_KINDS; k++)
         assert_int_equal(st.events[k], k + 1);
     assert_string_equal(mh_event_names[0], "unmap");
+    {
+        uint64_t v = 0;
+
+        assert_int_equal(mh_stat_lookup("mh.events.brk", &v), 0);
+        assert_int_equal(v, 6);
+        assert_int_equal(mh_stat_lookup("mh.alloc.pool_hits", &v), 0);
+        assert_int_equal(mh_stat_lookup("mh.events.nope", &v), -ENOENT);
+        assert_int_equal(mh_stat_lookup("calls.send", &v), -ENOENT);
+    }
     assert_string_equal(mh_event_names[MH_EV_KINDS - 1], "block");
 }
 
