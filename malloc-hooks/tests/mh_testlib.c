@@ -61,8 +61,8 @@ __attribute__((constructor)) static void t_mh_ctor(void)
     p.alloc_min = t_env_size("ZCSOCK_ALLOC_MIN", 0);
     p.huge_min = t_env_size("ZCSOCK_ALLOC_HUGE_MIN", 0);
     t_ready = mh_init(&p) == 0;
-    /* a listener for every kind, as pindown-cache will be, so the
-     * counters count (free chunks are inspected only when watched) */
+    /* a listener for every kind, as pindown-cache will be, so dispatch
+     * runs its full path in every test */
     mh_event_subscribe(MH_EV_ALL, t_noop_cb, NULL);
     if (t_env_size("MH_TEST_ALLOC_IN_CB", 0))
         mh_event_subscribe(MH_EV_ALL, t_alloc_cb, NULL);
