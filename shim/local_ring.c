@@ -1,0 +1,783 @@
+/* The shared-memory channel of the local path (see local_ring.h for the
+ * layout, the trust model and the contracts).
+ *
+ * Memory ordering, and why a wake-up cannot be lost
+ * -------------------------------------------------
+ * Data: the producer copies the payload and the record header into the ring,
+ * then stores head with release semantics; the consumer loads head with
+ * acquire semantics before it reads any record below it.  Space: the
+ * consumer copies out, then stores tail with release semantics; the producer
+ * loads tail with acquire semantics before it overwrites anything below
+ * tail + ring_size.
+ *
+ * Sleeping consumer (the producer's case is symmetric with tail and
+ * prod_waiting):
+ *
+ *   consumer (rx_wait_prepare)          producer (after publishing)
+ *   C1 store cons_waiting = 1           P1 store head = h' (release)
+ *   C2 fence seq_cst                    P2 fence seq_cst
+ *   C3 load head                        P3 load cons_waiting
+ *      == tail: sleep on the socket        == 1 and xchg(cons_waiting, 0) == 1:
+ *                                            send a doorbell
+ *
+ * This is the store-buffering pattern with a seq_cst fence between each
+ * side's store and load.  The two fences are totally ordered.  If C2 comes
+ * first, C1 precedes P3 in that order and P3 reads 1 (or a later value, 0
+ * only when the consumer itself withdrew, i.e. it is not asleep).  If P2
+ * comes first, P1 is visible to C3, which reads h' and does not sleep.  So
+ * "consumer sleeps on an old head" and "producer saw no waiter" cannot both
+ * happen.  The xchg makes exactly one party own a given announcement: either
+ * the producer (who then sends exactly one doorbell) or the consumer
+ * withdrawing it (rx_wait_cancel / a non-sleeping prepare), so one sleep costs
+ * at most one doorbell byte and a sleeper is always woken.  A stale doorbell
+ * byte (announcement claimed by the producer after the consumer found data
+ * anyway) only causes one spurious wake-up, after which the sleeper re-checks.
+ */
+#include "local_ring.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "zc_real.h"
+
+#define LR_ALIGN        8u
+#define LR_REC_HDR      8u
+#define LR_BYTES_CAP    (1ULL << 40)    /* sanity bound of bytes_head - bytes_tail */
+#define LR_DESC_SIZE    16u
+
+#define LR_LOAD(p)          __atomic_load_n((p), __ATOMIC_RELAXED)
+#define LR_LOAD_ACQ(p)      __atomic_load_n((p), __ATOMIC_ACQUIRE)
+#define LR_STORE(p, v)      __atomic_store_n((p), (v), __ATOMIC_RELAXED)
+#define LR_STORE_REL(p, v)  __atomic_store_n((p), (v), __ATOMIC_RELEASE)
+#define LR_XCHG(p, v)       __atomic_exchange_n((p), (v), __ATOMIC_SEQ_CST)
+#define LR_FENCE()          __atomic_thread_fence(__ATOMIC_SEQ_CST)
+#define LR_STAT(ch, field, v) \
+    LR_STORE(&(ch)->stats.field, LR_LOAD(&(ch)->stats.field) + (v))
+
+static inline uint64_t lr_round8(uint64_t x)
+{
+    return (x + LR_ALIGN - 1) & ~(uint64_t)(LR_ALIGN - 1);
+}
+
+static inline int lr_pow2(uint64_t x)
+{
+    return x && !(x & (x - 1));
+}
+
+/* --- real system calls (zc_real when resolved; raw syscalls otherwise, so
+ * the module also works outside the library, e.g. in the fuzz target) --- */
+
+static void *lr_mmap(size_t len, int fd)
+{
+    if (zc_real.mmap)
+        return zc_real.mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    return (void *)syscall(SYS_mmap, NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+}
+
+static void lr_munmap(void *p, size_t len)
+{
+    if (zc_real.munmap)
+        zc_real.munmap(p, len);
+    else
+        syscall(SYS_munmap, p, len);
+}
+
+static int lr_fcntl(int fd, int cmd, long arg)
+{
+    if (zc_real.fcntl)
+        return zc_real.fcntl(fd, cmd, arg);
+    return (int)syscall(SYS_fcntl, fd, cmd, arg);
+}
+
+static void lr_close(int fd)
+{
+    if (zc_real.close)
+        zc_real.close(fd);
+    else
+        syscall(SYS_close, fd);
+}
+
+/* --- ring copies, wrap-aware; offsets are always masked with the local size */
+
+static void lr_ring_put(local_ring_t *ch, int dir, uint64_t pos, const void *src, size_t n)
+{
+    uint64_t off = pos & (ch->ring_size - 1);
+    size_t first = ch->ring_size - off;
+
+    if (first >= n) {
+        memcpy(ch->ring[dir] + off, src, n);
+    } else {
+        memcpy(ch->ring[dir] + off, src, first);
+        memcpy(ch->ring[dir], (const uint8_t *)src + first, n - first);
+    }
+}
+
+static void lr_ring_get(const local_ring_t *ch, int dir, uint64_t pos, void *dst, size_t n)
+{
+    uint64_t off = pos & (ch->ring_size - 1);
+    size_t first = ch->ring_size - off;
+
+    if (first >= n) {
+        memcpy(dst, ch->ring[dir] + off, n);
+    } else {
+        memcpy(dst, ch->ring[dir] + off, first);
+        memcpy((uint8_t *)dst + first, ch->ring[dir], n - first);
+    }
+}
+
+/* An iovec cursor: gather/scatter straight from/to the caller's iovecs. */
+typedef struct lr_iov_cur {
+    const struct iovec *iov;
+    int cnt, i;
+    size_t off;
+} lr_iov_cur_t;
+
+static int lr_cur_more(lr_iov_cur_t *c)
+{
+    while (c->i < c->cnt && c->off >= c->iov[c->i].iov_len) {
+        c->i++;
+        c->off = 0;
+    }
+    return c->i < c->cnt;
+}
+
+/* Copy up to n bytes from the iovecs into the ring at pos; returns the count. */
+static size_t lr_cur_to_ring(local_ring_t *ch, int dir, lr_iov_cur_t *c, uint64_t pos, size_t n)
+{
+    size_t done = 0;
+
+    while (done < n && lr_cur_more(c)) {
+        size_t k = c->iov[c->i].iov_len - c->off;
+
+        if (k > n - done)
+            k = n - done;
+        lr_ring_put(ch, dir, pos + done, (const uint8_t *)c->iov[c->i].iov_base + c->off, k);
+        c->off += k;
+        done += k;
+    }
+    return done;
+}
+
+/* Copy up to n bytes from the ring at pos into the iovecs; returns the count. */
+static size_t lr_ring_to_cur(local_ring_t *ch, int dir, lr_iov_cur_t *c, uint64_t pos, size_t n)
+{
+    size_t done = 0;
+
+    while (done < n && lr_cur_more(c)) {
+        size_t k = c->iov[c->i].iov_len - c->off;
+
+        if (k > n - done)
+            k = n - done;
+        lr_ring_get(ch, dir, pos + done, (uint8_t *)c->iov[c->i].iov_base + c->off, k);
+        c->off += k;
+        done += k;
+    }
+    return done;
+}
+
+static int lr_broken(local_ring_t *ch)
+{
+    if (!ch->broken) {
+        ch->broken = 1;
+        LR_STAT(ch, proto_errors, 1);
+    }
+    return -EPROTO;
+}
+
+static int lr_check(const local_ring_t *ch, int dir)
+{
+    if (!ch->hdr || (dir != LOCAL_RING_AB && dir != LOCAL_RING_BA))
+        return -EINVAL;
+    return ch->broken ? -EPROTO : 0;
+}
+
+/* --- the validating readers of shared memory --- */
+
+int local_ring_ctl_snap(local_ring_t *ch, int dir, int role, local_ring_snap_t *s)
+{
+    local_ring_ctl_t *ctl;
+    int rc = lr_check(ch, dir);
+
+    if (rc)
+        return rc;
+    ctl = &ch->hdr->ctl[dir];
+    memset(s, 0, sizeof(*s));
+    if (role == LOCAL_RING_ROLE_PROD) {
+        s->head = LR_LOAD(&ctl->head);
+        s->tail = LR_LOAD_ACQ(&ctl->tail);
+        if ((s->head & (LR_ALIGN - 1)) || s->head - s->tail > ch->ring_size)
+            return lr_broken(ch);
+        return 0;
+    }
+    /* bytes_head before head: the producer stores head, then bytes_head. */
+    s->bytes_head = LR_LOAD_ACQ(&ctl->bytes_head);
+    s->head = LR_LOAD_ACQ(&ctl->head);
+    s->tail = LR_LOAD(&ctl->tail);
+    s->rec_left = LR_LOAD(&ctl->rec_left);
+    s->bytes_tail = LR_LOAD(&ctl->bytes_tail);
+    if ((s->head & (LR_ALIGN - 1)) || s->head - s->tail > ch->ring_size)
+        return lr_broken(ch);
+    if (s->rec_left == 0 ? (s->tail & (LR_ALIGN - 1)) != 0
+                         : (s->rec_left > LOCAL_RING_CHUNK || s->rec_left > s->head - s->tail))
+        return lr_broken(ch);
+    if (s->bytes_head - s->bytes_tail > LR_BYTES_CAP)
+        return lr_broken(ch);
+    return 0;
+}
+
+static int lr_page_check(const local_ring_page_t *p, uint64_t *bytes_p)
+{
+    uint64_t len;
+
+    if (p->shift != 12 && p->shift != 21)
+        return -EINVAL;
+    if (p->npages == 0 || p->npages > (1u << 30) >> p->shift)
+        return -EINVAL;
+    len = (uint64_t)p->npages << p->shift;
+    if ((p->offset & ((1ULL << p->shift) - 1)) || p->offset > UINT64_MAX - len)
+        return -EINVAL;
+    *bytes_p += len;
+    return 0;
+}
+
+int local_ring_frame_parse(local_ring_t *ch, int dir, const local_ring_snap_t *s,
+                           uint64_t pos, local_ring_frame_t *f)
+{
+    uint64_t word, avail;
+    uint32_t tf;
+    int rc = lr_check(ch, dir);
+
+    if (rc)
+        return rc;
+    if (pos - s->tail > s->head - s->tail || (pos & (LR_ALIGN - 1)))
+        return lr_broken(ch);
+    if (pos == s->head)
+        return -EAGAIN;
+    if (s->head - pos < LR_REC_HDR)
+        return lr_broken(ch);
+    word = LR_LOAD((uint64_t *)(ch->ring[dir] + (pos & (ch->ring_size - 1))));
+    tf = (uint32_t)word;
+    f->type = tf & 0xff;
+    f->len = (uint32_t)(word >> 32);
+    f->pos = pos;
+    f->bytes = 0;
+    f->npages = 0;
+    avail = s->head - pos - LR_REC_HDR;
+    if (tf >> 8)
+        return lr_broken(ch);
+    switch (f->type) {
+    case LOCAL_RING_REC_BYTES:
+        if (f->len == 0 || f->len > LOCAL_RING_CHUNK || lr_round8(f->len) > avail)
+            return lr_broken(ch);
+        f->bytes = f->len;
+        break;
+    case LOCAL_RING_REC_EOF:
+        if (f->len != 0)
+            return lr_broken(ch);
+        break;
+    case LOCAL_RING_REC_PAGES:
+        if (f->len == 0 || f->len % LR_DESC_SIZE || f->len / LR_DESC_SIZE > LOCAL_RING_PAGES_MAX ||
+            f->len > avail)
+            return lr_broken(ch);
+        f->npages = (int)(f->len / LR_DESC_SIZE);
+        /* Copy first, then check the copies: the peer may rewrite the ring. */
+        lr_ring_get(ch, dir, pos + LR_REC_HDR, f->pages, f->len);
+        for (int i = 0; i < f->npages; i++)
+            if (lr_page_check(&f->pages[i], &f->bytes))
+                return lr_broken(ch);
+        break;
+    default:
+        return lr_broken(ch);
+    }
+    f->next = pos + LR_REC_HDR + lr_round8(f->len);
+    return 0;
+}
+
+/* --- setup --- */
+
+int local_ring_view_init(void *base, size_t map_size, int side, local_ring_t *ch)
+{
+    local_ring_hdr_t *h = base;
+    uint64_t magic, ring, total;
+    uint32_t version, hsize;
+
+    if (!base || (side != LOCAL_RING_SIDE_A && side != LOCAL_RING_SIDE_B))
+        return -EINVAL;
+    if (map_size < LOCAL_RING_HDR_SIZE + 2ULL * LOCAL_RING_SIZE_MIN)
+        return -EPROTO;
+    magic = LR_LOAD(&h->magic);
+    version = LR_LOAD(&h->version);
+    hsize = LR_LOAD(&h->hdr_size);
+    ring = LR_LOAD(&h->ring_size);
+    total = LR_LOAD(&h->total_size);
+    if (magic != LOCAL_RING_MAGIC || version != LOCAL_RING_VERSION ||
+        hsize != LOCAL_RING_HDR_SIZE || !lr_pow2(ring) || ring < LOCAL_RING_SIZE_MIN ||
+        ring > LOCAL_RING_SIZE_MAX || total != LOCAL_RING_HDR_SIZE + 2 * ring ||
+        total != map_size)
+        return -EPROTO;
+    memset(ch, 0, sizeof(*ch));
+    ch->base = base;
+    ch->map_size = map_size;
+    ch->ring_size = ring;
+    ch->hdr = h;
+    ch->ring[LOCAL_RING_AB] = ch->base + LOCAL_RING_HDR_SIZE;
+    ch->ring[LOCAL_RING_BA] = ch->base + LOCAL_RING_HDR_SIZE + ring;
+    ch->side = side;
+    return 0;
+}
+
+static void lr_side_mark(local_ring_t *ch, int state)
+{
+    LR_STORE(&ch->hdr->side_pid[ch->side], (int32_t)syscall(SYS_getpid));
+    __atomic_store_n(&ch->hdr->side_state[ch->side], (uint32_t)state, __ATOMIC_SEQ_CST);
+}
+
+int local_ring_create(size_t ring_size, local_ring_t *ch)
+{
+    local_ring_hdr_t *h;
+    size_t total;
+    void *p;
+    int fd, rc;
+
+    if (ring_size == 0)
+        ring_size = LOCAL_RING_SIZE_DEFAULT;
+    if (!lr_pow2(ring_size) || ring_size < LOCAL_RING_SIZE_MIN || ring_size > LOCAL_RING_SIZE_MAX)
+        return -EINVAL;
+    total = LOCAL_RING_HDR_SIZE + 2 * ring_size;
+    fd = (int)syscall(SYS_memfd_create, "zcsock-ring", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (fd < 0)
+        return -errno;
+    if (syscall(SYS_ftruncate, fd, (off_t)total) < 0 ||
+        lr_fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0) {
+        rc = -errno;
+        goto err_close;
+    }
+    p = lr_mmap(total, fd);
+    if (p == MAP_FAILED) {
+        rc = -errno;
+        goto err_close;
+    }
+    h = p;
+    h->magic = LOCAL_RING_MAGIC;
+    h->version = LOCAL_RING_VERSION;
+    h->hdr_size = LOCAL_RING_HDR_SIZE;
+    h->ring_size = ring_size;
+    h->total_size = total;
+    rc = local_ring_view_init(p, total, LOCAL_RING_SIDE_A, ch);
+    if (rc) {
+        lr_munmap(p, total);
+        goto err_close;
+    }
+    ch->owned = 1;
+    lr_side_mark(ch, LOCAL_RING_PEER_ATTACHED);
+    return fd;
+
+err_close:
+    lr_close(fd);
+    return rc;
+}
+
+int local_ring_attach(int memfd, local_ring_t *ch)
+{
+    struct stat st;
+    local_ring_t tmp;
+    void *p;
+    int seals, rc;
+
+    if (fstat(memfd, &st) < 0)
+        return -errno;
+    seals = lr_fcntl(memfd, F_GET_SEALS, 0);
+    if (seals < 0 || !(seals & F_SEAL_SHRINK) || !S_ISREG(st.st_mode))
+        return -EPROTO;
+    if (st.st_size < (off_t)(LOCAL_RING_HDR_SIZE + 2ULL * LOCAL_RING_SIZE_MIN) ||
+        st.st_size > (off_t)(LOCAL_RING_HDR_SIZE + 2ULL * LOCAL_RING_SIZE_MAX))
+        return -EPROTO;
+    p = lr_mmap((size_t)st.st_size, memfd);
+    if (p == MAP_FAILED)
+        return -errno;
+    rc = local_ring_view_init(p, (size_t)st.st_size, LOCAL_RING_SIDE_B, &tmp);
+    if (rc) {
+        lr_munmap(p, (size_t)st.st_size);
+        return rc;
+    }
+    tmp.owned = 1;
+    *ch = tmp;
+    lr_side_mark(ch, LOCAL_RING_PEER_ATTACHED);
+    return 0;
+}
+
+void local_ring_close(local_ring_t *ch, int last)
+{
+    if (!ch->hdr)
+        return;
+    if (last)
+        lr_side_mark(ch, LOCAL_RING_PEER_GONE);
+    if (ch->owned)
+        lr_munmap(ch->base, ch->map_size);
+    memset(ch, 0, sizeof(*ch));
+}
+
+int local_ring_peer_state(local_ring_t *ch)
+{
+    uint32_t st;
+
+    if (!ch->hdr)
+        return -EINVAL;
+    st = __atomic_load_n(&ch->hdr->side_state[!ch->side], __ATOMIC_SEQ_CST);
+    if (st > LOCAL_RING_PEER_GONE)
+        return lr_broken(ch);
+    return (int)st;
+}
+
+/* --- producer --- */
+
+/* After publishing: does the consumer sleep?  (P2/P3 of the proof above.) */
+static int lr_wake_consumer(local_ring_t *ch, int dir)
+{
+    uint32_t *w = &ch->hdr->ctl[dir].cons_waiting;
+
+    LR_FENCE();
+    if (LR_LOAD(w) && LR_XCHG(w, 0)) {
+        LR_STAT(ch, doorbells_data, 1);
+        return LOCAL_RING_F_DOORBELL;
+    }
+    return 0;
+}
+
+/* Publish one record of rec_bytes ring bytes starting at s->head. */
+static int lr_publish(local_ring_t *ch, int dir, local_ring_snap_t *s, uint32_t type,
+                      uint32_t len, uint64_t rec_bytes, uint64_t stream_bytes)
+{
+    local_ring_ctl_t *ctl = &ch->hdr->ctl[dir];
+    uint64_t word = (uint64_t)type | ((uint64_t)len << 32);
+
+    LR_STORE((uint64_t *)(ch->ring[dir] + (s->head & (ch->ring_size - 1))), word);
+    s->head += rec_bytes;
+    s->bytes_head += stream_bytes;
+    LR_STORE_REL(&ctl->head, s->head);
+    LR_STORE_REL(&ctl->bytes_head, s->bytes_head);
+    LR_STAT(ch, records_in, 1);
+    return lr_wake_consumer(ch, dir);
+}
+
+/* Free ring bytes (multiple of 8) for the producer, re-reading tail once
+ * when less than need is free. */
+static int lr_room(local_ring_t *ch, int dir, local_ring_snap_t *s, uint64_t need,
+                   uint64_t *room_p)
+{
+    uint64_t room = (ch->ring_size - (s->head - s->tail)) & ~(uint64_t)(LR_ALIGN - 1);
+
+    if (room < need) {
+        uint64_t head = s->head, bh = s->bytes_head;
+        int rc = local_ring_ctl_snap(ch, dir, LOCAL_RING_ROLE_PROD, s);
+
+        if (rc)
+            return rc;
+        if (s->head != head)        /* only we move head */
+            return lr_broken(ch);
+        s->bytes_head = bh;
+        room = (ch->ring_size - (s->head - s->tail)) & ~(uint64_t)(LR_ALIGN - 1);
+    }
+    *room_p = room;
+    return 0;
+}
+
+static int lr_prod_begin(local_ring_t *ch, int dir, local_ring_snap_t *s)
+{
+    int rc = local_ring_ctl_snap(ch, dir, LOCAL_RING_ROLE_PROD, s);
+
+    if (rc)
+        return rc;
+    s->bytes_head = LR_LOAD(&ch->hdr->ctl[dir].bytes_head);  /* ours: only added to */
+    return 0;
+}
+
+int local_ring_write(local_ring_t *ch, int dir, const struct iovec *iov, int iovcnt,
+                     size_t *done_p)
+{
+    lr_iov_cur_t cur = { iov, iovcnt, 0, 0 };
+    local_ring_snap_t s;
+    size_t done = 0;
+    int rc, flags = 0;
+
+    *done_p = 0;
+    if (iovcnt < 0 || (iovcnt > 0 && !iov))
+        return -EINVAL;
+    rc = lr_prod_begin(ch, dir, &s);
+    if (rc)
+        return rc;
+    while (lr_cur_more(&cur)) {
+        uint64_t room, n;
+
+        rc = lr_room(ch, dir, &s, 2 * LR_REC_HDR + LOCAL_RING_CHUNK, &room);
+        if (rc)
+            return rc;
+        if (room < 2 * LR_REC_HDR)
+            break;
+        n = room - LR_REC_HDR;
+        if (n > LOCAL_RING_CHUNK)
+            n = LOCAL_RING_CHUNK;
+        n = lr_cur_to_ring(ch, dir, &cur, s.head + LR_REC_HDR, n);
+        flags |= lr_publish(ch, dir, &s, LOCAL_RING_REC_BYTES, (uint32_t)n,
+                            LR_REC_HDR + lr_round8(n), n);
+        done += n;
+    }
+    if (!done && lr_cur_more(&cur))
+        LR_STAT(ch, full, 1);
+    LR_STAT(ch, bytes_in, done);
+    *done_p = done;
+    return flags;
+}
+
+int local_ring_eof_write(local_ring_t *ch, int dir)
+{
+    local_ring_snap_t s;
+    uint64_t room;
+    int rc = lr_prod_begin(ch, dir, &s);
+
+    if (rc || (rc = lr_room(ch, dir, &s, LR_REC_HDR, &room)))
+        return rc;
+    if (room < LR_REC_HDR)
+        return -EAGAIN;
+    return lr_publish(ch, dir, &s, LOCAL_RING_REC_EOF, 0, LR_REC_HDR, 0);
+}
+
+int local_ring_pages_write(local_ring_t *ch, int dir, const local_ring_page_t *pages, int n)
+{
+    local_ring_snap_t s;
+    uint64_t room, bytes = 0, need;
+    int rc;
+
+    if (n < 1 || n > LOCAL_RING_PAGES_MAX || !pages)
+        return -EINVAL;
+    for (int i = 0; i < n; i++)
+        if (lr_page_check(&pages[i], &bytes))
+            return -EINVAL;
+    need = LR_REC_HDR + (uint64_t)n * LR_DESC_SIZE;
+    rc = lr_prod_begin(ch, dir, &s);
+    if (rc || (rc = lr_room(ch, dir, &s, need, &room)))
+        return rc;
+    if (room < need)
+        return -EAGAIN;
+    lr_ring_put(ch, dir, s.head + LR_REC_HDR, pages, (size_t)n * LR_DESC_SIZE);
+    return lr_publish(ch, dir, &s, LOCAL_RING_REC_PAGES, (uint32_t)n * LR_DESC_SIZE, need, bytes);
+}
+
+int64_t local_ring_writable(local_ring_t *ch, int dir)
+{
+    local_ring_snap_t s;
+    uint64_t room, hdrs;
+    int rc = local_ring_ctl_snap(ch, dir, LOCAL_RING_ROLE_PROD, &s);
+
+    if (rc)
+        return rc;
+    room = (ch->ring_size - (s.head - s.tail)) & ~(uint64_t)(LR_ALIGN - 1);
+    /* every LOCAL_RING_CHUNK of payload costs one record header */
+    hdrs = LR_REC_HDR * (room / (LOCAL_RING_CHUNK + LR_REC_HDR) + 1);
+    return room > hdrs ? (int64_t)(room - hdrs) : 0;
+}
+
+/* --- consumer --- */
+
+/* After freeing space: does the producer sleep for this much room? */
+static int lr_wake_producer(local_ring_t *ch, int dir, uint64_t tail)
+{
+    local_ring_ctl_t *ctl = &ch->hdr->ctl[dir];
+    uint64_t want, used, room;
+
+    LR_FENCE();
+    if (!LR_LOAD(&ctl->prod_waiting))
+        return 0;
+    want = LR_LOAD(&ctl->prod_want);
+    if (want > ch->ring_size / 2)
+        want = ch->ring_size / 2;
+    used = LR_LOAD(&ctl->head) - tail;
+    room = used > ch->ring_size ? ch->ring_size : (ch->ring_size - used) & ~(uint64_t)7;
+    if (room >= lr_round8(want) + LR_REC_HDR && LR_XCHG(&ctl->prod_waiting, 0)) {
+        LR_STAT(ch, doorbells_space, 1);
+        return LOCAL_RING_F_DOORBELL;
+    }
+    return 0;
+}
+
+static int lr_cons_commit(local_ring_t *ch, int dir, uint64_t tail, uint32_t rec_left,
+                          uint64_t bytes_tail)
+{
+    local_ring_ctl_t *ctl = &ch->hdr->ctl[dir];
+
+    LR_STORE(&ctl->rec_left, rec_left);
+    LR_STORE(&ctl->bytes_tail, bytes_tail);
+    LR_STORE_REL(&ctl->tail, tail);
+    return lr_wake_producer(ch, dir, tail);
+}
+
+int local_ring_read(local_ring_t *ch, int dir, const struct iovec *iov, int iovcnt,
+                    int flags, size_t *done_p)
+{
+    lr_iov_cur_t cur = { iov, iovcnt, 0, 0 };
+    local_ring_snap_t s;
+    local_ring_frame_t f;
+    uint64_t pos, left;
+    size_t done = 0;
+    int rc, ret = 0;
+
+    *done_p = 0;
+    if (iovcnt < 0 || (iovcnt > 0 && !iov))
+        return -EINVAL;
+    rc = local_ring_ctl_snap(ch, dir, LOCAL_RING_ROLE_CONS, &s);
+    if (rc)
+        return rc;
+    pos = s.tail;
+    left = s.rec_left;
+    while (lr_cur_more(&cur)) {
+        size_t n;
+
+        if (left == 0) {
+            rc = local_ring_frame_parse(ch, dir, &s, pos, &f);
+            if (rc == -EAGAIN)
+                break;
+            if (rc)
+                return rc;
+            if (f.type != LOCAL_RING_REC_BYTES) {
+                ret |= f.type == LOCAL_RING_REC_EOF ? LOCAL_RING_F_EOF : LOCAL_RING_F_RECORD;
+                break;
+            }
+            left = f.len;
+            pos += LR_REC_HDR;
+        }
+        n = lr_ring_to_cur(ch, dir, &cur, pos, left);
+        pos += n;
+        left -= n;
+        done += n;
+        if (left == 0)
+            pos = lr_round8(pos);
+    }
+    *done_p = done;
+    if (!done && !ret)
+        LR_STAT(ch, empty, 1);
+    if (done && !(flags & LOCAL_RING_PEEK)) {
+        LR_STAT(ch, bytes_out, done);
+        ret |= lr_cons_commit(ch, dir, pos, (uint32_t)left, s.bytes_tail + done);
+    }
+    return ret;
+}
+
+int64_t local_ring_readable(local_ring_t *ch, int dir)
+{
+    local_ring_snap_t s;
+    int rc = local_ring_ctl_snap(ch, dir, LOCAL_RING_ROLE_CONS, &s);
+
+    if (rc)
+        return rc;
+    return (int64_t)(s.bytes_head - s.bytes_tail);
+}
+
+int local_ring_frame_next(local_ring_t *ch, int dir, local_ring_frame_t *f)
+{
+    local_ring_snap_t s;
+    int rc = local_ring_ctl_snap(ch, dir, LOCAL_RING_ROLE_CONS, &s);
+
+    if (rc)
+        return rc;
+    if (s.rec_left) {
+        memset(f, 0, sizeof(*f));
+        f->type = LOCAL_RING_REC_BYTES;
+        f->len = s.rec_left;
+        f->pos = s.tail;
+        f->next = lr_round8(s.tail + s.rec_left);
+        f->bytes = s.rec_left;
+        return 0;
+    }
+    return local_ring_frame_parse(ch, dir, &s, s.tail, f);
+}
+
+int local_ring_frame_consume(local_ring_t *ch, int dir, const local_ring_frame_t *f)
+{
+    local_ring_snap_t s;
+    int rc = local_ring_ctl_snap(ch, dir, LOCAL_RING_ROLE_CONS, &s);
+
+    if (rc)
+        return rc;
+    if (f->pos != s.tail || f->next - s.tail > s.head - s.tail || f->next == s.tail)
+        return -EINVAL;
+    LR_STAT(ch, bytes_out, f->bytes);
+    return lr_cons_commit(ch, dir, f->next, 0, s.bytes_tail + f->bytes);
+}
+
+/* --- waiting protocol --- */
+
+int local_ring_rx_wait_prepare(local_ring_t *ch, int dir)
+{
+    local_ring_snap_t s;
+    uint32_t *w;
+    int rc = lr_check(ch, dir);
+
+    if (rc)
+        return rc;
+    w = &ch->hdr->ctl[dir].cons_waiting;
+    LR_STORE(w, 1);                                         /* C1 */
+    LR_FENCE();                                             /* C2 */
+    rc = local_ring_ctl_snap(ch, dir, LOCAL_RING_ROLE_CONS, &s);  /* C3 */
+    if (rc)
+        return rc;
+    if (s.head != s.tail) {
+        LR_XCHG(w, 0);
+        LR_STAT(ch, wait_aborts, 1);
+        return 0;
+    }
+    LR_STAT(ch, waits, 1);
+    return 1;
+}
+
+int local_ring_rx_wait_cancel(local_ring_t *ch, int dir)
+{
+    int rc = lr_check(ch, dir);
+
+    if (rc)
+        return rc;
+    return LR_XCHG(&ch->hdr->ctl[dir].cons_waiting, 0) == 0;
+}
+
+int local_ring_tx_wait_prepare(local_ring_t *ch, int dir, size_t want)
+{
+    local_ring_ctl_t *ctl;
+    local_ring_snap_t s;
+    uint64_t room;
+    int rc = lr_check(ch, dir);
+
+    if (rc)
+        return rc;
+    ctl = &ch->hdr->ctl[dir];
+    if (want == 0)
+        want = 1;
+    if (want > ch->ring_size / 2)
+        want = ch->ring_size / 2;
+    LR_STORE(&ctl->prod_want, (uint32_t)want);
+    LR_STORE(&ctl->prod_waiting, 1);
+    LR_FENCE();
+    rc = local_ring_ctl_snap(ch, dir, LOCAL_RING_ROLE_PROD, &s);
+    if (rc)
+        return rc;
+    room = (ch->ring_size - (s.head - s.tail)) & ~(uint64_t)(LR_ALIGN - 1);
+    if (room >= lr_round8(want) + LR_REC_HDR) {
+        LR_XCHG(&ctl->prod_waiting, 0);
+        LR_STAT(ch, wait_aborts, 1);
+        return 0;
+    }
+    LR_STAT(ch, waits, 1);
+    return 1;
+}
+
+int local_ring_tx_wait_cancel(local_ring_t *ch, int dir)
+{
+    int rc = lr_check(ch, dir);
+
+    if (rc)
+        return rc;
+    return LR_XCHG(&ch->hdr->ctl[dir].prod_waiting, 0) == 0;
+}
