@@ -60,33 +60,6 @@ http {
 EOF
 }
 
-# fetch NAME "SHA.." CURL_ARGS..: one curl process; each word BODYn in the
-# arguments becomes a fifo whose bytes are hashed and compared with the n-th
-# expected sha256.  The curl pid is added to $CURL_PIDS.
-fetch() {
-  local name=$1 want=($2); shift 2
-  local d=$E2E_TMP/$E2E_MODE-$name t0 cpid rc=0 r i args=() hpids=() got ok=1 line=
-  mkdir -p "$d"
-  for ((i = 1; i <= ${#want[@]}; i++)); do
-    mkfifo "$d/body$i"
-    e2e_sha256 <"$d/body$i" >"$d/sha$i" & hpids+=($!)
-  done
-  for a in "$@"; do [[ $a == BODY[0-9] ]] && args+=("$d/body${a#BODY}") || args+=("$a"); done
-  t0=$EPOCHREALTIME
-  curl -sS -f --max-time 120 -w '%{http_code}/%{size_download} ' "${args[@]}" \
-    >"$d/info" 2>"$E2E_ART/$E2E_MODE-$name.curl.log" & cpid=$!
-  E2E_PIDS+=("$cpid")
-  e2e_wait "$cpid" 150; rc=$?
-  wait "${hpids[@]}"
-  CURL_PIDS+=" $cpid"
-  for ((i = 1; i <= ${#want[@]}; i++)); do
-    got=$(cat "$d/sha$i")
-    if [ "$got" = "${want[i-1]}" ]; then line+=" ${got:0:12}.. ok"; else line+=" ${got:0:12}.. MISMATCH (want ${want[i-1]:0:12}..)"; ok=0; fi
-  done
-  e2e_say "$name: curl exit $rc, http/bytes: $(head -c 200 "$d/info") in $(e2e_since "$t0")s, sha256$line"
-  [ $rc -eq 0 ] && [ $ok -eq 1 ]
-}
-
 run_all() {
   local d=$E2E_TMP/nginx-$E2E_MODE port fail=0 master workers rc bad
   port=$(e2e_free_port) || e2e_die "no free port"
@@ -95,12 +68,12 @@ run_all() {
   master=$E2E_LAST_PID
   e2e_wait_listen "$port" 20 || { cp "$d/logs/error.log" "$E2E_ART/$E2E_MODE-error.log"; e2e_die "nginx never listened on $port"; }
   e2e_say "nginx master pid $master on 127.0.0.1:$port"
-  CURL_PIDS=
+  E2E_CURL_PIDS=
   local base=http://127.0.0.1:$port
-  fetch sendfile "$SHA_FULL" -o BODY1 "$base/sendfile/big.bin" || fail=1
-  fetch copy+range "$SHA_FULL $SHA_RANGE" -o BODY1 "$base/copy/big.bin" --next -w "%{http_code}/%{size_download} " \
+  e2e_curl sendfile "$SHA_FULL" -o BODY1 "$base/sendfile/big.bin" || fail=1
+  e2e_curl copy+range "$SHA_FULL $SHA_RANGE" -o BODY1 "$base/copy/big.bin" --next -w "%{http_code}/%{size_download} " \
     -r "$RANGE_OFF-$((RANGE_OFF + RANGE_LEN - 1))" -o BODY2 "$base/copy/big.bin" || fail=1
-  fetch slow "$SHA_SLOW" --limit-rate 64M -r "0-$((SLOW_LEN - 1))" -o BODY1 "$base/slow/big.bin" || fail=1
+  e2e_curl slow "$SHA_SLOW" --limit-rate 64M -r "0-$((SLOW_LEN - 1))" -o BODY1 "$base/slow/big.bin" || fail=1
   workers=$(e2e_plain ps -o pid= --ppid "$master" | tr -d ' ' | tr '\n' ' ')
   e2e_stop "$master" 10; rc=$?
   [ $rc -eq 0 ] || { e2e_say "nginx exited $rc after TERM"; fail=1; }
@@ -118,7 +91,7 @@ run_all; zc=$?
 e2e_mode plain
 # curl processes by pid, plus at least one nginx worker (the workers serve
 # the requests; the master does no socket I/O after startup).
-e2e_check_active 4 $CURL_PIDS
+e2e_check_active 4 $E2E_CURL_PIDS
 wanted=0
 for w in $RUN_WORKERS; do [ -s "$E2E_STATS/stats.$w" ] && grep -qE '^calls\.[a-z0-9_]+: [1-9]' "$E2E_STATS/stats.$w" && wanted=1; done
 [ $wanted -eq 1 ] || e2e_die "no nginx worker ($RUN_WORKERS) reported calls"

@@ -16,11 +16,12 @@
 #                          and each PID given among them
 #   e2e_bg OUT CMD..       start a server in the background, output to OUT;
 #                          its pid is in $E2E_LAST_PID, stopped at exit
-#   e2e_stop PID [SECS]    TERM, then KILL after SECS (default 10); returns
-#                          the process's exit status
+#   e2e_stop PID [SECS] [SIG]  SIG (default TERM), then KILL after SECS
+#                          (default 10); returns the process's exit status
 #   e2e_wait PID SECS      wait for a child; after SECS kill it, return 124
 #   e2e_free_port          print a free TCP port on 127.0.0.1 (bind-tested)
 #   e2e_wait_listen PORT|PATH SECS   until something listens there
+#   e2e_curl NAME "SHA.." ARGS..  one curl process, bodies hashed and checked
 #   e2e_gen SEED BYTES     deterministic pseudo-random bytes on stdout
 #   e2e_sha256             sha256 of stdin, hex only
 #   e2e_say MSG            a line in the case log, prefixed with the mode
@@ -135,14 +136,14 @@ e2e_bg() {
 }
 
 e2e_stop() {
-  local pid=$1 secs=${2:-10} i rc
-  kill -TERM "$pid" 2>/dev/null
+  local pid=$1 secs=${2:-10} sig=${3:-TERM} i rc
+  kill -"$sig" "$pid" 2>/dev/null
   for ((i = 0; i < secs * 10; i++)); do
     kill -0 "$pid" 2>/dev/null || break
     e2e_nap 0.1
   done
   if kill -0 "$pid" 2>/dev/null; then
-    echo "pid $pid ignored TERM for ${secs}s, killing"
+    echo "pid $pid ignored $sig for ${secs}s, killing"
     kill -KILL "$pid" 2>/dev/null
   fi
   wait "$pid" 2>/dev/null; rc=$?
@@ -208,4 +209,34 @@ e2e_gen() {
 
 e2e_sha256() {
   openssl dgst -sha256 -r | cut -d' ' -f1
+}
+
+# e2e_curl NAME "SHA.." CURL_ARGS..: one curl process; each word BODYn in the
+# arguments becomes a fifo whose bytes are hashed and compared with the n-th
+# expected sha256.  The curl pid is added to $E2E_CURL_PIDS.
+e2e_curl() {
+  local name=$1 want=($2); shift 2
+  local d=$E2E_TMP/$E2E_MODE-$name t0 cpid rc=0 r i args=() hpids=() got ok=1 line=
+  mkdir -p "$d"
+  for ((i = 1; i <= ${#want[@]}; i++)); do
+    mkfifo "$d/body$i"
+    e2e_sha256 <"$d/body$i" >"$d/sha$i" & hpids+=($!)
+  done
+  for a in "$@"; do [[ $a == BODY[0-9] ]] && args+=("$d/body${a#BODY}") || args+=("$a"); done
+  t0=$EPOCHREALTIME
+  curl -sS -f --max-time 120 -w '%{http_code}/%{size_download} ' "${args[@]}" \
+    >"$d/info" 2>"$E2E_ART/$E2E_MODE-$name.curl.log" & cpid=$!
+  E2E_PIDS+=("$cpid")
+  e2e_wait "$cpid" 150; rc=$?
+  # curl opens its outputs lazily: release the hashers of bodies it never
+  # wrote (opening a fifo read-write does not block)
+  for ((i = 1; i <= ${#want[@]}; i++)); do : <>"$d/body$i"; done
+  [ ${#hpids[@]} -eq 0 ] || wait "${hpids[@]}"   # bare wait would wait for servers
+  E2E_CURL_PIDS+=" $cpid"
+  for ((i = 1; i <= ${#want[@]}; i++)); do
+    got=$(cat "$d/sha$i")
+    if [ "$got" = "${want[i-1]}" ]; then line+=" ${got:0:12}.. ok"; else line+=" ${got:0:12}.. MISMATCH (want ${want[i-1]:0:12}..)"; ok=0; fi
+  done
+  e2e_say "$name: curl exit $rc, http/bytes: $(head -c 200 "$d/info") in $(e2e_since "$t0")s, sha256$line"
+  [ $rc -eq 0 ] && [ $ok -eq 1 ]
 }
