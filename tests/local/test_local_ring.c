@@ -1,0 +1,579 @@
+/* Unit tests of shim/local_ring.c: setup and attach validation, wrap-around,
+ * iovec gather/scatter across the wrap, PEEK, full ring and partial writes,
+ * EOF and PAGES records, the waiting protocol, and corrupted shared state
+ * (every case must give -EPROTO, never a crash or an access outside). */
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "local_ring.h"
+
+#define AB LOCAL_RING_AB
+#define BA LOCAL_RING_BA
+
+typedef struct t_pair {
+    local_ring_t a, b;  /* the same channel seen by side A and side B */
+    int memfd;
+} t_pair_t;
+
+static void t_pair_open(t_pair_t *p, size_t size)
+{
+    p->memfd = local_ring_create(size, &p->a);
+    assert_true(p->memfd >= 0);
+    assert_int_equal(local_ring_attach(p->memfd, &p->b), 0);
+}
+
+static void t_pair_close(t_pair_t *p)
+{
+    local_ring_close(&p->b, 1);
+    local_ring_close(&p->a, 1);
+    close(p->memfd);
+}
+
+static void t_fill(uint8_t *p, size_t n, unsigned seed)
+{
+    for (size_t i = 0; i < n; i++)
+        p[i] = (uint8_t)(seed + i * 7 + (i >> 8));
+}
+
+static size_t t_write(local_ring_t *ch, int dir, const void *p, size_t n, int *flags_p)
+{
+    struct iovec v = { (void *)p, n };
+    size_t done;
+    int rc = local_ring_write(ch, dir, &v, 1, &done);
+
+    assert_true(rc >= 0);
+    if (flags_p)
+        *flags_p = rc;
+    return done;
+}
+
+static size_t t_read(local_ring_t *ch, int dir, void *p, size_t n, int flags, int *ret_p)
+{
+    struct iovec v = { p, n };
+    size_t done;
+    int rc = local_ring_read(ch, dir, &v, 1, flags, &done);
+
+    assert_true(rc >= 0);
+    if (ret_p)
+        *ret_p = rc;
+    return done;
+}
+
+static void test_create_attach(void **state)
+{
+    t_pair_t p;
+    local_ring_t x;
+    uint8_t in[100], out[100];
+
+    (void)state;
+    assert_int_equal(local_ring_create(5000, &x), -EINVAL);
+    assert_int_equal(local_ring_create(2048, &x), -EINVAL);
+    assert_int_equal(local_ring_create((size_t)LOCAL_RING_SIZE_MAX * 2, &x), -EINVAL);
+    t_pair_open(&p, 0);
+    assert_int_equal(p.a.ring_size, LOCAL_RING_SIZE_DEFAULT);
+    assert_int_equal(p.b.ring_size, LOCAL_RING_SIZE_DEFAULT);
+    assert_int_equal(local_ring_dir_tx(&p.a), AB);
+    assert_int_equal(local_ring_dir_rx(&p.b), AB);
+    assert_int_equal(fcntl(p.memfd, F_GETFD) & FD_CLOEXEC, FD_CLOEXEC);
+    assert_int_equal(local_ring_peer_state(&p.a), LOCAL_RING_PEER_ATTACHED);
+    assert_int_equal(local_ring_peer_state(&p.b), LOCAL_RING_PEER_ATTACHED);
+    /* both directions, each side's own mapping */
+    t_fill(in, sizeof(in), 1);
+    assert_int_equal(t_write(&p.a, AB, in, sizeof(in), NULL), sizeof(in));
+    assert_int_equal(local_ring_readable(&p.b, AB), sizeof(in));
+    assert_int_equal(t_read(&p.b, AB, out, sizeof(out), 0, NULL), sizeof(out));
+    assert_memory_equal(in, out, sizeof(in));
+    assert_int_equal(t_write(&p.b, BA, in, 10, NULL), 10);
+    assert_int_equal(t_read(&p.a, BA, out, sizeof(out), 0, NULL), 10);
+    assert_int_equal(p.a.stats.bytes_in, 100);
+    assert_int_equal(p.a.stats.bytes_out, 10);
+    /* the peer leaving is visible */
+    local_ring_close(&p.b, 1);
+    assert_int_equal(local_ring_peer_state(&p.a), LOCAL_RING_PEER_GONE);
+    local_ring_close(&p.a, 1);
+    close(p.memfd);
+}
+
+static int t_memfd(size_t size, int seal)
+{
+    int fd = (int)syscall(SYS_memfd_create, "t", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+
+    assert_true(fd >= 0);
+    assert_int_equal(ftruncate(fd, (off_t)size), 0);
+    if (seal)
+        assert_int_equal(fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW), 0);
+    return fd;
+}
+
+static void t_hdr_write(int fd, uint64_t magic, uint32_t version, uint64_t ring, uint64_t total)
+{
+    local_ring_hdr_t h;
+
+    memset(&h, 0, sizeof(h));
+    h.magic = magic;
+    h.version = version;
+    h.hdr_size = LOCAL_RING_HDR_SIZE;
+    h.ring_size = ring;
+    h.total_size = total;
+    assert_int_equal(pwrite(fd, &h, sizeof(h), 0), sizeof(h));
+}
+
+static void test_attach_validation(void **state)
+{
+    size_t ring = 4096, total = LOCAL_RING_HDR_SIZE + 2 * ring;
+    local_ring_t ch;
+    int fd, pfd[2];
+
+    (void)state;
+    /* a valid header but no seal: the creator could shrink it under us */
+    fd = t_memfd(total, 0);
+    t_hdr_write(fd, LOCAL_RING_MAGIC, LOCAL_RING_VERSION, ring, total);
+    assert_int_equal(local_ring_attach(fd, &ch), -EPROTO);
+    close(fd);
+    /* sealed and valid: accepted */
+    fd = t_memfd(total, 1);
+    t_hdr_write(fd, LOCAL_RING_MAGIC, LOCAL_RING_VERSION, ring, total);
+    assert_int_equal(local_ring_attach(fd, &ch), 0);
+    local_ring_close(&ch, 0);
+    /* wrong magic, version, sizes */
+    t_hdr_write(fd, LOCAL_RING_MAGIC + 1, LOCAL_RING_VERSION, ring, total);
+    assert_int_equal(local_ring_attach(fd, &ch), -EPROTO);
+    t_hdr_write(fd, LOCAL_RING_MAGIC, LOCAL_RING_VERSION + 1, ring, total);
+    assert_int_equal(local_ring_attach(fd, &ch), -EPROTO);
+    t_hdr_write(fd, LOCAL_RING_MAGIC, LOCAL_RING_VERSION, ring * 2, total);
+    assert_int_equal(local_ring_attach(fd, &ch), -EPROTO);
+    t_hdr_write(fd, LOCAL_RING_MAGIC, LOCAL_RING_VERSION, 6144, LOCAL_RING_HDR_SIZE + 12288);
+    assert_int_equal(local_ring_attach(fd, &ch), -EPROTO);
+    t_hdr_write(fd, LOCAL_RING_MAGIC, LOCAL_RING_VERSION, ring, total + 4096);
+    assert_int_equal(local_ring_attach(fd, &ch), -EPROTO);
+    t_hdr_write(fd, LOCAL_RING_MAGIC, LOCAL_RING_VERSION, 1ULL << 62, total);
+    assert_int_equal(local_ring_attach(fd, &ch), -EPROTO);
+    close(fd);
+    /* header claims more than the file holds */
+    fd = t_memfd(total, 1);
+    t_hdr_write(fd, LOCAL_RING_MAGIC, LOCAL_RING_VERSION, 8192, LOCAL_RING_HDR_SIZE + 16384);
+    assert_int_equal(local_ring_attach(fd, &ch), -EPROTO);
+    close(fd);
+    /* too small to hold anything, not a regular file, not a descriptor */
+    fd = t_memfd(4096, 1);
+    assert_int_equal(local_ring_attach(fd, &ch), -EPROTO);
+    close(fd);
+    assert_int_equal(pipe(pfd), 0);
+    assert_int_equal(local_ring_attach(pfd[0], &ch), -EPROTO);
+    close(pfd[0]);
+    close(pfd[1]);
+    assert_int_equal(local_ring_attach(-1, &ch), -EBADF);
+}
+
+/* Many writes and reads of awkward sizes through a 4 KiB ring. */
+static void test_wrap_around(void **state)
+{
+    static uint8_t src[1 << 16], dst[1 << 16];
+    t_pair_t p;
+    size_t sent = 0, got = 0;
+
+    (void)state;
+    t_fill(src, sizeof(src), 3);
+    t_pair_open(&p, 4096);
+    for (int round = 0; got < sizeof(src) && round < 100000; round++) {
+        size_t w = 1 + (size_t)(round * 37 % 1500), r = 1 + (size_t)(round * 53 % 1900);
+
+        if (w > sizeof(src) - sent)
+            w = sizeof(src) - sent;
+        sent += t_write(&p.a, AB, src + sent, w, NULL);
+        if (r > sizeof(dst) - got)
+            r = sizeof(dst) - got;
+        got += t_read(&p.b, AB, dst + got, r, 0, NULL);
+    }
+    assert_int_equal(got, sizeof(src));
+    assert_memory_equal(src, dst, sizeof(src));
+    assert_true(p.a.hdr->ctl[AB].head > 10 * 4096);
+    assert_int_equal(local_ring_readable(&p.b, AB), 0);
+    t_pair_close(&p);
+}
+
+/* A gather write and a scatter read that both straddle the end of the ring. */
+static void test_iov_across_wrap(void **state)
+{
+    uint8_t src[3000], dst[3000], pad[4096];
+    struct iovec w[4], r[5];
+    t_pair_t p;
+    size_t done;
+    int rc;
+
+    (void)state;
+    t_fill(src, sizeof(src), 9);
+    t_pair_open(&p, 4096);
+    /* move head and tail to 4096 - 24 */
+    assert_int_equal(t_write(&p.a, AB, pad, 4096 - 32, NULL), 4096 - 32);
+    assert_int_equal(t_read(&p.b, AB, pad, sizeof(pad), 0, NULL), 4096 - 32);
+    assert_int_equal(p.b.hdr->ctl[AB].tail, 4096 - 24);
+    w[0] = (struct iovec){ src, 5 };
+    w[1] = (struct iovec){ NULL, 0 };
+    w[2] = (struct iovec){ src + 5, 40 };
+    w[3] = (struct iovec){ src + 45, 1955 };
+    rc = local_ring_write(&p.a, AB, w, 4, &done);
+    assert_true(rc >= 0);
+    assert_int_equal(done, 2000);
+    r[0] = (struct iovec){ dst, 3 };
+    r[1] = (struct iovec){ dst + 3, 20 };
+    r[2] = (struct iovec){ dst + 23, 0 };
+    r[3] = (struct iovec){ dst + 23, 1000 };
+    r[4] = (struct iovec){ dst + 1023, 2000 };
+    rc = local_ring_read(&p.b, AB, r, 5, 0, &done);
+    assert_true(rc >= 0);
+    assert_int_equal(done, 2000);
+    assert_memory_equal(src, dst, 2000);
+    /* zero iovecs and bad arguments */
+    assert_int_equal(local_ring_write(&p.a, AB, NULL, 0, &done), 0);
+    assert_int_equal(done, 0);
+    assert_int_equal(local_ring_write(&p.a, AB, NULL, 1, &done), -EINVAL);
+    assert_int_equal(local_ring_read(&p.b, AB, r, -1, 0, &done), -EINVAL);
+    assert_int_equal(local_ring_write(&p.a, 2, w, 1, &done), -EINVAL);
+    t_pair_close(&p);
+}
+
+static void test_peek(void **state)
+{
+    uint8_t src[300], dst[300], pk[300];
+    t_pair_t p;
+
+    (void)state;
+    t_fill(src, sizeof(src), 5);
+    t_pair_open(&p, 4096);
+    t_write(&p.a, AB, src, 100, NULL);
+    t_write(&p.a, AB, src + 100, 200, NULL);       /* two records */
+    assert_int_equal(t_read(&p.b, AB, pk, 50, LOCAL_RING_PEEK, NULL), 50);
+    assert_memory_equal(pk, src, 50);
+    assert_int_equal(local_ring_readable(&p.b, AB), 300);
+    assert_int_equal(t_read(&p.b, AB, dst, 30, 0, NULL), 30);   /* inside record 1 */
+    assert_int_equal(local_ring_readable(&p.b, AB), 270);
+    /* a peek from inside a record, across into the next one */
+    assert_int_equal(t_read(&p.b, AB, pk, 300, LOCAL_RING_PEEK, NULL), 270);
+    assert_memory_equal(pk, src + 30, 270);
+    assert_int_equal(t_read(&p.b, AB, pk, 100, LOCAL_RING_PEEK, NULL), 100);
+    assert_memory_equal(pk, src + 30, 100);
+    assert_int_equal(t_read(&p.b, AB, dst + 30, 300, 0, NULL), 270);
+    assert_memory_equal(dst, src, 300);
+    assert_int_equal(t_read(&p.b, AB, pk, 10, LOCAL_RING_PEEK, NULL), 0);
+    t_pair_close(&p);
+}
+
+static void test_full_partial(void **state)
+{
+    static uint8_t src[3 << 20], dst[3 << 20];
+    t_pair_t p;
+    int flags;
+
+    (void)state;
+    t_fill(src, sizeof(src), 11);
+    t_pair_open(&p, 4096);
+    assert_int_equal(local_ring_writable(&p.a, AB), 4096 - 8);
+    assert_int_equal(t_write(&p.a, AB, src, 10000, NULL), 4096 - 8);
+    assert_int_equal(local_ring_writable(&p.a, AB), 0);
+    assert_int_equal(t_write(&p.a, AB, src, 10, NULL), 0);
+    assert_int_equal(p.a.stats.full, 1);
+    /* free 100 bytes mid-record: 96 of them usable, one header */
+    assert_int_equal(t_read(&p.b, AB, dst, 100, 0, NULL), 100);
+    assert_int_equal(t_write(&p.a, AB, src + 4088, 1000, NULL), 96);
+    assert_int_equal(t_read(&p.b, AB, dst + 100, 10000, 0, NULL), 4088 - 100 + 96);
+    assert_memory_equal(src, dst, 4088 + 96);
+    t_pair_close(&p);
+    /* a big write is cut into LOCAL_RING_CHUNK records, read back in one go */
+    t_pair_open(&p, 4u << 20);
+    assert_int_equal(t_write(&p.a, AB, src, sizeof(src), &flags), sizeof(src));
+    assert_int_equal(p.a.stats.records_in, (sizeof(src) + LOCAL_RING_CHUNK - 1) / LOCAL_RING_CHUNK);
+    assert_int_equal(local_ring_readable(&p.b, AB), sizeof(src));
+    assert_true(local_ring_writable(&p.a, AB) > (1 << 20) - 1024);
+    assert_int_equal(t_read(&p.b, AB, dst, sizeof(dst), 0, NULL), sizeof(src));
+    assert_memory_equal(src, dst, sizeof(src));
+    t_pair_close(&p);
+}
+
+static void test_eof(void **state)
+{
+    uint8_t buf[64];
+    t_pair_t p;
+    int ret;
+
+    (void)state;
+    t_pair_open(&p, 4096);
+    t_write(&p.a, AB, "hello", 5, NULL);
+    assert_true(local_ring_eof_write(&p.a, AB) >= 0);
+    assert_int_equal(t_read(&p.b, AB, buf, 3, 0, &ret), 3);
+    assert_int_equal(ret & LOCAL_RING_F_EOF, 0);
+    assert_int_equal(t_read(&p.b, AB, buf, sizeof(buf), 0, &ret), 2);
+    assert_true(ret & LOCAL_RING_F_EOF);
+    for (int i = 0; i < 2; i++) {   /* EOF is sticky */
+        assert_int_equal(t_read(&p.b, AB, buf, sizeof(buf), 0, &ret), 0);
+        assert_true(ret & LOCAL_RING_F_EOF);
+    }
+    assert_int_equal(local_ring_readable(&p.b, AB), 0);
+    assert_int_equal(local_ring_rx_wait_prepare(&p.b, AB), 0);   /* EOF: do not sleep */
+    /* no room for an EOF record */
+    t_write(&p.a, BA, buf, 5000, NULL);
+    assert_int_equal(local_ring_eof_write(&p.a, BA), -EAGAIN);
+    t_pair_close(&p);
+}
+
+static void test_pages(void **state)
+{
+    local_ring_page_t pg[2] = { { 0x200000, 3, 1, 21 }, { 0x5000, 2, 0, 12 } }, bad;
+    local_ring_frame_t f;
+    uint8_t buf[64];
+    t_pair_t p;
+    int ret;
+
+    (void)state;
+    t_pair_open(&p, 4096);
+    t_write(&p.a, AB, "abc", 3, NULL);
+    assert_true(local_ring_pages_write(&p.a, AB, pg, 2) >= 0);
+    t_write(&p.a, AB, "de", 2, NULL);
+    assert_int_equal(local_ring_readable(&p.b, AB), 3 + 3 * (2 << 20) + 2 * 4096 + 2);
+    assert_int_equal(t_read(&p.b, AB, buf, sizeof(buf), 0, &ret), 3);
+    assert_true(ret & LOCAL_RING_F_RECORD);
+    assert_int_equal(t_read(&p.b, AB, buf, sizeof(buf), 0, &ret), 0);
+    assert_true(ret & LOCAL_RING_F_RECORD);
+    assert_int_equal(local_ring_frame_next(&p.b, AB, &f), 0);
+    assert_int_equal(f.type, LOCAL_RING_REC_PAGES);
+    assert_int_equal(f.npages, 2);
+    assert_memory_equal(f.pages, pg, sizeof(pg));
+    assert_int_equal(f.bytes, 3 * (2 << 20) + 2 * 4096);
+    f.pos += 8;
+    assert_int_equal(local_ring_frame_consume(&p.b, AB, &f), -EINVAL);
+    f.pos -= 8;
+    assert_true(local_ring_frame_consume(&p.b, AB, &f) >= 0);
+    assert_int_equal(local_ring_readable(&p.b, AB), 2);
+    assert_int_equal(t_read(&p.b, AB, buf, sizeof(buf), 0, NULL), 2);
+    assert_int_equal(local_ring_frame_next(&p.b, AB, &f), -EAGAIN);
+    /* descriptors the writer refuses */
+    bad = pg[0];
+    bad.shift = 13;
+    assert_int_equal(local_ring_pages_write(&p.a, AB, &bad, 1), -EINVAL);
+    bad = pg[1];
+    bad.offset = 0x5001;
+    assert_int_equal(local_ring_pages_write(&p.a, AB, &bad, 1), -EINVAL);
+    bad.offset = 0;
+    bad.npages = 0;
+    assert_int_equal(local_ring_pages_write(&p.a, AB, &bad, 1), -EINVAL);
+    assert_int_equal(local_ring_pages_write(&p.a, AB, pg, LOCAL_RING_PAGES_MAX + 1), -EINVAL);
+    t_pair_close(&p);
+}
+
+static void test_frame_next_mid_record(void **state)
+{
+    local_ring_frame_t f;
+    uint8_t buf[64];
+    t_pair_t p;
+
+    (void)state;
+    t_pair_open(&p, 4096);
+    t_write(&p.a, AB, "0123456789", 10, NULL);
+    assert_int_equal(t_read(&p.b, AB, buf, 4, 0, NULL), 4);
+    assert_int_equal(local_ring_frame_next(&p.b, AB, &f), 0);
+    assert_int_equal(f.type, LOCAL_RING_REC_BYTES);
+    assert_int_equal(f.len, 6);
+    assert_true(local_ring_frame_consume(&p.b, AB, &f) >= 0);     /* discard */
+    assert_int_equal(local_ring_readable(&p.b, AB), 0);
+    assert_int_equal(local_ring_frame_next(&p.b, AB, &f), -EAGAIN);
+    t_pair_close(&p);
+}
+
+static void test_wait_protocol(void **state)
+{
+    uint8_t buf[4096];
+    t_pair_t p;
+    int flags;
+
+    (void)state;
+    t_pair_open(&p, 4096);
+    /* consumer sleeps, producer's publish claims the announcement */
+    assert_int_equal(local_ring_rx_wait_prepare(&p.b, AB), 1);
+    assert_int_equal(p.b.stats.waits, 1);
+    t_write(&p.a, AB, "x", 1, &flags);
+    assert_true(flags & LOCAL_RING_F_DOORBELL);
+    t_write(&p.a, AB, "y", 1, &flags);
+    assert_false(flags & LOCAL_RING_F_DOORBELL);      /* one doorbell per sleep */
+    assert_int_equal(local_ring_rx_wait_cancel(&p.b, AB), 1);
+    /* data present: prepare refuses to sleep and withdraws */
+    assert_int_equal(local_ring_rx_wait_prepare(&p.b, AB), 0);
+    t_write(&p.a, AB, "z", 1, &flags);
+    assert_false(flags & LOCAL_RING_F_DOORBELL);
+    assert_int_equal(t_read(&p.b, AB, buf, sizeof(buf), 0, &flags), 3);
+    assert_false(flags & LOCAL_RING_F_DOORBELL);
+    /* woken by something else: cancel withdraws, no doorbell owed */
+    assert_int_equal(local_ring_rx_wait_prepare(&p.b, AB), 1);
+    assert_int_equal(local_ring_rx_wait_cancel(&p.b, AB), 0);
+    t_write(&p.a, AB, "w", 1, &flags);
+    assert_false(flags & LOCAL_RING_F_DOORBELL);
+    assert_int_equal(t_read(&p.b, AB, buf, sizeof(buf), 0, NULL), 1);
+    /* producer: fill, sleep for 1000 bytes, woken only once they are free */
+    assert_int_equal(t_write(&p.a, AB, buf, sizeof(buf), NULL), 4088);
+    assert_int_equal(local_ring_tx_wait_prepare(&p.a, AB, 1000), 1);
+    assert_int_equal(t_read(&p.b, AB, buf, 500, 0, &flags), 500);
+    assert_false(flags & LOCAL_RING_F_DOORBELL);
+    assert_int_equal(t_read(&p.b, AB, buf, 600, 0, &flags), 600);
+    assert_true(flags & LOCAL_RING_F_DOORBELL);
+    assert_int_equal(p.b.stats.doorbells_space, 1);
+    assert_int_equal(local_ring_tx_wait_cancel(&p.a, AB), 1);
+    /* room already there: do not sleep */
+    assert_int_equal(local_ring_tx_wait_prepare(&p.a, AB, 100), 0);
+    /* want is capped at half the ring: an empty ring always satisfies it */
+    assert_int_equal(t_read(&p.b, AB, buf, sizeof(buf), 0, NULL), 4088 - 1100);
+    assert_int_equal(local_ring_tx_wait_prepare(&p.a, AB, 1 << 30), 0);
+    t_pair_close(&p);
+}
+
+/* --- corrupted shared state: a fresh channel, one field spoiled --- */
+
+typedef void t_spoil_func_t(t_pair_t *p);
+
+static void t_corrupt_case(t_spoil_func_t *spoil)
+{
+    uint8_t buf[8192];
+    local_ring_frame_t f;
+    t_pair_t p;
+    size_t done;
+    struct iovec v = { buf, sizeof(buf) };
+
+    t_pair_open(&p, 4096);
+    t_write(&p.a, AB, buf, 100, NULL);
+    t_write(&p.a, AB, buf, 200, NULL);
+    spoil(&p);
+    assert_int_equal(local_ring_read(&p.b, AB, &v, 1, 0, &done), -EPROTO);
+    assert_true(p.b.broken);
+    assert_int_equal(p.b.stats.proto_errors, 1);
+    /* sticky: every later call refuses */
+    assert_int_equal(local_ring_readable(&p.b, AB), -EPROTO);
+    assert_int_equal(local_ring_frame_next(&p.b, AB, &f), -EPROTO);
+    assert_int_equal(local_ring_rx_wait_prepare(&p.b, AB), -EPROTO);
+    assert_int_equal(local_ring_write(&p.b, BA, &v, 1, &done), -EPROTO);
+    t_pair_close(&p);
+}
+
+static void spoil_head_unaligned(t_pair_t *p) { p->a.hdr->ctl[AB].head += 3; }
+static void spoil_head_far(t_pair_t *p) { p->a.hdr->ctl[AB].head += 8192; }
+static void spoil_tail_ahead(t_pair_t *p) { p->a.hdr->ctl[AB].tail = p->a.hdr->ctl[AB].head + 8; }
+static void spoil_tail_unaligned(t_pair_t *p) { p->a.hdr->ctl[AB].tail = 4; }
+static void spoil_rec_left(t_pair_t *p) { p->a.hdr->ctl[AB].rec_left = 5000; }
+static void spoil_bytes(t_pair_t *p) { p->a.hdr->ctl[AB].bytes_tail = 1000; }
+static void spoil_type(t_pair_t *p) { p->a.ring[AB][0] = 9; }
+static void spoil_flags(t_pair_t *p) { p->a.ring[AB][1] = 1; }
+static void spoil_len_long(t_pair_t *p) { *(uint32_t *)(p->a.ring[AB] + 4) = 400; }
+static void spoil_len_huge(t_pair_t *p) { *(uint32_t *)(p->a.ring[AB] + 4) = 0xffffffffu; }
+static void spoil_len_zero(t_pair_t *p) { *(uint32_t *)(p->a.ring[AB] + 4) = 0; }
+static void spoil_eof_len(t_pair_t *p)
+{
+    *(uint64_t *)p->a.ring[AB] = LOCAL_RING_REC_EOF | (8ULL << 32);
+}
+static void spoil_pages_bad(t_pair_t *p)
+{
+    /* a PAGES record whose descriptor has an unaligned offset */
+    local_ring_page_t d = { 0x1001, 1, 0, 12 };
+
+    *(uint64_t *)p->a.ring[AB] = LOCAL_RING_REC_PAGES | (16ULL << 32);
+    memcpy(p->a.ring[AB] + 8, &d, sizeof(d));
+}
+static void spoil_pages_count(t_pair_t *p)
+{
+    *(uint64_t *)p->a.ring[AB] = LOCAL_RING_REC_PAGES | (24ULL << 32);
+}
+
+static void test_corrupt(void **state)
+{
+    t_spoil_func_t *cases[] = {
+        spoil_head_unaligned, spoil_head_far, spoil_tail_ahead, spoil_tail_unaligned,
+        spoil_rec_left, spoil_bytes, spoil_type, spoil_flags, spoil_len_long,
+        spoil_len_huge, spoil_len_zero, spoil_eof_len, spoil_pages_bad, spoil_pages_count,
+    };
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+        t_corrupt_case(cases[i]);
+}
+
+/* The producer side validates too: a consumer that claims to be ahead. */
+static void test_corrupt_producer(void **state)
+{
+    uint8_t buf[100] = { 0 };
+    t_pair_t p;
+
+    (void)state;
+    t_pair_open(&p, 4096);
+    p.b.hdr->ctl[AB].tail = 1ULL << 40;
+    {
+        struct iovec v = { buf, sizeof(buf) };
+        size_t done;
+
+        assert_int_equal(local_ring_write(&p.a, AB, &v, 1, &done), -EPROTO);
+        assert_int_equal(local_ring_writable(&p.a, AB), -EPROTO);
+        assert_int_equal(local_ring_eof_write(&p.a, AB), -EPROTO);
+    }
+    t_pair_close(&p);
+    /* header sizes rewritten after attach are ignored: the local size rules */
+    t_pair_open(&p, 4096);
+    p.a.hdr->ring_size = 1ULL << 30;
+    assert_int_equal(t_write(&p.a, AB, buf, sizeof(buf), NULL), sizeof(buf));
+    assert_int_equal(t_read(&p.b, AB, buf, sizeof(buf), 0, NULL), sizeof(buf));
+    assert_int_equal(p.b.ring_size, 4096);
+    p.a.hdr->side_state[0] = 77;
+    assert_int_equal(local_ring_peer_state(&p.b), -EPROTO);
+    t_pair_close(&p);
+}
+
+/* view_init over plain memory (the fuzz target's entry) checks like attach. */
+static void test_view_init(void **state)
+{
+    size_t total = LOCAL_RING_HDR_SIZE + 2 * 4096;
+    uint8_t *mem = aligned_alloc(4096, total);
+    local_ring_hdr_t *h = (local_ring_hdr_t *)mem;
+    local_ring_t ch;
+
+    (void)state;
+    memset(mem, 0, total);
+    assert_int_equal(local_ring_view_init(mem, total, 0, &ch), -EPROTO);
+    h->magic = LOCAL_RING_MAGIC;
+    h->version = LOCAL_RING_VERSION;
+    h->hdr_size = LOCAL_RING_HDR_SIZE;
+    h->ring_size = 4096;
+    h->total_size = total;
+    assert_int_equal(local_ring_view_init(mem, total, 0, &ch), 0);
+    assert_int_equal(ch.owned, 0);
+    assert_int_equal(local_ring_view_init(mem, total - 8, 0, &ch), -EPROTO);
+    assert_int_equal(local_ring_view_init(mem, total, 2, &ch), -EINVAL);
+    assert_int_equal(local_ring_view_init(NULL, total, 0, &ch), -EINVAL);
+    local_ring_close(&ch, 0);       /* not owned: memory stays ours */
+    free(mem);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_create_attach),
+        cmocka_unit_test(test_attach_validation),
+        cmocka_unit_test(test_wrap_around),
+        cmocka_unit_test(test_iov_across_wrap),
+        cmocka_unit_test(test_peek),
+        cmocka_unit_test(test_full_partial),
+        cmocka_unit_test(test_eof),
+        cmocka_unit_test(test_pages),
+        cmocka_unit_test(test_frame_next_mid_record),
+        cmocka_unit_test(test_wait_protocol),
+        cmocka_unit_test(test_corrupt),
+        cmocka_unit_test(test_corrupt_producer),
+        cmocka_unit_test(test_view_init),
+    };
+
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
