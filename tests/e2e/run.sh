@@ -17,6 +17,6 @@ t_begin e2e
 for c in "${CASES[@]}"; do
   t_run "$c" "${TEST_TIMEOUT:-300}" tests/e2e/case_$c.sh
   # the one-line result of the case, from its log
-  grep -E '^[A-Za-z_+ ]+: without ' "$ZC_BUILD/test-logs/e2e/$c.log" | tail -n 1 | sed 's/^/       /'
+  grep -E '^[A-Za-z_.+ ]+: without ' "$ZC_BUILD/test-logs/e2e/$c.log" | tail -n 1 | sed 's/^/       /'
 done
 t_end
