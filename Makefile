@@ -65,6 +65,9 @@ CLEAN     :=
 
 all: lib
 
+# malloc-hooks is always linked in (shim/shim_mem.c wires it to the cache).
+MH ?= 1
+
 include shim/module.mk
 -include malloc-hooks/module.mk
 -include pindown-cache/module.mk

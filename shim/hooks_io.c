@@ -258,6 +258,11 @@ SHIM_EXPORT ssize_t readv(int fd, const struct iovec *iov, int iovcnt)
     return n;
 }
 
+ssize_t __recv_chk(int fd, void *buf, size_t len, size_t buflen, int flags);
+ssize_t __recvfrom_chk(int fd, void *buf, size_t len, size_t buflen, int flags,
+                       struct sockaddr *from, socklen_t *fromlen);
+ssize_t __read_chk(int fd, void *buf, size_t len, size_t buflen);
+
 /* --- fortify variants: glibc checks the length, then calls its internal
  * copy of the plain function, which our hook would never see.  We let the
  * real variant do the check and the call on the copy path. ------------ */

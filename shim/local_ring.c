@@ -214,9 +214,12 @@ int local_ring_ctl_snap(local_ring_t *ch, int dir, int role, local_ring_snap_t *
             return lr_broken(ch);
         return 0;
     }
-    /* bytes_head before head: the producer stores head, then bytes_head. */
-    s->bytes_head = LR_LOAD_ACQ(&ctl->bytes_head);
+    /* head before bytes_head: the producer stores bytes_head, then head
+     * (release), so bytes_head is at least what the records below head carry,
+     * and never below bytes_tail (everything consumed lay below a head this
+     * consumer acquired).  It may count one record still being published. */
     s->head = LR_LOAD_ACQ(&ctl->head);
+    s->bytes_head = LR_LOAD(&ctl->bytes_head);
     s->tail = LR_LOAD(&ctl->tail);
     s->rec_left = LR_LOAD(&ctl->rec_left);
     s->bytes_tail = LR_LOAD(&ctl->bytes_tail);
@@ -459,8 +462,8 @@ static int lr_publish(local_ring_t *ch, int dir, local_ring_snap_t *s, uint32_t 
     LR_STORE((uint64_t *)(ch->ring[dir] + (s->head & (ch->ring_size - 1))), word);
     s->head += rec_bytes;
     s->bytes_head += stream_bytes;
+    LR_STORE(&ctl->bytes_head, s->bytes_head);
     LR_STORE_REL(&ctl->head, s->head);
-    LR_STORE_REL(&ctl->bytes_head, s->bytes_head);
     LR_STAT(ch, records_in, 1);
     return lr_wake_consumer(ch, dir);
 }
@@ -674,6 +677,8 @@ int64_t local_ring_readable(local_ring_t *ch, int dir)
 
     if (rc)
         return rc;
+    if (s.head == s.tail)
+        return 0;       /* a record being published is not readable yet */
     return (int64_t)(s.bytes_head - s.bytes_tail);
 }
 

@@ -237,8 +237,10 @@ int local_ring_pages_write(local_ring_t *ch, int dir, const local_ring_page_t *p
 int local_ring_read(local_ring_t *ch, int dir, const struct iovec *iov, int iovcnt,
                     int flags, size_t *done_p);
 
-/* Stream bytes a read would return now, a lower bound (for FIONREAD/poll),
- * or -EPROTO. */
+/* Stream bytes readable now (for FIONREAD/poll), or -EPROTO.  Exact when
+ * the ring is empty (0) and when the producer is not in the middle of
+ * publishing; while it is, the count may include the record it is publishing
+ * (a window of two stores). */
 int64_t local_ring_readable(local_ring_t *ch, int dir);
 
 /* Bytes of payload a write could store now in one record chain (for POLLOUT),
@@ -271,10 +273,9 @@ int local_ring_tx_wait_cancel(local_ring_t *ch, int dir);
  * ctl_snap loads direction dir's control words once each and checks them
  * against the local ring size: as the producer (role LOCAL_RING_ROLE_PROD)
  * head and tail only, as the consumer (LOCAL_RING_ROLE_CONS) every field, in
- * an order that makes bytes_head - bytes_tail a lower bound of what the
- * records in [tail, head) carry.  frame_parse reads the record at pos (which
- * must lie in [s->tail, s->head)) into *f, checking type, length and
- * descriptors.  Both return 0, -EAGAIN (frame_parse: pos == head) or -EPROTO
+ * an order that keeps bytes_head - bytes_tail >= 0 for an honest peer.
+ * frame_parse reads the record at pos (which must lie in [s->tail, s->head])
+ * into *f, copying it out before checking type, length and descriptors.  Both return 0, -EAGAIN (frame_parse: pos == head) or -EPROTO
  * and mark the channel broken on a violation. */
 int local_ring_ctl_snap(local_ring_t *ch, int dir, int role, local_ring_snap_t *s);
 int local_ring_frame_parse(local_ring_t *ch, int dir, const local_ring_snap_t *s,

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "shim_int.h"
+#include "shim_mem.h"
 #include "zc_config.h"
 #include "zc_log.h"
 #include "zcsock.h"
@@ -42,6 +43,7 @@ static void shim_report(const char *when)
     if (!zc_config.stats || (zc_config.stats == 1 && !zc_stats_any_socket_activity()))
         return;
     n = zc_stats_format(buf, sizeof(buf), when);
+    n += shim_mem_report(buf + n, sizeof(buf) - n);
     zc_log_write_raw(buf, n);
 }
 
@@ -77,6 +79,7 @@ static int shim_init_once(void)
     pthread_atfork(NULL, NULL, shim_atfork_child);
     if (zc_config.verbose)
         zc_config_visit(shim_config_print, NULL);
+    shim_mem_init();
     return 0;
 }
 

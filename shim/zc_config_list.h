@@ -15,4 +15,18 @@
     X(log_file, PATH, 0, 0, 0,                                                      \
       "append logs and reports to this file instead of stderr; %p becomes the pid") \
     X(library, PATH, 0, 0, 0,                                                       \
-      "(launcher) the libzcsock.so that zcsock run preloads")
+      "(launcher) the libzcsock.so that zcsock run preloads")                      \
+    X(alloc_placement, BOOL, 1, 0, 1,                                               \
+      "place large allocations in shareable, page-aligned memory (0: events only)") \
+    X(alloc_min, SIZE, 131072, 4096, 1ULL << 40,                                   \
+      "allocations of at least this many bytes are placed")                         \
+    X(alloc_huge_min, SIZE, 2097152, 4096, 1ULL << 40,                             \
+      "placed allocations of at least this many bytes are 2 MiB aligned")           \
+    X(pdc_max_bytes, SIZE, 268435456, 1048576, 1ULL << 44,                         \
+      "pin-down cache: most bytes kept registered (also bounded by RLIMIT_MEMLOCK)") \
+    X(pdc_max_entries, UINT, 1024, 1, 16384,                                        \
+      "pin-down cache: most registrations kept")                                    \
+    X(pdc_send_budget, SIZE, 134217728, 0, 1ULL << 44,                             \
+      "pin-down cache: most bytes referenced by sends in flight (0: unlimited)")    \
+    X(pdc_recv_budget, SIZE, 134217728, 0, 1ULL << 44,                             \
+      "pin-down cache: most bytes referenced by receives in flight (0: unlimited)")

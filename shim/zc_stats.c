@@ -50,9 +50,39 @@ static unsigned zc_stats_nsources_get(void)
     return n < ZC_STATS_SOURCES_MAX ? n : ZC_STATS_SOURCES_MAX;
 }
 
+/* Call emit for every counter of every registered source. */
+static void zc_stats_sources_visit(zc_stats_emit_func_t emit, void *ctx)
+{
+    unsigned s, n = zc_stats_nsources_get();
+
+    for (s = 0; s < n; s++) {
+        const zc_stats_source_t *src = __atomic_load_n(&zc_stats_sources[s], __ATOMIC_ACQUIRE);
+
+        if (src)
+            src->visit(src->arg, emit, ctx);
+    }
+}
+
+typedef struct zc_stats_find {
+    const char *name;
+    uint64_t value;
+    int found;
+} zc_stats_find_t;
+
+static void zc_stats_find_emit(void *ctx, const char *name, uint64_t value)
+{
+    zc_stats_find_t *f = ctx;
+
+    if (!f->found && !strcmp(name, f->name)) {
+        f->value = value;
+        f->found = 1;
+    }
+}
+
 int zc_stats_get(const char *name, uint64_t *value_p)
 {
-    unsigned i, s, n = zc_stats_nsources_get();
+    zc_stats_find_t f = { name, 0, 0 };
+    unsigned i;
 
     for (i = 0; i < ZC_STAT_COUNT; i++) {
         if (!strcmp(name, zc_stat_names[i])) {
@@ -60,17 +90,11 @@ int zc_stats_get(const char *name, uint64_t *value_p)
             return 0;
         }
     }
-    for (s = 0; s < n; s++) {
-        const zc_stats_source_t *src = __atomic_load_n(&zc_stats_sources[s], __ATOMIC_ACQUIRE);
-
-        for (i = 0; src && i < src->count; i++) {
-            if (!strcmp(name, src->names[i])) {
-                *value_p = src->get(src->arg, i);
-                return 0;
-            }
-        }
-    }
-    return -ENOENT;
+    zc_stats_sources_visit(zc_stats_find_emit, &f);
+    if (!f.found)
+        return -ENOENT;
+    *value_p = f.value;
+    return 0;
 }
 
 int zc_stats_any_socket_activity(void)
@@ -84,9 +108,23 @@ static size_t zc_stats_line(char *buf, size_t size, const char *key, uint64_t v)
     return zc_fmt(buf, size, "%s: %llu\n", key, (unsigned long long)v);
 }
 
+typedef struct zc_stats_out {
+    char *buf;
+    size_t size, len;
+} zc_stats_out_t;
+
+static void zc_stats_format_emit(void *ctx, const char *name, uint64_t value)
+{
+    zc_stats_out_t *o = ctx;
+
+    if (o->len + 1 < o->size)
+        o->len += zc_stats_line(o->buf + o->len, o->size - o->len, name, value);
+}
+
 size_t zc_stats_format(char *buf, size_t size, const char *when)
 {
-    unsigned i, s, n = zc_stats_nsources_get();
+    zc_stats_out_t o;
+    unsigned i;
     size_t len;
 
     len = zc_fmt(buf, size, "# zcsock %s stats pid=%d at=%s\n", ZCSOCK_VERSION,
@@ -98,11 +136,7 @@ size_t zc_stats_format(char *buf, size_t size, const char *when)
             continue;   /* only the call counters that moved */
         len += zc_stats_line(buf + len, size - len, zc_stat_names[i], v);
     }
-    for (s = 0; s < n; s++) {
-        const zc_stats_source_t *src = __atomic_load_n(&zc_stats_sources[s], __ATOMIC_ACQUIRE);
-
-        for (i = 0; src && i < src->count && len + 1 < size; i++)
-            len += zc_stats_line(buf + len, size - len, src->names[i], src->get(src->arg, i));
-    }
-    return len;
+    o = (zc_stats_out_t){ buf, size, len };
+    zc_stats_sources_visit(zc_stats_format_emit, &o);
+    return o.len;
 }

@@ -53,11 +53,11 @@ static inline uint64_t zc_stat_read(unsigned id)
     return __atomic_load_n(&zc_stats[id], __ATOMIC_RELAXED);
 }
 
-/* A module's counters. */
+/* A module's counters: visit(arg, emit, ctx) calls emit(ctx, key, value)
+ * once per counter, keys in full ("pdc.hits"); hook-safe, lock-free. */
+typedef void (*zc_stats_emit_func_t)(void *ctx, const char *name, uint64_t value);
 typedef struct zc_stats_source {
-    unsigned count;
-    const char *const *names;                   /* full keys, e.g. "pdc.hits" */
-    uint64_t (*get)(void *arg, unsigned idx);   /* hook-safe, lock-free */
+    void (*visit)(void *arg, zc_stats_emit_func_t emit, void *ctx);
     void *arg;
 } zc_stats_source_t;
 

@@ -4,6 +4,7 @@
 
 -include tests/preload/module.mk
 -include tests/e2e/module.mk
+-include tests/mem/module.mk
 
 # --- shim unit tests: each links the shim's objects, so the binary's own libc
 # calls run through the hooks. ---

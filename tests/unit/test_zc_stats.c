@@ -13,12 +13,16 @@
 static const char *const t_src_names[] = { "t.alpha", "t.beta" };
 static uint64_t t_src_values[2] = { 11, 0 };
 
-static uint64_t t_src_get(void *arg, unsigned idx)
+static void t_src_visit(void *arg, zc_stats_emit_func_t emit, void *ctx)
 {
-    return ((uint64_t *)arg)[idx];
+    uint64_t *v = arg;
+    unsigned i;
+
+    for (i = 0; i < 2; i++)
+        emit(ctx, t_src_names[i], v[i]);
 }
 
-static const zc_stats_source_t t_src = { 2, t_src_names, t_src_get, t_src_values };
+static const zc_stats_source_t t_src = { t_src_visit, t_src_values };
 
 static void t_add_and_get(void **state)
 {

@@ -1,0 +1,164 @@
+/* Memory subsystem wiring: malloc-hooks' events feed the pin-down cache.
+ *
+ * The shim is the only module that knows both: it passes malloc-hooks its
+ * configuration, creates the cache over the io_uring fixed-buffer backend
+ * (the ring itself is made on the first registration, by a path that needs
+ * one), subscribes the cache's invalidation to every memory event, publishes
+ * both modules' counters and the cache's top call sites, and orders their
+ * fork handlers.  When malloc-hooks cannot deliver events (another
+ * allocator, a failed self-test) the zero-copy paths must not register
+ * memory: shim_mem_cache() then returns NULL. */
+#include <errno.h>
+#include <pthread.h>
+#include <string.h>
+
+#include "mh.h"
+#include "pdc.h"
+#include "shim_mem.h"
+#include "zc_config.h"
+#include "zc_log.h"
+#include "zc_pool.h"
+#include "zc_stats.h"
+
+static pdc_t *shim_pdc;             /* NULL: no cache (events unavailable) */
+static pdc_uring_t *shim_uring;
+static pdc_ops_t shim_uring_ops;
+
+static void shim_mem_on_event(unsigned kind, void *addr, size_t len, void *arg)
+{
+    (void)kind;
+    pdc_range_invalidate(arg, addr, len);
+}
+
+static void shim_mem_mh_visit(void *arg, zc_stats_emit_func_t emit, void *ctx)
+{
+    (void)arg;
+    mh_stat_visit(emit, ctx);
+}
+
+static void shim_mem_pdc_visit(void *arg, zc_stats_emit_func_t emit, void *ctx)
+{
+    unsigned i;
+
+    for (i = 0; i < PDC_STAT_COUNT; i++)
+        emit(ctx, pdc_stat_names[i], pdc_stats_get(arg, i));
+}
+
+static const zc_stats_source_t shim_mem_mh_source = { shim_mem_mh_visit, NULL };
+static zc_stats_source_t shim_mem_pdc_source = { shim_mem_pdc_visit, NULL };
+
+static void shim_mem_fork_prepare(void)
+{
+    pdc_fork_prepare(shim_pdc);
+    zc_pool_fork_prepare();
+}
+
+static void shim_mem_fork_parent(void)
+{
+    zc_pool_fork_parent();
+    pdc_fork_parent(shim_pdc);
+}
+
+static void shim_mem_fork_child(void)
+{
+    zc_pool_fork_child();
+    pdc_fork_child(shim_pdc);
+}
+
+/* Say once what malloc-hooks could not do, and whether events work. */
+static int shim_mem_hooks_start(void)
+{
+    mh_params_t mp = {
+        .alloc_min = zc_config.alloc_min,
+        .huge_min = zc_config.alloc_huge_min,
+        .placement = (int)zc_config.alloc_placement,
+        .no_atfork = 0,
+    };
+    const char *reason = "";
+    unsigned st;
+    int rc = mh_init(&mp);
+
+    st = mh_status(&reason);
+    if (rc)
+        zc_log(ZC_LOG_NOTICE, "memory hooks unavailable (%s): copying only", strerrordesc_np(-rc));
+    if (st & MH_ST_FOREIGN_ALLOCATOR)
+        zc_log(ZC_LOG_NOTICE, "another allocator provides malloc (%s): large-buffer "
+               "placement off, memory events only", reason);
+    if (st & MH_ST_SELFTEST_FAILED)
+        zc_log(ZC_LOG_NOTICE, "memory events are not delivered (%s): zero-copy paths off",
+               reason);
+    if (zc_config.alloc_placement && !(st & MH_ST_PLACEMENT_ACTIVE) &&
+        !(st & MH_ST_FOREIGN_ALLOCATOR))
+        zc_log(ZC_LOG_NOTICE, "large-buffer placement unavailable (%s)", reason);
+    zc_stats_source_add(&shim_mem_mh_source);
+    return !rc && (st & MH_ST_EVENTS_OK) ? 0 : -ENOSYS;
+}
+
+static int shim_mem_cache_start(void)
+{
+    pdc_params_t pp;
+    int rc;
+
+    pdc_params_default(&pp);
+    pp.max_bytes = zc_config.pdc_max_bytes;
+    pp.max_entries = (unsigned)zc_config.pdc_max_entries;
+    pp.budget[PDC_SEND] = zc_config.pdc_send_budget;
+    pp.budget[PDC_RECV] = zc_config.pdc_recv_budget;
+    pp.flags |= PDC_P_UNWIND_SITES;
+    pp.alloc = zc_pool_alloc_cb;
+    pp.free = zc_pool_free_cb;
+    rc = pdc_uring_create(pp.max_entries, 64, zc_pool_alloc_cb, zc_pool_free_cb, NULL,
+                          &shim_uring);
+    if (rc)
+        return rc;
+    pdc_uring_ops_init(shim_uring, &shim_uring_ops);
+    rc = pdc_create(&pp, &shim_uring_ops, shim_uring, &shim_pdc);
+    if (rc) {
+        pdc_uring_destroy(shim_uring);
+        shim_uring = NULL;
+        return rc;
+    }
+    rc = mh_event_subscribe(MH_EV_ALL, shim_mem_on_event, shim_pdc);
+    if (rc < 0) {
+        pdc_destroy(shim_pdc);
+        shim_pdc = NULL;
+        return rc;
+    }
+    shim_mem_pdc_source.arg = shim_pdc;
+    zc_stats_source_add(&shim_mem_pdc_source);
+    pthread_atfork(shim_mem_fork_prepare, shim_mem_fork_parent, shim_mem_fork_child);
+    return 0;
+}
+
+int shim_mem_init(void)
+{
+    int rc = shim_mem_hooks_start();
+
+    if (rc)
+        return rc;
+    rc = shim_mem_cache_start();
+    if (rc)
+        zc_log(ZC_LOG_NOTICE, "pin-down cache unavailable (%s): copying only",
+               strerrordesc_np(-rc));
+    return rc;
+}
+
+pdc_t *shim_mem_cache(void)
+{
+    return shim_pdc;
+}
+
+pdc_uring_t *shim_mem_uring(void)
+{
+    return shim_uring;
+}
+
+size_t shim_mem_report(char *buf, size_t size)
+{
+    return shim_pdc ? pdc_stats_sites_format(shim_pdc, "pdc", 5, buf, size) : 0;
+}
+
+int shim_mem_fd_is_internal(int fd)
+{
+    return mh_fd_is_internal(fd);
+}

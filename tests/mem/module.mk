@@ -1,0 +1,15 @@
+# Tier "mem": the memory subsystem wired end to end (malloc-hooks events
+# invalidating the pin-down cache), in a program linking the library's objects.
+MEM_TESTS := $(BUILD)/tests/mem/t_wiring
+
+$(BUILD)/tests/mem/%: tests/mem/%.c $(LIB_OBJS)
+	@mkdir -p $(@D)
+	$(quiet) TEST $@
+	$(Q)$(CC) $(ZC_CFLAGS) -Ishim -Ipindown-cache -Imalloc-hooks $(ZC_LDFLAGS) -o $@ $< \
+		$(LIB_OBJS) $(LIB_LIBS)
+
+test-mem: $(MEM_TESTS)
+	$(Q)$(TEST_ENV) tests/mem/run.sh $(MEM_TESTS)
+
+TEST_TIERS += mem
+.PHONY: test-mem

@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Tier "mem": each program with large-buffer placement on and off.
+. "$(dirname "$0")/../lib/harness.sh"
+t_begin mem
+for t in "$@"; do
+  n=$(basename "$t")
+  t_run "$n/placement" 120 env ZCSOCK_ALLOC_PLACEMENT=1 "$t"
+  t_run "$n/glibc-chunks" 120 env ZCSOCK_ALLOC_PLACEMENT=0 "$t"
+done
+t_end
