@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 
 #include "shim_int.h"
+#include "shim_mem.h"
 
 SHIM_EXPORT int socket(int domain, int type, int protocol)
 {
@@ -116,9 +117,20 @@ static void shim_fd_release(int fd)
     shim_fd_forget(fd);
 }
 
+/* The library's own descriptors (arena memfds) are not the application's:
+ * to it they are not open, so closing one fails like closing a closed fd. */
+static int shim_fd_is_ours(int fd)
+{
+    return shim_mem_fd_is_internal && shim_mem_fd_is_internal(fd);
+}
+
 SHIM_EXPORT int close(int fd)
 {
     SHIM_ENTER(close, -1);
+    if (shim_unlikely(shim_fd_is_ours(fd))) {
+        errno = EBADF;
+        return -1;
+    }
     shim_fd_release(fd);
     return zc_real.close(fd);
 }

@@ -43,7 +43,8 @@ static void shim_report(const char *when)
     if (!zc_config.stats || (zc_config.stats == 1 && !zc_stats_any_socket_activity()))
         return;
     n = zc_stats_format(buf, sizeof(buf), when);
-    n += shim_mem_report(buf + n, sizeof(buf) - n);
+    if (shim_mem_report)
+        n += shim_mem_report(buf + n, sizeof(buf) - n);
     zc_log_write_raw(buf, n);
 }
 
@@ -79,7 +80,8 @@ static int shim_init_once(void)
     pthread_atfork(NULL, NULL, shim_atfork_child);
     if (zc_config.verbose)
         zc_config_visit(shim_config_print, NULL);
-    shim_mem_init();
+    if (shim_mem_init)
+        shim_mem_init();
     return 0;
 }
 

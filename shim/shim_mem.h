@@ -7,21 +7,26 @@
 struct pdc;
 struct pdc_uring;
 
+/* Declared weak: the shim's unit tests link the shim without this file (and
+ * without malloc-hooks, whose allocator hooks would fight the sanitizers);
+ * callers check the function is there. */
+#define SHIM_MEM_API __attribute__((weak))
+
 /* Start malloc-hooks with the configuration, then the pin-down cache
  * subscribed to its events.  Called once from initialisation, outside any
  * hook.  Returns 0, or -errno when zero-copy registration is unavailable
  * (said once under ZCSOCK_DEBUG; the copy path is unaffected). */
-int shim_mem_init(void);
+SHIM_MEM_API int shim_mem_init(void);
 
 /* The registration cache for the wire path, or NULL when memory events are
  * unavailable.  The io_uring backend behind it (ring made on first use). */
-struct pdc *shim_mem_cache(void);
-struct pdc_uring *shim_mem_uring(void);
+SHIM_MEM_API struct pdc *shim_mem_cache(void);
+SHIM_MEM_API struct pdc_uring *shim_mem_uring(void);
 
 /* Append the cache's top call sites to a report.  Report time only. */
-size_t shim_mem_report(char *buf, size_t size);
+SHIM_MEM_API size_t shim_mem_report(char *buf, size_t size);
 
 /* 1 when fd belongs to the memory subsystem (arena memfds).  Hook-safe. */
-int shim_mem_fd_is_internal(int fd);
+SHIM_MEM_API int shim_mem_fd_is_internal(int fd);
 
 #endif
