@@ -197,8 +197,11 @@ static double run_stream(int v, size_t msg, size_t total)
         while (got < want) {
             ssize_t r = c_recv(&c, LOCAL_RING_AB, buf, msg);
 
-            if (r <= 0)
+            if (r <= 0) {
+                fprintf(stderr, "bench_ring: %s child: recv at %zu: %s\n", v_name[v], got,
+                        r ? strerror((int)-r) : "EOF");
                 _exit(2);
+            }
             got += (size_t)r;
             if (got == warm && write(sync[1], "r", 1) != 1)
                 _exit(3);

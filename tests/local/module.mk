@@ -11,10 +11,12 @@ LOCAL_UNIT := test_local_ring test_local_stream
 LOCAL_UNIT_BINS := $(LOCAL_UNIT:%=$(BUILD)/tests/local/%)
 UNIT_TESTS += $(LOCAL_UNIT_BINS)
 
-LOCAL_SHIM_OBJS = $(SHIM_SRCS:%.c=$(BUILD)/obj/%.o)
+# The shim's objects as tests/module.mk links its unit tests (SHIM_UNIT_OBJS:
+# without the memory wiring that needs malloc-hooks and the cache).
+LOCAL_SHIM_OBJS := $(or $(SHIM_UNIT_OBJS),$(filter-out %/shim_mem.o,$(SHIM_SRCS:%.c=$(BUILD)/obj/%.o)))
 
 $(BUILD)/tests/local/test_%: tests/local/test_%.c tests/local/t_ring.h shim/local_ring.h \
-		$(SHIM_SRCS:%.c=$(BUILD)/obj/%.o)
+		$(LOCAL_SHIM_OBJS)
 	@mkdir -p $(@D)
 	$(quiet) TEST $@
 	$(Q)$(CC) $(ZC_CFLAGS) -Ishim -Itests/local -Wno-missing-prototypes $(ZC_LDFLAGS) -o $@ $< \

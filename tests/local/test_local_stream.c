@@ -26,6 +26,7 @@
 #define RBUF    (2u << 20)
 
 static uint8_t *pat;                    /* 2 * PAT_LEN: contiguous windows */
+static size_t fixed;                    /* nonzero: every message and read this size */
 
 typedef struct fl64 {
     uint64_t a, b;
@@ -57,6 +58,8 @@ static uint64_t rnd(void)
 
 static size_t rnd_msg_len(void)
 {
+    if (fixed)
+        return fixed;
     switch (rnd() % 8) {
     case 0: case 1: return 1 + rnd() % 64;
     case 2: case 3: return 64 + rnd() % 8192;
@@ -69,7 +72,7 @@ static size_t rnd_msg_len(void)
 /* Split len bytes at stream offset off into 1..8 iovecs over the pattern. */
 static int iov_split(struct iovec *v, uint8_t *base_of, uint64_t off, size_t len, int map_pat)
 {
-    int cnt = 1 + (int)(rnd() % 8), n = 0;
+    int cnt = fixed ? 1 : 1 + (int)(rnd() % 8), n = 0;
     size_t done = 0;
 
     for (int i = 0; i < cnt && done < len; i++) {
@@ -84,7 +87,7 @@ static int iov_split(struct iovec *v, uint8_t *base_of, uint64_t off, size_t len
         v[n - 1].iov_len += len - done;
     }
     /* an empty iovec now and then */
-    if (n < 8 && rnd() % 4 == 0) {
+    if (n < 8 && !fixed && rnd() % 4 == 0) {
         memmove(v + 1, v, (size_t)n * sizeof(*v));
         v[0].iov_base = NULL;
         v[0].iov_len = 0;
@@ -106,8 +109,9 @@ static int produce(t_ring_end_t *e, int dir, uint64_t total, fl64_t *sum)
         if (len > total - off)
             len = (size_t)(total - off);
         n = iov_split(v, NULL, off, len, 1);
-        fl64_add(sum, pat + off % PAT_LEN, len);
-        e->spin = (msgs++ / 512) % 2 ? 100 : 0;
+        if (!fixed)     /* fixed mode: the consumer must keep up (memcmp only) */
+            fl64_add(sum, pat + off % PAT_LEN, len);
+        e->spin = fixed ? 200 : (msgs++ / 512) % 2 ? 100 : 0;
         rc = t_ring_sendv(e, dir, v, n);
         if (rc) {
             fprintf(stderr, "produce: send at %llu: %s\n", (unsigned long long)off,
@@ -138,11 +142,11 @@ static int consume(t_ring_end_t *e, int dir, uint64_t total, fl64_t *sum, uint8_
     long reads = 0;
 
     for (;;) {
-        size_t want = 1 + rnd() % (rnd() % 2 ? 256u << 10 : 4096);
-        int n = iov_split(v, buf, 0, want, 0), peek = rnd() % 16 == 0;
+        size_t want = fixed ? fixed : 1 + rnd() % (rnd() % 2 ? 256u << 10 : 4096);
+        int n = iov_split(v, buf, 0, want, 0), peek = !fixed && rnd() % 16 == 0;
         ssize_t r;
 
-        e->spin = (reads++ / 300) % 2 ? 100 : 0;
+        e->spin = fixed ? 200 : (reads++ / 300) % 2 ? 100 : 0;
         r = t_ring_recvv(e, dir, v, n, peek ? LOCAL_RING_PEEK : 0);
         if (r < 0) {
             fprintf(stderr, "consume: %s at %llu\n", strerror((int)-r), (unsigned long long)off);
@@ -161,7 +165,8 @@ static int consume(t_ring_end_t *e, int dir, uint64_t total, fl64_t *sum, uint8_
             return -1;
         }
         if (!peek) {
-            fl64_add(sum, buf, (size_t)r);
+            if (!fixed)
+                fl64_add(sum, buf, (size_t)r);
             off += (uint64_t)r;
         }
     }
@@ -223,8 +228,8 @@ static int stream_once(size_t ring_size, uint64_t total, int parent_sends)
         fprintf(stderr, "checksum mismatch\n");
         rc = -1;
     }
-    printf("ring %zu KiB, %s, %llu MiB: %s (bells %lu, sleeps %lu, peer doorbells d/s %llu/%llu)\n",
-           ring_size >> 10, parent_sends ? "A->B" : "B->A", (unsigned long long)(total >> 20),
+    printf("ring %zu KiB, %s%s, %llu MiB: %s (bells %lu, sleeps %lu, peer doorbells d/s %llu/%llu)\n",
+           ring_size >> 10, parent_sends ? "A->B" : "B->A", fixed ? " fixed 4 KiB" : "", (unsigned long long)(total >> 20),
            rc ? "FAIL" : "ok", e.bells_sent, e.sleeps,
            (unsigned long long)ch.stats.doorbells_data, (unsigned long long)ch.stats.doorbells_space);
     if (local_ring_peer_state(&ch) != LOCAL_RING_PEER_GONE) {
@@ -270,6 +275,10 @@ int main(void)
     rc |= stream_once(rings[1], total / 4, 0);
     rc |= stream_once(rings[2], total / 2, 1);
     rc |= stream_once(rings[2], total / 4, 0);
+    /* fixed 4 KiB messages and reads, spinning: a tight publish/consume
+     * interleaving, no checksum (memcmp only) so the consumer keeps up */
+    fixed = 4096;
+    rc |= stream_once(rings[2], total / 2, 1);
     printf("%s\n", rc ? "FAIL" : "PASS");
     return rc ? 1 : 0;
 }
