@@ -1,9 +1,10 @@
 # malloc-hooks/: allocator and mapping hooks (memory events, large-buffer
 # placement in memfd arenas).  See malloc-hooks/README.md.
 #
-# MH=1 links the hooks into libzcsock.so (MH=0: built and unit-tested only).
+# MH=1 (default) links the hooks into libzcsock.so; MH=0 leaves them out
+# (built and unit-tested only).
 
-MH ?= 0
+MH ?= 1
 MH_SRCS := $(wildcard malloc-hooks/mh_*.c)
 MH_OBJS := $(MH_SRCS:%.c=$(BUILD)/obj/%.o)
 MH_UNIT_OBJS := $(filter-out %/mh_alloc.o %/mh_map.o %/mh_init.o,$(MH_OBJS))
