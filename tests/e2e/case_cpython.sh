@@ -18,7 +18,7 @@ OUTCOMES=$E2E_DIR/cpython_outcomes.py
 TESTS=(test_socket test_selectors)
 IGNORE=(-i '*VSOCK*')
 [ "$QUICK" = 1 ] && IGNORE+=(-i '*Timeout*' -i '*nterrupt*' -i '*timeout*')
-LIMIT=400          # seconds for one whole run; regrtest's --timeout 90 per test
+LIMIT=200          # seconds for one whole run (about 50 here); regrtest's --timeout 90 per test
 
 # run_suite LABEL [regrtest args]: results in $E2E_ART/LABEL.{log,tsv}
 run_suite() {
@@ -47,12 +47,14 @@ run_suite with
 WITH_COUNTS=$RUN_COUNTS
 zc_pid=$RUN_PID
 e2e_mode plain
-e2e_check_active 1 "$zc_pid"
 
 e2e_plain "$PY" "$OUTCOMES" diff "$E2E_ART/plain.tsv" "$E2E_ART/with.tsv" "$E2E_ART/added.txt" >"$E2E_ART/added.log"
 n_added=$(wc -l <"$E2E_ART/added.txt")
 flaky=0
-if [ "$n_added" -gt 0 ]; then
+if [ "$n_added" -gt 50 ]; then
+  e2e_say "$n_added test(s) fail only with the library (first 30; too many to be flakiness, no rerun):"
+  head -n 30 "$E2E_ART/added.log"
+elif [ "$n_added" -gt 0 ]; then
   e2e_say "$n_added test(s) fail only with the library (first 30):"
   head -n 30 "$E2E_ART/added.log"
   # Once more without the library, only those tests: failing again there
@@ -77,5 +79,7 @@ fi
 
 short() { echo "$1" | sed -E 's/^ran ([0-9]+), ok ([0-9]+), failed ([0-9]+), errors ([0-9]+), skipped ([0-9]+), unfinished ([0-9]+).*/ran \1: \2 ok, \3 failed, \4 errors, \5 skipped, \6 unfinished/'; }
 echo "test_socket+test_selectors: without [$(short "$PLAIN_COUNTS")], with [$(short "$WITH_COUNTS")], added failures: $n_added (flaky without the library: $flaky)"
-[ "$n_added" -eq 0 ] || e2e_die "$n_added test(s) fail only with the library: $E2E_ART/added-real.txt"
+[ "$n_added" -eq 0 ] || e2e_die "$n_added test(s) fail only with the library: $E2E_ART/added.log"
+# last, as a crashed run leaves no report
+e2e_check_active 1 "$zc_pid"
 exit 0

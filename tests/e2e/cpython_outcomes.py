@@ -125,9 +125,12 @@ def cmd_parse(junit, log, out):
 
 def cmd_diff(plain, with_, out):
     p, w = read(plain), read(with_)
-    added = sorted(t for t, oc in p.items()
-                   if oc not in BAD and (w.get(t) in BAD or (oc == "ok" and t not in w)))
-    added += sorted(t for t, oc in w.items() if oc in BAD and t not in p)
+    added = [t for t, oc in p.items()
+             if oc not in BAD and (w.get(t) in BAD or (oc == "ok" and t not in w))]
+    added += [t for t, oc in w.items() if oc in BAD and t not in p]
+    # what failed first (a crash or hang shows as UNFINISHED), then the
+    # tests that never ran after it
+    added.sort(key=lambda t: (t not in w, -RANK.get(w.get(t), 0), t))
     with open(out, "w") as f:
         for t in added:
             f.write(t + "\n")
