@@ -6,8 +6,10 @@
  * the pattern stream and both ends compare a Fletcher-64 checksum; the stream
  * ends with an EOF record that must come exactly after the last byte.
  *
- * 1 GiB in total (QUICK=1 or a sanitizer build: 256 MiB), half A->B with the
- * parent sending, half B->A with the child sending.  Exit 0 pass, 1 fail. */
+ * Volume (T = 1 GiB; QUICK=1 or a sanitizer build: 256 MiB): T/16 through a
+ * 16 KiB ring, T/4 through 256 KiB (child sending), T/2 and T/4 through the
+ * default ring (both ways), then T/2 of fixed 4 KiB messages and reads.
+ * Exit 0 pass, 1 fail. */
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
