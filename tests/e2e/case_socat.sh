@@ -4,6 +4,11 @@
 # blocks) and through an AF_UNIX stream socket, once without and once with
 # the library.  The sha256 of what the sending socat reads from its stdin
 # must equal the sha256 of what the receiving socat writes to its stdout.
+# Then an echo service the way inetd would run one: a forking socat listener
+# that execs cat with the connection as cat's stdin and stdout (fork, exec
+# with the library inherited, a socket used through read/write by a program
+# that does not know it is one); 4 concurrent socat clients send 64 MiB each
+# (QUICK=1: 16 MiB) and must read back exactly what they sent.
 set -u
 . "$(dirname "$0")/lib.sh"
 e2e_setup socat
@@ -12,6 +17,8 @@ command -v openssl >/dev/null || { echo "skip: openssl not installed"; exit 77; 
 
 SIZE=$((1 << 30))
 [ "$QUICK" = 1 ] && SIZE=$((256 << 20))
+ECHO_SIZE=$((64 << 20)) ECHO_CLIENTS=4
+[ "$QUICK" = 1 ] && ECHO_SIZE=$((16 << 20))
 LIMIT=240                       # seconds for one transfer, generous
 
 # transfer NAME BLOCK LISTEN CONNECT WAITFOR: one transfer, prints one line,
@@ -46,6 +53,43 @@ transfer() {
   return $rc
 }
 
+# fork_echo: the forking listener execs cat per connection; ECHO_CLIENTS
+# concurrent clients, each checking its echo.
+fork_echo() {
+  local port lpid i t0 rc=0 r in out d=$E2E_TMP/echo-$E2E_MODE cpids=() hpids=()
+  port=$(e2e_free_port) || e2e_die "no free port"
+  mkdir -p "$d"
+  t0=$EPOCHREALTIME
+  e2e_bg "$E2E_ART/echo-$E2E_MODE.listen.log" socat \
+    "TCP4-LISTEN:$port,bind=127.0.0.1,reuseaddr,fork,backlog=16" EXEC:cat,nofork
+  lpid=$E2E_LAST_PID
+  e2e_wait_listen "$port" 20 || { echo "echo: listener never listened"; return 1; }
+  for ((i = 1; i <= ECHO_CLIENTS; i++)); do
+    mkfifo "$d/tx$i" "$d/rx$i"
+    e2e_sha256 <"$d/tx$i" >"$d/in$i.sha" & hpids+=($!)
+    e2e_sha256 <"$d/rx$i" >"$d/out$i.sha" & hpids+=($!)
+    e2e_gen "echo$i" "$ECHO_SIZE" | tee "$d/tx$i" |
+      socat -b 262144 -t 60 - "TCP4:127.0.0.1:$port" >"$d/rx$i" 2>"$E2E_ART/echo-$E2E_MODE.client$i.log" &
+    cpids+=($!)
+    E2E_PIDS+=($!)
+  done
+  for ((i = 1; i <= ECHO_CLIENTS; i++)); do
+    e2e_wait "${cpids[i-1]}" "$LIMIT"; r=$?
+    [ $r -eq 0 ] || { echo "echo: client $i exited $r"; rc=1; }
+  done
+  wait "${hpids[@]}"
+  e2e_stop "$lpid" 10
+  for ((i = 1; i <= ECHO_CLIENTS; i++)); do
+    in=$(cat "$d/in$i.sha") out=$(cat "$d/out$i.sha")
+    if [ -z "$in" ] || [ "$in" != "$out" ]; then
+      echo "echo: client $i: sha256 mismatch: sent ${in:-none}, echoed ${out:-none}"; rc=1
+    fi
+  done
+  LAST_PIDS="$lpid ${cpids[*]}"
+  e2e_say "fork+exec echo: $ECHO_CLIENTS clients x $ECHO_SIZE bytes in $(e2e_since "$t0")s $([ $rc -eq 0 ] && echo ok || echo FAILED)"
+  return $rc
+}
+
 run_all() {
   local port path fail=0 pids=
   port=$(e2e_free_port) || e2e_die "no free port"
@@ -59,6 +103,8 @@ run_all() {
   path=$E2E_TMP/unix-$E2E_MODE.sock
   transfer unix 1048576 "UNIX-LISTEN:$path" "UNIX-CONNECT:$path,retry=20,interval=0.1" "$path" || fail=1
   pids+=" $LAST_PIDS"
+  fork_echo || fail=1
+  pids+=" $LAST_PIDS"
   RUN_PIDS=$pids
   return $fail
 }
@@ -68,9 +114,9 @@ run_all; plain=$?
 e2e_mode zc
 run_all; zc=$?
 e2e_mode plain
-e2e_check_active 6 $RUN_PIDS
+e2e_check_active 11 $RUN_PIDS
 
-word() { [ "$1" -eq 0 ] && echo "3/3 ok" || echo "FAILED"; }
+word() { [ "$1" -eq 0 ] && echo "4/4 ok" || echo "FAILED"; }
 echo "socat: without $(word $plain), with $(word $zc), size $SIZE bytes, added failures: $([ $plain -eq 0 ] && [ $zc -ne 0 ] && echo yes || echo 0)"
 [ $plain -eq 0 ] || e2e_die "transfers fail even without the library"
 [ $zc -eq 0 ] || e2e_die "transfers fail with the library"
