@@ -8,7 +8,8 @@
  *
  * Volume (T = 1 GiB; QUICK=1 or a sanitizer build: 256 MiB): T/16 through a
  * 16 KiB ring, T/4 through 256 KiB (child sending), T/2 and T/4 through the
- * default ring (both ways), then T/2 of fixed 4 KiB messages and reads.
+ * default ring (both ways), then T/2 of fixed 4 KiB messages and reads, then
+ * 20000 (5000) 1-byte round trips with blocking doorbells only.
  * Exit 0 pass, 1 fail. */
 #include <signal.h>
 #include <stdint.h>
@@ -246,6 +247,60 @@ static int stream_once(size_t ring_size, uint64_t total, int parent_sends)
     return rc;
 }
 
+/* Ping-pong with blocking doorbells only (spin 0): every message is a sleep
+ * and a wake-up, so a lost wake-up hangs the test (caught by alarm). */
+static int pingpong(int iters)
+{
+    int sv[2], memfd, st, rc = 0;
+    local_ring_t ch;
+    t_ring_end_t e;
+    pid_t pid;
+
+    if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv))
+        return -1;
+    memfd = local_ring_create(4096, &ch);
+    if (memfd < 0)
+        return -1;
+    pid = fork();
+    if (pid == 0) {
+        local_ring_t cch;
+        uint8_t b;
+
+        alarm(120);
+        close(sv[0]);
+        local_ring_close(&ch, 0);
+        if (local_ring_attach(memfd, &cch))
+            _exit(3);
+        e = (t_ring_end_t){ &cch, sv[1], 0, 0, 0 };
+        for (int i = 0; i < iters; i++) {
+            if (t_ring_recv(&e, LOCAL_RING_AB, &b, 1) != 1)
+                _exit(4);
+            b++;
+            if (t_ring_send(&e, LOCAL_RING_BA, &b, 1))
+                _exit(5);
+        }
+        _exit(0);
+    }
+    close(sv[1]);
+    e = (t_ring_end_t){ &ch, sv[0], 0, 0, 0 };
+    for (int i = 0; i < iters && !rc; i++) {
+        uint8_t b = (uint8_t)i;
+
+        if (t_ring_send(&e, LOCAL_RING_AB, &b, 1) || t_ring_recv(&e, LOCAL_RING_BA, &b, 1) != 1 ||
+            b != (uint8_t)(i + 1))
+            rc = -1;
+    }
+    waitpid(pid, &st, 0);
+    if (!WIFEXITED(st) || WEXITSTATUS(st))
+        rc = -1;
+    printf("ping-pong %d round trips, blocking: %s (bells %lu, sleeps %lu)\n", iters,
+           rc ? "FAIL" : "ok", e.bells_sent, e.sleeps);
+    local_ring_close(&ch, 1);
+    close(memfd);
+    close(sv[0]);
+    return rc;
+}
+
 static int sanitized(void)
 {
 #if defined(__SANITIZE_ADDRESS__)
@@ -281,6 +336,7 @@ int main(void)
      * interleaving, no checksum (memcmp only) so the consumer keeps up */
     fixed = 4096;
     rc |= stream_once(rings[2], total / 2, 1);
+    rc |= pingpong(total > (256u << 20) ? 20000 : 5000);
     printf("%s\n", rc ? "FAIL" : "PASS");
     return rc ? 1 : 0;
 }
