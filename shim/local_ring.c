@@ -37,6 +37,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stddef.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -49,6 +50,12 @@
 #define LR_REC_HDR      8u
 #define LR_BYTES_CAP    (1ULL << 40)    /* sanity bound of bytes_head - bytes_tail */
 #define LR_DESC_SIZE    16u
+
+_Static_assert(sizeof(local_ring_hdr_t) <= LOCAL_RING_HDR_SIZE, "header page");
+_Static_assert(offsetof(local_ring_hdr_t, ctl) % 64 == 0 && sizeof(local_ring_ctl_t) == 128,
+               "control lines on their own cache lines");
+_Static_assert(sizeof(local_ring_page_t) == 16, "PAGES descriptor size");
+_Static_assert(LOCAL_RING_SIZE_MIN % 8 == 0 && LOCAL_RING_CHUNK % 8 == 0, "record alignment");
 
 #define LR_LOAD(p)          __atomic_load_n((p), __ATOMIC_RELAXED)
 #define LR_LOAD_ACQ(p)      __atomic_load_n((p), __ATOMIC_ACQUIRE)
