@@ -117,7 +117,7 @@ e2e_check_active() {
       n = 0; list = ""
       for (p in calls) if (calls[p] > 0) { n++; list = list " " p "(" calls[p] ")" }
       printf "library active in %d process(es), pid(calls):%s\n", n, list
-      for (k in bytes) if (bytes[k] > 0) printf "  %s %d\n", k, bytes[k]
+      for (k in bytes) if (bytes[k] > 0) printf "  %s %.0f\n", k, bytes[k]
       bad = n < min
       split(want, w, " ")
       for (i in w) if (!(w[i] in calls) || calls[w[i]] == 0) { printf "no report with calls from pid %s\n", w[i]; bad = 1 }
