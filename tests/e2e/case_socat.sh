@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # socat on both ends: 1 GiB (QUICK=1: 256 MiB) of deterministic pseudo-random
 # bytes through TCP on 127.0.0.1 (socat's default 8 KiB blocks, then 1 MiB
-# blocks) and through an AF_UNIX stream socket, once without and once with
-# the library.  The sha256 of what the sending socat reads from its stdin
+# blocks), through an AF_UNIX stream socket and (a quarter of the size) over
+# TCP on ::1, once without and once with the library.  The sha256 of what the sending socat reads from its stdin
 # must equal the sha256 of what the receiving socat writes to its stdout.
 # Then an echo service the way inetd would run one: a forking socat listener
 # that execs cat with the connection as cat's stdin and stdout (fork, exec
@@ -20,11 +20,15 @@ SIZE=$((1 << 30))
 ECHO_SIZE=$((64 << 20)) ECHO_CLIENTS=4
 [ "$QUICK" = 1 ] && ECHO_SIZE=$((16 << 20))
 LIMIT=240                       # seconds for one transfer, generous
+HAVE_IPV6=1
+e2e_plain "$E2E_PY" -c 'import socket; socket.socket(socket.AF_INET6).bind(("::1", 0))' 2>/dev/null || HAVE_IPV6=0
+[ "$HAVE_IPV6" = 1 ] || e2e_say "no ::1 here: the tcp6 transfer is left out"
 
-# transfer NAME BLOCK LISTEN CONNECT WAITFOR: one transfer, prints one line,
-# leaves the two hashes in $d/in.sha and $d/out.sha; returns nonzero on error.
+# transfer NAME BLOCK LISTEN CONNECT WAITFOR [SIZE]: one transfer, prints one
+# line, leaves the two hashes in $d/in.sha and $d/out.sha; returns nonzero on
+# error.
 transfer() {
-  local name=$1 blk=$2 listen=$3 connect=$4 waitfor=$5
+  local name=$1 blk=$2 listen=$3 connect=$4 waitfor=$5 size=${6:-$SIZE}
   local d=$E2E_TMP/$name-$E2E_MODE log=$E2E_ART/$name-$E2E_MODE
   local t0 rpid spid hpid ipid rc=0 r
   mkdir -p "$d"; mkfifo "$d/rx" "$d/tx"
@@ -35,7 +39,7 @@ transfer() {
   e2e_sha256 <"$d/rx" >"$d/out.sha" & hpid=$!
   e2e_wait_listen "$waitfor" 20 || { echo "$name: receiver never listened"; return 1; }
 
-  e2e_gen "$name" "$SIZE" | tee "$d/tx" |
+  e2e_gen "$name" "$size" | tee "$d/tx" |
     socat -b "$blk" -u STDIN "$connect" 2>"$log.send.log" & spid=$!
   E2E_PIDS+=("$spid")
   e2e_sha256 <"$d/tx" >"$d/in.sha" & ipid=$!
@@ -49,7 +53,7 @@ transfer() {
   if [ -z "$in" ] || [ "$in" != "$out" ]; then
     echo "$name: sha256 mismatch: sent ${in:-none}, received ${out:-none}"; rc=1
   fi
-  e2e_say "$name: $SIZE bytes in $(e2e_since "$t0")s, sha256 sent ${in:0:16}.. received ${out:0:16}.. $([ $rc -eq 0 ] && echo ok || echo FAILED)"
+  e2e_say "$name: $size bytes in $(e2e_since "$t0")s, sha256 sent ${in:0:16}.. received ${out:0:16}.. $([ $rc -eq 0 ] && echo ok || echo FAILED)"
   return $rc
 }
 
@@ -103,6 +107,12 @@ run_all() {
   path=$E2E_TMP/unix-$E2E_MODE.sock
   transfer unix 1048576 "UNIX-LISTEN:$path" "UNIX-CONNECT:$path,retry=20,interval=0.1" "$path" || fail=1
   pids+=" $LAST_PIDS"
+  if [ "$HAVE_IPV6" = 1 ]; then
+    port=$(e2e_free_port) || e2e_die "no free port"
+    transfer tcp6 1048576 "TCP6-LISTEN:$port,bind=[::1],reuseaddr" \
+      "TCP6:[::1]:$port,retry=20,interval=0.1" "$port" $((SIZE / 4)) || fail=1
+    pids+=" $LAST_PIDS"
+  fi
   fork_echo || fail=1
   pids+=" $LAST_PIDS"
   RUN_PIDS=$pids
@@ -114,9 +124,9 @@ run_all; plain=$?
 e2e_mode zc
 run_all; zc=$?
 e2e_mode plain
-e2e_check_active 11 $RUN_PIDS
+e2e_check_active $((11 + 2 * HAVE_IPV6)) $RUN_PIDS
 
-word() { [ "$1" -eq 0 ] && echo "4/4 ok" || echo "FAILED"; }
+word() { [ "$1" -eq 0 ] && echo "$((4 + HAVE_IPV6))/$((4 + HAVE_IPV6)) ok" || echo "FAILED"; }
 echo "socat: without $(word $plain), with $(word $zc), size $SIZE bytes, added failures: $([ $plain -eq 0 ] && [ $zc -ne 0 ] && echo yes || echo 0)"
 [ $plain -eq 0 ] || e2e_die "transfers fail even without the library"
 [ $zc -eq 0 ] || e2e_die "transfers fail with the library"
