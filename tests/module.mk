@@ -19,6 +19,8 @@ $(BUILD)/tests/unit/%: tests/unit/%.c $(SHIM_UNIT_OBJS)
 	$(quiet) TEST $@
 	$(Q)$(CC) $(ZC_CFLAGS) -Ishim $(ZC_LDFLAGS) -o $@ $< $(SHIM_UNIT_OBJS) -lcmocka -ldl -lpthread
 
+-include tests/local/module.mk
+
 TEST_ENV = ZC_BUILD=$(BUILD) ZC_LIB=$(abspath $(LIB)) TEST_TIMEOUT=$(TEST_TIMEOUT) QUICK=$(QUICK)
 
 UNIT_TIER ?= unit
