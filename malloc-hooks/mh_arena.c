@@ -162,7 +162,7 @@ static mh_arena_t *mh_arena_create(int huge)
     if (n >= mh_arena_slots)
         return NULL;
     if (huge && !mh_arena_tlb_used && mh_arena_cfg.hugetlb_free > 0) {
-        long pages = mh_arena_cfg.hugetlb_free < 512 ? mh_arena_cfg.hugetlb_free : 512;
+        long pages = mh_arena_cfg.hugetlb_free / 2 < 256 ? mh_arena_cfg.hugetlb_free / 2 : 256;
 
         mh_arena_tlb_used = 1;
         hugetlb = 1;

@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -135,6 +136,47 @@ static void t_huge_blocks(void **state)
     assert_int_equal(mh_arena_count(), 2);
     mh_arena_free(a, p);
     mh_arena_free(mh_arena_find(q), q);
+}
+
+static long t_free_hugepages(void)
+{
+    char buf[32] = "";
+    FILE *f = fopen("/sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages", "r");
+
+    if (!f)
+        return 0;
+    if (!fgets(buf, sizeof(buf), f))
+        buf[0] = 0;
+    fclose(f);
+    return atol(buf);
+}
+
+/* Runs only when the hugetlb pool has free pages (skipped otherwise). */
+static void t_hugetlb_block(void **state)
+{
+    mh_arena_cfg_t cfg = { 0, 0 };
+    int dirty, fd, huge = 0;
+    uint64_t off;
+    char *p;
+    mh_arena_t *a;
+
+    (void)state;
+    cfg.hugetlb_free = t_free_hugepages();
+    if (cfg.hugetlb_free < 4)
+        skip();
+    mh_arena_reset_for_test();
+    assert_int_equal(mh_arena_setup(&cfg), 0);
+    p = mh_arena_alloc(3u << 20, 1, &dirty);
+    assert_non_null(p);
+    a = mh_arena_find(p);
+    assert_true(a->hugetlb);
+    assert_true(a->size <= (size_t)cfg.hugetlb_free / 2 * MH_HUGE);
+    memset(p, 3, 3u << 20);
+    assert_int_equal(mh_region_lookup(p, 3u << 20, &fd, &off, &huge), 1);
+    assert_int_equal(huge, 1);
+    assert_int_equal(off % MH_HUGE, 0);
+    mh_arena_free(a, p);
+    mh_arena_reset_for_test();
 }
 
 static void t_region_lookup_memfd(void **state)
@@ -282,6 +324,7 @@ int main(void)
         cmocka_unit_test_setup(t_fit_reuses_larger_block, t_setup),
         cmocka_unit_test_setup(t_huge_blocks, t_setup),
         cmocka_unit_test_setup(t_region_lookup_memfd, t_setup),
+        cmocka_unit_test_setup(t_hugetlb_block, t_setup),
         cmocka_unit_test_setup(t_pool_cap_releases, t_setup),
         cmocka_unit_test_setup(t_grow_last_block_in_place, t_setup),
         cmocka_unit_test_setup(t_threads_alloc_free, t_setup),
