@@ -1,23 +1,52 @@
 #!/usr/bin/env bash
-# CPython's own test_socket and test_selectors (regrtest, one process, -v
-# and a JUnit XML), once without and once with the library.  Added failures
-# are the tests that fail with the library (FAIL, ERROR, unfinished) but did
-# not without it.  Only when there are some, those tests run once more
-# without the library: the ones that fail then too are flaky here, listed but
-# not counted.  Zero added failures required.
+# CPython's own tests (regrtest, -v and a JUnit XML), once without and once
+# with the library.  Added failures are the tests that fail with the library
+# (FAIL, ERROR, unfinished) but did not without it.  Only when there are
+# some, those tests run once more without the library: the ones that fail
+# then too are flaky here, listed but not counted.  Zero added failures.
 #
-# The VSOCK tests are left out: this VM has /dev/vsock but nothing answers,
-# so ThreadedVSOCKSocketStreamTest hangs without the library too.
-# QUICK=1 also leaves out the timeout and signal-interruption tests (about
-# half of the run time, all waiting).
+#   case_cpython.sh [socket]  test_socket and test_selectors, in one process
+#                             (case "cpython").  The VSOCK tests are left
+#                             out: this VM has /dev/vsock but nothing
+#                             answers, so they hang without the library too.
+#                             QUICK=1 also leaves out the timeout and
+#                             signal-interruption tests (half the time, all
+#                             waiting).
+#   case_cpython.sh net       socket servers and protocols of the standard
+#                             library (case "cpython_net"): test_socketserver
+#                             (forking and threading servers), asyncio's
+#                             sock_*/streams/sendfile/server/unix tests,
+#                             http.client, urllib with a local server,
+#                             xmlrpc, ftplib (with TLS), test_ssl (not with
+#                             QUICK=1).  -u network for test_socketserver;
+#                             the tests that would reach the internet are
+#                             left out.  Two regrtest workers (-j2): the run
+#                             is mostly waiting (10 s CPU in 48 s).
 set -u
 . "$(dirname "$0")/lib.sh"
-e2e_setup cpython
+SUITE=${1:-socket}
+case $SUITE in
+  socket)
+    CASE=cpython TITLE=test_socket+test_selectors
+    TESTS=(test_socket test_selectors)
+    ARGS=()
+    IGNORE=(-i '*VSOCK*')
+    [ "${QUICK:-0}" = 1 ] && IGNORE+=(-i '*Timeout*' -i '*nterrupt*' -i '*timeout*')
+    ;;
+  net)
+    CASE=cpython_net TITLE="cpython net tests"
+    TESTS=(test_socketserver test_asyncio.test_sock_lowlevel test_asyncio.test_streams
+           test_asyncio.test_sendfile test_asyncio.test_server test_asyncio.test_unix_events
+           test_httplib test_urllib2_localnet test_xmlrpc test_ftplib)
+    [ "${QUICK:-0}" = 1 ] || TESTS=(test_ssl "${TESTS[@]}")
+    ARGS=(-j2 -u network)
+    IGNORE=(-i '*networked*' -i '*NetworkedTests*')
+    ;;
+  *) echo "usage: $0 [socket|net]"; exit 2 ;;
+esac
+e2e_setup "$CASE"
 PY=$(e2e_find_python testsuite) || { echo "skip: no python3 with test.test_socket (libpython3.11-testsuite)"; exit 77; }
 OUTCOMES=$E2E_DIR/cpython_outcomes.py
-TESTS=(test_socket test_selectors)
-IGNORE=(-i '*VSOCK*')
-[ "$QUICK" = 1 ] && IGNORE+=(-i '*Timeout*' -i '*nterrupt*' -i '*timeout*')
 LIMIT=200          # seconds for one whole run (about 50 here); regrtest's --timeout 90 per test
 
 # run_suite LABEL [regrtest args]: results in $E2E_ART/LABEL.{log,tsv}
@@ -29,7 +58,7 @@ run_suite() {
   # the match file must come before the -i patterns: regrtest applies the
   # last pattern group first and lets unmatched tests run after an -i group
   "$PY" -m test -v --timeout 90 --tempdir "$E2E_TMP/tmp-$label" --junit-xml "$E2E_TMP/$label.xml" \
-    "$@" "${IGNORE[@]}" "${TESTS[@]}" >"$E2E_ART/$label.log" 2>&1 & pid=$!
+    "${ARGS[@]}" "$@" "${IGNORE[@]}" "${TESTS[@]}" >"$E2E_ART/$label.log" 2>&1 & pid=$!
   E2E_PIDS+=("$pid")
   e2e_wait "$pid" "$LIMIT"; rc=$?
   RUN_PID=$pid
@@ -78,8 +107,9 @@ elif [ "$n_added" -gt 0 ]; then
 fi
 
 short() { echo "$1" | sed -E 's/^ran ([0-9]+), ok ([0-9]+), failed ([0-9]+), errors ([0-9]+), skipped ([0-9]+), unfinished ([0-9]+).*/ran \1: \2 ok, \3 failed, \4 errors, \5 skipped, \6 unfinished/'; }
-echo "test_socket+test_selectors: without [$(short "$PLAIN_COUNTS")], with [$(short "$WITH_COUNTS")], added failures: $n_added (flaky without the library: $flaky)"
+echo "$TITLE: without [$(short "$PLAIN_COUNTS")], with [$(short "$WITH_COUNTS")], added failures: $n_added (flaky without the library: $flaky)"
 [ "$n_added" -eq 0 ] || e2e_die "$n_added test(s) fail only with the library: $E2E_ART/added.log"
-# last, as a crashed run leaves no report
-e2e_check_active 1 "$zc_pid"
+# last, as a crashed run leaves no report; with -j2 the tests run in
+# worker processes
+if [ "$SUITE" = socket ]; then e2e_check_active 1 "$zc_pid"; else e2e_check_active 2; fi
 exit 0

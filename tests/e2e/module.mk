@@ -1,4 +1,5 @@
-# End-to-end transparency tier: real programs (CPython's socket tests, socat,
+# End-to-end transparency tier: real programs (CPython's socket and network
+# tests, socat,
 # nginx + curl, an asyncio echo, python's http.server, redis) without and
 # with the library preloaded in every process.  QUICK=1 shortens it.
 # One case alone: make test-e2e E2E_CASES=socat

@@ -11,7 +11,7 @@ export ZC_BUILD ZC_LIB QUICK=${QUICK:-0}
 [ -n "$QUICK" ] || QUICK=0
 
 CASES=("$@")
-[ ${#CASES[@]} -gt 0 ] || CASES=(cpython socat nginx asyncio httpserver redis)
+[ ${#CASES[@]} -gt 0 ] || CASES=(cpython cpython_net socat nginx asyncio httpserver redis)
 
 t_begin e2e
 for c in "${CASES[@]}"; do
