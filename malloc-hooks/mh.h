@@ -111,7 +111,7 @@ void mh_fork_child(void);
 /* Is [addr, addr+len) entirely inside one placed arena?  Then 1, with the
  * arena's memfd in *memfd_p and the file offset of addr in *offset_p, and
  * *huge_p (may be NULL) 1 when the arena's pages are huge (2 MiB units).
- * 0 otherwise.  Hook-safe, lock-free, O(arenas). */
+ * 0 otherwise.  Hook-safe, lock-free, O(1). */
 int mh_region_lookup(const void *addr, size_t len, int *memfd_p,
                      uint64_t *offset_p, int *huge_p);
 

@@ -16,6 +16,7 @@
  * real allocator call being forwarded; errno is preserved on success.
  */
 #include <dlfcn.h>
+#include <link.h>
 #include <malloc.h>
 #include <stdlib.h>
 #include <errno.h>
@@ -438,21 +439,55 @@ extern __typeof__(malloc) mh_alloc_self_malloc
     __attribute__((alias("malloc"), visibility("hidden")));
 #pragma GCC diagnostic pop
 
+typedef struct mh_obj_find {
+    uintptr_t addr;
+    uintptr_t base;     /* load base of the object holding addr */
+    const char *name;
+    int found;
+} mh_obj_find_t;
+
+static int mh_obj_visit(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    mh_obj_find_t *f = arg;
+
+    (void)size;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        uintptr_t lo = info->dlpi_addr + ph->p_vaddr;
+
+        if (ph->p_type == PT_LOAD && f->addr - lo < ph->p_memsz) {
+            f->base = info->dlpi_addr;
+            f->name = info->dlpi_name && *info->dlpi_name ? info->dlpi_name : "the program";
+            f->found = 1;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* The object holding addr (no symbol-table scan, unlike dladdr). */
+static int mh_obj_of(const void *addr, mh_obj_find_t *f)
+{
+    memset(f, 0, sizeof(*f));
+    f->addr = (uintptr_t)addr;
+    dl_iterate_phdr(mh_obj_visit, f);
+    return f->found;
+}
+
 /* See mh_int.h.  Returns 1 when malloc is not glibc's or our malloc is not
  * the one the program calls; *reason_p names the provider.  Init only. */
 int mh_alloc_detect_foreign(const char **reason_p)
 {
     static char why[160];
-    Dl_info mi, li;
+    mh_obj_find_t mi, li;
     void *def = dlsym(RTLD_DEFAULT, "malloc");
     const char *name = NULL;
 
     if (def && def != (void *)mh_alloc_self_malloc) {
-        if (dladdr(def, &mi) && mi.dli_fname)
-            name = mi.dli_fname;
-    } else if (dladdr((void *)zc_real.malloc, &mi) && dladdr((void *)zc_real.mmap, &li) &&
-               mi.dli_fbase != li.dli_fbase) {
-        name = mi.dli_fname ? mi.dli_fname : "?";
+        name = mh_obj_of(def, &mi) ? mi.name : "?";
+    } else if (mh_obj_of((void *)zc_real.malloc, &mi) && mh_obj_of((void *)zc_real.mmap, &li) &&
+               mi.base != li.base) {
+        name = mi.name;
     }
     if (!name)
         return 0;
