@@ -19,7 +19,7 @@ run_once() {
   for ((i = 0; i < 200; i++)); do
     port=$(sed -n 's/^ready tcp=//p' "$out")
     [ -n "$port" ] && break
-    kill -0 "$spid" 2>/dev/null || break
+    e2e_alive "$spid" || break
     e2e_nap 0.1
   done
   [ -n "$port" ] || { cat "$out"; e2e_die "echo server did not start"; }

@@ -19,6 +19,7 @@
 #   e2e_stop PID [SECS] [SIG]  SIG (default TERM), then KILL after SECS
 #                          (default 10); returns the process's exit status
 #   e2e_wait PID SECS      wait for a child; after SECS kill it, return 124
+#   e2e_alive PID          the process runs (zombies do not count)
 #   e2e_free_port          print a free TCP port on 127.0.0.1 (bind-tested)
 #   e2e_wait_listen PORT|PATH SECS   until something listens there
 #   e2e_curl NAME "SHA.." ARGS..  one curl process, bodies hashed and checked
@@ -73,7 +74,7 @@ e2e_cleanup() {
   local pid
   trap - TERM INT HUP
   for pid in "${E2E_PIDS[@]}"; do
-    kill -0 "$pid" 2>/dev/null && e2e_stop "$pid" 5 >/dev/null
+    e2e_alive "$pid" && e2e_stop "$pid" 5 >/dev/null
   done
   [ -n "${E2E_TMP:-}" ] && rm -rf "$E2E_TMP"
 }
@@ -135,14 +136,23 @@ e2e_bg() {
   E2E_PIDS+=("$E2E_LAST_PID")
 }
 
+# True while PID runs: a zombie does not count (bash does not reap while it
+# runs a trap, and kill -0 succeeds on zombies).  Starts no process.
+e2e_alive() {
+  local stat
+  read -r stat 2>/dev/null <"/proc/$1/stat" || return 1
+  stat=${stat##*) }
+  [ "${stat%% *}" != Z ]
+}
+
 e2e_stop() {
   local pid=$1 secs=${2:-10} sig=${3:-TERM} i rc
   kill -"$sig" "$pid" 2>/dev/null
   for ((i = 0; i < secs * 10; i++)); do
-    kill -0 "$pid" 2>/dev/null || break
+    e2e_alive "$pid" || break
     e2e_nap 0.1
   done
-  if kill -0 "$pid" 2>/dev/null; then
+  if e2e_alive "$pid"; then
     echo "pid $pid ignored $sig for ${secs}s, killing"
     kill -KILL "$pid" 2>/dev/null
   fi
@@ -156,10 +166,10 @@ e2e_stop() {
 e2e_wait() {
   local pid=$1 secs=$2 i
   for ((i = 0; i < secs * 10; i++)); do
-    kill -0 "$pid" 2>/dev/null || break
+    e2e_alive "$pid" || break
     e2e_nap 0.1
   done
-  if kill -0 "$pid" 2>/dev/null; then
+  if e2e_alive "$pid"; then
     echo "pid $pid still running after ${secs}s"
     e2e_stop "$pid" 2
     return 124
