@@ -9,6 +9,9 @@
 # with the library inherited, a socket used through read/write by a program
 # that does not know it is one); 4 concurrent socat clients send 64 MiB each
 # (QUICK=1: 16 MiB) and must read back exactly what they sent.
+# As root, also a quarter of the size between two network namespaces joined
+# by a veth pair (a peer on another "host": the library must not treat it as
+# local), both socats preloaded.
 set -u
 . "$(dirname "$0")/lib.sh"
 e2e_setup socat
@@ -28,19 +31,22 @@ e2e_plain "$E2E_PY" -c 'import socket; socket.socket(socket.AF_INET6).bind(("::1
 # line, leaves the two hashes in $d/in.sha and $d/out.sha; returns nonzero on
 # error.
 transfer() {
-  local name=$1 blk=$2 listen=$3 connect=$4 waitfor=$5 size=${6:-$SIZE}
+  local name=$1 blk=$2 listen=$3 connect=$4 waitfor=$5 size=${6:-$SIZE} in_ns=${7:-}
+  local rx_ns=
+  [[ $waitfor == netns:* ]] && rx_ns="ip netns exec ${waitfor#netns:}"
   local d=$E2E_TMP/$name-$E2E_MODE log=$E2E_ART/$name-$E2E_MODE
   local t0 rpid spid hpid ipid rc=0 r
   mkdir -p "$d"; mkfifo "$d/rx" "$d/tx"
   t0=$EPOCHREALTIME
 
-  socat -b "$blk" -u "$listen" STDOUT >"$d/rx" 2>"$log.recv.log" & rpid=$!
+  $rx_ns socat -b "$blk" -u "$listen" STDOUT >"$d/rx" 2>"$log.recv.log" & rpid=$!
   E2E_PIDS+=("$rpid")
   e2e_sha256 <"$d/rx" >"$d/out.sha" & hpid=$!
-  e2e_wait_listen "$waitfor" 20 || { echo "$name: receiver never listened"; return 1; }
+  # in a namespace the client's retry option does the waiting
+  [ -n "$rx_ns" ] || e2e_wait_listen "$waitfor" 20 || { echo "$name: receiver never listened"; return 1; }
 
   e2e_gen "$name" "$size" | tee "$d/tx" |
-    socat -b "$blk" -u STDIN "$connect" 2>"$log.send.log" & spid=$!
+    $in_ns socat -b "$blk" -u STDIN "$connect" 2>"$log.send.log" & spid=$!
   E2E_PIDS+=("$spid")
   e2e_sha256 <"$d/tx" >"$d/in.sha" & ipid=$!
 
@@ -94,6 +100,34 @@ fork_echo() {
   return $rc
 }
 
+# Two network namespaces joined by a veth pair, 10.213.77.1 <-> .2; removed
+# at exit.  NETNS stays empty where that is not possible (not root).
+NETNS=
+netns_setup() {
+  local n=zce2e$$
+  ip netns add "${n}a" 2>/dev/null || return 1
+  NETNS="${n}a"
+  ip netns add "${n}b" || return 1
+  NETNS+=" ${n}b"
+  ip link add "${n}x" type veth peer name "${n}y" &&
+    ip link set "${n}x" netns "${n}a" && ip link set "${n}y" netns "${n}b" &&
+    ip -n "${n}a" addr add 10.213.77.1/24 dev "${n}x" && ip -n "${n}b" addr add 10.213.77.2/24 dev "${n}y" &&
+    ip -n "${n}a" link set "${n}x" up && ip -n "${n}b" link set "${n}y" up &&
+    ip -n "${n}a" link set lo up && ip -n "${n}b" link set lo up
+}
+e2e_cleanup_hook() {
+  local ns
+  for ns in $NETNS; do ip netns del "$ns" 2>/dev/null; done
+}
+
+# netns_transfer: SIZE/4 from namespace b to a listener in namespace a.
+netns_transfer() {
+  # a fixed port is safe: nothing else lives in these fresh namespaces
+  local a=${NETNS%% *} b=${NETNS##* } port=24117
+  transfer veth 1048576 "TCP4-LISTEN:$port,bind=10.213.77.1,reuseaddr" \
+    "TCP4:10.213.77.1:$port,retry=50,interval=0.1" "netns:$a" $((SIZE / 4)) "ip netns exec $b"
+}
+
 run_all() {
   local port path fail=0 pids=
   port=$(e2e_free_port) || e2e_die "no free port"
@@ -115,18 +149,27 @@ run_all() {
   fi
   fork_echo || fail=1
   pids+=" $LAST_PIDS"
+  if [ -n "$NETNS" ]; then
+    netns_transfer || fail=1
+    pids+=" $LAST_PIDS"
+  fi
   RUN_PIDS=$pids
   return $fail
 }
 
+HAVE_NETNS=0
+if [ "$(id -u)" -eq 0 ] && command -v ip >/dev/null; then
+  if netns_setup; then HAVE_NETNS=1; else e2e_say "cannot make network namespaces: the veth transfer is left out"; e2e_cleanup_hook; NETNS=; fi
+fi
 e2e_mode plain
 run_all; plain=$?
 e2e_mode zc
 run_all; zc=$?
 e2e_mode plain
-e2e_check_active $((11 + 2 * HAVE_IPV6)) $RUN_PIDS
+e2e_check_active $((11 + 2 * HAVE_IPV6 + 2 * HAVE_NETNS)) $RUN_PIDS
 
-word() { [ "$1" -eq 0 ] && echo "$((4 + HAVE_IPV6))/$((4 + HAVE_IPV6)) ok" || echo "FAILED"; }
+N=$((4 + HAVE_IPV6 + HAVE_NETNS))
+word() { [ "$1" -eq 0 ] && echo "$N/$N ok" || echo "FAILED"; }
 echo "socat: without $(word $plain), with $(word $zc), size $SIZE bytes, added failures: $([ $plain -eq 0 ] && [ $zc -ne 0 ] && echo yes || echo 0)"
 [ $plain -eq 0 ] || e2e_die "transfers fail even without the library"
 [ $zc -eq 0 ] || e2e_die "transfers fail with the library"

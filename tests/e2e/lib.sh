@@ -9,7 +9,8 @@
 #
 #   e2e_setup CASE         skip (exit 77) without $ZC_LIB; make $E2E_TMP
 #                          (removed at exit) and $E2E_ART (kept, in the
-#                          harness log dir); install the cleanup trap
+#                          harness log dir); install the cleanup trap, which
+#                          also calls e2e_cleanup_hook if the case has one
 #   e2e_mode plain|zc      environment for the commands started next
 #   e2e_plain CMD..        run a helper command without the library
 #   e2e_check_active MIN [PID..]  at least MIN processes reported calls,
@@ -76,6 +77,7 @@ e2e_cleanup() {
   for pid in "${E2E_PIDS[@]}"; do
     e2e_alive "$pid" && e2e_stop "$pid" 5 >/dev/null
   done
+  declare -F e2e_cleanup_hook >/dev/null && e2e_cleanup_hook
   [ -n "${E2E_TMP:-}" ] && rm -rf "$E2E_TMP"
 }
 
