@@ -49,6 +49,8 @@ static mh_arena_cfg_t mh_arena_cfg;
 static int mh_arena_tlb_used;          /* the one hugetlb arena was made */
 static int mh_arena_fork_ok;           /* prepare made every copy */
 
+static void mh_arena_pool_recount(void);
+
 #define MH_FIT_CLASSES 9      /* classes searched: up to 2x the request */
 
 static uint64_t mh_st_placed_allocs, mh_st_placed_bytes, mh_st_pool_hits,
@@ -234,6 +236,7 @@ static void *mh_arena_pop(mh_arena_t *a, unsigned cls, int *dirty_p)
     m->next = 0;
     *dirty_p = (m->flags & MH_BLK_DIRTY) != 0;
     m->flags = MH_BLK_USED | (m->flags & MH_BLK_DIRTY);
+    a->used++;
     if (*dirty_p)
         MH_STAT_SUB(mh_st_pool_bytes, mh_class_units(cls) << a->shift);
     MH_STAT_ADD(mh_st_pool_hits, 1);
@@ -250,6 +253,7 @@ static void *mh_arena_carve(mh_arena_t *a, unsigned cls, size_t units, int *dirt
     *dirty_p = idx < a->dirty_top;
     a->meta[idx].cls = (uint8_t)(cls + 1);
     a->meta[idx].flags = MH_BLK_USED | (*dirty_p ? MH_BLK_DIRTY : 0);
+    a->used++;
     return a->base + (idx << a->shift);
 }
 
@@ -271,10 +275,10 @@ void *mh_arena_alloc(size_t n, int huge, int *dirty_p)
      * realloc grew in place are reused rather than leaked */
     for (unsigned c = cls; c < cls + MH_FIT_CLASSES && c < MH_CLASS_MAX && !p; c++)
         for (i = 0; i < cnt && !p; i++)
-            if (mh_arenas[i].huge == huge && mh_arenas[i].free_head[c])
+            if (mh_arenas[i].huge == huge && !mh_arenas[i].priv && mh_arenas[i].free_head[c])
                 p = mh_arena_pop(&mh_arenas[i], c, dirty_p);
     for (i = 0; i < cnt && !p; i++)
-        if (mh_arenas[i].huge == huge)
+        if (mh_arenas[i].huge == huge && !mh_arenas[i].priv)
             p = mh_arena_carve(&mh_arenas[i], cls, cu, dirty_p);
     if (!p) {
         mh_arena_t *a = mh_arena_create(huge);
@@ -335,7 +339,7 @@ size_t mh_arena_grow(mh_arena_t *a, void *p, size_t n)
         return 0;
     }
     old = mh_class_units(m->cls - 1u);
-    if (idx + old != a->bump || idx + cu > a->nunits || cu <= old) {
+    if (a->priv || idx + old != a->bump || idx + cu > a->nunits || cu <= old) {
         pthread_mutex_unlock(&mh_arena_lock);
         return 0;
     }
@@ -344,6 +348,49 @@ size_t mh_arena_grow(mh_arena_t *a, void *p, size_t n)
     pthread_mutex_unlock(&mh_arena_lock);
     MH_STAT_ADD(mh_st_placed_bytes, (cu - old) << a->shift);
     return cu << a->shift;
+}
+
+/* Give arena slot a a fresh memfd and empty metadata (its old memfd may
+ * still back a forked process's private mapping: only our reference is
+ * dropped).  Lock held.  Returns 0 or -errno (the arena is left as it was). */
+static int mh_arena_reset(mh_arena_t *a)
+{
+    int fd = mh_arena_memfd(a->size, a->hugetlb);
+
+    if (fd < 0)
+        return fd;
+    if (mh_arena_map(a->base, a->size, fd, a->hugetlb) == MAP_FAILED) {
+        mh_sys_close(fd);
+        return -ENOMEM;
+    }
+    mh_sys_close(a->fd);
+    __atomic_store_n(&a->fd, fd, __ATOMIC_RELAXED);
+    zc_real.madvise(a->meta, a->nunits * sizeof(mh_meta_t), MADV_DONTNEED);
+    memset(a->free_head, 0, sizeof(a->free_head));
+    a->bump = 0;
+    a->dirty_top = 0;
+    a->used = 0;
+    mh_arena_advise(a);
+    __atomic_store_n(&a->priv, 0, __ATOMIC_RELEASE);
+    return 0;
+}
+
+/* Free a block of a private (forked) arena: drop our copy-on-write pages;
+ * when it was the last block, reclaim the slot with a fresh memfd. */
+static size_t mh_arena_free_priv(mh_arena_t *a, mh_meta_t *m, void *p, size_t size)
+{
+    zc_real.madvise(p, size, MADV_DONTNEED);
+    pthread_mutex_lock(&mh_arena_lock);
+    if (!(m->flags & MH_BLK_USED)) {
+        pthread_mutex_unlock(&mh_arena_lock);
+        return 0;
+    }
+    m->flags = 0;
+    if (--a->used == 0)
+        mh_arena_reset(a);
+    pthread_mutex_unlock(&mh_arena_lock);
+    MH_STAT_SUB(mh_st_placed_bytes, size);
+    return size;
 }
 
 /* See mh_int.h.  Releases the pages first when the pool is over its cap. */
@@ -358,6 +405,8 @@ size_t mh_arena_free(mh_arena_t *a, void *p)
     size = mh_arena_block_size(a, p);
     if (!size)
         return 0;
+    if (__atomic_load_n(&a->priv, __ATOMIC_RELAXED))
+        return mh_arena_free_priv(a, m, p, size);
     release = __atomic_load_n(&mh_st_pool_bytes, __ATOMIC_RELAXED) + size > MH_POOL_CAP;
     if (release)
         zc_real.madvise(p, size, MADV_REMOVE);
@@ -366,6 +415,7 @@ size_t mh_arena_free(mh_arena_t *a, void *p)
         pthread_mutex_unlock(&mh_arena_lock);
         return 0;
     }
+    a->used--;
     if ((size_t)(m - a->meta) + (size >> a->shift) == a->bump) {
         /* the last block carved: give it back to the bump region */
         a->bump = (size_t)(m - a->meta);
@@ -406,7 +456,8 @@ int mh_region_lookup(const void *addr, size_t len, int *memfd_p, uint64_t *offse
     if (!a)
         return 0;
     off = (size_t)((const char *)addr - a->base);
-    if (len > a->size - off || __atomic_load_n(&a->fd, __ATOMIC_RELAXED) < 0)
+    if (len > a->size - off || __atomic_load_n(&a->fd, __ATOMIC_RELAXED) < 0 ||
+        __atomic_load_n(&a->priv, __ATOMIC_ACQUIRE))
         return 0;
     *memfd_p = __atomic_load_n(&a->fd, __ATOMIC_RELAXED);
     *offset_p = off;
@@ -436,6 +487,43 @@ void mh_arena_stats(mh_stats_t *st)
 }
 
 /* ---- fork ------------------------------------------------------------------ */
+
+/* A private arena hands out no blocks: forget its free lists (their pages
+ * are dropped so the memory is not held twice). */
+static void mh_arena_drop_free_lists(mh_arena_t *a)
+{
+    for (unsigned c = 0; c < MH_CLASS_MAX; c++) {
+        for (uint32_t i = a->free_head[c]; i;) {
+            mh_meta_t *m = &a->meta[i - 1];
+            uint32_t next = m->next;
+
+            zc_real.madvise(a->base + ((size_t)(i - 1) << a->shift),
+                            mh_class_units(c) << a->shift, MADV_DONTNEED);
+            m->cls = 0;
+            m->flags = 0;
+            m->next = 0;
+            i = next;
+        }
+        a->free_head[c] = 0;
+    }
+    mh_arena_pool_recount();
+}
+
+/* pool_bytes from the free lists of shared arenas.  Lock held. */
+static void mh_arena_pool_recount(void)
+{
+    uint64_t bytes = 0;
+
+    for (int k = 0; k < mh_arena_n; k++) {
+        mh_arena_t *a = &mh_arenas[k];
+
+        for (unsigned c = 0; c < MH_CLASS_MAX && !a->priv; c++)
+            for (uint32_t i = a->free_head[c]; i; i = a->meta[i - 1].next)
+                if (a->meta[i - 1].flags & MH_BLK_DIRTY)
+                    bytes += mh_class_units(c) << a->shift;
+    }
+    __atomic_store_n(&mh_st_pool_bytes, bytes, __ATOMIC_RELAXED);
+}
 
 /* Copy the data segments of [off, off+len) of a's memfd into dst. */
 static void mh_arena_copy_range(mh_arena_t *a, char *dst, size_t off, size_t len)
@@ -486,7 +574,28 @@ static int mh_arena_fork_copy(mh_arena_t *a)
     return 0;
 }
 
-/* pthread_atfork prepare: lock, then copy live blocks for the child. */
+/* See mh_int.h.  The ranges that mh_arena_fork_prepare will remap
+ * private: registrations over them must go before the pages change. */
+void mh_arena_fork_events(void)
+{
+    int n = mh_arena_count();
+
+    for (int i = 0; i < n; i++) {
+        mh_arena_t *a = &mh_arenas[i];
+
+        if (!__atomic_load_n(&a->priv, __ATOMIC_ACQUIRE) && a->bump)
+            mh_event_dispatch(MH_EV_MAP_FIXED, a->base, a->bump << a->shift);
+    }
+}
+
+/* Placed memory is MAP_SHARED: a plain fork would share it.  Arenas that
+ * hold used blocks become a private generation in the parent, before the
+ * fork, so parent and child each see the data as of the fork through their
+ * own copy-on-write pages (the cost of a plain fork, paid lazily); neither
+ * writes the memfd again.  New blocks then come from new arenas.  Should the
+ * private remap fail, the arena's live blocks are copied into a fresh memfd
+ * for the child instead.  Arenas without used blocks get a fresh memfd in
+ * the child (mh_arena_fork_child).  Takes the lock until parent/child. */
 void mh_arena_fork_prepare(void)
 {
     int n;
@@ -494,9 +603,20 @@ void mh_arena_fork_prepare(void)
     pthread_mutex_lock(&mh_arena_lock);
     n = mh_arena_n;
     mh_arena_fork_ok = 1;
-    for (int i = 0; i < n; i++)
-        if (mh_arena_fork_copy(&mh_arenas[i]) < 0)
+    for (int i = 0; i < n; i++) {
+        mh_arena_t *a = &mh_arenas[i];
+
+        if (a->priv || !a->used)
+            continue;
+        if (zc_real.mmap(a->base, a->size, PROT_READ | PROT_WRITE,
+                         MAP_PRIVATE | MAP_FIXED | (a->hugetlb ? 0 : MAP_NORESERVE),
+                         a->fd, 0) != MAP_FAILED) {
+            mh_arena_drop_free_lists(a);
+            __atomic_store_n(&a->priv, 1, __ATOMIC_RELEASE);
+        } else if (mh_arena_fork_copy(a) < 0) {
             mh_arena_fork_ok = 0;
+        }
+    }
 }
 
 void mh_arena_fork_parent(void)
@@ -517,14 +637,20 @@ static void mh_arena_clean_free_lists(mh_arena_t *a)
             a->meta[i - 1].flags = 0;
 }
 
-/* Child: map the copies over the arenas.  When a copy could not be made the
- * child maps the parent's memfd privately (a snapshot that may still see the
- * parent's later writes to pages the child never wrote) and stops placing. */
+/* Child: private arenas are already right.  Shared arenas without used
+ * blocks get a fresh memfd; copied arenas map their copy.  When neither
+ * works the child maps the parent's memfd privately (a snapshot that may
+ * still see the parent's later writes to pages the child never wrote) and
+ * stops placing. */
 void mh_arena_fork_child(void)
 {
     for (int i = 0; i < mh_arena_n; i++) {
         mh_arena_t *a = &mh_arenas[i];
 
+        if (a->priv)
+            continue;
+        if (a->fork_fd < 0 && !a->used && mh_arena_reset(a) == 0)
+            continue;
         if (mh_arena_fork_ok && a->fork_fd >= 0 &&
             mh_arena_map(a->base, a->size, a->fork_fd, a->hugetlb) != MAP_FAILED) {
             mh_sys_close(a->fd);
@@ -544,7 +670,7 @@ void mh_arena_fork_child(void)
         }
         a->fork_fd = -1;
     }
-    mh_st_pool_bytes = 0;
+    mh_arena_pool_recount();
     pthread_mutex_unlock(&mh_arena_lock);
 }
 

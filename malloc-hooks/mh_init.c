@@ -198,6 +198,7 @@ void mh_fork_prepare(void)
 {
     int saved = errno;
 
+    mh_arena_fork_events();
     mh_tls_guard++;
     mh_arena_fork_prepare();
     mh_tls_guard--;

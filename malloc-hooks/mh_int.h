@@ -104,6 +104,10 @@ typedef struct mh_arena {
     mh_meta_t *meta;       /* one per unit, anonymous mapping */
     uint32_t free_head[MH_CLASS_MAX];   /* unit index + 1 (lock) */
     int fork_fd;           /* copy made by mh_fork_prepare, -1 none */
+    int priv;              /* forked generation: mapped MAP_PRIVATE, not
+                              exchangeable, no new blocks; reclaimed with a
+                              fresh memfd when its last block is freed */
+    size_t used;           /* used blocks (lock) */
 } mh_arena_t;
 
 typedef struct mh_arena_cfg {
@@ -155,6 +159,9 @@ size_t mh_arena_free(mh_arena_t *a, void *p);
 int mh_arena_count(void);
 mh_arena_t *mh_arena_get(int i);
 void mh_arena_stats(mh_stats_t *st);
+/* Deliver MH_EV_MAP_FIXED for every arena range a fork will remap (call
+ * before mh_arena_fork_prepare, outside the lock). */
+void mh_arena_fork_events(void);
 void mh_arena_fork_prepare(void);
 void mh_arena_fork_parent(void);
 void mh_arena_fork_child(void);

@@ -22,6 +22,7 @@ run_both place 60 "$B/t_place"
 t_run place/placement-off 60 env LD_PRELOAD="$L" ZCSOCK_ALLOC_PLACEMENT=0 "$B/t_place"
 t_run place/alloc-min-16k 60 env LD_PRELOAD="$L" ZCSOCK_ALLOC_MIN=16384 "$B/t_place"
 run_both fork 60 "$B/t_fork"
+run_both forkloop 120 "$B/t_forkloop" 100
 run_both dlopen 60 "$B/t_dlopen" "$B/libmhdl.so"
 t_run dlopen/preloaded-ctor 60 env LD_PRELOAD="$L $B/libmhdl.so" "$B/t_dlopen" "$B/libmhdl.so"
 run_both storm 300 "$B/t_storm" "$iters"
@@ -30,6 +31,7 @@ run_both storm 300 "$B/t_storm" "$iters"
 t_run standalone/events 60 env LD_PRELOAD="$T" "$B/t_events"
 t_run standalone/place 60 env LD_PRELOAD="$T" "$B/t_place"
 t_run standalone/fork 60 env LD_PRELOAD="$T" "$B/t_fork"
+t_run standalone/forkloop 120 env LD_PRELOAD="$T" "$B/t_forkloop" 100
 
 # re-entrancy: a subscriber that allocates inside every event
 for t in events place storm; do

@@ -314,6 +314,42 @@ static void t_fork_child_gets_private_copy(void **state)
     mh_arena_free(mh_arena_find(p), p);
 }
 
+/* After a fork the parent's arena with live blocks is a private
+ * generation: not exchangeable, no new blocks; its last free reclaims it. */
+static void t_fork_private_generation(void **state)
+{
+    int dirty, fd, st;
+    uint64_t off;
+    char *p = mh_arena_alloc(256 * 1024, 0, &dirty), *q;
+    mh_arena_t *a = mh_arena_find(p);
+    pid_t pid;
+
+    (void)state;
+    memset(p, 'x', 256 * 1024);
+    assert_int_equal(mh_region_lookup(p, 1, &fd, &off, NULL), 1);
+    mh_arena_fork_prepare();
+    pid = fork();
+    if (pid == 0) {
+        mh_arena_fork_child();
+        q = mh_arena_alloc(256 * 1024, 0, &dirty);
+        _exit(p[100] == 'x' && q && mh_arena_find(q) != a ? 0 : 1);
+    }
+    mh_arena_fork_parent();
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    assert_true(a->priv);
+    assert_int_equal(mh_region_lookup(p, 1, &fd, &off, NULL), 0);
+    assert_int_equal(p[1000], 'x');
+    p[1000] = 'y';                                  /* private copy now */
+    q = mh_arena_alloc(256 * 1024, 0, &dirty);
+    assert_ptr_not_equal(mh_arena_find(q), a);      /* new blocks: new arena */
+    assert_int_equal(mh_region_lookup(q, 1, &fd, &off, NULL), 1);
+    assert_true(mh_arena_free(a, p) > 0);           /* last block: reclaimed */
+    assert_false(a->priv);
+    assert_int_equal(a->used, 0);
+    mh_arena_free(mh_arena_find(q), q);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -329,6 +365,7 @@ int main(void)
         cmocka_unit_test_setup(t_grow_last_block_in_place, t_setup),
         cmocka_unit_test_setup(t_threads_alloc_free, t_setup),
         cmocka_unit_test_setup(t_fork_child_gets_private_copy, t_setup),
+        cmocka_unit_test_setup(t_fork_private_generation, t_setup),
     };
 
     return cmocka_run_group_tests_name("mh_arena", tests, NULL, NULL);
