@@ -18,7 +18,8 @@
 #                             sock_*/streams/sendfile/server/unix tests,
 #                             http.client, urllib with a local server,
 #                             xmlrpc, ftplib (with TLS), test_ssl (not with
-#                             QUICK=1).  -u network for test_socketserver;
+#                             QUICK=1, nor xmlrpc's slow MultiPathServer
+#                             tests).  -u network for test_socketserver;
 #                             the tests that would reach the internet are
 #                             left out.  Two regrtest workers (-j2): the run
 #                             is mostly waiting (10 s CPU in 48 s).
@@ -41,6 +42,8 @@ case $SUITE in
     [ "${QUICK:-0}" = 1 ] || TESTS=(test_ssl "${TESTS[@]}")
     ARGS=(-j2 -u network)
     IGNORE=(-i '*networked*' -i '*NetworkedTests*')
+    # Debian's 3.11.2 spends 3 s in each of these (a wait fixed upstream later)
+    [ "${QUICK:-0}" = 1 ] && IGNORE+=(-i '*MultiPathServerTestCase*')
     ;;
   *) echo "usage: $0 [socket|net]"; exit 2 ;;
 esac
@@ -57,12 +60,12 @@ run_suite() {
   t0=$EPOCHREALTIME
   # the match file must come before the -i patterns: regrtest applies the
   # last pattern group first and lets unmatched tests run after an -i group
-  "$PY" -m test -v --timeout 90 --tempdir "$E2E_TMP/tmp-$label" --junit-xml "$E2E_TMP/$label.xml" \
+  "$PY" -m test -v --timeout 90 --tempdir "$E2E_TMP/tmp-$label" --junit-xml "$E2E_ART/$label.xml" \
     "${ARGS[@]}" "$@" "${IGNORE[@]}" "${TESTS[@]}" >"$E2E_ART/$label.log" 2>&1 & pid=$!
   E2E_PIDS+=("$pid")
   e2e_wait "$pid" "$LIMIT"; rc=$?
   RUN_PID=$pid
-  RUN_COUNTS=$(e2e_plain "$PY" "$OUTCOMES" parse "$E2E_TMP/$label.xml" "$E2E_ART/$label.log" "$E2E_ART/$label.tsv")
+  RUN_COUNTS=$(e2e_plain "$PY" "$OUTCOMES" parse "$E2E_ART/$label.xml" "$E2E_ART/$label.log" "$E2E_ART/$label.tsv")
   e2e_say "$label: regrtest exit $rc in $(e2e_since "$t0")s: $RUN_COUNTS"
 }
 
