@@ -100,10 +100,13 @@ int mh_event_unsubscribe(int handle);
  * Called by mh_init; not hook-safe. */
 int mh_selftest(void);
 
-/* Fork handlers, in pthread_atfork order.  prepare copies the live arena
- * blocks into fresh memfds (placed memory is MAP_SHARED: without this the
- * child would share it with the parent); child maps the copies over its
- * arenas; parent drops them.  Registered by mh_init unless p->no_atfork. */
+/* Fork handlers, in pthread_atfork order.  Placed memory is MAP_SHARED:
+ * prepare delivers MH_EV_MAP_FIXED for the arenas, then remaps those with
+ * live blocks MAP_PRIVATE (copy-on-write in parent and child, as a plain
+ * fork; those blocks stop being exchangeable until freed); child gives
+ * empty arenas a fresh memfd.  prepare holds the arena lock until parent
+ * or child.  Registered by mh_init unless p->no_atfork; call prepare after
+ * any handler that takes locks an event subscriber needs. */
 void mh_fork_prepare(void);
 void mh_fork_parent(void);
 void mh_fork_child(void);

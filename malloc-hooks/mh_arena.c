@@ -14,8 +14,9 @@
  * it is a plain mutex, never held while calling out (no events, no
  * allocator).  The arena table is append-only: entries are published with a
  * release store of mh_arena_n and base/size never change, so mh_arena_find
- * is lock-free.  Fork: prepare takes the lock and copies live blocks into
- * fresh memfds; the child maps them over its arenas (see mh.h).
+ * is lock-free.  Fork: arenas with live blocks become private generations
+ * (MAP_PRIVATE over their memfd, copy-on-write in both processes), empty
+ * ones get a fresh memfd in the child (see mh_arena_fork_prepare).
  */
 #include <errno.h>
 #include <fcntl.h>
