@@ -1,0 +1,751 @@
+/* Pairing of same-host zcsock connections (protocol: local_pair.h).
+ *
+ * Sections: names and small socket helpers; sock_diag queries (inet_diag
+ * exact lookups, unix_diag by inode); the connect side; the accept side; the
+ * handover pickup; the shared control block. */
+#include "local_pair.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/inet_diag.h>
+#include <linux/netlink.h>
+#include <linux/rtnetlink.h>
+#include <linux/sock_diag.h>
+#include <linux/unix_diag.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stddef.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "zc_real.h"
+
+_Static_assert(sizeof(local_ring_hdr_t) <= LOCAL_PAIR_CTL_OFF,
+               "pairing block overlaps the ring header");
+_Static_assert(LOCAL_PAIR_CTL_OFF + sizeof(local_pair_ctl_t) <= LOCAL_RING_HDR_SIZE,
+               "pairing block outside the header page");
+
+#define LP_PREFIX      "zcsock/v1/"
+#define LP_MSG_MAGIC   0x3176666f50637a5aULL  /* "ZcPoffv1" */
+#define LP_PICKUP_MAX  4                      /* offers examined per call */
+#define LP_ANN_BACKLOG 4
+#define LP_TCP_NEW_SYN_RECV 12                /* request socket (kernel state) */
+
+typedef struct lp_offer {
+    uint64_t magic;
+    uint64_t server_cookie;
+    uint64_t client_cookie;
+} lp_offer_t;
+
+/* What a sock_diag lookup tells about one socket. */
+typedef struct lp_peer {
+    uint64_t cookie;
+    uint32_t uid;
+    uint32_t ino;
+    int state;
+} lp_peer_t;
+
+static const char *const lp_reason_names[LOCAL_PAIR_R_COUNT] = {
+    [LOCAL_PAIR_R_NONE] = "none",
+    [LOCAL_PAIR_R_NOT_ZCSOCK] = "not_zcsock",
+    [LOCAL_PAIR_R_OTHER_USER] = "other_user",
+    [LOCAL_PAIR_R_NOT_LOCAL] = "not_local",
+    [LOCAL_PAIR_R_UNSUPPORTED] = "unsupported",
+    [LOCAL_PAIR_R_DISABLED] = "disabled",
+    [LOCAL_PAIR_R_ERROR] = "error",
+};
+
+const char *local_pair_reason_name(int reason)
+{
+    if (reason < 0 || reason >= LOCAL_PAIR_R_COUNT)
+        return "unknown";
+    return lp_reason_names[reason];
+}
+
+void local_pair_fd_close(int fd)
+{
+    if (fd >= 0)
+        zc_real.close(fd);
+}
+
+/* --- names and small helpers --- */
+
+/* "\0zcsock/v1/<kind>/<16 hex>" into *sun; returns the address length. */
+static socklen_t lp_name(struct sockaddr_un *sun, char kind, uint64_t cookie)
+{
+    static const char hex[] = "0123456789abcdef";
+    char *p = sun->sun_path;
+
+    memset(sun, 0, sizeof(*sun));
+    sun->sun_family = AF_UNIX;
+    *p++ = '\0';
+    memcpy(p, LP_PREFIX, sizeof(LP_PREFIX) - 1);
+    p += sizeof(LP_PREFIX) - 1;
+    *p++ = kind;
+    *p++ = '/';
+    for (int i = 15; i >= 0; i--)
+        *p++ = hex[(cookie >> (4 * i)) & 0xf];
+    return (socklen_t)(p - (char *)sun);
+}
+
+static int lp_sockopt_int(int fd, int level, int opt, int *v)
+{
+    socklen_t l = sizeof(*v);
+
+    if (zc_real.getsockopt(fd, level, opt, v, &l) < 0)
+        return -errno;
+    return 0;
+}
+
+static int lp_cookie(int fd, uint64_t *c)
+{
+    socklen_t l = sizeof(*c);
+
+    if (zc_real.getsockopt(fd, SOL_SOCKET, SO_COOKIE, c, &l) < 0)
+        return -errno;
+    return 0;
+}
+
+static int lp_peer_uid(int s, uint32_t *uid)
+{
+    struct ucred cr;
+    socklen_t l = sizeof(cr);
+
+    if (zc_real.getsockopt(s, SOL_SOCKET, SO_PEERCRED, &cr, &l) < 0)
+        return -errno;
+    *uid = cr.uid;
+    return 0;
+}
+
+/* Kind of socket: AF_INET/AF_INET6 for TCP stream, AF_UNIX for unix stream,
+ * -ENOTSUP otherwise. */
+static int lp_kind(int fd)
+{
+    int dom, type, proto = 0;
+
+    if (lp_sockopt_int(fd, SOL_SOCKET, SO_DOMAIN, &dom) ||
+        lp_sockopt_int(fd, SOL_SOCKET, SO_TYPE, &type) || type != SOCK_STREAM)
+        return -ENOTSUP;
+    if (dom == AF_UNIX)
+        return AF_UNIX;
+    if ((dom != AF_INET && dom != AF_INET6) ||
+        lp_sockopt_int(fd, SOL_SOCKET, SO_PROTOCOL, &proto) || proto != IPPROTO_TCP)
+        return -ENOTSUP;
+    return dom;
+}
+
+/* --- sock_diag --- */
+
+static int lp_diag_query(const void *req, size_t len, uint8_t *buf, size_t bufsz)
+{
+    struct sockaddr_nl nl = { .nl_family = AF_NETLINK };
+    const struct nlmsghdr *h = (const struct nlmsghdr *)buf;
+    ssize_t n;
+    int s, rc;
+
+    s = zc_real.socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+    if (s < 0)
+        return -errno;
+    if (zc_real.sendto(s, req, len, 0, (struct sockaddr *)&nl, sizeof(nl)) < 0) {
+        rc = -errno;
+        goto out;
+    }
+    n = zc_real.recv(s, buf, bufsz, MSG_DONTWAIT);
+    if (n < 0) {
+        rc = -errno;
+        goto out;
+    }
+    rc = -EPROTO;
+    if (!NLMSG_OK(h, (size_t)n))
+        goto out;
+    if (h->nlmsg_type == NLMSG_ERROR) {
+        const struct nlmsgerr *e = NLMSG_DATA(h);
+        rc = h->nlmsg_len >= NLMSG_LENGTH(sizeof(*e)) && e->error ? e->error : -EPROTO;
+        goto out;
+    }
+    if (h->nlmsg_type == SOCK_DIAG_BY_FAMILY)
+        rc = (int)h->nlmsg_len;
+out:
+    zc_real.close(s);
+    return rc;
+}
+
+/* A sockaddr as inet_diag wants it: family, port, 16 address bytes.  A
+ * v4-mapped IPv6 address becomes IPv4 (the kernel only maps when both ends
+ * of an AF_INET6 request are mapped). */
+typedef struct lp_ep {
+    int family;
+    uint16_t port;      /* network order */
+    uint32_t addr[4];
+} lp_ep_t;
+
+static int lp_ep_from(const struct sockaddr *sa, socklen_t len, lp_ep_t *ep)
+{
+    memset(ep, 0, sizeof(*ep));
+    if (sa->sa_family == AF_INET && len >= sizeof(struct sockaddr_in)) {
+        const struct sockaddr_in *s4 = (const void *)sa;
+        ep->family = AF_INET;
+        ep->port = s4->sin_port;
+        memcpy(ep->addr, &s4->sin_addr, 4);
+        return 0;
+    }
+    if (sa->sa_family == AF_INET6 && len >= sizeof(struct sockaddr_in6)) {
+        const struct sockaddr_in6 *s6 = (const void *)sa;
+        ep->port = s6->sin6_port;
+        if (IN6_IS_ADDR_V4MAPPED(&s6->sin6_addr)) {
+            ep->family = AF_INET;
+            memcpy(ep->addr, &s6->sin6_addr.s6_addr[12], 4);
+        } else {
+            ep->family = AF_INET6;
+            memcpy(ep->addr, &s6->sin6_addr, 16);
+        }
+        return 0;
+    }
+    return -EAFNOSUPPORT;
+}
+
+/* Exact inet_diag lookup of the TCP socket whose local end is src and remote
+ * end dst (dst all zero: the listener on src).  -ENOENT when none. */
+static int lp_inet_lookup(const lp_ep_t *src, const lp_ep_t *dst, lp_peer_t *p)
+{
+    struct {
+        struct nlmsghdr nlh;
+        struct inet_diag_req_v2 r;
+    } req;
+    uint8_t buf[512] __attribute__((aligned(8)));
+    const struct inet_diag_msg *m;
+    int rc;
+
+    memset(&req, 0, sizeof(req));
+    req.nlh.nlmsg_len = sizeof(req);
+    req.nlh.nlmsg_type = SOCK_DIAG_BY_FAMILY;
+    req.nlh.nlmsg_flags = NLM_F_REQUEST;
+    req.r.sdiag_family = (uint8_t)src->family;
+    req.r.sdiag_protocol = IPPROTO_TCP;
+    req.r.idiag_states = ~0u;
+    req.r.id.idiag_sport = src->port;
+    req.r.id.idiag_dport = dst->port;
+    memcpy(req.r.id.idiag_src, src->addr, sizeof(src->addr));
+    memcpy(req.r.id.idiag_dst, dst->addr, sizeof(dst->addr));
+    req.r.id.idiag_cookie[0] = INET_DIAG_NOCOOKIE;
+    req.r.id.idiag_cookie[1] = INET_DIAG_NOCOOKIE;
+    rc = lp_diag_query(&req, sizeof(req), buf, sizeof(buf));
+    if (rc < 0)
+        return rc;
+    if ((size_t)rc < NLMSG_LENGTH(sizeof(*m)))
+        return -EPROTO;
+    m = NLMSG_DATA((struct nlmsghdr *)buf);
+    p->cookie = (uint64_t)m->id.idiag_cookie[0] | (uint64_t)m->id.idiag_cookie[1] << 32;
+    p->uid = m->idiag_uid;
+    p->ino = m->idiag_inode;
+    p->state = m->idiag_state;
+    return 0;
+}
+
+/* The peer socket of connected TCP socket fd (the other end's local address
+ * is our remote one). */
+static int lp_inet_peer(int fd, lp_peer_t *p)
+{
+    struct sockaddr_storage a, b;
+    socklen_t la = sizeof(a), lb = sizeof(b);
+    lp_ep_t self, peer;
+
+    if (getsockname(fd, (struct sockaddr *)&a, &la) < 0 ||
+        getpeername(fd, (struct sockaddr *)&b, &lb) < 0)
+        return -errno;
+    if (lp_ep_from((struct sockaddr *)&a, la, &self) ||
+        lp_ep_from((struct sockaddr *)&b, lb, &peer) || self.family != peer.family)
+        return -EAFNOSUPPORT;
+    return lp_inet_lookup(&peer, &self, p);
+}
+
+/* unix_diag of socket inode ino: its cookie and uid, and with want_peer its
+ * peer's inode in p->ino (else p->ino = ino). */
+static int lp_unix_lookup(uint32_t ino, int want_peer, lp_peer_t *p)
+{
+    struct {
+        struct nlmsghdr nlh;
+        struct unix_diag_req r;
+    } req;
+    uint8_t buf[512] __attribute__((aligned(8)));
+    const struct unix_diag_msg *m;
+    const struct rtattr *a;
+    int rc, left, got = 0;
+
+    memset(&req, 0, sizeof(req));
+    req.nlh.nlmsg_len = sizeof(req);
+    req.nlh.nlmsg_type = SOCK_DIAG_BY_FAMILY;
+    req.nlh.nlmsg_flags = NLM_F_REQUEST;
+    req.r.sdiag_family = AF_UNIX;
+    req.r.udiag_states = ~0u;
+    req.r.udiag_ino = ino;
+    req.r.udiag_show = want_peer ? UDIAG_SHOW_PEER : UDIAG_SHOW_UID;
+    req.r.udiag_cookie[0] = INET_DIAG_NOCOOKIE;
+    req.r.udiag_cookie[1] = INET_DIAG_NOCOOKIE;
+    rc = lp_diag_query(&req, sizeof(req), buf, sizeof(buf));
+    if (rc < 0)
+        return rc;
+    if ((size_t)rc < NLMSG_LENGTH(sizeof(*m)))
+        return -EPROTO;
+    m = NLMSG_DATA((struct nlmsghdr *)buf);
+    p->cookie = (uint64_t)m->udiag_cookie[0] | (uint64_t)m->udiag_cookie[1] << 32;
+    p->ino = m->udiag_ino;
+    p->state = m->udiag_state;
+    left = rc - (int)NLMSG_LENGTH(sizeof(*m));
+    a = (const struct rtattr *)((const uint8_t *)m + NLMSG_ALIGN(sizeof(*m)));
+    for (; RTA_OK(a, left); a = RTA_NEXT(a, left)) {
+        if (RTA_PAYLOAD(a) < 4)
+            continue;
+        if (want_peer && a->rta_type == UNIX_DIAG_PEER) {
+            memcpy(&p->ino, RTA_DATA(a), 4);
+            got = 1;
+        } else if (!want_peer && a->rta_type == UNIX_DIAG_UID) {
+            memcpy(&p->uid, RTA_DATA(a), 4);
+            got = 1;
+        }
+    }
+    return got ? 0 : -ENOENT;
+}
+
+/* The peer socket of connected unix stream socket fd. */
+static int lp_unix_peer(int fd, lp_peer_t *p)
+{
+    struct stat st;
+    int rc;
+
+    if (fstat(fd, &st) < 0)
+        return -errno;
+    rc = lp_unix_lookup((uint32_t)st.st_ino, 1, p);
+    if (rc)
+        return rc;
+    return lp_unix_lookup(p->ino, 0, p);
+}
+
+static int lp_peer_of(int kind, int fd, lp_peer_t *p)
+{
+    return kind == AF_UNIX ? lp_unix_peer(fd, p) : lp_inet_peer(fd, p);
+}
+
+/* --- listen / connect side --- */
+
+int local_pair_listen(int fd, int *beacon_p)
+{
+    struct sockaddr_un sun;
+    socklen_t len;
+    uint64_t cookie;
+    int kind = lp_kind(fd), acc = 0, s, rc;
+
+    *beacon_p = -1;
+    if (kind != AF_INET && kind != AF_INET6)
+        return -ENOTSUP;
+    if (lp_sockopt_int(fd, SOL_SOCKET, SO_ACCEPTCONN, &acc) || !acc)
+        return -ENOTSUP;
+    rc = lp_cookie(fd, &cookie);
+    if (rc)
+        return rc;
+    len = lp_name(&sun, 'L', cookie);
+    s = zc_real.socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (s < 0)
+        return -errno;
+    if (zc_real.bind(s, (struct sockaddr *)&sun, len) < 0) {
+        rc = errno == EADDRINUSE ? 0 : -errno;
+        zc_real.close(s);
+        return rc;
+    }
+    *beacon_p = s;
+    return 0;
+}
+
+/* Is there a beacon for listener cookie c?  1 yes, 0 no, -errno. */
+static int lp_beacon_probe(uint64_t c)
+{
+    struct sockaddr_un sun;
+    socklen_t len = lp_name(&sun, 'L', c);
+    int s, rc;
+
+    s = zc_real.socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (s < 0)
+        return -errno;
+    rc = zc_real.connect(s, (struct sockaddr *)&sun, len) == 0 ? 1
+         : (errno == ECONNREFUSED || errno == ENOENT) ? 0 : -errno;
+    zc_real.close(s);
+    return rc;
+}
+
+/* Bind and listen on the announcement of socket fd. */
+static int lp_announce(int fd, int *ann_p)
+{
+    struct sockaddr_un sun;
+    socklen_t len;
+    uint64_t cookie;
+    int s, rc;
+
+    rc = lp_cookie(fd, &cookie);
+    if (rc)
+        return rc;
+    len = lp_name(&sun, 'C', cookie);
+    s = zc_real.socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (s < 0)
+        return -errno;
+    if (zc_real.bind(s, (struct sockaddr *)&sun, len) < 0 ||
+        zc_real.listen(s, LP_ANN_BACKLOG) < 0) {
+        rc = -errno;
+        zc_real.close(s);
+        return rc;
+    }
+    *ann_p = s;
+    return 0;
+}
+
+static int lp_decline(int *reason_p, int reason)
+{
+    *reason_p = reason;
+    return LOCAL_PAIR_DECLINED;
+}
+
+int local_pair_connect_prepare(int fd, const struct sockaddr *addr, socklen_t len,
+                               int *ann_p, int *reason_p)
+{
+    lp_ep_t dst, any;
+    lp_peer_t l;
+    int kind, rc;
+
+    *ann_p = -1;
+    *reason_p = LOCAL_PAIR_R_NONE;
+    kind = lp_kind(fd);
+    if (kind < 0 || !addr || (kind == AF_UNIX) != (addr->sa_family == AF_UNIX))
+        return lp_decline(reason_p, LOCAL_PAIR_R_UNSUPPORTED);
+    if (kind != AF_UNIX) {
+        if (lp_ep_from(addr, len, &dst))
+            return lp_decline(reason_p, LOCAL_PAIR_R_UNSUPPORTED);
+        memset(&any, 0, sizeof(any));
+        any.family = dst.family;
+        rc = lp_inet_lookup(&dst, &any, &l);
+        if (rc == -ENOENT || (rc == 0 && l.state != TCP_LISTEN))
+            return lp_decline(reason_p, LOCAL_PAIR_R_NOT_LOCAL);
+        if (rc)
+            return lp_decline(reason_p, LOCAL_PAIR_R_ERROR);
+        if (l.uid != geteuid())
+            return lp_decline(reason_p, LOCAL_PAIR_R_OTHER_USER);
+        rc = lp_beacon_probe(l.cookie);
+        if (rc <= 0)
+            return lp_decline(reason_p, rc == 0 ? LOCAL_PAIR_R_NOT_ZCSOCK : LOCAL_PAIR_R_ERROR);
+    }
+    if (lp_announce(fd, ann_p))
+        return lp_decline(reason_p, LOCAL_PAIR_R_ERROR);
+    return LOCAL_PAIR_PENDING;
+}
+
+int local_pair_connected(int fd, int ann, int *reason_p)
+{
+    lp_peer_t p;
+    int kind = lp_kind(fd), err = 0, rc;
+
+    *reason_p = LOCAL_PAIR_R_NONE;
+    if (ann < 0 || kind < 0)
+        return lp_decline(reason_p, LOCAL_PAIR_R_UNSUPPORTED);
+    if (lp_sockopt_int(fd, SOL_SOCKET, SO_ERROR, &err) || err)
+        return lp_decline(reason_p, LOCAL_PAIR_R_ERROR);
+    if (kind == AF_UNIX)
+        return LOCAL_PAIR_PENDING;
+    /* The server end (child, request socket, or at least the listener the
+     * lookup falls back to) must be in this namespace. */
+    rc = lp_inet_peer(fd, &p);
+    if (rc == -ENOENT)
+        return lp_decline(reason_p, LOCAL_PAIR_R_NOT_LOCAL);
+    if (rc)
+        return lp_decline(reason_p, LOCAL_PAIR_R_ERROR);
+    return LOCAL_PAIR_PENDING;
+}
+
+/* --- accept side --- */
+
+static void lp_ctl_init(local_ring_t *ch, uint64_t server_cookie, uint64_t client_cookie)
+{
+    local_pair_ctl_t *c = (local_pair_ctl_t *)(ch->base + LOCAL_PAIR_CTL_OFF);
+
+    c->server_cookie = server_cookie;
+    c->client_cookie = client_cookie;
+    c->switch_at[LOCAL_RING_AB] = LOCAL_PAIR_SWITCH_UNSET;
+    c->switch_at[LOCAL_RING_BA] = LOCAL_PAIR_SWITCH_UNSET;
+    /* S3: the first ring write of each direction rings a doorbell. */
+    __atomic_store_n(&ch->hdr->ctl[LOCAL_RING_AB].cons_waiting, 1u, __ATOMIC_RELAXED);
+    __atomic_store_n(&ch->hdr->ctl[LOCAL_RING_BA].cons_waiting, 1u, __ATOMIC_RELAXED);
+    __atomic_store_n(&c->magic, LOCAL_PAIR_CTL_MAGIC, __ATOMIC_RELEASE);
+}
+
+/* Send the offer {o} + memfd on connected announcement socket s. */
+static int lp_offer_send(int s, const lp_offer_t *o, int memfd)
+{
+    union {
+        struct cmsghdr h;
+        char buf[CMSG_SPACE(sizeof(int))];
+    } cm;
+    struct iovec iov = { (void *)o, sizeof(*o) };
+    struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1,
+                         .msg_control = cm.buf, .msg_controllen = sizeof(cm.buf) };
+    struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+
+    memset(&cm, 0, sizeof(cm));
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(c), &memfd, sizeof(int));
+    if (zc_real.sendmsg(s, &mh, MSG_DONTWAIT | MSG_NOSIGNAL) != (ssize_t)sizeof(*o))
+        return errno ? -errno : -EIO;
+    return 0;
+}
+
+/* Connect to the announcement of client cookie c; checks its owner. */
+static int lp_ann_connect(uint64_t c, int *s_p, int *reason_p)
+{
+    struct sockaddr_un sun;
+    socklen_t len = lp_name(&sun, 'C', c);
+    uint32_t uid;
+    int s;
+
+    s = zc_real.socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (s < 0) {
+        *reason_p = LOCAL_PAIR_R_ERROR;
+        return -errno;
+    }
+    if (zc_real.connect(s, (struct sockaddr *)&sun, len) < 0) {
+        *reason_p = (errno == ECONNREFUSED || errno == ENOENT) ? LOCAL_PAIR_R_NOT_ZCSOCK
+                                                             : LOCAL_PAIR_R_ERROR;
+        zc_real.close(s);
+        return -1;
+    }
+    if (lp_peer_uid(s, &uid) || uid != geteuid()) {
+        *reason_p = LOCAL_PAIR_R_OTHER_USER;
+        zc_real.close(s);
+        return -1;
+    }
+    *s_p = s;
+    return 0;
+}
+
+int local_pair_accepted(int listen_fd, int fd, size_t ring_size, local_ring_t *ch,
+                        int *memfd_p, int *reason_p)
+{
+    lp_offer_t o = { .magic = LP_MSG_MAGIC };
+    lp_peer_t p;
+    int kind, s = -1, memfd, rc;
+
+    (void)listen_fd;
+    *memfd_p = -1;
+    *reason_p = LOCAL_PAIR_R_NONE;
+    kind = lp_kind(fd);
+    if (kind < 0)
+        return lp_decline(reason_p, LOCAL_PAIR_R_UNSUPPORTED);
+    rc = lp_peer_of(kind, fd, &p);
+    if (rc == -ENOENT || (rc == 0 && kind != AF_UNIX &&
+                          (p.state == TCP_LISTEN || p.state == TCP_SYN_RECV ||
+                           p.state == LP_TCP_NEW_SYN_RECV)))
+        return lp_decline(reason_p, LOCAL_PAIR_R_NOT_LOCAL);
+    if (rc)
+        return lp_decline(reason_p, LOCAL_PAIR_R_ERROR);
+    if (p.uid != geteuid())
+        return lp_decline(reason_p, LOCAL_PAIR_R_OTHER_USER);
+    o.client_cookie = p.cookie;
+    if (lp_cookie(fd, &o.server_cookie))
+        return lp_decline(reason_p, LOCAL_PAIR_R_ERROR);
+    if (lp_ann_connect(p.cookie, &s, reason_p))
+        return LOCAL_PAIR_DECLINED;
+    memfd = local_ring_create(ring_size, ch);
+    if (memfd < 0) {
+        zc_real.close(s);
+        return lp_decline(reason_p, LOCAL_PAIR_R_ERROR);
+    }
+    lp_ctl_init(ch, o.server_cookie, o.client_cookie);
+    rc = lp_offer_send(s, &o, memfd);
+    zc_real.close(s);
+    if (rc == 0) {
+        *memfd_p = memfd;
+        return LOCAL_PAIR_PAIRED;
+    }
+    local_ring_close(ch, 1);
+    zc_real.close(memfd);
+    return lp_decline(reason_p, LOCAL_PAIR_R_ERROR);
+}
+
+
+/* --- pickup (client) --- */
+
+/* Receive one offer from accepted announcement connection c: the message
+ * and exactly one descriptor. */
+static int lp_offer_recv(int c, lp_offer_t *o, int *memfd_p)
+{
+    union {
+        struct cmsghdr h;
+        char buf[CMSG_SPACE(4 * sizeof(int))];
+    } cm;
+    struct iovec iov = { o, sizeof(*o) };
+    struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1,
+                         .msg_control = cm.buf, .msg_controllen = sizeof(cm.buf) };
+    struct cmsghdr *h;
+    int fds[4], nfd = 0;
+    ssize_t n;
+
+    n = zc_real.recvmsg(c, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+    if (n < 0)
+        return -errno;
+    if (n == 0)
+        return -ECONNRESET;
+    for (h = CMSG_FIRSTHDR(&mh); h; h = CMSG_NXTHDR(&mh, h)) {
+        if (h->cmsg_level != SOL_SOCKET || h->cmsg_type != SCM_RIGHTS)
+            continue;
+        size_t k = (h->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        for (size_t i = 0; i < k && nfd < 4; i++)
+            memcpy(&fds[nfd++], CMSG_DATA(h) + i * sizeof(int), sizeof(int));
+    }
+    if (n != (ssize_t)sizeof(*o) || nfd != 1 || (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) ||
+        o->magic != LP_MSG_MAGIC) {
+        for (int i = 0; i < nfd; i++)
+            zc_real.close(fds[i]);
+        return -EPROTO;
+    }
+    *memfd_p = fds[0];
+    return 0;
+}
+
+/* Re-queue offer o for the other holders of announcement ann
+ * (LOCAL_PAIR_F_REQUEUE): a fresh connected pair with the offer queued on
+ * one end replaces ann (dup3 keeps the descriptor number and the open file
+ * description every forked holder shares). */
+static int lp_requeue(int ann, const lp_offer_t *o, int memfd)
+{
+    int sp[2], rc;
+
+    if (zc_real.socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sp) < 0)
+        return -errno;
+    rc = lp_offer_send(sp[0], o, memfd);
+    if (rc == 0 && zc_real.dup3(sp[1], ann, O_CLOEXEC) < 0)
+        rc = -errno;
+    zc_real.close(sp[0]);
+    zc_real.close(sp[1]);
+    return rc;
+}
+
+/* Receive, validate and attach the offer on connection c (accepted from the
+ * announcement, or ann itself once it became a connection).  -EAGAIN: the
+ * server connected but has not sent yet; -ECONNRESET: it closed without an
+ * offer (none will come); -EPROTO: invalid offer (discarded). */
+static int lp_offer_take(int fd, int ann, int c, int flags, local_ring_t *ch, int *memfd_p)
+{
+    const local_pair_ctl_t *ctl;
+    lp_offer_t o;
+    uint64_t mine;
+    int memfd = -1, rc;
+
+    rc = lp_offer_recv(c, &o, &memfd);
+    if (rc)
+        return rc;
+    rc = -EPROTO;
+    if (lp_cookie(fd, &mine) || o.client_cookie != mine)
+        goto err;
+    if ((flags & LOCAL_PAIR_F_REQUEUE) && (rc = lp_requeue(ann, &o, memfd)))
+        goto err;
+    rc = local_ring_attach(memfd, ch);
+    if (rc)
+        goto err;
+    ctl = (const local_pair_ctl_t *)(ch->base + LOCAL_PAIR_CTL_OFF);
+    if (__atomic_load_n(&ctl->magic, __ATOMIC_ACQUIRE) != LOCAL_PAIR_CTL_MAGIC ||
+        ctl->server_cookie != o.server_cookie || ctl->client_cookie != mine) {
+        local_ring_close(ch, 0);
+        rc = -EPROTO;
+        goto err;
+    }
+    *memfd_p = memfd;
+    return 0;
+err:
+    zc_real.close(memfd);
+    return rc;
+}
+
+int local_pair_channel_recv(int fd, int ann, int flags, local_ring_t *ch, int *memfd_p)
+{
+    uint32_t uid;
+    int acc = 0, rc = -EAGAIN;
+
+    *memfd_p = -1;
+    if (lp_kind(fd) < 0 || ann < 0 || lp_sockopt_int(ann, SOL_SOCKET, SO_ACCEPTCONN, &acc))
+        return -EINVAL;
+    if (!acc)                           /* ann is the server's connection now */
+        return lp_offer_take(fd, ann, ann, flags, ch, memfd_p);
+    for (int i = 0; i < LP_PICKUP_MAX; i++) {
+        int c = zc_real.accept4(ann, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+
+        if (c < 0)
+            return errno == EAGAIN || errno == EWOULDBLOCK ? rc : -errno;
+        if (lp_peer_uid(c, &uid) || uid != geteuid()) {
+            rc = -EPERM;
+        } else {
+            rc = lp_offer_take(fd, ann, c, flags, ch, memfd_p);
+            if (rc == -EAGAIN) {
+                /* Connected, offer still on its way: this connection takes
+                 * the listener's place (only its offer can be valid now). */
+                rc = zc_real.dup3(c, ann, O_CLOEXEC) < 0 ? -errno : -EAGAIN;
+                zc_real.close(c);
+                return rc;
+            }
+        }
+        zc_real.close(c);
+        if (rc == 0)
+            return 0;
+    }
+    return rc;
+}
+
+/* --- shared control block --- */
+
+local_pair_ctl_t *local_pair_ctl(local_ring_t *ch)
+{
+    local_pair_ctl_t *c;
+
+    if (!ch || !ch->base)
+        return NULL;
+    c = (local_pair_ctl_t *)(ch->base + LOCAL_PAIR_CTL_OFF);
+    if (__atomic_load_n(&c->magic, __ATOMIC_ACQUIRE) != LOCAL_PAIR_CTL_MAGIC)
+        return NULL;
+    return c;
+}
+
+int local_pair_peer_attached(local_ring_t *ch)
+{
+    return local_ring_peer_state(ch) == LOCAL_RING_PEER_ATTACHED;
+}
+
+int local_pair_switch_publish(local_ring_t *ch, int dir, uint64_t sent)
+{
+    local_pair_ctl_t *c = local_pair_ctl(ch);
+    uint64_t unset = LOCAL_PAIR_SWITCH_UNSET;
+
+    if (!c || (dir != LOCAL_RING_AB && dir != LOCAL_RING_BA) || sent == unset)
+        return -EINVAL;
+    if (!__atomic_compare_exchange_n(&c->switch_at[dir], &unset, sent, 0, __ATOMIC_SEQ_CST,
+                                     __ATOMIC_ACQUIRE))
+        return -EALREADY;
+    return 0;
+}
+
+uint64_t local_pair_switch_get(local_ring_t *ch, int dir)
+{
+    local_pair_ctl_t *c = local_pair_ctl(ch);
+
+    if (!c || (dir != LOCAL_RING_AB && dir != LOCAL_RING_BA))
+        return LOCAL_PAIR_SWITCH_UNSET;
+    return __atomic_load_n(&c->switch_at[dir], __ATOMIC_ACQUIRE);
+}
+
+size_t local_pair_rx_split(local_ring_t *ch, int dir, uint64_t consumed, size_t n)
+{
+    uint64_t sw = ch ? local_pair_switch_get(ch, dir) : LOCAL_PAIR_SWITCH_UNSET;
+
+    if (sw == LOCAL_PAIR_SWITCH_UNSET || consumed + n <= sw)
+        return n;
+    if (consumed >= sw)
+        return 0;
+    return (size_t)(sw - consumed);
+}

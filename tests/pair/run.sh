@@ -1,0 +1,14 @@
+#!/bin/bash
+# Tier "pair": each case of test_pair in its own process (tests/pair/README.md).
+cd "$(dirname "$0")/../.." || exit 1
+. tests/lib/harness.sh
+BIN=${PAIR_BIN:-$ZC_BUILD/tests/pair/test_pair}
+T=${TEST_TIMEOUT:-300}; [ "$T" -gt 60 ] && T=60
+
+t_begin pair
+for c in paired-tcp4 paired-tcp6 paired-unix nonblock accept4 plain-client plain-server \
+         plain-acceptor foreign-server foreign-client prefork self other-user crash timing; do
+  t_run "$c" "$T" "$BIN" "$c"
+done
+grep -h '^timing:' "$ZC_BUILD/test-logs/pair/timing.log" 2>/dev/null | sed 's/^/  /'
+t_end

@@ -1,0 +1,744 @@
+/* Pairing of same-host connections (shim/local_pair.c), one case per run:
+ *   test_pair CASE [args]     exit 0 pass, 1 fail, 77 skip
+ * Cases (see tests/pair/README.md): paired-tcp4 paired-tcp6 paired-unix
+ * nonblock accept4 plain-client plain-server plain-acceptor foreign-server
+ * foreign-client prefork self other-user crash timing.
+ *
+ * A "paired" exchange runs the switch-over of local_pair.h end to end: the
+ * client writes app bytes on the kernel stream before it has the channel,
+ * picks up the offer, publishes its switch point and continues through the
+ * ring; the server switches once the client attached; each receiver splits
+ * what the kernel gives it into data and doorbells with local_pair_rx_split
+ * and reads the rest from the ring.  Both ends check every byte. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "local_pair.h"
+
+#define FAIL(...) do { fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
+                       fprintf(stderr, __VA_ARGS__); fputc('\n', stderr); exit(1); } while (0)
+#define CHECK(c) do { if (!(c)) FAIL("%s", #c); } while (0)
+
+static const char C_TCP[] = "client-bytes-before-the-channel";
+static const char C_RING[] = "client-bytes-through-the-ring";
+static const char S_RING[] = "server-bytes-through-the-ring";
+
+typedef struct end {
+    int fd, ann, memfd, dec, reason;
+    local_ring_t ch;
+    uint64_t tx, rx;            /* app bytes sent / consumed on the kernel stream */
+} end_t;
+
+static double now_us(void)
+{
+    struct timespec t;
+
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1e6 + t.tv_nsec / 1e3;
+}
+
+/* --- addresses --- */
+
+static socklen_t addr_make(int fam, struct sockaddr_storage *ss, const char *unix_name)
+{
+    memset(ss, 0, sizeof(*ss));
+    if (fam == AF_INET) {
+        struct sockaddr_in *a = (void *)ss;
+        a->sin_family = AF_INET;
+        a->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        return sizeof(*a);
+    }
+    if (fam == AF_INET6) {
+        struct sockaddr_in6 *a = (void *)ss;
+        a->sin6_family = AF_INET6;
+        a->sin6_addr = in6addr_loopback;
+        return sizeof(*a);
+    }
+    struct sockaddr_un *u = (void *)ss;
+    u->sun_family = AF_UNIX;
+    u->sun_path[0] = 0;
+    snprintf(u->sun_path + 1, sizeof(u->sun_path) - 1, "%s", unix_name);
+    return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + strlen(unix_name));
+}
+
+/* Listener on an ephemeral port (or port); ss and len: where to connect. */
+static int listener(int fam, int port, struct sockaddr_storage *ss, socklen_t *len, int beacon)
+{
+    char name[64];
+    int one = 1, fd, b;
+
+    snprintf(name, sizeof(name), "zcsock-test-pair/%d/%ld", getpid(), (long)now_us());
+    *len = addr_make(fam, ss, name);
+    if (fam != AF_UNIX)
+        ((struct sockaddr_in *)ss)->sin_port = htons((uint16_t)port);
+    fd = socket(fam, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    CHECK(fd >= 0);
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (bind(fd, (struct sockaddr *)ss, *len) < 0) {
+        if (fam == AF_INET6) {
+            printf("SKIP: no ::1 (%s)\n", strerror(errno));
+            exit(77);
+        }
+        FAIL("bind: %s", strerror(errno));
+    }
+    CHECK(listen(fd, 16) == 0);
+    CHECK(getsockname(fd, (struct sockaddr *)ss, len) == 0);
+    if (beacon) {
+        CHECK(local_pair_listen(fd, &b) == (fam == AF_UNIX ? -ENOTSUP : 0));
+        CHECK(fam == AF_UNIX || b >= 0);
+        if (b >= 0)
+            CHECK(fcntl(b, F_SETFD, 0) == 0);   /* kept by forked children */
+    }
+    return fd;
+}
+
+static void write_all(int fd, const void *p, size_t n)
+{
+    CHECK(write(fd, p, n) == (ssize_t)n);
+}
+
+/* Read until EOF into buf; returns the count. */
+static size_t read_eof(int fd, char *buf, size_t cap)
+{
+    size_t got = 0;
+    ssize_t n;
+
+    while (got < cap && (n = read(fd, buf + got, cap - got)) > 0)
+        got += (size_t)n;
+    return got;
+}
+
+/* --- client and server ends --- */
+
+static void client_connect(end_t *e, const struct sockaddr_storage *ss, socklen_t len,
+                           int nonblock, int zcsock)
+{
+    int rc;
+
+    memset(e, 0, sizeof(*e));
+    e->ann = e->memfd = -1;
+    e->fd = socket(ss->ss_family, SOCK_STREAM | SOCK_CLOEXEC | (nonblock ? SOCK_NONBLOCK : 0), 0);
+    CHECK(e->fd >= 0);
+    if (zcsock)
+        e->dec = local_pair_connect_prepare(e->fd, (const struct sockaddr *)ss, len, &e->ann,
+                                            &e->reason);
+    rc = connect(e->fd, (const struct sockaddr *)ss, len);
+    if (rc < 0 && nonblock && errno == EINPROGRESS) {
+        struct pollfd p = { e->fd, POLLOUT, 0 };
+        CHECK(poll(&p, 1, 5000) == 1);
+        rc = 0;
+    }
+    if (rc < 0)
+        FAIL("connect: %s", strerror(errno));
+    if (nonblock)
+        CHECK(fcntl(e->fd, F_SETFL, 0) == 0);
+    if (zcsock && e->dec == LOCAL_PAIR_PENDING) {
+        e->dec = local_pair_connected(e->fd, e->ann, &e->reason);
+        if (e->dec != LOCAL_PAIR_PENDING) {
+            local_pair_fd_close(e->ann);
+            e->ann = -1;
+        }
+    }
+}
+
+static void server_accept(end_t *e, int lfd, int use_accept4, int zcsock)
+{
+    memset(e, 0, sizeof(*e));
+    e->ann = e->memfd = -1;
+    e->fd = use_accept4 ? accept4(lfd, NULL, NULL, SOCK_CLOEXEC) : accept(lfd, NULL, NULL);
+    CHECK(e->fd >= 0);
+    if (zcsock)
+        e->dec = local_pair_accepted(lfd, e->fd, 1 << 16, &e->ch, &e->memfd, &e->reason);
+}
+
+/* Receive exactly n stream bytes in direction dir (R1/R2 of local_pair.h). */
+static void stream_recv(end_t *e, int dir, char *buf, size_t n)
+{
+    size_t got = 0, done;
+    char tmp[256];
+
+    while (got < n) {
+        uint64_t sw = e->ch.base ? local_pair_switch_get(&e->ch, dir) : LOCAL_PAIR_SWITCH_UNSET;
+        if (sw != LOCAL_PAIR_SWITCH_UNSET && e->rx == sw) {
+            struct iovec iov = { buf + got, n - got };
+            int rc = local_ring_read(&e->ch, dir, &iov, 1, 0, &done);
+            CHECK(rc >= 0);
+            got += done;
+            if (done)
+                continue;
+            rc = local_ring_rx_wait_prepare(&e->ch, dir);
+            CHECK(rc >= 0);
+            if (rc == 0)
+                continue;
+            CHECK(read(e->fd, tmp, sizeof(tmp)) > 0);   /* doorbells only */
+            local_ring_rx_wait_cancel(&e->ch, dir);
+            continue;
+        }
+        size_t want = n - got;
+        if (sw != LOCAL_PAIR_SWITCH_UNSET && sw - e->rx < want)
+            want = (size_t)(sw - e->rx);
+        if (want > sizeof(tmp))
+            want = sizeof(tmp);
+        ssize_t r = read(e->fd, tmp, want);
+        if (r <= 0)
+            FAIL("read: %zd %s", r, strerror(errno));
+        if (e->ann >= 0 && !e->ch.base) {          /* R3: pending client */
+            int rc = local_pair_channel_recv(e->fd, e->ann, 0, &e->ch, &e->memfd);
+            local_pair_fd_close(e->ann);
+            e->ann = -1;
+            if (rc == 0)
+                e->dec = LOCAL_PAIR_PAIRED;
+        }
+        size_t data = local_pair_rx_split(e->ch.base ? &e->ch : NULL, dir, e->rx, (size_t)r);
+        memcpy(buf + got, tmp, data);
+        got += data;
+        e->rx += data;
+    }
+}
+
+/* Send through the ring after publishing the switch point (S2), doorbell
+ * when the ring says so (S3). */
+static void ring_send(end_t *e, int dir, const void *p, size_t n)
+{
+    struct iovec iov = { (void *)p, n };
+    size_t done;
+    int rc = local_pair_switch_publish(&e->ch, dir, e->tx);
+
+    CHECK(rc == 0 || rc == -EALREADY);
+    rc = local_ring_write(&e->ch, dir, &iov, 1, &done);
+    CHECK(rc >= 0 && done == n);
+    if (rc & LOCAL_RING_F_DOORBELL)
+        write_all(e->fd, "", 1);
+}
+
+/* Orderly end: shut down our direction, then drain (leftover doorbells)
+ * until the peer's FIN, so neither side's close turns into a reset. */
+static void finish(end_t *e)
+{
+    char buf[64];
+
+    CHECK(shutdown(e->fd, SHUT_WR) == 0);
+    for (int i = 0; i < 100 && read(e->fd, buf, sizeof(buf)) > 0; i++)
+        ;
+}
+
+static void client_paired_flow(end_t *e)
+{
+    char buf[64];
+    double t0 = now_us();
+
+    CHECK(e->dec == LOCAL_PAIR_PENDING && e->ann >= 0);
+    write_all(e->fd, C_TCP, sizeof(C_TCP));             /* before the channel */
+    e->tx += sizeof(C_TCP);
+    for (;;) {                                          /* test only: wait */
+        int rc = local_pair_channel_recv(e->fd, e->ann, 0, &e->ch, &e->memfd);
+        if (rc == 0)
+            break;
+        CHECK(rc == -EAGAIN);
+        if (now_us() - t0 > 5e6)
+            FAIL("no offer");
+        usleep(200);
+    }
+    local_pair_fd_close(e->ann);
+    e->ann = -1;
+    e->dec = LOCAL_PAIR_PAIRED;
+    ring_send(e, LOCAL_RING_BA, C_RING, sizeof(C_RING));
+    stream_recv(e, LOCAL_RING_AB, buf, sizeof(S_RING));
+    CHECK(memcmp(buf, S_RING, sizeof(S_RING)) == 0);
+    CHECK(local_pair_switch_get(&e->ch, LOCAL_RING_AB) == 0);
+    finish(e);
+}
+
+static void server_paired_flow(end_t *e)
+{
+    char buf[64];
+    double t0 = now_us();
+
+    if (e->dec != LOCAL_PAIR_PAIRED)
+        FAIL("server decision %d reason %s", e->dec, local_pair_reason_name(e->reason));
+    stream_recv(e, LOCAL_RING_BA, buf, sizeof(C_TCP));
+    CHECK(memcmp(buf, C_TCP, sizeof(C_TCP)) == 0);
+    while (!local_pair_peer_attached(&e->ch)) {         /* S1 (test: wait) */
+        if (now_us() - t0 > 5e6)
+            FAIL("client never attached");
+        usleep(200);
+    }
+    ring_send(e, LOCAL_RING_AB, S_RING, sizeof(S_RING));
+    stream_recv(e, LOCAL_RING_BA, buf, sizeof(C_RING));
+    CHECK(memcmp(buf, C_RING, sizeof(C_RING)) == 0);
+    CHECK(local_pair_switch_get(&e->ch, LOCAL_RING_BA) == sizeof(C_TCP));
+    finish(e);
+}
+
+static int wait_child(pid_t pid)
+{
+    int st;
+
+    CHECK(waitpid(pid, &st, 0) == pid);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* --- cases --- */
+
+static int case_paired(int fam, int nonblock, int use_accept4)
+{
+    struct sockaddr_storage ss;
+    socklen_t len;
+    int lfd = listener(fam, 0, &ss, &len, 1);
+    end_t s, c;
+    pid_t pid = fork();
+
+    if (pid == 0) {
+        client_connect(&c, &ss, len, nonblock, 1);
+        client_paired_flow(&c);
+        _exit(0);
+    }
+    server_accept(&s, lfd, use_accept4, 1);
+    server_paired_flow(&s);
+    close(s.fd);
+    CHECK(wait_child(pid) == 0);
+    printf("paired family=%d nonblock=%d accept4=%d: both ends paired, bytes checked\n", fam,
+           nonblock, use_accept4);
+    return 0;
+}
+
+/* zcsock server, plain client: the client reads exactly the app bytes. */
+static int case_plain_client(void)
+{
+    struct sockaddr_storage ss;
+    socklen_t len;
+    int lfd = listener(AF_INET, 0, &ss, &len, 1);
+    int pfd[2];
+    end_t s, c;
+    pid_t pid;
+
+    CHECK(pipe(pfd) == 0);
+    pid = fork();
+    if (pid == 0) {
+        char buf[256];
+        client_connect(&c, &ss, len, 0, 0);
+        write_all(c.fd, "APPDATA", 7);
+        shutdown(c.fd, SHUT_WR);
+        size_t n = read_eof(c.fd, buf, sizeof(buf));
+        _exit(n == 10 && memcmp(buf, "SERVERDATA", 10) == 0 ? 0 : 3);
+    }
+    server_accept(&s, lfd, 0, 1);
+    CHECK(s.dec == LOCAL_PAIR_DECLINED && s.reason == LOCAL_PAIR_R_NOT_ZCSOCK);
+    write_all(s.fd, "SERVERDATA", 10);
+    char buf[64];
+    CHECK(read_eof(s.fd, buf, sizeof(buf)) == 7 && memcmp(buf, "APPDATA", 7) == 0);
+    close(s.fd);
+    CHECK(wait_child(pid) == 0);
+    printf("plain client: server declined (not_zcsock), client read exactly the app bytes\n");
+    return 0;
+}
+
+/* Plain server (no beacon): the client declines before connecting. */
+static int case_plain_server(void)
+{
+    struct sockaddr_storage ss;
+    socklen_t len;
+    int lfd = listener(AF_INET, 0, &ss, &len, 0);
+    end_t c;
+
+    client_connect(&c, &ss, len, 0, 1);
+    CHECK(c.dec == LOCAL_PAIR_DECLINED && c.reason == LOCAL_PAIR_R_NOT_ZCSOCK && c.ann < 0);
+    int s = accept(lfd, NULL, NULL);
+    write_all(c.fd, "X", 1);
+    shutdown(c.fd, SHUT_WR);
+    char buf[8];
+    CHECK(read_eof(s, buf, sizeof(buf)) == 1 && buf[0] == 'X');
+    printf("plain server: client declined (not_zcsock), server read exactly 1 byte\n");
+    return 0;
+}
+
+/* Beacon present, but the accepting process never runs the pairing (a
+ * listener handed to a program without zcsock): the client stays pending,
+ * sees the server's bytes with no offer behind them (R3) and declines;
+ * the acceptor reads exactly the app bytes. */
+static int case_plain_acceptor(void)
+{
+    struct sockaddr_storage ss;
+    socklen_t len;
+    int lfd = listener(AF_INET, 0, &ss, &len, 1);
+    end_t c;
+    pid_t pid = fork();
+
+    if (pid == 0) {
+        char buf[64];
+        int s = accept(lfd, NULL, NULL);
+        size_t n = read_eof(s, buf, sizeof(buf));
+        write_all(s, "REPLY", 5);
+        _exit(n == 3 && memcmp(buf, "APP", 3) == 0 ? 0 : 3);
+    }
+    client_connect(&c, &ss, len, 0, 1);
+    CHECK(c.dec == LOCAL_PAIR_PENDING);
+    write_all(c.fd, "APP", 3);
+    c.tx = 3;
+    shutdown(c.fd, SHUT_WR);
+    char buf[8];
+    stream_recv(&c, LOCAL_RING_AB, buf, 5);
+    CHECK(memcmp(buf, "REPLY", 5) == 0 && c.dec == LOCAL_PAIR_PENDING && !c.ch.base);
+    CHECK(c.ann < 0);                                   /* R3 closed it */
+    CHECK(wait_child(pid) == 0);
+    printf("plain acceptor behind a beacon: client pending -> declined by R3, bytes exact\n");
+    return 0;
+}
+
+/* A foreign program (python3) as server or client. */
+static int case_foreign(int as_server)
+{
+    struct sockaddr_storage ss;
+    socklen_t len;
+    char cmd[1024], buf[64];
+
+    if (system("python3 -c pass >/dev/null 2>&1") != 0) {
+        printf("SKIP: no python3\n");
+        return 77;
+    }
+    if (as_server) {
+        int pfd[2];
+        CHECK(pipe(pfd) == 0);
+        pid_t pid = fork();
+        if (pid == 0) {
+            dup2(pfd[1], 1);
+            execlp("python3", "python3", "-c",
+                   "import socket,sys\n"
+                   "l=socket.socket(); l.bind(('127.0.0.1',0)); l.listen(1)\n"
+                   "print(l.getsockname()[1], flush=True)\n"
+                   "s,_=l.accept(); d=b''\n"
+                   "while True:\n"
+                   "  x=s.recv(100)\n"
+                   "  if not x: break\n"
+                   "  d+=x\n"
+                   "s.sendall(b'GOT:'+d); s.close()\n"
+                   "sys.exit(0 if d==b'PING' else 3)\n", (char *)NULL);
+            _exit(127);
+        }
+        close(pfd[1]);
+        ssize_t n = read(pfd[0], cmd, sizeof(cmd) - 1);
+        CHECK(n > 0);
+        cmd[n] = 0;
+        len = addr_make(AF_INET, &ss, NULL);
+        ((struct sockaddr_in *)&ss)->sin_port = htons((uint16_t)atoi(cmd));
+        end_t c;
+        client_connect(&c, &ss, len, 0, 1);
+        CHECK(c.dec == LOCAL_PAIR_DECLINED && c.reason == LOCAL_PAIR_R_NOT_ZCSOCK);
+        write_all(c.fd, "PING", 4);
+        shutdown(c.fd, SHUT_WR);
+        CHECK(read_eof(c.fd, buf, sizeof(buf)) == 8 && memcmp(buf, "GOT:PING", 8) == 0);
+        CHECK(wait_child(pid) == 0);
+        printf("python3 server: client declined, python read exactly PING\n");
+        return 0;
+    }
+    int lfd = listener(AF_INET, 0, &ss, &len, 1);
+    snprintf(cmd, sizeof(cmd),
+             "python3 -c \"import socket,sys\n"
+             "s=socket.create_connection(('127.0.0.1',%d)); s.sendall(b'HELLO'); "
+             "s.shutdown(socket.SHUT_WR)\n"
+             "d=b''\n"
+             "while True:\n"
+             "  x=s.recv(100)\n"
+             "  if not x: break\n"
+             "  d+=x\n"
+             "sys.exit(0 if d==b'WORLD' else 3)\"",
+             ntohs(((struct sockaddr_in *)&ss)->sin_port));
+    pid_t pid = fork();
+    if (pid == 0) {
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        _exit(127);
+    }
+    end_t s;
+    server_accept(&s, lfd, 0, 1);
+    CHECK(s.dec == LOCAL_PAIR_DECLINED && s.reason == LOCAL_PAIR_R_NOT_ZCSOCK);
+    CHECK(read_eof(s.fd, buf, sizeof(buf)) == 5 && memcmp(buf, "HELLO", 5) == 0);
+    write_all(s.fd, "WORLD", 5);
+    close(s.fd);
+    CHECK(wait_child(pid) == 0);
+    printf("python3 client: server declined, python read exactly WORLD\n");
+    return 0;
+}
+
+/* nginx-style prefork: the parent listens and announces, forks two workers
+ * that accept, then drops its own beacon and listener; two clients pair. */
+static int case_prefork(void)
+{
+    struct sockaddr_storage ss;
+    socklen_t len;
+    int lfd = listener(AF_INET, 0, &ss, &len, 0), b;
+    pid_t w[2], c[2];
+
+    CHECK(local_pair_listen(lfd, &b) == 0 && b >= 0);
+    for (int i = 0; i < 2; i++) {
+        if ((w[i] = fork()) == 0) {
+            int b2;
+            end_t s;
+            /* lazily re-announce: the name is held already (by the parent,
+             * and after it drops it, by the inherited copies) */
+            CHECK(local_pair_listen(lfd, &b2) == 0);
+            server_accept(&s, lfd, i, 1);
+            server_paired_flow(&s);
+            _exit(0);
+        }
+    }
+    local_pair_fd_close(b);             /* the announcing process "exits" */
+    close(lfd);
+    for (int i = 0; i < 2; i++) {
+        if ((c[i] = fork()) == 0) {
+            end_t e;
+            client_connect(&e, &ss, len, i, 1);
+            client_paired_flow(&e);
+            _exit(0);
+        }
+    }
+    for (int i = 0; i < 2; i++) {
+        CHECK(wait_child(c[i]) == 0);
+        CHECK(wait_child(w[i]) == 0);
+    }
+    printf("prefork: 2 workers accepted from one listener, both connections paired\n");
+    return 0;
+}
+
+/* One process is both ends (nonblocking connect, then accept). */
+static int case_self(void)
+{
+    struct sockaddr_storage ss;
+    socklen_t len;
+    int lfd = listener(AF_INET, 0, &ss, &len, 1);
+    end_t c, s;
+    char buf[64];
+
+    memset(&c, 0, sizeof(c));
+    c.fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    c.dec = local_pair_connect_prepare(c.fd, (struct sockaddr *)&ss, len, &c.ann, &c.reason);
+    CHECK(c.dec == LOCAL_PAIR_PENDING);
+    CHECK(connect(c.fd, (struct sockaddr *)&ss, len) == 0 || errno == EINPROGRESS);
+    server_accept(&s, lfd, 1, 1);
+    CHECK(s.dec == LOCAL_PAIR_PAIRED);
+    struct pollfd p = { c.fd, POLLOUT, 0 };
+    CHECK(poll(&p, 1, 5000) == 1);
+    fcntl(c.fd, F_SETFL, 0);
+    CHECK(local_pair_connected(c.fd, c.ann, &c.reason) == LOCAL_PAIR_PENDING);
+    CHECK(local_pair_channel_recv(c.fd, c.ann, 0, &c.ch, &c.memfd) == 0);
+    CHECK(local_pair_peer_attached(&s.ch));
+    ring_send(&c, LOCAL_RING_BA, C_RING, sizeof(C_RING));
+    stream_recv(&s, LOCAL_RING_BA, buf, sizeof(C_RING));
+    CHECK(memcmp(buf, C_RING, sizeof(C_RING)) == 0);
+    ring_send(&s, LOCAL_RING_AB, S_RING, sizeof(S_RING));
+    stream_recv(&c, LOCAL_RING_AB, buf, sizeof(S_RING));
+    CHECK(memcmp(buf, S_RING, sizeof(S_RING)) == 0);
+    struct stat a, b;
+    CHECK(fstat(c.memfd, &a) == 0 && fstat(s.memfd, &b) == 0 && a.st_ino == b.st_ino);
+    printf("self: one process, both ends paired on the same memfd (ino %lu)\n",
+           (unsigned long)a.st_ino);
+    return 0;
+}
+
+/* Another uid never pairs: client-side check (TCP listener of another user)
+ * and server-side check (AF_UNIX client of another user announces). */
+static int case_other_user(void)
+{
+    struct sockaddr_storage ss, su;
+    socklen_t len, lu;
+    int lfd, ufd;
+    pid_t pid;
+    end_t s;
+
+    if (geteuid() != 0) {
+        printf("SKIP: needs root to switch uid\n");
+        return 77;
+    }
+    lfd = listener(AF_INET, 0, &ss, &len, 1);
+    ufd = listener(AF_UNIX, 0, &su, &lu, 0);
+    pid = fork();
+    if (pid == 0) {
+        end_t c, u;
+        CHECK(setgid(65534) == 0 && setuid(65534) == 0);
+        client_connect(&c, &ss, len, 0, 1);
+        if (c.dec != LOCAL_PAIR_DECLINED || c.reason != LOCAL_PAIR_R_OTHER_USER)
+            FAIL("tcp client: dec %d reason %s", c.dec, local_pair_reason_name(c.reason));
+        client_connect(&u, &su, lu, 0, 1);
+        CHECK(u.dec == LOCAL_PAIR_PENDING);             /* unix: always announces */
+        write_all(u.fd, "U", 1);
+        char x;
+        CHECK(read(u.fd, &x, 1) == 1 && x == 'V');
+        CHECK(local_pair_channel_recv(u.fd, u.ann, 0, &u.ch, &u.memfd) == -EAGAIN);
+        _exit(0);
+    }
+    server_accept(&s, lfd, 0, 1);
+    if (s.dec != LOCAL_PAIR_DECLINED || s.reason != LOCAL_PAIR_R_OTHER_USER)
+        FAIL("tcp server: dec %d reason %s", s.dec, local_pair_reason_name(s.reason));
+    server_accept(&s, ufd, 0, 1);
+    if (s.dec != LOCAL_PAIR_DECLINED || s.reason != LOCAL_PAIR_R_OTHER_USER)
+        FAIL("unix server: dec %d reason %s", s.dec, local_pair_reason_name(s.reason));
+    char x;
+    CHECK(read(s.fd, &x, 1) == 1 && x == 'U');
+    write_all(s.fd, "V", 1);
+    CHECK(wait_child(pid) == 0);
+    printf("other user: declined on both sides (other_user)\n");
+    return 0;
+}
+
+static int proc_net_unix_has(const char *needle)
+{
+    char line[512];
+    int hit = 0;
+    FILE *f = fopen("/proc/net/unix", "r");
+
+    CHECK(f);
+    while (fgets(line, sizeof(line), f))
+        if (strstr(line, needle))
+            hit = 1;
+    fclose(f);
+    return hit;
+}
+
+static void cookie_hex(int fd, char kind, char *out, size_t cap)
+{
+    uint64_t c;
+    socklen_t l = sizeof(c);
+
+    CHECK(getsockopt(fd, SOL_SOCKET, SO_COOKIE, &c, &l) == 0);
+    snprintf(out, cap, "@zcsock/v1/%c/%016llx", kind, (unsigned long long)c);
+}
+
+/* SIGKILLed ends leave no names behind; the same port later pairs with
+ * nothing stale. */
+static int case_crash(void)
+{
+    struct sockaddr_storage ss;
+    socklen_t len;
+    int pfd[2];
+    char names[2][64];
+    pid_t pid;
+    int port;
+
+    CHECK(pipe(pfd) == 0);
+    pid = fork();
+    if (pid == 0) {                     /* zcsock server and client, then killed */
+        int lfd = listener(AF_INET, 0, &ss, &len, 1);
+        end_t c, s;
+        char l[64];
+        client_connect(&c, &ss, len, 0, 1);
+        CHECK(c.dec == LOCAL_PAIR_PENDING);
+        server_accept(&s, lfd, 0, 1);
+        CHECK(s.dec == LOCAL_PAIR_PAIRED);
+        cookie_hex(lfd, 'L', l, sizeof(l));
+        cookie_hex(c.fd, 'C', names[1], sizeof(names[1]));
+        CHECK(proc_net_unix_has(l) && proc_net_unix_has(names[1]));
+        port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+        CHECK(write(pfd[1], &port, sizeof(port)) == sizeof(port));
+        CHECK(write(pfd[1], l, sizeof(l)) == sizeof(l));
+        CHECK(write(pfd[1], names[1], sizeof(names[1])) == sizeof(names[1]));
+        pause();
+        _exit(0);
+    }
+    CHECK(read(pfd[0], &port, sizeof(port)) == sizeof(port));
+    CHECK(read(pfd[0], names[0], sizeof(names[0])) == sizeof(names[0]));
+    CHECK(read(pfd[0], names[1], sizeof(names[1])) == sizeof(names[1]));
+    kill(pid, SIGKILL);
+    CHECK(wait_child(pid) == 128 + SIGKILL);
+    for (int i = 0; i < 2; i++)
+        if (proc_net_unix_has(names[i]))
+            FAIL("stale name %s", names[i]);
+    /* Same port, plain listener now: nothing may pair. */
+    int lfd = listener(AF_INET, port, &ss, &len, 0);
+    end_t c;
+    client_connect(&c, &ss, len, 0, 1);
+    CHECK(c.dec == LOCAL_PAIR_DECLINED && c.reason == LOCAL_PAIR_R_NOT_ZCSOCK);
+    int s = accept(lfd, NULL, NULL);
+    CHECK(s >= 0);
+    printf("crash: %s and %s gone after SIGKILL; port %d reused, declined\n", names[0],
+           names[1], port);
+    return 0;
+}
+
+/* Added cost of pairing on connect+accept (+ pickup), one process. */
+static int case_timing(void)
+{
+    struct sockaddr_storage ss;
+    socklen_t len;
+    int lfd = listener(AF_INET, 0, &ss, &len, 1);
+    int n = getenv("QUICK") && *getenv("QUICK") ? 100 : 400;
+    double t[2] = { 0, 0 };
+
+    for (int mode = 0; mode < 2; mode++) {
+        for (int i = 0; i < n; i++) {
+            double t0 = now_us();
+            end_t c, s;
+            client_connect(&c, &ss, len, 0, mode);
+            server_accept(&s, lfd, 0, mode);
+            if (mode) {
+                CHECK(c.dec == LOCAL_PAIR_PENDING && s.dec == LOCAL_PAIR_PAIRED);
+                CHECK(local_pair_channel_recv(c.fd, c.ann, 0, &c.ch, &c.memfd) == 0);
+            }
+            t[mode] += now_us() - t0;
+            if (mode) {
+                local_ring_close(&c.ch, 1);
+                local_ring_close(&s.ch, 1);
+                local_pair_fd_close(c.ann);
+                local_pair_fd_close(c.memfd);
+                local_pair_fd_close(s.memfd);
+            }
+            close(c.fd);
+            close(s.fd);
+        }
+    }
+    printf("timing: connect+accept plain %.1f us, with pairing (announce, offer, pickup, "
+           "64 KiB ring) %.1f us, added %.1f us per connection (n=%d)\n",
+           t[0] / n, t[1] / n, (t[1] - t[0]) / n, n);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    const char *c = argc > 1 ? argv[1] : "";
+
+    setvbuf(stdout, NULL, _IONBF, 0);
+    signal(SIGPIPE, SIG_IGN);
+    if (!strcmp(c, "paired-tcp4"))
+        return case_paired(AF_INET, 0, 0);
+    if (!strcmp(c, "paired-tcp6"))
+        return case_paired(AF_INET6, 0, 0);
+    if (!strcmp(c, "paired-unix"))
+        return case_paired(AF_UNIX, 0, 0);
+    if (!strcmp(c, "nonblock"))
+        return case_paired(AF_INET6, 1, 0);
+    if (!strcmp(c, "accept4"))
+        return case_paired(AF_INET, 1, 1);
+    if (!strcmp(c, "plain-client"))
+        return case_plain_client();
+    if (!strcmp(c, "plain-server"))
+        return case_plain_server();
+    if (!strcmp(c, "plain-acceptor"))
+        return case_plain_acceptor();
+    if (!strcmp(c, "foreign-server"))
+        return case_foreign(1);
+    if (!strcmp(c, "foreign-client"))
+        return case_foreign(0);
+    if (!strcmp(c, "prefork"))
+        return case_prefork();
+    if (!strcmp(c, "self"))
+        return case_self();
+    if (!strcmp(c, "other-user"))
+        return case_other_user();
+    if (!strcmp(c, "crash"))
+        return case_crash();
+    if (!strcmp(c, "timing"))
+        return case_timing();
+    fprintf(stderr, "unknown case '%s'\n", c);
+    return 2;
+}
