@@ -110,12 +110,16 @@ deps:
 clean:
 	rm -rf build $(CLEAN)
 
+# pkg-config paths relative to ${prefix} when under PREFIX (relocatable).
+PC_LIBDIR = $(patsubst $(PREFIX)/%,$${prefix}/%,$(LIBDIR))
+PC_INCLUDEDIR = $(patsubst $(PREFIX)/%,$${prefix}/%,$(INCLUDEDIR))
+
 install: all
 	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(BINDIR) $(DESTDIR)$(INCLUDEDIR) \
 		$(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(DOCDIR)
 	install -m 755 $(LIB) $(DESTDIR)$(LIBDIR)/libzcsock.so
 	install -m 644 include/zcsock.h $(DESTDIR)$(INCLUDEDIR)/zcsock.h
-	sed -e 's|@PREFIX@|$(PREFIX)|; s|@LIBDIR@|$(LIBDIR)|; s|@INCLUDEDIR@|$(INCLUDEDIR)|; s|@VERSION@|$(VERSION)|' \
+	sed -e 's|@PREFIX@|$(PREFIX)|; s|@LIBDIR@|$(PC_LIBDIR)|; s|@INCLUDEDIR@|$(PC_INCLUDEDIR)|; s|@VERSION@|$(VERSION)|' \
 		zcsock.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/zcsock.pc
 	install -m 644 README.md ARCHITECTURE.md $(DESTDIR)$(DOCDIR)/
 	$(INSTALL_EXTRA)

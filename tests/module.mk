@@ -43,7 +43,10 @@ test-symbols: $(LIB)
 test-docs: $(LIB)
 	$(Q)$(TEST_ENV) tests/docs.sh
 
-TEST_TIERS := unit unit-asan unit-ubsan symbols docs $(TEST_TIERS)
+test-install: all
+	$(Q)$(TEST_ENV) tests/install.sh
+
+TEST_TIERS := unit unit-asan unit-ubsan symbols docs install $(TEST_TIERS)
 
 test: all
 	$(Q)rm -rf $(BUILD)/test-results
@@ -51,4 +54,4 @@ test: all
 		$(MAKE) --no-print-directory test-$$t || status=1; done; \
 	tests/summary.sh $(BUILD) $(TEST_TIERS) || status=1; exit $$status
 
-.PHONY: test-unit test-unit-asan test-unit-ubsan test-symbols test-docs
+.PHONY: test-unit test-unit-asan test-unit-ubsan test-symbols test-docs test-install
