@@ -138,27 +138,101 @@ static int lp_kind(int fd)
 
 /* --- sock_diag --- */
 
-static int lp_diag_query(const void *req, size_t len, uint8_t *buf, size_t bufsz)
+/* One netlink socket per process, reused by every query: opening and
+ * closing one costs ~15 us more than a query (measured 22 vs 7 us).  Taken
+ * with a try-lock (a thread finding it busy uses a temporary socket),
+ * reopened after fork (pid changed) and whenever the descriptor no longer is
+ * the socket we opened (the application closed the number and reused it:
+ * inode check).  local_pair_fd_is_internal() lets the close hooks refuse it. */
+static struct {
+    int fd;
+    int pid;
+    uint64_t ino;
+    uint32_t seq;
+    int busy;
+} lp_nl = { .fd = -1 };
+
+static int lp_nl_open(void)
+{
+    return zc_real.socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+}
+
+/* The cached socket (lock held on return >= 0 with *cached = 1), or a
+ * temporary one (*cached = 0). */
+static int lp_nl_get(int *cached)
+{
+    struct stat st;
+    int pid = (int)getpid(), s;
+
+    *cached = 0;
+    if (__atomic_exchange_n(&lp_nl.busy, 1, __ATOMIC_ACQUIRE))
+        return lp_nl_open();
+    if (lp_nl.fd >= 0 && lp_nl.pid == pid && fstat(lp_nl.fd, &st) == 0 &&
+        (uint64_t)st.st_ino == lp_nl.ino) {
+        *cached = 1;
+        return lp_nl.fd;
+    }
+    /* Not ours any more (fork: the parent's copy stays, unused, in the
+     * child; reuse: the number belongs to the application now). */
+    s = lp_nl_open();
+    if (s < 0 || fstat(s, &st) < 0) {
+        __atomic_store_n(&lp_nl.busy, 0, __ATOMIC_RELEASE);
+        return s < 0 ? s : (zc_real.close(s), -1);
+    }
+    lp_nl.fd = s;
+    lp_nl.pid = pid;
+    lp_nl.ino = (uint64_t)st.st_ino;
+    *cached = 1;
+    return s;
+}
+
+static void lp_nl_put(int s, int cached)
+{
+    if (cached)
+        __atomic_store_n(&lp_nl.busy, 0, __ATOMIC_RELEASE);
+    else if (s >= 0)
+        zc_real.close(s);
+}
+
+int local_pair_fd_is_internal(int fd)
+{
+    return fd >= 0 && fd == __atomic_load_n(&lp_nl.fd, __ATOMIC_RELAXED) &&
+           lp_nl.pid == (int)getpid();
+}
+
+static int lp_diag_query(void *req, size_t len, uint8_t *buf, size_t bufsz)
 {
     struct sockaddr_nl nl = { .nl_family = AF_NETLINK };
     const struct nlmsghdr *h = (const struct nlmsghdr *)buf;
+    struct nlmsghdr *q = req;
+    int s, cached, rc = -EPROTO;
     ssize_t n;
-    int s, rc;
 
-    s = zc_real.socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+    s = lp_nl_get(&cached);
     if (s < 0)
-        return -errno;
+        return -EMFILE;
+    q->nlmsg_seq = ++lp_nl.seq;
     if (zc_real.sendto(s, req, len, 0, (struct sockaddr *)&nl, sizeof(nl)) < 0) {
         rc = -errno;
         goto out;
     }
-    n = zc_real.recv(s, buf, bufsz, MSG_DONTWAIT);
-    if (n < 0) {
-        rc = -errno;
-        goto out;
+    /* The kernel answers inside sendto; skip any stale answer (a query of
+     * a thread that used a temporary socket never lands here). */
+    for (int i = 0; i < 4; i++) {
+        n = zc_real.recv(s, buf, bufsz, MSG_DONTWAIT);
+        if (n < 0) {
+            rc = -errno;
+            goto out;
+        }
+        if (!NLMSG_OK(h, (size_t)n)) {
+            rc = -EPROTO;
+            goto out;
+        }
+        if (h->nlmsg_seq == q->nlmsg_seq)
+            break;
     }
     rc = -EPROTO;
-    if (!NLMSG_OK(h, (size_t)n))
+    if (h->nlmsg_seq != q->nlmsg_seq)
         goto out;
     if (h->nlmsg_type == NLMSG_ERROR) {
         const struct nlmsgerr *e = NLMSG_DATA(h);
@@ -168,7 +242,7 @@ static int lp_diag_query(const void *req, size_t len, uint8_t *buf, size_t bufsz
     if (h->nlmsg_type == SOCK_DIAG_BY_FAMILY)
         rc = (int)h->nlmsg_len;
 out:
-    zc_real.close(s);
+    lp_nl_put(s, cached);
     return rc;
 }
 
@@ -358,19 +432,32 @@ int local_pair_listen(int fd, int *beacon_p)
     return 0;
 }
 
+/* Listener cookies whose beacon was seen (direct-mapped, lock-free).  A
+ * stale entry only costs an unneeded announcement (the server decides);
+ * cookies are never reused, so an entry can never stand for another
+ * listener.  Absence is never cached. */
+#define LP_BEACON_CACHE 64
+static uint64_t lp_beacon_seen[LP_BEACON_CACHE];
+
 /* Is there a beacon for listener cookie c?  1 yes, 0 no, -errno. */
 static int lp_beacon_probe(uint64_t c)
 {
+    uint64_t *slot = &lp_beacon_seen[c % LP_BEACON_CACHE];
     struct sockaddr_un sun;
-    socklen_t len = lp_name(&sun, 'L', c);
+    socklen_t len;
     int s, rc;
 
+    if (c && __atomic_load_n(slot, __ATOMIC_RELAXED) == c)
+        return 1;
+    len = lp_name(&sun, 'L', c);
     s = zc_real.socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     if (s < 0)
         return -errno;
     rc = zc_real.connect(s, (struct sockaddr *)&sun, len) == 0 ? 1
          : (errno == ECONNREFUSED || errno == ENOENT) ? 0 : -errno;
     zc_real.close(s);
+    if (rc == 1)
+        __atomic_store_n(slot, c, __ATOMIC_RELAXED);
     return rc;
 }
 

@@ -32,13 +32,18 @@
  *    and sends ONE handover message {magic, server cookie, client cookie} +
  *    SCM_RIGHTS(memfd) non-blockingly.  A successful sendmsg is the
  *    decision PAIRED; any failure is DECLINED and nothing ever reaches the
- *    peer.  This happens inside accept(), i.e. before the server application
- *    can write a single byte.
+ *    peer.  It must run before the server's first byte on the connection:
+ *    inside accept(), or (to spare connections that never carry data) at
+ *    the server's first data call on it, before any byte is written.
  * 4. pickup (client): local_pair_channel_recv() (non-blocking: accept4 +
- *    recvmsg on the announcement) validates peer uid, magic, both cookies
- *    (the server cookie against sock_diag of our own connection), the memfd
- *    seals (local_ring_attach), and attaches as side B, which marks side B
- *    ATTACHED in the shared header.
+ *    recvmsg on the announcement) validates the sender's SO_PEERCRED uid,
+ *    the magic, exactly one descriptor, our own cookie in the offer, the
+ *    memfd seals (local_ring_attach) and the cookies in the shared control
+ *    block, and attaches as side B, which marks side B ATTACHED in the
+ *    shared header.  The server connects before it sends: a pickup that
+ *    finds the connection but not yet the offer (-EAGAIN) dup3()s that
+ *    connection over the announcement descriptor (same number), so the
+ *    next call reads the offer from it; an EOF there means no offer.
  *
  * SWITCH-OVER (per direction d; AB = server->client, BA = client->server).
  * The shared control block (local_pair_ctl_t, in the unused tail of the
@@ -87,8 +92,10 @@
  * Fork: a PENDING client that forks must not let one holder pick up the
  * handover while another keeps reading the stream unaware.  The shim passes
  * LOCAL_PAIR_F_REQUEUE to local_pair_channel_recv() for connections that were
- * pending across a fork: the picker then re-queues the same handover on the
- * announcement before attaching, so every holder finds it (R3 runs in each).
+ * pending across a fork: before attaching, the picker puts the same offer
+ * into a fresh socketpair and dup3()s its other end over the announcement
+ * descriptor, whose open file description all holders share, so every
+ * holder finds the offer (and requeues it in turn) when R3 makes it look.
  *
  * Hook-safety: no allocation, no stdio, no getenv; every socket and close
  * call goes through zc_real.  Functions are thread-safe (no shared state)
@@ -172,8 +179,11 @@ int local_pair_accepted(int listen_fd, int fd, size_t ring_size, local_ring_t *c
 
 /* Client: pick up the server's offer for connection fd from announcement
  * ann without waiting.  Returns 0 (attached: *ch side B, *memfd_p its memfd),
- * -EAGAIN (nothing yet), -EPROTO/-EPERM (an invalid or foreign offer was
- * discarded; keep waiting), other -errno. */
+ * -EAGAIN (nothing yet; ann may now be the server's connection, same
+ * number), -ECONNRESET (the server connected and gave up: no offer will
+ * come), -EPROTO/-EPERM (an invalid or foreign offer was discarded), other
+ * -errno.  Under R3 (after kernel bytes arrived) anything but 0 means "no
+ * offer": close ann and stay on the kernel stream. */
 int local_pair_channel_recv(int fd, int ann, int flags, local_ring_t *ch, int *memfd_p);
 
 /* The control block of a mapped channel, or NULL when its magic is wrong. */
@@ -195,5 +205,10 @@ size_t local_pair_rx_split(local_ring_t *ch, int dir, uint64_t consumed, size_t 
 
 /* Close a beacon/announcement/memfd descriptor through zc_real (ignores -1). */
 void local_pair_fd_close(int fd);
+
+/* 1 when fd is the module's cached sock_diag netlink socket in this process
+ * (the close/dup2/close_range hooks should refuse to touch it, like the
+ * memory subsystem's arena descriptors).  Hook-safe. */
+int local_pair_fd_is_internal(int fd);
 
 #endif
