@@ -28,16 +28,12 @@ _Static_assert(LOCAL_PAIR_CTL_OFF + sizeof(local_pair_ctl_t) <= LOCAL_RING_HDR_S
                "pairing block outside the header page");
 
 #define LP_PREFIX      "zcsock/v1/"
-#define LP_MSG_MAGIC   0x3176666f50637a5aULL  /* "ZcPoffv1" */
+#define LP_MSG_MAGIC   LOCAL_PAIR_OFFER_MAGIC
 #define LP_PICKUP_MAX  4                      /* offers examined per call */
 #define LP_ANN_BACKLOG 4
 #define LP_TCP_NEW_SYN_RECV 12                /* request socket (kernel state) */
 
-typedef struct lp_offer {
-    uint64_t magic;
-    uint64_t server_cookie;
-    uint64_t client_cookie;
-} lp_offer_t;
+typedef local_pair_offer_t lp_offer_t;
 
 /* What a sock_diag lookup tells about one socket. */
 typedef struct lp_peer {
@@ -697,21 +693,18 @@ static int lp_offer_recv(int c, lp_offer_t *o, int *memfd_p)
     return 0;
 }
 
-/* Re-queue offer o for the other holders of announcement ann
- * (LOCAL_PAIR_F_REQUEUE): a fresh connected pair with the offer queued on
- * one end replaces ann (dup3 keeps the descriptor number and the open file
- * description every forked holder shares). */
-static int lp_requeue(int ann, const lp_offer_t *o, int memfd)
+/* Re-queue offer o for the other holders of our announcement
+ * (LOCAL_PAIR_F_REQUEUE): a new connection to our own name, carrying the
+ * same offer, waits in the listener every forked holder shares.  The name
+ * is gone only when no other holder is left: nothing to do then. */
+static int lp_requeue(uint64_t client_cookie, const lp_offer_t *o, int memfd)
 {
-    int sp[2], rc;
+    int s, reason, rc;
 
-    if (zc_real.socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sp) < 0)
-        return -errno;
-    rc = lp_offer_send(sp[0], o, memfd);
-    if (rc == 0 && zc_real.dup3(sp[1], ann, O_CLOEXEC) < 0)
-        rc = -errno;
-    zc_real.close(sp[0]);
-    zc_real.close(sp[1]);
+    if (lp_ann_connect(client_cookie, &s, &reason))
+        return reason == LOCAL_PAIR_R_NOT_ZCSOCK ? 0 : -EPERM;
+    rc = lp_offer_send(s, o, memfd);
+    zc_real.close(s);
     return rc;
 }
 
@@ -719,7 +712,7 @@ static int lp_requeue(int ann, const lp_offer_t *o, int memfd)
  * announcement, or ann itself once it became a connection).  -EAGAIN: the
  * server connected but has not sent yet; -ECONNRESET: it closed without an
  * offer (none will come); -EPROTO: invalid offer (discarded). */
-static int lp_offer_take(int fd, int ann, int c, int flags, local_ring_t *ch, int *memfd_p)
+static int lp_offer_take(int fd, int c, int flags, local_ring_t *ch, int *memfd_p)
 {
     const local_pair_ctl_t *ctl;
     lp_offer_t o;
@@ -732,7 +725,7 @@ static int lp_offer_take(int fd, int ann, int c, int flags, local_ring_t *ch, in
     rc = -EPROTO;
     if (lp_cookie(fd, &mine) || o.client_cookie != mine)
         goto err;
-    if ((flags & LOCAL_PAIR_F_REQUEUE) && (rc = lp_requeue(ann, &o, memfd)))
+    if ((flags & LOCAL_PAIR_F_REQUEUE) && (rc = lp_requeue(mine, &o, memfd)))
         goto err;
     rc = local_ring_attach(memfd, ch);
     if (rc)
@@ -760,7 +753,7 @@ int local_pair_channel_recv(int fd, int ann, int flags, local_ring_t *ch, int *m
     if (lp_kind(fd) < 0 || ann < 0 || lp_sockopt_int(ann, SOL_SOCKET, SO_ACCEPTCONN, &acc))
         return -EINVAL;
     if (!acc)                           /* ann is the server's connection now */
-        return lp_offer_take(fd, ann, ann, flags, ch, memfd_p);
+        return lp_offer_take(fd, ann, flags, ch, memfd_p);
     for (int i = 0; i < LP_PICKUP_MAX; i++) {
         int c = zc_real.accept4(ann, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
 
@@ -769,7 +762,7 @@ int local_pair_channel_recv(int fd, int ann, int flags, local_ring_t *ch, int *m
         if (lp_peer_uid(c, &uid) || uid != geteuid()) {
             rc = -EPERM;
         } else {
-            rc = lp_offer_take(fd, ann, c, flags, ch, memfd_p);
+            rc = lp_offer_take(fd, c, flags, ch, memfd_p);
             if (rc == -EAGAIN) {
                 /* Connected, offer still on its way: this connection takes
                  * the listener's place (only its offer can be valid now). */

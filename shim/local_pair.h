@@ -92,10 +92,11 @@
  * Fork: a PENDING client that forks must not let one holder pick up the
  * handover while another keeps reading the stream unaware.  The shim passes
  * LOCAL_PAIR_F_REQUEUE to local_pair_channel_recv() for connections that were
- * pending across a fork: before attaching, the picker puts the same offer
- * into a fresh socketpair and dup3()s its other end over the announcement
- * descriptor, whose open file description all holders share, so every
- * holder finds the offer (and requeues it in turn) when R3 makes it look.
+ * pending across a fork: before attaching, the picker connects to its own
+ * announcement name again and sends the same offer, which waits in the
+ * listener that every forked holder shares; each holder finds it when R3
+ * makes it look (and requeues it in turn).  When the name is gone, no other
+ * holder is left.
  *
  * Hook-safety: no allocation, no stdio, no getenv; every socket and close
  * call goes through zc_real.  Functions are thread-safe (no shared state)
@@ -144,6 +145,15 @@ typedef struct local_pair_ctl {
     uint64_t client_cookie;
     uint64_t switch_at[2];      /* per direction (LOCAL_RING_AB / _BA) */
 } local_pair_ctl_t;
+
+/* The offer message (one SOCK_SEQPACKET record, with exactly one
+ * SCM_RIGHTS descriptor: the channel memfd). */
+#define LOCAL_PAIR_OFFER_MAGIC 0x3176666f50637a5aULL  /* "ZcPoffv1" */
+typedef struct local_pair_offer {
+    uint64_t magic;
+    uint64_t server_cookie;     /* SO_COOKIE of the accepted socket */
+    uint64_t client_cookie;     /* SO_COOKIE of the connecting socket */
+} local_pair_offer_t;
 
 /* Flags of local_pair_channel_recv. */
 #define LOCAL_PAIR_F_REQUEUE 0x1

@@ -2,7 +2,8 @@
  *   test_pair CASE [args]     exit 0 pass, 1 fail, 77 skip
  * Cases (see tests/pair/README.md): paired-tcp4 paired-tcp6 paired-unix
  * nonblock accept4 plain-client plain-server plain-acceptor foreign-server
- * foreign-client prefork self other-user crash timing.
+ * foreign-client prefork self other-user crash late-offer fork-requeue squatter
+ * timing.
  *
  * A "paired" exchange runs the switch-over of local_pair.h end to end: the
  * client writes app bytes on the kernel stream before it has the channel,
@@ -666,6 +667,192 @@ static int case_crash(void)
     return 0;
 }
 
+/* Connect to the announcement of client socket fd as a server would. */
+static int ann_dial(int fd)
+{
+    struct sockaddr_un u = { .sun_family = AF_UNIX };
+    uint64_t c;
+    socklen_t l = sizeof(c);
+    int s;
+
+    CHECK(getsockopt(fd, SOL_SOCKET, SO_COOKIE, &c, &l) == 0);
+    int n = snprintf(u.sun_path + 1, sizeof(u.sun_path) - 1, "zcsock/v1/C/%016llx",
+                     (unsigned long long)c);
+    s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    CHECK(s >= 0);
+    if (connect(s, (struct sockaddr *)&u,
+                (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n)) < 0) {
+        close(s);
+        return -1;
+    }
+    return s;
+}
+
+static int is_listener(int fd)
+{
+    int acc = -1;
+    socklen_t l = sizeof(acc);
+
+    CHECK(getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &acc, &l) == 0);
+    return acc;
+}
+
+/* The server connected to the announcement but has not sent its offer yet
+ * when the client looks: the client keeps that connection (-EAGAIN), then
+ * takes the offer from it; and a server that gives up closes it (EOF:
+ * -ECONNRESET, no offer). */
+static int case_late_offer(void)
+{
+    struct sockaddr_storage ss;
+    socklen_t len;
+    int lfd = listener(AF_INET, 0, &ss, &len, 1);
+    end_t c, c2;
+    local_pair_offer_t o = { .magic = LOCAL_PAIR_OFFER_MAGIC };
+    local_ring_t ch;
+    uint64_t ck;
+    socklen_t l = sizeof(ck);
+
+    client_connect(&c, &ss, len, 0, 1);
+    CHECK(c.dec == LOCAL_PAIR_PENDING);
+    int s = accept(lfd, NULL, NULL);
+    int d = ann_dial(c.fd);
+    CHECK(d >= 0);
+    CHECK(local_pair_channel_recv(c.fd, c.ann, 0, &c.ch, &c.memfd) == -EAGAIN);
+    CHECK(!is_listener(c.ann));                 /* the connection took its place */
+    CHECK(local_pair_channel_recv(c.fd, c.ann, 0, &c.ch, &c.memfd) == -EAGAIN);
+    /* a valid offer, built by hand from the documented format */
+    int memfd = local_ring_create(1 << 14, &ch);
+    CHECK(memfd >= 0);
+    local_pair_ctl_t *ctl = (local_pair_ctl_t *)(ch.base + LOCAL_PAIR_CTL_OFF);
+    CHECK(getsockopt(s, SOL_SOCKET, SO_COOKIE, &ck, &l) == 0);
+    o.server_cookie = ctl->server_cookie = ck;
+    CHECK(getsockopt(c.fd, SOL_SOCKET, SO_COOKIE, &ck, &l) == 0);
+    o.client_cookie = ctl->client_cookie = ck;
+    ctl->switch_at[0] = ctl->switch_at[1] = LOCAL_PAIR_SWITCH_UNSET;
+    ctl->magic = LOCAL_PAIR_CTL_MAGIC;
+    union { struct cmsghdr h; char b[CMSG_SPACE(sizeof(int))]; } cm;
+    struct iovec iov = { &o, sizeof(o) };
+    struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.b,
+                         .msg_controllen = sizeof(cm.b) };
+    memset(&cm, 0, sizeof(cm));
+    struct cmsghdr *h = CMSG_FIRSTHDR(&mh);
+    h->cmsg_level = SOL_SOCKET;
+    h->cmsg_type = SCM_RIGHTS;
+    h->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(h), &memfd, sizeof(int));
+    CHECK(sendmsg(d, &mh, 0) == sizeof(o));
+    close(d);
+    CHECK(local_pair_channel_recv(c.fd, c.ann, 0, &c.ch, &c.memfd) == 0);
+    CHECK(local_pair_peer_attached(&ch));
+    struct stat a, b;
+    CHECK(fstat(c.memfd, &a) == 0 && fstat(memfd, &b) == 0 && a.st_ino == b.st_ino);
+
+    client_connect(&c2, &ss, len, 0, 1);
+    CHECK(c2.dec == LOCAL_PAIR_PENDING);
+    d = ann_dial(c2.fd);
+    CHECK(d >= 0);
+    CHECK(local_pair_channel_recv(c2.fd, c2.ann, 0, &c2.ch, &c2.memfd) == -EAGAIN);
+    close(d);
+    CHECK(local_pair_channel_recv(c2.fd, c2.ann, 0, &c2.ch, &c2.memfd) == -ECONNRESET);
+    printf("late offer: connection kept in place of the listener, offer taken later; "
+           "closed without offer -> ECONNRESET\n");
+    return 0;
+}
+
+/* A pending client forks; the parent picks the offer up with
+ * LOCAL_PAIR_F_REQUEUE, and the child, holding the same announcement,
+ * still finds it. */
+static int case_fork_requeue(void)
+{
+    struct sockaddr_storage ss;
+    socklen_t len;
+    int lfd = listener(AF_INET, 0, &ss, &len, 1), pfd[2];
+    end_t c, s;
+    struct stat a;
+
+    client_connect(&c, &ss, len, 0, 1);
+    CHECK(c.dec == LOCAL_PAIR_PENDING);
+    CHECK(pipe(pfd) == 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        char x;
+        end_t k = c;
+        CHECK(read(pfd[0], &x, 1) == 1);        /* parent picked up */
+        CHECK(local_pair_channel_recv(k.fd, k.ann, LOCAL_PAIR_F_REQUEUE, &k.ch, &k.memfd) == 0);
+        CHECK(fstat(k.memfd, &a) == 0);
+        ino_t ino = a.st_ino;
+        CHECK(write(pfd[1], &ino, sizeof(ino)) == sizeof(ino));
+        _exit(0);
+    }
+    server_accept(&s, lfd, 0, 1);
+    CHECK(s.dec == LOCAL_PAIR_PAIRED);
+    CHECK(local_pair_channel_recv(c.fd, c.ann, LOCAL_PAIR_F_REQUEUE, &c.ch, &c.memfd) == 0);
+    local_pair_fd_close(c.ann);
+    CHECK(write(pfd[1], "x", 1) == 1);
+    CHECK(wait_child(pid) == 0);
+    ino_t ino;
+    CHECK(read(pfd[0], &ino, sizeof(ino)) == sizeof(ino));
+    CHECK(fstat(s.memfd, &a) == 0 && a.st_ino == ino);
+    printf("fork while pending: both holders attached to the same channel (ino %lu)\n",
+           (unsigned long)ino);
+    return 0;
+}
+
+/* Another user squats the client's announcement name: the client cannot
+ * announce (declines), the server finds a foreign owner (other_user) and
+ * sends it nothing. */
+static int case_squatter(void)
+{
+    struct sockaddr_storage ss;
+    socklen_t len;
+    int lfd, pfd[2];
+    end_t c, s;
+    uint64_t ck;
+    socklen_t l = sizeof(ck);
+
+    if (geteuid() != 0) {
+        printf("SKIP: needs root to switch uid\n");
+        return 77;
+    }
+    lfd = listener(AF_INET, 0, &ss, &len, 1);
+    memset(&c, 0, sizeof(c));
+    c.fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    CHECK(getsockopt(c.fd, SOL_SOCKET, SO_COOKIE, &ck, &l) == 0);
+    CHECK(pipe(pfd) == 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        struct sockaddr_un u = { .sun_family = AF_UNIX };
+        int n = snprintf(u.sun_path + 1, sizeof(u.sun_path) - 1, "zcsock/v1/C/%016llx",
+                         (unsigned long long)ck);
+        CHECK(setgid(65534) == 0 && setuid(65534) == 0);
+        int q = socket(AF_UNIX, SOCK_SEQPACKET, 0);
+        CHECK(bind(q, (struct sockaddr *)&u,
+                   (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n)) == 0);
+        CHECK(listen(q, 4) == 0);
+        CHECK(write(pfd[1], "x", 1) == 1);
+        int a = accept(q, NULL, NULL);          /* the server's dial */
+        char buf[64];
+        union { struct cmsghdr h; char b[CMSG_SPACE(4 * sizeof(int))]; } cm;
+        struct iovec iov = { buf, sizeof(buf) };
+        struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.b,
+                             .msg_controllen = sizeof(cm.b) };
+        ssize_t r = recvmsg(a, &mh, 0);
+        _exit(r == 0 && mh.msg_controllen == 0 ? 0 : 3);   /* nothing, EOF */
+    }
+    char x;
+    CHECK(read(pfd[0], &x, 1) == 1);
+    c.dec = local_pair_connect_prepare(c.fd, (struct sockaddr *)&ss, len, &c.ann, &c.reason);
+    CHECK(c.dec == LOCAL_PAIR_DECLINED && c.ann < 0);
+    CHECK(connect(c.fd, (struct sockaddr *)&ss, len) == 0);
+    server_accept(&s, lfd, 0, 1);
+    if (s.dec != LOCAL_PAIR_DECLINED || s.reason != LOCAL_PAIR_R_OTHER_USER)
+        FAIL("server: dec %d reason %s", s.dec, local_pair_reason_name(s.reason));
+    CHECK(wait_child(pid) == 0);
+    printf("squatter: client declined (%s), server declined (other_user), squatter got "
+           "nothing\n", local_pair_reason_name(c.reason));
+    return 0;
+}
+
 /* Added cost of pairing on connect+accept (+ pickup), one process, with
  * the pairing steps timed one by one. */
 static int case_timing(void)
@@ -761,6 +948,12 @@ int main(int argc, char **argv)
         return case_other_user();
     if (!strcmp(c, "crash"))
         return case_crash();
+    if (!strcmp(c, "late-offer"))
+        return case_late_offer();
+    if (!strcmp(c, "fork-requeue"))
+        return case_fork_requeue();
+    if (!strcmp(c, "squatter"))
+        return case_squatter();
     if (!strcmp(c, "timing"))
         return case_timing();
     fprintf(stderr, "unknown case '%s'\n", c);
