@@ -56,49 +56,44 @@ static ssize_t shim_path_recv(shim_fd_t *f, int fd, const struct iovec *iov, siz
     return shim_ret(n);
 }
 
+/* The body every plain data hook shares: prologue, the descriptor's path if
+ * one claimed it (path_call), else the very call the application made,
+ * charged to the copy path. */
+#define SHIM_DATA_HOOK(name, is_send, must_be_socket, path_call, ...) \
+    shim_fd_t *f;                                                     \
+    ssize_t n;                                                        \
+                                                                      \
+    SHIM_ENTER(name, -1);                                             \
+    f = shim_fd_get(fd);                                              \
+    if (shim_has_path(f))                                             \
+        return path_call;                                             \
+    n = zc_real.name(__VA_ARGS__);                                    \
+    shim_copy_account(f, is_send, n, must_be_socket);                 \
+    return n
+
+#define SHIM_IOV1(buf, len) (&(struct iovec){ (void *)(buf), (len) })
+
 /* --- send family --------------------------------------------------------- */
 
 SHIM_EXPORT ssize_t send(int fd, const void *buf, size_t len, int flags)
 {
-    shim_fd_t *f;
-    ssize_t n;
-
-    SHIM_ENTER(send, -1);
-    f = shim_fd_get(fd);
-    if (shim_has_path(f))
-        return shim_path_send(f, fd, &(struct iovec){ (void *)buf, len }, 1, flags, NULL, 0);
-    n = zc_real.send(fd, buf, len, flags);
-    shim_copy_account(f, 1, n, 1);
-    return n;
+    SHIM_DATA_HOOK(send, 1, 1,
+                   shim_path_send(f, fd, SHIM_IOV1(buf, len), 1, flags, NULL, 0),
+                   fd, buf, len, flags);
 }
 
 SHIM_EXPORT ssize_t sendto(int fd, const void *buf, size_t len, int flags,
                            const struct sockaddr *to, socklen_t tolen)
 {
-    shim_fd_t *f;
-    ssize_t n;
-
-    SHIM_ENTER(sendto, -1);
-    f = shim_fd_get(fd);
-    if (shim_has_path(f))
-        return shim_path_send(f, fd, &(struct iovec){ (void *)buf, len }, 1, flags, to, tolen);
-    n = zc_real.sendto(fd, buf, len, flags, to, tolen);
-    shim_copy_account(f, 1, n, 1);
-    return n;
+    SHIM_DATA_HOOK(sendto, 1, 1,
+                   shim_path_send(f, fd, SHIM_IOV1(buf, len), 1, flags, to, tolen),
+                   fd, buf, len, flags, to, tolen);
 }
 
 SHIM_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 {
-    shim_fd_t *f;
-    ssize_t n;
-
-    SHIM_ENTER(sendmsg, -1);
-    f = shim_fd_get(fd);
-    if (shim_has_path(f))
-        return shim_ret(f->path->sendmsg(f, fd, msg, flags));
-    n = zc_real.sendmsg(fd, msg, flags);
-    shim_copy_account(f, 1, n, 1);
-    return n;
+    SHIM_DATA_HOOK(sendmsg, 1, 1, shim_ret(f->path->sendmsg(f, fd, msg, flags)),
+                   fd, msg, flags);
 }
 
 SHIM_EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned vlen, int flags)
@@ -129,75 +124,39 @@ SHIM_EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned vlen, int flags)
 
 SHIM_EXPORT ssize_t write(int fd, const void *buf, size_t len)
 {
-    shim_fd_t *f;
-    ssize_t n;
-
-    SHIM_ENTER(write, -1);
-    f = shim_fd_get(fd);
-    if (shim_has_path(f))
-        return shim_path_send(f, fd, &(struct iovec){ (void *)buf, len }, 1, 0, NULL, 0);
-    n = zc_real.write(fd, buf, len);
-    shim_copy_account(f, 1, n, 0);
-    return n;
+    SHIM_DATA_HOOK(write, 1, 0, shim_path_send(f, fd, SHIM_IOV1(buf, len), 1, 0, NULL, 0),
+                   fd, buf, len);
 }
 
 SHIM_EXPORT ssize_t writev(int fd, const struct iovec *iov, int iovcnt)
 {
-    shim_fd_t *f;
-    ssize_t n;
-
-    SHIM_ENTER(writev, -1);
-    f = shim_fd_get(fd);
-    if (shim_has_path(f) && iovcnt >= 0)
-        return shim_path_send(f, fd, iov, (size_t)iovcnt, 0, NULL, 0);
-    n = zc_real.writev(fd, iov, iovcnt);
-    shim_copy_account(f, 1, n, 0);
-    return n;
+    SHIM_DATA_HOOK(writev, 1, 0,
+                   iovcnt < 0 ? shim_ret(-EINVAL)
+                              : shim_path_send(f, fd, iov, (size_t)iovcnt, 0, NULL, 0),
+                   fd, iov, iovcnt);
 }
 
 /* --- receive family ------------------------------------------------------ */
 
 SHIM_EXPORT ssize_t recv(int fd, void *buf, size_t len, int flags)
 {
-    shim_fd_t *f;
-    ssize_t n;
-
-    SHIM_ENTER(recv, -1);
-    f = shim_fd_get(fd);
-    if (shim_has_path(f))
-        return shim_path_recv(f, fd, &(struct iovec){ buf, len }, 1, flags, NULL, NULL);
-    n = zc_real.recv(fd, buf, len, flags);
-    shim_copy_account(f, 0, n, 1);
-    return n;
+    SHIM_DATA_HOOK(recv, 0, 1,
+                   shim_path_recv(f, fd, SHIM_IOV1(buf, len), 1, flags, NULL, NULL),
+                   fd, buf, len, flags);
 }
 
 SHIM_EXPORT ssize_t recvfrom(int fd, void *buf, size_t len, int flags,
                              struct sockaddr *from, socklen_t *fromlen)
 {
-    shim_fd_t *f;
-    ssize_t n;
-
-    SHIM_ENTER(recvfrom, -1);
-    f = shim_fd_get(fd);
-    if (shim_has_path(f))
-        return shim_path_recv(f, fd, &(struct iovec){ buf, len }, 1, flags, from, fromlen);
-    n = zc_real.recvfrom(fd, buf, len, flags, from, fromlen);
-    shim_copy_account(f, 0, n, 1);
-    return n;
+    SHIM_DATA_HOOK(recvfrom, 0, 1,
+                   shim_path_recv(f, fd, SHIM_IOV1(buf, len), 1, flags, from, fromlen),
+                   fd, buf, len, flags, from, fromlen);
 }
 
 SHIM_EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
 {
-    shim_fd_t *f;
-    ssize_t n;
-
-    SHIM_ENTER(recvmsg, -1);
-    f = shim_fd_get(fd);
-    if (shim_has_path(f))
-        return shim_ret(f->path->recvmsg(f, fd, msg, flags));
-    n = zc_real.recvmsg(fd, msg, flags);
-    shim_copy_account(f, 0, n, 1);
-    return n;
+    SHIM_DATA_HOOK(recvmsg, 0, 1, shim_ret(f->path->recvmsg(f, fd, msg, flags)),
+                   fd, msg, flags);
 }
 
 SHIM_EXPORT int recvmmsg(int fd, struct mmsghdr *vec, unsigned vlen, int flags,
@@ -232,30 +191,16 @@ SHIM_EXPORT int recvmmsg(int fd, struct mmsghdr *vec, unsigned vlen, int flags,
 
 SHIM_EXPORT ssize_t read(int fd, void *buf, size_t len)
 {
-    shim_fd_t *f;
-    ssize_t n;
-
-    SHIM_ENTER(read, -1);
-    f = shim_fd_get(fd);
-    if (shim_has_path(f))
-        return shim_path_recv(f, fd, &(struct iovec){ buf, len }, 1, 0, NULL, NULL);
-    n = zc_real.read(fd, buf, len);
-    shim_copy_account(f, 0, n, 0);
-    return n;
+    SHIM_DATA_HOOK(read, 0, 0, shim_path_recv(f, fd, SHIM_IOV1(buf, len), 1, 0, NULL, NULL),
+                   fd, buf, len);
 }
 
 SHIM_EXPORT ssize_t readv(int fd, const struct iovec *iov, int iovcnt)
 {
-    shim_fd_t *f;
-    ssize_t n;
-
-    SHIM_ENTER(readv, -1);
-    f = shim_fd_get(fd);
-    if (shim_has_path(f) && iovcnt >= 0)
-        return shim_path_recv(f, fd, iov, (size_t)iovcnt, 0, NULL, NULL);
-    n = zc_real.readv(fd, iov, iovcnt);
-    shim_copy_account(f, 0, n, 0);
-    return n;
+    SHIM_DATA_HOOK(readv, 0, 0,
+                   iovcnt < 0 ? shim_ret(-EINVAL)
+                              : shim_path_recv(f, fd, iov, (size_t)iovcnt, 0, NULL, NULL),
+                   fd, iov, iovcnt);
 }
 
 ssize_t __recv_chk(int fd, void *buf, size_t len, size_t buflen, int flags);
@@ -269,45 +214,28 @@ ssize_t __read_chk(int fd, void *buf, size_t len, size_t buflen);
 
 SHIM_EXPORT ssize_t __recv_chk(int fd, void *buf, size_t len, size_t buflen, int flags)
 {
-    shim_fd_t *f;
-    ssize_t n;
-
-    SHIM_ENTER(__recv_chk, -1);
-    f = shim_fd_get(fd);
-    if (shim_has_path(f) && len <= buflen)
-        return shim_path_recv(f, fd, &(struct iovec){ buf, len }, 1, flags, NULL, NULL);
-    n = zc_real.__recv_chk(fd, buf, len, buflen, flags);
-    shim_copy_account(f, 0, n, 1);
-    return n;
+    SHIM_DATA_HOOK(__recv_chk, 0, 1,
+                   len > buflen ? zc_real.__recv_chk(fd, buf, len, buflen, flags)
+                                : shim_path_recv(f, fd, SHIM_IOV1(buf, len), 1, flags, NULL, NULL),
+                   fd, buf, len, buflen, flags);
 }
 
 SHIM_EXPORT ssize_t __recvfrom_chk(int fd, void *buf, size_t len, size_t buflen, int flags,
                                    struct sockaddr *from, socklen_t *fromlen)
 {
-    shim_fd_t *f;
-    ssize_t n;
-
-    SHIM_ENTER(__recvfrom_chk, -1);
-    f = shim_fd_get(fd);
-    if (shim_has_path(f) && len <= buflen)
-        return shim_path_recv(f, fd, &(struct iovec){ buf, len }, 1, flags, from, fromlen);
-    n = zc_real.__recvfrom_chk(fd, buf, len, buflen, flags, from, fromlen);
-    shim_copy_account(f, 0, n, 1);
-    return n;
+    SHIM_DATA_HOOK(__recvfrom_chk, 0, 1,
+                   len > buflen
+                       ? zc_real.__recvfrom_chk(fd, buf, len, buflen, flags, from, fromlen)
+                       : shim_path_recv(f, fd, SHIM_IOV1(buf, len), 1, flags, from, fromlen),
+                   fd, buf, len, buflen, flags, from, fromlen);
 }
 
 SHIM_EXPORT ssize_t __read_chk(int fd, void *buf, size_t len, size_t buflen)
 {
-    shim_fd_t *f;
-    ssize_t n;
-
-    SHIM_ENTER(__read_chk, -1);
-    f = shim_fd_get(fd);
-    if (shim_has_path(f) && len <= buflen)
-        return shim_path_recv(f, fd, &(struct iovec){ buf, len }, 1, 0, NULL, NULL);
-    n = zc_real.__read_chk(fd, buf, len, buflen);
-    shim_copy_account(f, 0, n, 0);
-    return n;
+    SHIM_DATA_HOOK(__read_chk, 0, 0,
+                   len > buflen ? zc_real.__read_chk(fd, buf, len, buflen)
+                                : shim_path_recv(f, fd, SHIM_IOV1(buf, len), 1, 0, NULL, NULL),
+                   fd, buf, len, buflen);
 }
 
 /* --- sendfile and splice: always the kernel's; charged to the socket end. */
