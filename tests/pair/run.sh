@@ -6,7 +6,7 @@ BIN=${PAIR_BIN:-$ZC_BUILD/tests/pair/test_pair}
 T=${TEST_TIMEOUT:-300}; [ "$T" -gt 60 ] && T=60
 
 t_begin pair
-for c in paired-tcp4 paired-tcp6 paired-unix nonblock accept4 plain-client plain-server \
+for c in paired-tcp4 paired-tcp6 paired-mapped paired-unix nonblock accept4 plain-client plain-server \
          plain-acceptor foreign-server foreign-client prefork self other-user crash \
          late-offer fork-requeue squatter timing; do
   t_run "$c" "$T" "$BIN" "$c"

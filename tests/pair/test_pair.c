@@ -1,7 +1,7 @@
 /* Pairing of same-host connections (shim/local_pair.c), one case per run:
  *   test_pair CASE [args]     exit 0 pass, 1 fail, 77 skip
  * Cases (see tests/pair/README.md): paired-tcp4 paired-tcp6 paired-unix
- * nonblock accept4 plain-client plain-server plain-acceptor foreign-server
+ * paired-mapped nonblock accept4 plain-client plain-server plain-acceptor foreign-server
  * foreign-client prefork self other-user crash late-offer fork-requeue squatter
  * timing.
  *
@@ -294,13 +294,32 @@ static int wait_child(pid_t pid)
 
 /* --- cases --- */
 
+/* An AF_INET listener reached from an AF_INET6 socket (::ffff:127.0.0.1). */
+static socklen_t addr_v4mapped(struct sockaddr_storage *ss)
+{
+    struct sockaddr_in a4 = *(struct sockaddr_in *)ss;
+    struct sockaddr_in6 *a6 = (void *)ss;
+
+    memset(ss, 0, sizeof(*ss));
+    a6->sin6_family = AF_INET6;
+    a6->sin6_port = a4.sin_port;
+    a6->sin6_addr.s6_addr[10] = a6->sin6_addr.s6_addr[11] = 0xff;
+    memcpy(&a6->sin6_addr.s6_addr[12], &a4.sin_addr, 4);
+    return sizeof(*a6);
+}
+
 static int case_paired(int fam, int nonblock, int use_accept4)
 {
     struct sockaddr_storage ss;
     socklen_t len;
-    int lfd = listener(fam, 0, &ss, &len, 1);
+    int mapped = fam == -AF_INET6;
+    int lfd = listener(mapped ? AF_INET : fam, 0, &ss, &len, 1);
     end_t s, c;
-    pid_t pid = fork();
+    pid_t pid;
+
+    if (mapped)
+        len = addr_v4mapped(&ss);
+    pid = fork();
 
     if (pid == 0) {
         client_connect(&c, &ss, len, nonblock, 1);
@@ -924,6 +943,8 @@ int main(int argc, char **argv)
         return case_paired(AF_INET, 0, 0);
     if (!strcmp(c, "paired-tcp6"))
         return case_paired(AF_INET6, 0, 0);
+    if (!strcmp(c, "paired-mapped"))
+        return case_paired(-AF_INET6, 0, 0);
     if (!strcmp(c, "paired-unix"))
         return case_paired(AF_UNIX, 0, 0);
     if (!strcmp(c, "nonblock"))
