@@ -99,8 +99,13 @@
  * holder is left.
  *
  * Hook-safety: no allocation, no stdio, no getenv; every socket and close
- * call goes through zc_real.  Functions are thread-safe (no shared state)
- * and not async-signal-safe.  Return convention: 0 / -errno.
+ * call goes through zc_real.  Process-wide state: one cached sock_diag
+ * netlink socket (try-lock; a busy or stale one is bypassed/reopened, see
+ * local_pair_fd_is_internal) and a lock-free cache of listener cookies whose
+ * beacon was seen.  Thread-safe, not async-signal-safe.  Descriptors the
+ * caller keeps: one beacon per listener, one announcement per pending
+ * client connection, one memfd per paired connection (all close-on-exec).
+ * Return convention: 0 / -errno, or a decision (>= 0) where stated.
  */
 #ifndef LOCAL_PAIR_H
 #define LOCAL_PAIR_H
@@ -166,7 +171,9 @@ typedef struct local_pair_offer {
  * listener (returns -ENOTSUP then).  Returns 0 or -errno. */
 int local_pair_listen(int fd, int *beacon_p);
 
-/* Client: before the real connect(fd, addr, len).  On LOCAL_PAIR_PENDING,
+/* Client: before the real connect(fd, addr, len).  TCP: announces only
+ * when a listener on addr exists in this namespace, has a beacon and has
+ * our owner uid; AF_UNIX stream: always announces.  On LOCAL_PAIR_PENDING,
  * *ann_p is the announcement descriptor (the caller keeps it until the
  * pickup, the R3 decline, or close); on LOCAL_PAIR_DECLINED *ann_p = -1 and
  * *reason_p says why.  Returns the decision (>= 0); never fails the
@@ -183,7 +190,10 @@ int local_pair_connected(int fd, int ann, int *reason_p);
 /* Server: fd was just accepted from listen_fd (accept or accept4, before
  * returning to the application).  On LOCAL_PAIR_PAIRED *ch is the channel
  * (side A) and *memfd_p its memfd (close-on-exec); otherwise *reason_p says
- * why.  ring_size as local_ring_create (0: default). */
+ * why.  ring_size as local_ring_create (0: default).  listen_fd is not
+ * used yet (the shim calls local_pair_listen on a listener it inherited
+ * and holds no beacon for).  Never sends anything to a peer that did not
+ * announce. */
 int local_pair_accepted(int listen_fd, int fd, size_t ring_size, local_ring_t *ch,
                         int *memfd_p, int *reason_p);
 
