@@ -533,10 +533,14 @@ int local_pair_connected(int fd, int ann, int *reason_p)
         return lp_decline(reason_p, LOCAL_PAIR_R_ERROR);
     if (kind == AF_UNIX)
         return LOCAL_PAIR_PENDING;
-    /* The server end (child, request socket, or at least the listener the
-     * lookup falls back to) must be in this namespace. */
+    /* The server end must be in this namespace: once our connect completed
+     * it exists as a request socket or as the accepted child.  The lookup
+     * falling back to a listener (a wildcard listener that happens to use
+     * the port of a remote destination) means "not local"; so does a
+     * SYN-cookie handshake, whose child may not exist yet (a missed pairing,
+     * never a wrong one: the server then finds no announcement). */
     rc = lp_inet_peer(fd, &p);
-    if (rc == -ENOENT)
+    if (rc == -ENOENT || (rc == 0 && p.state == TCP_LISTEN))
         return lp_decline(reason_p, LOCAL_PAIR_R_NOT_LOCAL);
     if (rc)
         return lp_decline(reason_p, LOCAL_PAIR_R_ERROR);

@@ -3,7 +3,7 @@
  * Cases (see tests/pair/README.md): paired-tcp4 paired-tcp6 paired-unix
  * paired-mapped nonblock accept4 plain-client plain-server plain-acceptor foreign-server
  * foreign-client prefork self other-user crash late-offer fork-requeue squatter
- * timing.
+ * netns-unix timing.
  *
  * A "paired" exchange runs the switch-over of local_pair.h end to end: the
  * client writes app bytes on the kernel stream before it has the channel,
@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -872,6 +873,59 @@ static int case_squatter(void)
     return 0;
 }
 
+/* AF_UNIX pathname sockets cross network namespaces; abstract names and
+ * sock_diag do not: a client in another namespace never pairs (the server
+ * cannot see its socket: not_local; the client's R3 ends its pending
+ * state). */
+static int case_netns_unix(void)
+{
+    struct sockaddr_un u = { .sun_family = AF_UNIX };
+    int lfd;
+    end_t s;
+    pid_t pid;
+
+    if (geteuid() != 0) {
+        printf("SKIP: needs root for unshare(CLONE_NEWNET)\n");
+        return 77;
+    }
+    snprintf(u.sun_path, sizeof(u.sun_path), "/tmp/zcsock-test-pair-%d.sock", getpid());
+    unlink(u.sun_path);
+    lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    CHECK(bind(lfd, (struct sockaddr *)&u, sizeof(u)) == 0 && listen(lfd, 4) == 0);
+    pid = fork();
+    if (pid == 0) {
+        end_t c;
+        char buf[8];
+        if (unshare(CLONE_NEWNET) < 0) {
+            printf("SKIP: unshare: %s\n", strerror(errno));
+            _exit(77);
+        }
+        client_connect(&c, (struct sockaddr_storage *)&u, sizeof(u), 0, 1);
+        CHECK(c.dec == LOCAL_PAIR_PENDING);
+        write_all(c.fd, "N", 1);
+        stream_recv(&c, LOCAL_RING_AB, buf, 1);
+        CHECK(buf[0] == 'M' && !c.ch.base && c.ann < 0);
+        _exit(0);
+    }
+    server_accept(&s, lfd, 0, 1);
+    int rc = 0;
+    char x;
+    if (s.dec != LOCAL_PAIR_DECLINED || s.reason != LOCAL_PAIR_R_NOT_LOCAL) {
+        fprintf(stderr, "server: dec %d reason %s\n", s.dec, local_pair_reason_name(s.reason));
+        rc = 1;
+    }
+    CHECK(read(s.fd, &x, 1) == 1 && x == 'N');
+    write_all(s.fd, "M", 1);
+    int st = wait_child(pid);
+    unlink(u.sun_path);
+    if (st == 77)
+        return 77;
+    CHECK(st == 0 && rc == 0);
+    printf("netns: AF_UNIX client in another network namespace: server not_local, "
+           "client R3\n");
+    return 0;
+}
+
 /* Added cost of pairing on connect+accept (+ pickup), one process, with
  * the pairing steps timed one by one. */
 static int case_timing(void)
@@ -975,6 +1029,8 @@ int main(int argc, char **argv)
         return case_fork_requeue();
     if (!strcmp(c, "squatter"))
         return case_squatter();
+    if (!strcmp(c, "netns-unix"))
+        return case_netns_unix();
     if (!strcmp(c, "timing"))
         return case_timing();
     fprintf(stderr, "unknown case '%s'\n", c);
