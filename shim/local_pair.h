@@ -105,7 +105,10 @@
  * beacon was seen.  Thread-safe, not async-signal-safe.  Descriptors the
  * caller keeps: one beacon per listener, one announcement per pending
  * client connection, one memfd per paired connection (all close-on-exec).
- * Return convention: 0 / -errno, or a decision (>= 0) where stated.
+ * Return convention: 0 / -errno, or a decision (>= 0) where stated.  Every
+ * function may change errno (hooks save and restore it around them), and
+ * the caller should refuse close/dup2 over the descriptors it keeps for
+ * this module, as over local_pair_fd_is_internal().
  */
 #ifndef LOCAL_PAIR_H
 #define LOCAL_PAIR_H

@@ -37,6 +37,7 @@
 static const char C_TCP[] = "client-bytes-before-the-channel";
 static const char C_RING[] = "client-bytes-through-the-ring";
 static const char S_RING[] = "server-bytes-through-the-ring";
+static const char S_TCP[] = "server-bytes-before-the-switch";
 
 typedef struct end {
     int fd, ann, memfd, dec, reason;
@@ -258,9 +259,11 @@ static void client_paired_flow(end_t *e)
     e->ann = -1;
     e->dec = LOCAL_PAIR_PAIRED;
     ring_send(e, LOCAL_RING_BA, C_RING, sizeof(C_RING));
+    stream_recv(e, LOCAL_RING_AB, buf, sizeof(S_TCP));
+    CHECK(memcmp(buf, S_TCP, sizeof(S_TCP)) == 0);
     stream_recv(e, LOCAL_RING_AB, buf, sizeof(S_RING));
     CHECK(memcmp(buf, S_RING, sizeof(S_RING)) == 0);
-    CHECK(local_pair_switch_get(&e->ch, LOCAL_RING_AB) == 0);
+    CHECK(local_pair_switch_get(&e->ch, LOCAL_RING_AB) == sizeof(S_TCP));
     finish(e);
 }
 
@@ -271,6 +274,8 @@ static void server_paired_flow(end_t *e)
 
     if (e->dec != LOCAL_PAIR_PAIRED)
         FAIL("server decision %d reason %s", e->dec, local_pair_reason_name(e->reason));
+    write_all(e->fd, S_TCP, sizeof(S_TCP));             /* before it switches */
+    e->tx += sizeof(S_TCP);
     stream_recv(e, LOCAL_RING_BA, buf, sizeof(C_TCP));
     CHECK(memcmp(buf, C_TCP, sizeof(C_TCP)) == 0);
     while (!local_pair_peer_attached(&e->ch)) {         /* S1 (test: wait) */
