@@ -36,6 +36,7 @@ MH_T_SRCS := $(wildcard malloc-hooks/tests/t_*.c)
 MH_T_BINS := $(MH_T_SRCS:malloc-hooks/tests/%.c=$(BUILD)/tests/mh/%)
 MH_TESTLIB := $(BUILD)/tests/mh/libmhtest.so
 MH_DLLIB := $(BUILD)/tests/mh/libmhdl.so
+MH_NOMUNMAP := $(BUILD)/tests/mh/libmhnomunmap.so
 
 $(BUILD)/tests/mh/t_%: malloc-hooks/tests/t_%.c malloc-hooks/tests/t_mh.h
 	@mkdir -p $(@D)
@@ -43,6 +44,11 @@ $(BUILD)/tests/mh/t_%: malloc-hooks/tests/t_%.c malloc-hooks/tests/t_mh.h
 	$(Q)$(CC) $(ZC_CFLAGS) -fno-builtin-malloc -Imalloc-hooks $(ZC_LDFLAGS) -o $@ $< -ldl -lpthread
 
 $(MH_DLLIB): malloc-hooks/tests/mh_dllib.c
+	@mkdir -p $(@D)
+	$(quiet) LD $@
+	$(Q)$(CC) $(ZC_CFLAGS) -shared $(ZC_LDFLAGS) -o $@ $<
+
+$(MH_NOMUNMAP): malloc-hooks/tests/mh_nomunmap.c
 	@mkdir -p $(@D)
 	$(quiet) LD $@
 	$(Q)$(CC) $(ZC_CFLAGS) -shared $(ZC_LDFLAGS) -o $@ $<
@@ -56,10 +62,10 @@ $(MH_TESTLIB): malloc-hooks/tests/mh_testlib.c $(MH_OBJS) $(BUILD)/obj/shim/zc_r
 		$(MH_OBJS) $(BUILD)/obj/shim/zc_real.o -ldl -lpthread
 
 MH_LIB ?= $(abspath $(LIB))
-test-mh: $(LIB) $(MH_T_BINS) $(MH_DLLIB) $(MH_TESTLIB)
+test-mh: $(LIB) $(MH_T_BINS) $(MH_DLLIB) $(MH_TESTLIB) $(MH_NOMUNMAP)
 	$(Q)$(TEST_ENV) MH_LIB=$(MH_LIB) MH_BIN=$(BUILD)/tests/mh malloc-hooks/tests/run.sh
 
-test-mh-standalone: $(MH_T_BINS) $(MH_DLLIB) $(MH_TESTLIB)
+test-mh-standalone: $(MH_T_BINS) $(MH_DLLIB) $(MH_TESTLIB) $(MH_NOMUNMAP)
 	$(Q)$(TEST_ENV) MH_LIB=$(abspath $(MH_TESTLIB)) MH_BIN=$(BUILD)/tests/mh malloc-hooks/tests/run.sh
 
 # --- benchmark ---

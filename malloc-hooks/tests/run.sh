@@ -39,6 +39,10 @@ for t in events place storm; do
   t_run "reentrant/$t" 300 env LD_PRELOAD="$T" MH_TEST_ALLOC_IN_CB=1 "$B/t_$t" "${args[@]}"
 done
 
+# self-test: a munmap in front of ours hides the probe event
+t_run selftest/munmap-hidden 60 env LD_PRELOAD="$B/libmhnomunmap.so $L" "$B/t_selftest"
+t_run selftest/standalone-munmap-hidden 60 env LD_PRELOAD="$B/libmhnomunmap.so $T" "$B/t_selftest"
+
 # foreign allocator: jemalloc after us (RTLD_NEXT) and before us (default)
 JE=$(ls /usr/lib/*/libjemalloc.so.2 2>/dev/null | head -n 1)
 if [ -n "$JE" ]; then
