@@ -416,6 +416,16 @@ size_t mh_arena_free(mh_arena_t *a, void *p)
         pthread_mutex_unlock(&mh_arena_lock);
         return 0;
     }
+    if (a->priv) {
+        /* a fork made the arena private while we were on our way here */
+        zc_real.madvise(p, size, MADV_DONTNEED);
+        m->flags = 0;
+        if (--a->used == 0)
+            mh_arena_reset(a);
+        pthread_mutex_unlock(&mh_arena_lock);
+        MH_STAT_SUB(mh_st_placed_bytes, size);
+        return size;
+    }
     a->used--;
     if ((size_t)(m - a->meta) + (size >> a->shift) == a->bump) {
         /* the last block carved: give it back to the bump region */

@@ -140,6 +140,17 @@ static int mh_map_in_arena(void *addr, size_t len)
     return mh_arena_find(addr) && mh_region_lookup(addr, len, &fd, &off, NULL);
 }
 
+/* DONTNEED on a private (forked) generation would bring back the memfd's
+ * old contents: map fresh zero pages over the range instead. */
+static int mh_map_zero_private(void *addr, size_t len)
+{
+    if (zc_real.mmap(addr, MH_ALIGN_UP(len, MH_PAGE), PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0) ==
+        MAP_FAILED)
+        return -1;
+    return 0;
+}
+
 MH_EXPORT int madvise(void *addr, size_t len, int advice)
 {
     if (!MH_REAL_OK(madvise)) {
@@ -149,11 +160,19 @@ MH_EXPORT int madvise(void *addr, size_t len, int advice)
     if (!mh_map_advice_drops(advice))
         return zc_real.madvise(addr, len, advice);
     mh_map_event(MH_EV_MADVISE, addr, len);
-    if (MH_UNLIKELY(mh_map_in_arena(addr, len))) {
-        if (advice == MADV_FREE)
-            return 0;
-        if (advice == MADV_DONTNEED || advice == MADV_DONTNEED_LOCKED)
-            advice = MADV_REMOVE;
+    if (MH_UNLIKELY(mh_arena_span_has(addr))) {
+        mh_arena_t *a = mh_arena_find(addr);
+
+        if (a && __atomic_load_n(&a->priv, __ATOMIC_ACQUIRE) &&
+            advice != MADV_FREE && !((uintptr_t)addr & (MH_PAGE - 1)) &&
+            (size_t)((char *)addr - a->base) + len <= a->size)
+            return mh_map_zero_private(addr, len);
+        if (mh_map_in_arena(addr, len)) {
+            if (advice == MADV_FREE)
+                return 0;
+            if (advice == MADV_DONTNEED || advice == MADV_DONTNEED_LOCKED)
+                advice = MADV_REMOVE;
+        }
     }
     return zc_real.madvise(addr, len, advice);
 }

@@ -1,6 +1,7 @@
 /* fork keeps process isolation for placed (MAP_SHARED memfd) blocks: the
  * child sees the parent's data as of fork, neither sees the other's later
  * writes, both can allocate, free and realloc afterwards. */
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -46,6 +47,11 @@ int main(void)
     T_CHECK(waitpid(pid, &st, 0) == pid);
     T_CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
     T_CHECK(a[4 * MB - 1] == 'P' && b[0] == 'q');
+    /* after the fork, DONTNEED must still read back zeros (private memory) */
+    if ((uintptr_t)a % 4096 == 0) {
+        T_CHECK(madvise(a, 2 * MB, MADV_DONTNEED) == 0);
+        T_CHECK(a[0] == 0 && a[2 * MB - 1] == 0 && a[2 * MB] == 'P');
+    }
     free(a);
     free(b);
     a = malloc(4 * MB);                        /* the pool still works */
