@@ -202,38 +202,39 @@ static int shim_fcntl_common(int (*real)(int, int, ...), int fd, int cmd, void *
     return rc;
 }
 
+/* The optional third argument, as one pointer-sized word. */
+#define SHIM_VA_WORD(last, word)      \
+    do {                              \
+        va_list ap_;                  \
+                                      \
+        va_start(ap_, last);          \
+        word = va_arg(ap_, void *);   \
+        va_end(ap_);                  \
+    } while (0)
+
 SHIM_EXPORT int fcntl(int fd, int cmd, ...)
 {
-    va_list ap;
     void *arg;
 
-    va_start(ap, cmd);
-    arg = va_arg(ap, void *);
-    va_end(ap);
+    SHIM_VA_WORD(cmd, arg);
     SHIM_ENTER(fcntl, -1);
     return shim_fcntl_common(zc_real.fcntl, fd, cmd, arg);
 }
 
 SHIM_EXPORT int fcntl64(int fd, int cmd, ...)
 {
-    va_list ap;
     void *arg;
 
-    va_start(ap, cmd);
-    arg = va_arg(ap, void *);
-    va_end(ap);
+    SHIM_VA_WORD(cmd, arg);
     SHIM_ENTER(fcntl64, -1);
     return shim_fcntl_common(zc_real.fcntl64, fd, cmd, arg);
 }
 
 SHIM_EXPORT int ioctl(int fd, unsigned long req, ...)
 {
-    va_list ap;
     void *arg;
 
-    va_start(ap, req);
-    arg = va_arg(ap, void *);
-    va_end(ap);
+    SHIM_VA_WORD(req, arg);
     SHIM_ENTER(ioctl, -1);
     return zc_real.ioctl(fd, req, arg);
 }
