@@ -47,22 +47,31 @@ static void shim_mem_pdc_visit(void *arg, zc_stats_emit_func_t emit, void *ctx)
 static const zc_stats_source_t shim_mem_mh_source = { shim_mem_mh_visit, NULL };
 static zc_stats_source_t shim_mem_pdc_source = { shim_mem_pdc_visit, NULL };
 
+/* Fork: malloc-hooks first (its prepare remaps arenas and delivers events,
+ * which end in pdc_range_invalidate), then the cache lock, then the pool
+ * lock; released in the opposite order. */
 static void shim_mem_fork_prepare(void)
 {
-    pdc_fork_prepare(shim_pdc);
+    mh_fork_prepare();
+    if (shim_pdc)
+        pdc_fork_prepare(shim_pdc);
     zc_pool_fork_prepare();
 }
 
 static void shim_mem_fork_parent(void)
 {
     zc_pool_fork_parent();
-    pdc_fork_parent(shim_pdc);
+    if (shim_pdc)
+        pdc_fork_parent(shim_pdc);
+    mh_fork_parent();
 }
 
 static void shim_mem_fork_child(void)
 {
     zc_pool_fork_child();
-    pdc_fork_child(shim_pdc);
+    if (shim_pdc)
+        pdc_fork_child(shim_pdc);
+    mh_fork_child();
 }
 
 /* Say once what malloc-hooks could not do, and whether events work. */
@@ -72,7 +81,7 @@ static int shim_mem_hooks_start(void)
         .alloc_min = zc_config.alloc_min,
         .huge_min = zc_config.alloc_huge_min,
         .placement = (int)zc_config.alloc_placement,
-        .no_atfork = 0,
+        .no_atfork = 1,     /* ordered with the cache's in shim_mem_fork_* */
     };
     const char *reason = "";
     unsigned st;
@@ -91,6 +100,8 @@ static int shim_mem_hooks_start(void)
         !(st & MH_ST_FOREIGN_ALLOCATOR))
         zc_log(ZC_LOG_NOTICE, "large-buffer placement unavailable (%s)", reason);
     zc_stats_source_add(&shim_mem_mh_source);
+    if (!rc)
+        pthread_atfork(shim_mem_fork_prepare, shim_mem_fork_parent, shim_mem_fork_child);
     return !rc && (st & MH_ST_EVENTS_OK) ? 0 : -ENOSYS;
 }
 
@@ -126,7 +137,6 @@ static int shim_mem_cache_start(void)
     }
     shim_mem_pdc_source.arg = shim_pdc;
     zc_stats_source_add(&shim_mem_pdc_source);
-    pthread_atfork(shim_mem_fork_prepare, shim_mem_fork_parent, shim_mem_fork_child);
     return 0;
 }
 

@@ -3,6 +3,8 @@
 #include "zc_real.h"
 
 #include <dlfcn.h>
+#include <link.h>
+#include <stdint.h>
 #include <errno.h>
 #include <sched.h>
 
@@ -14,15 +16,43 @@ static const char *resolve_missing;
 static int resolve_rc;
 static __thread int resolve_in_this_thread;
 
-/* Is p defined inside libzcsock.so itself?  Comparing with &name would be
- * wrong for functions this build does not interpose. */
+/* Is p defined inside libzcsock.so itself?  Compares p with the address
+ * ranges of our own PT_LOAD segments (found once with dl_iterate_phdr):
+ * dladdr scans whole symbol tables and cost ~1 ms per process start. */
+static uintptr_t zc_real_self_lo, zc_real_self_hi;
+
+static int zc_real_self_visit(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    uintptr_t me = (uintptr_t)zc_real_resolve, lo = UINTPTR_MAX, hi = 0;
+    int mine = 0;
+
+    (void)size;
+    (void)arg;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        uintptr_t a = info->dlpi_addr + ph->p_vaddr;
+
+        if (ph->p_type != PT_LOAD)
+            continue;
+        if (me - a < ph->p_memsz)
+            mine = 1;
+        if (a < lo)
+            lo = a;
+        if (a + ph->p_memsz > hi)
+            hi = a + ph->p_memsz;
+    }
+    if (!mine)
+        return 0;
+    zc_real_self_lo = lo;
+    zc_real_self_hi = hi;
+    return 1;
+}
+
 static int zc_real_is_ours(void *p)
 {
-    Dl_info self, it;
-
-    if (!dladdr((void *)zc_real_resolve, &self) || !dladdr(p, &it))
-        return 0;
-    return self.dli_fbase == it.dli_fbase;
+    if (!zc_real_self_hi)
+        dl_iterate_phdr(zc_real_self_visit, NULL);
+    return (uintptr_t)p >= zc_real_self_lo && (uintptr_t)p < zc_real_self_hi;
 }
 
 static int zc_real_resolve_all(const char **missing_p)
