@@ -122,6 +122,11 @@ int mh_region_lookup(const void *addr, size_t len, int *memfd_p,
  * close/dup2 over it).  Hook-safe. */
 int mh_fd_is_internal(int fd);
 
+/* The application is about to take descriptor number fd (dup2/dup3 onto
+ * it): if it is one of this module's, move ours to another number first.
+ * Returns 0 or -errno.  Hook-safe (raw syscalls only). */
+int mh_fd_move(int fd);
+
 /* Counters, read with relaxed atomics (hook-safe).  The shim publishes them
  * as mh.events.<kind> and mh.alloc.<name>. */
 typedef struct mh_stats {

@@ -22,6 +22,7 @@
 #include <fcntl.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -94,6 +95,29 @@ static int mh_sys_close(int fd)
     return (int)syscall(SYS_close, fd);
 }
 
+/* Move an internal descriptor out of the way of the application: to the
+ * upper quarter of the soft RLIMIT_NOFILE (still below FD_SETSIZE for the
+ * default 1024, so select() users are unaffected), where programs that
+ * expect the lowest free numbers or dup2 onto small numbers never meet it.
+ * Returns the new descriptor (fd closed) or fd itself when it cannot move. */
+static int mh_fd_move_high(int fd)
+{
+    struct rlimit rl;
+    long target;
+    int nfd;
+
+    if (getrlimit(RLIMIT_NOFILE, &rl) || rl.rlim_cur < 64 || rl.rlim_cur == RLIM_INFINITY)
+        return fd;
+    target = (long)(rl.rlim_cur - rl.rlim_cur / 4);
+    if (fd >= target)
+        return fd;
+    nfd = (int)syscall(SYS_fcntl, fd, F_DUPFD_CLOEXEC, target);
+    if (nfd < 0)
+        return fd;
+    mh_sys_close(fd);
+    return nfd;
+}
+
 static int mh_arena_memfd(size_t size, int hugetlb)
 {
     unsigned flags = MFD_CLOEXEC | (hugetlb ? MFD_HUGETLB | MFD_HUGE_2MB : 0);
@@ -101,6 +125,7 @@ static int mh_arena_memfd(size_t size, int hugetlb)
 
     if (fd < 0)
         return -errno;
+    fd = mh_fd_move_high(fd);
     if (ftruncate(fd, (off_t)size) < 0) {
         int err = -errno;
 
@@ -485,6 +510,28 @@ int mh_fd_is_internal(int fd)
     for (int i = 0; i < n; i++)
         if (__atomic_load_n(&mh_arenas[i].fd, __ATOMIC_RELAXED) == fd && fd >= 0)
             return 1;
+    return 0;
+}
+
+/* See mh.h. */
+int mh_fd_move(int fd)
+{
+    int n = mh_arena_count(), moved = 0;
+
+    for (int i = 0; i < n; i++) {
+        mh_arena_t *a = &mh_arenas[i];
+        int nfd;
+
+        if (fd < 0 || __atomic_load_n(&a->fd, __ATOMIC_RELAXED) != fd)
+            continue;
+        nfd = (int)syscall(SYS_fcntl, fd, F_DUPFD_CLOEXEC, fd + 1);
+        if (nfd < 0)
+            return -errno;
+        __atomic_store_n(&a->fd, nfd, __ATOMIC_RELEASE);
+        moved = 1;
+    }
+    if (moved)
+        mh_sys_close(fd);
     return 0;
 }
 

@@ -124,6 +124,14 @@ static int shim_fd_is_ours(int fd)
     return shim_mem_fd_is_internal && shim_mem_fd_is_internal(fd);
 }
 
+/* dup2/dup3 onto one of our descriptors: the number is the application's
+ * to take, so ours moves elsewhere first. */
+static void shim_fd_make_room(int oldfd, int newfd)
+{
+    if (oldfd != newfd && shim_unlikely(shim_fd_is_ours(newfd)))
+        shim_mem_fd_move(newfd);
+}
+
 SHIM_EXPORT int close(int fd)
 {
     SHIM_ENTER(close, -1);
@@ -135,10 +143,35 @@ SHIM_EXPORT int close(int fd)
     return zc_real.close(fd);
 }
 
+/* close_range over [first, last], leaving the library's own descriptors
+ * open: the range is closed in pieces around them.  Only descriptors inside
+ * the state table can be ours. */
+static int shim_close_range_around_ours(unsigned first, unsigned last, int flags)
+{
+    unsigned fd, end = shim_fd_table_size, from = first;
+
+    if (last < end)
+        end = last + 1;
+    for (fd = first; fd < end; fd++) {
+        if (!shim_fd_is_ours((int)fd))
+            continue;
+        if (fd > from && zc_real.close_range(from, fd - 1, flags))
+            return -1;
+        from = fd + 1;
+    }
+    if (from > last)
+        return 0;
+    return zc_real.close_range(from, last, flags);
+}
+
 SHIM_EXPORT int close_range(unsigned first, unsigned last, int flags)
 {
     SHIM_ENTER(close_range, -1);
-    if (!(flags & CLOSE_RANGE_CLOEXEC) && first <= last) {
+    if (first > last) {
+        errno = EINVAL;
+        return -1;
+    }
+    if (!(flags & CLOSE_RANGE_CLOEXEC)) {
         unsigned fd, end = shim_fd_table_size;
 
         if (last < end)
@@ -151,7 +184,9 @@ SHIM_EXPORT int close_range(unsigned first, unsigned last, int flags)
         }
         shim_fd_forget_range(first, last);
     }
-    return zc_real.close_range(first, last, flags);
+    if (!shim_mem_fd_is_internal)
+        return zc_real.close_range(first, last, flags);
+    return shim_close_range_around_ours(first, last, flags);
 }
 
 SHIM_EXPORT int dup(int oldfd)
@@ -170,6 +205,7 @@ SHIM_EXPORT int dup2(int oldfd, int newfd)
     int fd;
 
     SHIM_ENTER(dup2, -1);
+    shim_fd_make_room(oldfd, newfd);
     fd = zc_real.dup2(oldfd, newfd);
     if (fd >= 0 && oldfd != newfd) {
         shim_fd_release(newfd);
@@ -183,6 +219,7 @@ SHIM_EXPORT int dup3(int oldfd, int newfd, int flags)
     int fd;
 
     SHIM_ENTER(dup3, -1);
+    shim_fd_make_room(oldfd, newfd);
     fd = zc_real.dup3(oldfd, newfd, flags);
     if (fd >= 0) {
         shim_fd_release(newfd);

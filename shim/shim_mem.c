@@ -172,3 +172,8 @@ int shim_mem_fd_is_internal(int fd)
 {
     return mh_fd_is_internal(fd);
 }
+
+int shim_mem_fd_move(int fd)
+{
+    return mh_fd_move(fd);
+}

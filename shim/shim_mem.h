@@ -29,4 +29,8 @@ SHIM_MEM_API size_t shim_mem_report(char *buf, size_t size);
 /* 1 when fd belongs to the memory subsystem (arena memfds).  Hook-safe. */
 SHIM_MEM_API int shim_mem_fd_is_internal(int fd);
 
+/* The application takes number fd (dup2/dup3 target): move ours away first.
+ * Returns 0 or -errno.  Hook-safe. */
+SHIM_MEM_API int shim_mem_fd_move(int fd);
+
 #endif

@@ -19,7 +19,9 @@
 #include <string.h>
 #include <dirent.h>
 #include <fcntl.h>
+#include <linux/close_range.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "pdc.h"
@@ -122,34 +124,66 @@ static int t_munmap_mmap(pdc_t *cache)
     return 0;
 }
 
-/* The library's arena memfds are not the application's to close: close()
- * fails with EBADF (as for a descriptor it never opened) and they stay open. */
-static void t_internal_fds_survive_close(void)
+/* The library's arena descriptors, found through /proc (up to max). */
+static int t_arena_fds(int *fds, int max)
 {
     DIR *d = opendir("/proc/self/fd");
     struct dirent *e;
-    char path[64], target[256];
-    int found = 0;
+    char path[300], target[256];
+    int n = 0;
 
     T_CHECK(d);
-    while ((e = readdir(d))) {
-        int fd = atoi(e->d_name);
-        ssize_t n;
+    while ((e = readdir(d)) && n < max) {
+        ssize_t len;
 
         snprintf(path, sizeof(path), "/proc/self/fd/%s", e->d_name);
-        n = readlink(path, target, sizeof(target) - 1);
-        if (n <= 0)
+        len = readlink(path, target, sizeof(target) - 1);
+        if (len <= 0)
             continue;
-        target[n] = '\0';
-        if (!strstr(target, "zcsock-arena"))
-            continue;
-        found++;
-        errno = 0;
-        T_CHECK(close(fd) == -1 && errno == EBADF);
-        T_CHECK(fcntl(fd, F_GETFD) != -1);
+        target[len] = '\0';
+        if (strstr(target, "zcsock-arena"))
+            fds[n++] = atoi(e->d_name);
     }
     closedir(d);
-    printf("arena descriptors checked: %d\n", found);
+    return n;
+}
+
+/* The library's arena memfds are not the application's: they sit high (out
+ * of the way of programs expecting the lowest free numbers), close() fails
+ * with EBADF as for a descriptor it never opened, close_range() leaves them
+ * open, and dup2() onto one takes the number while ours moves away; placed
+ * allocations keep working throughout. */
+static void t_internal_fds_stay_ours(void)
+{
+    struct rlimit rl;
+    int fds[16], n, i, null = open("/dev/null", O_RDONLY);
+    char *p;
+
+    T_CHECK(getrlimit(RLIMIT_NOFILE, &rl) == 0 && null >= 0);
+    n = t_arena_fds(fds, 16);
+    for (i = 0; i < n; i++) {
+        T_CHECK((rlim_t)fds[i] >= rl.rlim_cur - rl.rlim_cur / 4);
+        errno = 0;
+        T_CHECK(close(fds[i]) == -1 && errno == EBADF);
+        T_CHECK(fcntl(fds[i], F_GETFD) != -1);
+    }
+    T_CHECK(close_range((unsigned)null + 1, ~0u, 0) == 0);
+    T_CHECK(t_arena_fds(fds, 16) == n);
+    if (n) {
+        int target = fds[0];
+
+        T_CHECK(dup2(null, target) == target);
+        T_CHECK(t_arena_fds(fds, 16) == n);     /* ours moved, none lost */
+        for (i = 0; i < n; i++)
+            T_CHECK(fds[i] != target);
+        close(target);
+    }
+    p = malloc(T_LEN);
+    T_CHECK(p);
+    memset(p, 7, T_LEN);
+    free(p);
+    close(null);
+    printf("arena descriptors checked: %d\n", n);
 }
 
 int main(void)
@@ -174,7 +208,7 @@ int main(void)
     if (rc)
         return rc;
     rc = t_munmap_mmap(cache);
-    t_internal_fds_survive_close();
+    t_internal_fds_stay_ours();
     printf("pass: stale registrations never returned (misses %llu, invalidations %llu)\n",
            (unsigned long long)pdc_stats_get(cache, PDC_STAT_MISSES),
            (unsigned long long)pdc_stats_get(cache, PDC_STAT_INVALIDATIONS));
