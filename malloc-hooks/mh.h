@@ -91,6 +91,11 @@ int mh_placement_set(int on);
 #define MH_SUBSCRIBERS_MAX 8
 int mh_event_subscribe(unsigned mask, mh_event_func_t cb, void *arg);
 
+/* Inside an event callback: the application's call site (return address)
+ * of the free/realloc/munmap/... that fired the event, for attribution.
+ * Hook-safe. */
+uintptr_t mh_event_site(void);
+
 /* Remove a subscription.  A dispatch already running may still call cb once:
  * keep arg valid until the process ends or a quiescent point. */
 int mh_event_unsubscribe(int handle);

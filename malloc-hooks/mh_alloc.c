@@ -184,6 +184,7 @@ static MH_COLD void mh_free_slow(void *p)
 
 MH_EXPORT void free(void *p)
 {
+    MH_SITE_MARK();
     void (*f)(void *) = zc_real.free;
 
     if (!p)
@@ -327,6 +328,7 @@ static MH_COLD void *mh_realloc_slow(void *p, size_t n)
 
 MH_EXPORT void *realloc(void *p, size_t n)
 {
+    MH_SITE_MARK();
     void *(*f)(void *, size_t) = zc_real.realloc;
 
     if (MH_LIKELY(f != NULL && p && n && n < mh_g.alloc_min) && !mh_alloc_special(p))

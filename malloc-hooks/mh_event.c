@@ -30,6 +30,7 @@ const char *const mh_event_names[MH_EV_KINDS] = {
 };
 
 static __thread int mh_tls_dispatching;
+__thread uintptr_t mh_tls_site;
 
 static void mh_event_mask_recompute(void)
 {
@@ -114,6 +115,12 @@ void mh_event_dispatch(unsigned kind, const void *addr, size_t len)
     }
     mh_tls_guard = saved_guard;
     mh_tls_dispatching = 0;
+}
+
+/* See mh.h. */
+uintptr_t mh_event_site(void)
+{
+    return mh_tls_site;
 }
 
 /* See mh.h. */

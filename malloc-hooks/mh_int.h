@@ -60,6 +60,11 @@ extern unsigned mh_event_mask;   /* OR of subscribed masks (atomic read) */
  * dropped (counted).  Cheap when nobody subscribed to kind. */
 void mh_event_dispatch(unsigned kind, const void *addr, size_t len);
 
+/* The application's call site of the hook now running (its return address),
+ * for attributing events: set on entry of every hook that can fire one. */
+extern __thread uintptr_t mh_tls_site MH_HIDDEN;
+#define MH_SITE_MARK() (mh_tls_site = (uintptr_t)__builtin_return_address(0))
+
 static inline int mh_event_wanted(unsigned kind)
 {
     return (__atomic_load_n(&mh_event_mask, __ATOMIC_RELAXED) & kind) != 0;

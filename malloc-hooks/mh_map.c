@@ -73,6 +73,7 @@ static void mh_map_event(unsigned kind, const void *addr, size_t len)
 
 MH_EXPORT void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 {
+    MH_SITE_MARK();
     if (!MH_REAL_OK(mmap)) {
         errno = ENOSYS;
         return MAP_FAILED;
@@ -89,6 +90,7 @@ MH_EXPORT void *mmap64(void *addr, size_t len, int prot, int flags, int fd, off_
 
 MH_EXPORT int munmap(void *addr, size_t len)
 {
+    MH_SITE_MARK();
     if (!MH_REAL_OK(munmap)) {
         errno = ENOSYS;
         return -1;
@@ -99,6 +101,7 @@ MH_EXPORT int munmap(void *addr, size_t len)
 
 MH_EXPORT void *mremap(void *old, size_t old_size, size_t new_size, int flags, ...)
 {
+    MH_SITE_MARK();
     void *new_addr = NULL;
 
     if (flags & MREMAP_FIXED) {
@@ -153,6 +156,7 @@ static int mh_map_zero_private(void *addr, size_t len)
 
 MH_EXPORT int madvise(void *addr, size_t len, int advice)
 {
+    MH_SITE_MARK();
     if (!MH_REAL_OK(madvise)) {
         errno = ENOSYS;
         return -1;
@@ -181,6 +185,7 @@ MH_EXPORT int madvise(void *addr, size_t len, int advice)
 
 MH_EXPORT int brk(void *addr)
 {
+    MH_SITE_MARK();
     if (!MH_REAL_OK(brk)) {
         errno = ENOSYS;
         return -1;
@@ -196,6 +201,7 @@ MH_EXPORT int brk(void *addr)
 
 MH_EXPORT void *sbrk(intptr_t incr)
 {
+    MH_SITE_MARK();
     if (!MH_REAL_OK(sbrk)) {
         errno = ENOSYS;
         return (void *)-1;
@@ -279,6 +285,7 @@ MH_EXPORT void *shmat(int id, const void *addr, int flg)
 
 MH_EXPORT int shmdt(const void *addr)
 {
+    MH_SITE_MARK();
     size_t len;
 
     if (!MH_REAL_OK(shmdt)) {

@@ -30,6 +30,14 @@ static void shim_mem_on_event(unsigned kind, void *addr, size_t len, void *arg)
     pdc_range_invalidate(arg, addr, len);
 }
 
+/* Charge an invalidation to the application's free/munmap call site, not to
+ * our callback; misses are left to pdc (libunwind, outside hooks). */
+static uintptr_t shim_mem_site(void *arg, pdc_site_kind_t kind)
+{
+    (void)arg;
+    return kind == PDC_SITE_INVALIDATE ? mh_event_site() : 0;
+}
+
 static void shim_mem_mh_visit(void *arg, zc_stats_emit_func_t emit, void *ctx)
 {
     (void)arg;
@@ -116,6 +124,7 @@ static int shim_mem_cache_start(void)
     pp.budget[PDC_SEND] = zc_config.pdc_send_budget;
     pp.budget[PDC_RECV] = zc_config.pdc_recv_budget;
     pp.flags |= PDC_P_UNWIND_SITES;
+    pp.site_func = shim_mem_site;
     pp.alloc = zc_pool_alloc_cb;
     pp.free = zc_pool_free_cb;
     rc = pdc_uring_create(pp.max_entries, 64, zc_pool_alloc_cb, zc_pool_free_cb, NULL,

@@ -209,6 +209,14 @@ int main(void)
         return rc;
     rc = t_munmap_mmap(cache);
     t_internal_fds_stay_ours();
+    {
+        /* invalidations are charged to the application's free/munmap/madvise
+         * call sites (distinct places), not to the library's callback */
+        pdc_site_t sites[8];
+        unsigned n = pdc_stats_sites(cache, PDC_SITE_INVALIDATE, sites, 8);
+
+        T_CHECK(n >= 3);
+    }
     printf("pass: stale registrations never returned (misses %llu, invalidations %llu)\n",
            (unsigned long long)pdc_stats_get(cache, PDC_STAT_MISSES),
            (unsigned long long)pdc_stats_get(cache, PDC_STAT_INVALIDATIONS));
