@@ -10,6 +10,34 @@
 #define ZC_STATS_SOURCES_MAX 8
 
 uint64_t zc_stats[ZC_STAT_COUNT];
+__thread zc_stats_block_t *zc_stats_tls;
+static zc_stats_block_t zc_stats_blocks[ZC_STATS_BLOCKS];
+static unsigned zc_stats_blocks_used;   /* claimed so far (may exceed the array) */
+
+zc_stats_block_t *zc_stats_block_claim(void)
+{
+    unsigned i = __atomic_fetch_add(&zc_stats_blocks_used, 1, __ATOMIC_RELAXED);
+
+    zc_stats_tls = i < ZC_STATS_BLOCKS ? &zc_stats_blocks[i] : ZC_STATS_SHARED;
+    return zc_stats_tls;
+}
+
+static unsigned zc_stats_blocks_count(void)
+{
+    unsigned n = __atomic_load_n(&zc_stats_blocks_used, __ATOMIC_RELAXED);
+
+    return n < ZC_STATS_BLOCKS ? n : ZC_STATS_BLOCKS;
+}
+
+uint64_t zc_stat_read(unsigned id)
+{
+    uint64_t sum = __atomic_load_n(&zc_stats[id], __ATOMIC_RELAXED);
+    unsigned i, n = zc_stats_blocks_count();
+
+    for (i = 0; i < n; i++)
+        sum += __atomic_load_n(&zc_stats_blocks[i].v[id], __ATOMIC_RELAXED);
+    return sum;
+}
 
 static const char *const zc_stat_names[ZC_STAT_COUNT] = {
 #define ZC_STAT_NAME(id, name, doc) name,
@@ -37,10 +65,13 @@ int zc_stats_source_add(const zc_stats_source_t *src)
 
 void zc_stats_reset(void)
 {
-    unsigned i;
+    unsigned i, b, n = zc_stats_blocks_count();
 
-    for (i = 0; i < ZC_STAT_COUNT; i++)
+    for (i = 0; i < ZC_STAT_COUNT; i++) {
         __atomic_store_n(&zc_stats[i], 0, __ATOMIC_RELAXED);
+        for (b = 0; b < n; b++)
+            __atomic_store_n(&zc_stats_blocks[b].v[i], 0, __ATOMIC_RELAXED);
+    }
 }
 
 static unsigned zc_stats_nsources_get(void)

@@ -41,17 +41,44 @@ enum {
     ZC_STAT_COUNT
 };
 
+/* Counters are kept per thread: each of the first ZC_STATS_BLOCKS threads
+ * that counts gets a block of its own (static memory, so the counts of a
+ * thread that exited stay readable) and adds to it without a locked
+ * instruction; later threads share zc_stats with atomic adds.  Readers sum.
+ * A signal handler counting in the middle of its own thread's update can
+ * lose that one count; nothing else is lost. */
+#define ZC_STATS_BLOCKS 256
+
+typedef struct zc_stats_block {
+    uint64_t v[ZC_STAT_COUNT];
+} __attribute__((aligned(64))) zc_stats_block_t;
+
+#define ZC_STATS_SHARED ((zc_stats_block_t *)1)
+
 extern uint64_t zc_stats[ZC_STAT_COUNT];
+extern __thread zc_stats_block_t *zc_stats_tls;
+
+/* First count of this thread: a block of its own, or ZC_STATS_SHARED. */
+zc_stats_block_t *zc_stats_block_claim(void);
 
 static inline void zc_stat_add(unsigned id, uint64_t n)
 {
-    __atomic_fetch_add(&zc_stats[id], n, __ATOMIC_RELAXED);
+    zc_stats_block_t *b = zc_stats_tls;
+
+    if (__builtin_expect(!b, 0))
+        b = zc_stats_block_claim();
+    if (__builtin_expect(b == ZC_STATS_SHARED, 0)) {
+        __atomic_fetch_add(&zc_stats[id], n, __ATOMIC_RELAXED);
+        return;
+    }
+    /* only this thread writes its block: a plain add, made of relaxed
+     * atomics so that concurrent readers see whole values */
+    __atomic_store_n(&b->v[id], __atomic_load_n(&b->v[id], __ATOMIC_RELAXED) + n,
+                     __ATOMIC_RELAXED);
 }
 
-static inline uint64_t zc_stat_read(unsigned id)
-{
-    return __atomic_load_n(&zc_stats[id], __ATOMIC_RELAXED);
-}
+/* The sum over every thread. */
+uint64_t zc_stat_read(unsigned id);
 
 /* A module's counters: visit(arg, emit, ctx) calls emit(ctx, key, value)
  * once per counter, keys in full ("pdc.hits"); hook-safe, lock-free. */

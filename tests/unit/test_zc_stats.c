@@ -115,6 +115,34 @@ static void t_threads_lose_nothing(void **state)
     assert_int_equal(v, (uint64_t)T_THREADS * T_ADDS);
 }
 
+/* More threads than per-thread blocks: the rest share atomic counters, and
+ * nothing is lost either way. */
+#define T_MANY 300
+
+static void *t_one_add(void *arg)
+{
+    (void)arg;
+    zc_stat_add(ZC_STAT_PROC_FORKS, 1);
+    zc_stat_add(ZC_STAT_PROC_FORKS, 2);
+    return NULL;
+}
+
+static void t_more_threads_than_blocks(void **state)
+{
+    pthread_t th;
+    uint64_t v;
+    int i;
+
+    (void)state;
+    zc_stats_reset();
+    for (i = 0; i < T_MANY; i++) {
+        assert_int_equal(pthread_create(&th, NULL, t_one_add, NULL), 0);
+        pthread_join(th, NULL);
+    }
+    assert_int_equal(zc_stats_get("proc.forks", &v), 0);
+    assert_int_equal(v, 3 * T_MANY);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -123,6 +151,7 @@ int main(void)
         cmocka_unit_test(t_report_format),
         cmocka_unit_test(t_report_truncates_safely),
         cmocka_unit_test(t_threads_lose_nothing),
+        cmocka_unit_test(t_more_threads_than_blocks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
