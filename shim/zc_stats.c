@@ -144,11 +144,12 @@ typedef struct zc_stats_out {
     size_t size, len;
 } zc_stats_out_t;
 
+/* Module counters appear in the report only once they moved. */
 static void zc_stats_format_emit(void *ctx, const char *name, uint64_t value)
 {
     zc_stats_out_t *o = ctx;
 
-    if (o->len + 1 < o->size)
+    if (value && o->len + 1 < o->size)
         o->len += zc_stats_line(o->buf + o->len, o->size - o->len, name, value);
 }
 

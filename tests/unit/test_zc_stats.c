@@ -70,6 +70,9 @@ static void t_report_format(void **state)
     assert_non_null(strstr(buf, "\npath.copy.recv_bytes: 0\n"));   /* always shown */
     assert_null(strstr(buf, "calls.recv:"));                      /* zero calls hidden */
     assert_non_null(strstr(buf, "\nt.alpha: 11\n"));
+    t_src_values[1] = 0;
+    n = zc_stats_format(buf, sizeof(buf), "exit");
+    assert_null(strstr(buf, "t.beta"));                           /* zero module counter hidden */
     assert_int_equal(zc_stats_any_socket_activity(), 1);
     zc_stats_reset();
     assert_int_equal(zc_stats_any_socket_activity(), 0);
