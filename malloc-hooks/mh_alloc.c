@@ -35,24 +35,6 @@
 #define MH_CHUNK_IS_MMAPPED 0x2ul
 #define MH_CHUNK_SIZE_BITS  0x7ul
 
-/* Fill zc_real when a hook runs before the shim's constructor.  Returns 1
- * when the caller may look at zc_real again, 0 when it must use the
- * bootstrap arena (we are inside the resolver, on this thread). */
-static int mh_alloc_resolve(void)
-{
-    int saved = errno;
-
-    if (mh_tls_guard)
-        return 0;
-    mh_tls_guard = 1;
-    zc_real_resolve(NULL);
-    mh_tls_guard = 0;
-    errno = saved;
-    return 1;
-}
-
-#define MH_REAL_OK(name) (MH_LIKELY(zc_real.name != NULL) || \
-                          (mh_alloc_resolve() && zc_real.name != NULL))
 
 static int mh_alloc_eligible(size_t n)
 {

@@ -221,3 +221,17 @@ void mh_fork_child(void)
     mh_arena_fork_child();
     errno = saved;
 }
+
+/* See mh_int.h. */
+int mh_real_resolve(void)
+{
+    int saved = errno;
+
+    if (mh_tls_guard)
+        return 0;
+    mh_tls_guard = 1;
+    zc_real_resolve(NULL);
+    mh_tls_guard = 0;
+    errno = saved;
+    return 1;
+}

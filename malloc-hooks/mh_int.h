@@ -60,6 +60,14 @@ extern unsigned mh_event_mask;   /* OR of subscribed masks (atomic read) */
  * dropped (counted).  Cheap when nobody subscribed to kind. */
 void mh_event_dispatch(unsigned kind, const void *addr, size_t len);
 
+/* Resolve zc_real lazily from a hook that found its entry empty.  Returns 1
+ * when it tried, 0 when this thread is already inside the resolver (dlsym
+ * allocating): the caller then uses its fallback (the bootstrap arena, or
+ * ENOSYS for the mapping hooks).  errno preserved. */
+int mh_real_resolve(void) MH_HIDDEN;
+#define MH_REAL_OK(name) (MH_LIKELY(zc_real.name != NULL) || \
+                          (mh_real_resolve() && zc_real.name != NULL))
+
 /* The application's call site of the hook now running (its return address),
  * for attributing events: set on entry of every hook that can fire one. */
 extern __thread uintptr_t mh_tls_site MH_HIDDEN;

@@ -31,21 +31,6 @@
 #define MADV_DONTNEED_LOCKED 24
 #endif
 
-static int mh_map_resolve(void)
-{
-    int saved = errno;
-
-    if (!mh_tls_guard) {
-        mh_tls_guard = 1;
-        zc_real_resolve(NULL);
-        mh_tls_guard = 0;
-    }
-    errno = saved;
-    return 1;
-}
-
-#define MH_REAL_OK(name) (MH_LIKELY(zc_real.name != NULL) || \
-                          (mh_map_resolve() && zc_real.name != NULL))
 
 static inline int mh_map_active(void)
 {
