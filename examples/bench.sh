@@ -21,6 +21,7 @@ ZC_LIB=${ZC_LIB:-$PWD/$ZC_BUILD/libzcsock.so}
 VARIANTS=(
   "kernel||inactive"
   "zcsock|LD_PRELOAD=$ZC_LIB|active"
+  "zcsock-noplace|LD_PRELOAD=$ZC_LIB ZCSOCK_ALLOC_PLACEMENT=0|active"
 )
 TRANSPORTS=(tcp unix)
 
