@@ -524,7 +524,10 @@ int mh_fd_move(int fd)
 
         if (fd < 0 || __atomic_load_n(&a->fd, __ATOMIC_RELAXED) != fd)
             continue;
+        /* above it if there is room, else any free number */
         nfd = (int)syscall(SYS_fcntl, fd, F_DUPFD_CLOEXEC, fd + 1);
+        if (nfd < 0)
+            nfd = (int)syscall(SYS_fcntl, fd, F_DUPFD_CLOEXEC, 0);
         if (nfd < 0)
             return -errno;
         __atomic_store_n(&a->fd, nfd, __ATOMIC_RELEASE);

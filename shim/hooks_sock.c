@@ -125,11 +125,14 @@ static int shim_fd_is_ours(int fd)
 }
 
 /* dup2/dup3 onto one of our descriptors: the number is the application's
- * to take, so ours moves elsewhere first. */
-static void shim_fd_make_room(int oldfd, int newfd)
+ * to take, so ours moves elsewhere first.  If it cannot move (the process
+ * is out of descriptors), the call fails with that error rather than
+ * silently replacing memory the library still uses.  Returns 0 or -errno. */
+static int shim_fd_make_room(int oldfd, int newfd)
 {
     if (oldfd != newfd && shim_unlikely(shim_fd_is_ours(newfd)))
-        shim_mem_fd_move(newfd);
+        return shim_mem_fd_move(newfd);
+    return 0;
 }
 
 SHIM_EXPORT int close(int fd)
@@ -202,10 +205,12 @@ SHIM_EXPORT int dup(int oldfd)
 
 SHIM_EXPORT int dup2(int oldfd, int newfd)
 {
-    int fd;
+    int fd, rc;
 
     SHIM_ENTER(dup2, -1);
-    shim_fd_make_room(oldfd, newfd);
+    rc = shim_fd_make_room(oldfd, newfd);
+    if (rc)
+        return (int)shim_ret(rc);
     fd = zc_real.dup2(oldfd, newfd);
     if (fd >= 0 && oldfd != newfd) {
         shim_fd_release(newfd);
@@ -216,10 +221,12 @@ SHIM_EXPORT int dup2(int oldfd, int newfd)
 
 SHIM_EXPORT int dup3(int oldfd, int newfd, int flags)
 {
-    int fd;
+    int fd, rc;
 
     SHIM_ENTER(dup3, -1);
-    shim_fd_make_room(oldfd, newfd);
+    rc = shim_fd_make_room(oldfd, newfd);
+    if (rc)
+        return (int)shim_ret(rc);
     fd = zc_real.dup3(oldfd, newfd, flags);
     if (fd >= 0) {
         shim_fd_release(newfd);

@@ -178,6 +178,28 @@ static void t_internal_fds_stay_ours(void)
             T_CHECK(fds[i] != target);
         close(target);
     }
+    n = t_arena_fds(fds, 16);
+    if (n) {
+        /* out of descriptors, ours cannot move: dup2 onto it must fail, not
+         * silently replace it */
+        struct rlimit low = { (rlim_t)fds[0] + 1, rl.rlim_max };
+        int target = fds[0], nf = 0, *filler = calloc((size_t)target + 1, sizeof(int));
+
+        T_CHECK(filler && setrlimit(RLIMIT_NOFILE, &low) == 0);
+        while (nf <= target && (filler[nf] = dup(null)) >= 0)   /* every free number */
+            nf++;
+        T_CHECK(errno == EMFILE);
+        errno = 0;
+        T_CHECK(dup2(null, target) == -1 && errno == EMFILE);
+        while (nf > 0)
+            close(filler[--nf]);
+        free(filler);
+        T_CHECK(setrlimit(RLIMIT_NOFILE, &rl) == 0);
+        T_CHECK(t_arena_fds(fds, 16) == n);     /* ours still in place */
+        for (i = 0; i < n && fds[i] != target; i++)
+            ;
+        T_CHECK(i < n);
+    }
     p = malloc(T_LEN);
     T_CHECK(p);
     memset(p, 7, T_LEN);
