@@ -6,6 +6,7 @@
 #include <sys/uio.h>
 #include <fcntl.h>
 
+#include "path_local.h"
 #include "shim_int.h"
 
 void shim_copy_account(shim_fd_t *f, int is_send, ssize_t n, int must_be_socket)
@@ -245,6 +246,8 @@ SHIM_EXPORT ssize_t sendfile(int out_fd, int in_fd, off_t *offset, size_t count)
     ssize_t n;
 
     SHIM_ENTER(sendfile, -1);
+    if (shim_unlikely(path_local_claimed(shim_fd_get(out_fd))))
+        return shim_ret(path_local_sendfile(shim_fd_get(out_fd), out_fd, in_fd, offset, count));
     n = zc_real.sendfile(out_fd, in_fd, offset, count);
     shim_copy_account(shim_fd_get(out_fd), 1, n, 0);
     return n;
@@ -255,6 +258,8 @@ SHIM_EXPORT ssize_t sendfile64(int out_fd, int in_fd, off_t *offset, size_t coun
     ssize_t n;
 
     SHIM_ENTER(sendfile64, -1);
+    if (shim_unlikely(path_local_claimed(shim_fd_get(out_fd))))
+        return shim_ret(path_local_sendfile(shim_fd_get(out_fd), out_fd, in_fd, offset, count));
     n = zc_real.sendfile64(out_fd, in_fd, offset, count);
     shim_copy_account(shim_fd_get(out_fd), 1, n, 0);
     return n;
@@ -266,6 +271,9 @@ SHIM_EXPORT ssize_t splice(int fd_in, loff_t *off_in, int fd_out, loff_t *off_ou
     ssize_t n;
 
     SHIM_ENTER(splice, -1);
+    if (shim_unlikely(path_local_claimed(shim_fd_get(fd_in)) ||
+                      path_local_claimed(shim_fd_get(fd_out))))
+        return shim_ret(path_local_splice(fd_in, off_in, fd_out, off_out, len, flags));
     n = zc_real.splice(fd_in, off_in, fd_out, off_out, len, flags);
     shim_copy_account(shim_fd_get(fd_in), 0, n, 0);
     shim_copy_account(shim_fd_get(fd_out), 1, n, 0);

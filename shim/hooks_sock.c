@@ -7,6 +7,8 @@
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 
+#include "local_pair.h"
+#include "path_local.h"
 #include "shim_int.h"
 #include "shim_mem.h"
 
@@ -39,8 +41,19 @@ SHIM_EXPORT int socketpair(int domain, int type, int protocol, int sv[2])
 
 SHIM_EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t len)
 {
+    int rc, saved;
+
     SHIM_ENTER(connect, -1);
-    return zc_real.connect(fd, addr, len);
+    if (shim_likely(!path_local_enabled()))
+        return zc_real.connect(fd, addr, len);
+    saved = errno;
+    path_local_connect_prepare(fd, addr, len);
+    errno = saved;
+    rc = zc_real.connect(fd, addr, len);
+    saved = errno;
+    path_local_connect_done(fd, rc, saved);
+    errno = saved;
+    return rc;
 }
 
 SHIM_EXPORT int bind(int fd, const struct sockaddr *addr, socklen_t len)
@@ -51,8 +64,16 @@ SHIM_EXPORT int bind(int fd, const struct sockaddr *addr, socklen_t len)
 
 SHIM_EXPORT int listen(int fd, int backlog)
 {
+    int rc, saved;
+
     SHIM_ENTER(listen, -1);
-    return zc_real.listen(fd, backlog);
+    rc = zc_real.listen(fd, backlog);
+    if (rc == 0 && path_local_enabled()) {
+        saved = errno;
+        path_local_listened(fd);
+        errno = saved;
+    }
+    return rc;
 }
 
 /* An accepted socket has its listener's family and type; ask the kernel
@@ -76,6 +97,12 @@ static void shim_accepted_track(int lfd, int fd)
     }
     shim_fd_socket_track(fd, family, type);
     zc_stat_add(ZC_STAT_SOCKETS_ACCEPTED, 1);
+    if (path_local_enabled()) {
+        int saved = errno;
+
+        path_local_accepted(lfd, fd);
+        errno = saved;
+    }
 }
 
 SHIM_EXPORT int accept(int fd, struct sockaddr *addr, socklen_t *len)
@@ -102,7 +129,16 @@ SHIM_EXPORT int accept4(int fd, struct sockaddr *addr, socklen_t *len, int flags
 
 SHIM_EXPORT int shutdown(int fd, int how)
 {
+    shim_fd_t *f;
+    int rc;
+
     SHIM_ENTER(shutdown, -1);
+    f = shim_fd_get(fd);
+    if (shim_unlikely(path_local_claimed(f))) {
+        rc = path_local_shutdown(f, fd, how);
+        if (rc <= 0)
+            return (int)shim_ret(rc);
+    }
     return zc_real.shutdown(fd, how);
 }
 
@@ -112,8 +148,14 @@ static void shim_fd_release(int fd)
 {
     shim_fd_t *f = shim_fd_get(fd);
 
-    if (f && f->path)
+    if (!f)
+        return;
+    if (f->path)
         f->path->forget(f, fd);
+    if (f->aux_fd > 0)
+        local_pair_fd_close(f->aux_fd - 1);
+    if (f->kind == SHIM_FD_EPOLL)
+        shim_ep_forget_fd(fd);
     shim_fd_forget(fd);
 }
 
@@ -179,13 +221,9 @@ SHIM_EXPORT int close_range(unsigned first, unsigned last, int flags)
 
         if (last < end)
             end = last + 1;
-        for (fd = first; fd < end; fd++) {
-            shim_fd_t *f = shim_fd_get((int)fd);
-
-            if (f->path)
-                f->path->forget(f, (int)fd);
-        }
-        shim_fd_forget_range(first, last);
+        for (fd = first; fd < end; fd++)
+            if (shim_fd_table[fd].kind != SHIM_FD_UNKNOWN)
+                shim_fd_release((int)fd);
     }
     if (!shim_mem_fd_is_internal)
         return zc_real.close_range(first, last, flags);
@@ -280,6 +318,12 @@ SHIM_EXPORT int ioctl(int fd, unsigned long req, ...)
 
     SHIM_VA_WORD(req, arg);
     SHIM_ENTER(ioctl, -1);
+    if (shim_unlikely(path_local_claimed(shim_fd_get(fd)))) {
+        int rc;
+
+        if (path_local_ioctl(shim_fd_get(fd), fd, req, arg, &rc))
+            return rc;
+    }
     return zc_real.ioctl(fd, req, arg);
 }
 
@@ -291,6 +335,11 @@ SHIM_EXPORT int getsockopt(int fd, int level, int name, void *val, socklen_t *le
 
 SHIM_EXPORT int setsockopt(int fd, int level, int name, const void *val, socklen_t len)
 {
+    int rc;
+
     SHIM_ENTER(setsockopt, -1);
-    return zc_real.setsockopt(fd, level, name, val, len);
+    rc = zc_real.setsockopt(fd, level, name, val, len);
+    if (rc == 0 && shim_unlikely(path_local_claimed(shim_fd_get(fd))))
+        path_local_setsockopt(shim_fd_get(fd), level, name, val, len);
+    return rc;
 }

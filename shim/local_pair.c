@@ -814,6 +814,20 @@ int local_pair_switch_publish(local_ring_t *ch, int dir, uint64_t sent)
     return 0;
 }
 
+int local_pair_switch_refuse(local_ring_t *ch, int dir)
+{
+    local_pair_ctl_t *c = local_pair_ctl(ch);
+    uint64_t unset = LOCAL_PAIR_SWITCH_UNSET;
+
+    if (!c || (dir != LOCAL_RING_AB && dir != LOCAL_RING_BA))
+        return -EINVAL;
+    if (__atomic_compare_exchange_n(&c->switch_at[dir], &unset, LOCAL_PAIR_SWITCH_NEVER, 0,
+                                    __ATOMIC_SEQ_CST, __ATOMIC_ACQUIRE) ||
+        unset == LOCAL_PAIR_SWITCH_NEVER)
+        return 0;
+    return -EALREADY;
+}
+
 uint64_t local_pair_switch_get(local_ring_t *ch, int dir)
 {
     local_pair_ctl_t *c = local_pair_ctl(ch);

@@ -141,6 +141,7 @@ enum {
 const char *local_pair_reason_name(int reason);
 
 #define LOCAL_PAIR_SWITCH_UNSET UINT64_MAX
+#define LOCAL_PAIR_SWITCH_NEVER (UINT64_MAX - 1)   /* refused by the receiver */
 #define LOCAL_PAIR_CTL_OFF      3840u       /* in the channel's header page */
 #define LOCAL_PAIR_CTL_MAGIC    0x3172696150637a5aULL  /* "ZczPair1" */
 
@@ -217,6 +218,12 @@ int local_pair_peer_attached(local_ring_t *ch);
 
 /* Sender: publish switch_at[dir] = sent (rule S2; once).  -EALREADY if set. */
 int local_pair_switch_publish(local_ring_t *ch, int dir, uint64_t sent);
+
+/* Receiver: make sure direction dir never switches (it is about to shut its
+ * own sending side down in the kernel and could ring no more doorbells):
+ * switch_at[dir] = LOCAL_PAIR_SWITCH_NEVER unless the sender already
+ * published.  Returns 0, or -EALREADY (switched: use the ring). */
+int local_pair_switch_refuse(local_ring_t *ch, int dir);
 
 /* Receiver: switch_at[dir] (acquire), LOCAL_PAIR_SWITCH_UNSET if not yet. */
 uint64_t local_pair_switch_get(local_ring_t *ch, int dir);

@@ -738,7 +738,8 @@ int local_ring_rx_wait_prepare(local_ring_t *ch, int dir)
     if (rc)
         return rc;
     if (s.head != s.tail) {
-        LR_XCHG(w, 0);
+        if (LR_XCHG(w, 0) == 0)
+            ch->bells_claimed++;
         LR_STAT(ch, wait_aborts, 1);
         return 0;
     }
@@ -752,7 +753,10 @@ int local_ring_rx_wait_cancel(local_ring_t *ch, int dir)
 
     if (rc)
         return rc;
-    return LR_XCHG(&ch->hdr->ctl[dir].cons_waiting, 0) == 0;
+    if (LR_XCHG(&ch->hdr->ctl[dir].cons_waiting, 0))
+        return 0;
+    ch->bells_claimed++;
+    return 1;
 }
 
 int local_ring_tx_wait_prepare(local_ring_t *ch, int dir, size_t want)
@@ -777,7 +781,8 @@ int local_ring_tx_wait_prepare(local_ring_t *ch, int dir, size_t want)
         return rc;
     room = (ch->ring_size - (s.head - s.tail)) & ~(uint64_t)(LR_ALIGN - 1);
     if (room >= lr_round8(want) + LR_REC_HDR) {
-        LR_XCHG(&ctl->prod_waiting, 0);
+        if (LR_XCHG(&ctl->prod_waiting, 0) == 0)
+            ch->bells_claimed++;
         LR_STAT(ch, wait_aborts, 1);
         return 0;
     }
@@ -791,5 +796,8 @@ int local_ring_tx_wait_cancel(local_ring_t *ch, int dir)
 
     if (rc)
         return rc;
-    return LR_XCHG(&ch->hdr->ctl[dir].prod_waiting, 0) == 0;
+    if (LR_XCHG(&ch->hdr->ctl[dir].prod_waiting, 0))
+        return 0;
+    ch->bells_claimed++;
+    return 1;
 }

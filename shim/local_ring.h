@@ -176,6 +176,9 @@ typedef struct local_ring {
     int side;                   /* LOCAL_RING_SIDE_* */
     int broken;                 /* set on the first violation */
     int owned;                  /* 1: close unmaps */
+    uint64_t bells_claimed;     /* our announcements the peer claimed: each
+                                 * is one doorbell byte sent (or on its way)
+                                 * to our kernel socket */
     local_ring_stats_t stats;
 } local_ring_t;
 

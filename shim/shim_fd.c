@@ -7,6 +7,7 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 
+#include "shim_path.h"
 #include "zc_real.h"
 #include "zc_stats.h"
 
@@ -59,26 +60,20 @@ void shim_fd_forget(int fd)
         memset(f, 0, sizeof(*f));
 }
 
-void shim_fd_forget_range(unsigned first, unsigned last)
-{
-    unsigned fd, end = shim_fd_table_size;
-
-    if (last < end)
-        end = last + 1;
-    for (fd = first; fd < end; fd++)
-        shim_fd_forget((int)fd);
-}
-
 void shim_fd_copy(int oldfd, int newfd)
 {
     shim_fd_t *from = shim_fd_get(oldfd), *to = shim_fd_get(newfd);
 
     if (!to || oldfd == newfd)
         return;
-    if (from)
+    if (from && from->kind == SHIM_FD_SOCKET) {
         *to = *from;
-    else
+        to->aux_fd = 0;     /* the beacon stays with the original number */
+        if (to->path && to->path->dup)
+            to->path->dup(to, newfd);
+    } else {
         memset(to, 0, sizeof(*to));
+    }
 }
 
 int shim_fd_is_app_socket(int fd)

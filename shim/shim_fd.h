@@ -20,7 +20,11 @@
 
 #define SHIM_FD_TABLE_MAX (1u << 22)
 
-typedef enum { SHIM_FD_UNKNOWN = 0, SHIM_FD_SOCKET = 1 } shim_fd_kind_t;
+typedef enum {
+    SHIM_FD_UNKNOWN = 0,
+    SHIM_FD_SOCKET = 1,
+    SHIM_FD_EPOLL = 2,      /* an epoll descriptor holding claimed registrations */
+} shim_fd_kind_t;
 
 struct shim_path_ops;
 struct shim_fd;
@@ -33,7 +37,7 @@ typedef struct shim_fd {
     uint8_t family;    /* AF_INET, AF_INET6, AF_UNIX, ... */
     uint8_t stream;    /* 1 for SOCK_STREAM */
     uint8_t copy_why;  /* ZC_STAT_WHY_* counter charged when this fd is copied */
-    uint32_t reserved;
+    int32_t aux_fd;    /* listener: its pairing beacon + 1 (-1: tried); not copied */
     const struct shim_path_ops *path;   /* NULL: the copy path */
     void *path_ctx;
 } shim_fd_t;
@@ -53,7 +57,6 @@ void shim_fd_socket_track(int fd, int family, int type);
 
 /* A descriptor is going away (close, close_range, dup2 target). */
 void shim_fd_forget(int fd);
-void shim_fd_forget_range(unsigned first, unsigned last);
 
 /* newfd now refers to what oldfd refers to. */
 void shim_fd_copy(int oldfd, int newfd);

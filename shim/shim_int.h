@@ -54,6 +54,9 @@ static inline ssize_t shim_ret(ssize_t rc)
  * library knows are charged). */
 void shim_copy_account(shim_fd_t *f, int is_send, ssize_t n, int must_be_socket);
 
+/* Forget the epoll registrations of epoll descriptor fd (it is closing). */
+void shim_ep_forget_fd(int fd);
+
 /* Run the exec preparation (statistics of the image being replaced); skipped
  * in a vfork child, which shares our memory. */
 void shim_exec_prepare(void);

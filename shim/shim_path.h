@@ -28,6 +28,8 @@ typedef struct shim_path_ops {
     /* fd is about to be closed (or replaced by dup2/dup3); the entry is
      * cleared afterwards. */
     void (*forget)(shim_fd_t *f, int fd);
+    /* newfd now refers to the same socket as f (dup, dup2, dup3, F_DUPFD). */
+    void (*dup)(shim_fd_t *f, int newfd);
 } shim_path_ops_t;
 
 #endif

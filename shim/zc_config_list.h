@@ -29,4 +29,11 @@
     X(pdc_send_budget, SIZE, 134217728, 0, 1ULL << 44,                             \
       "pin-down cache: most bytes referenced by sends in flight (0: unlimited)")    \
     X(pdc_recv_budget, SIZE, 134217728, 0, 1ULL << 44,                             \
-      "pin-down cache: most bytes referenced by receives in flight (0: unlimited)")
+      "pin-down cache: most bytes referenced by receives in flight (0: unlimited)") \
+    X(local, BOOL, 0, 0, 1,                                                         \
+      "pair same-host zcsock connections and move their bytes through shared memory") \
+    X(local_unix, BOOL, 0, 0, 1,                                                    \
+      "also pair AF_UNIX stream connections (ancillary data such as SCM_RIGHTS on "  \
+      "them then fails with EOPNOTSUPP)")                                           \
+    X(local_ring, SIZE, 4194304, 65536, 1ULL << 30,                                 \
+      "local path: ring bytes per direction of each connection (a power of two)")

@@ -29,7 +29,22 @@
       "calls on sockets the library did not see created (inherited or received)")        \
     X(FD_BEYOND_TABLE, "fd.beyond_table", "calls on descriptors above the state table")  \
     X(PROC_FORKS, "proc.forks", "fork() calls")                                          \
-    X(PROC_EXECS, "proc.execs", "exec calls made")
+    X(PROC_EXECS, "proc.execs", "exec calls made")                                      \
+    X(LOCAL_SEND_CALLS, "path.local.send_calls", "sends that wrote to a local ring")     \
+    X(LOCAL_SEND_BYTES, "path.local.send_bytes", "bytes sent through local rings")       \
+    X(LOCAL_RECV_CALLS, "path.local.recv_calls", "receives that read from a local ring") \
+    X(LOCAL_RECV_BYTES, "path.local.recv_bytes", "bytes received through local rings")   \
+    X(LOCAL_PAIRED_SERVER, "local.paired.accepted",                                      \
+      "accepted connections paired with a zcsock client")                                \
+    X(LOCAL_PAIRED_CLIENT, "local.paired.connected",                                     \
+      "connections whose zcsock server's channel this client attached")                  \
+    X(LOCAL_DECLINED, "local.declined", "connections that stay on the kernel path "      \
+      "(local.declined.<reason> says why)")                                              \
+    X(LOCAL_SWITCHES, "local.switches", "sending directions switched to the ring")       \
+    X(LOCAL_DOORBELLS, "local.doorbells", "doorbell bytes sent to a sleeping peer")      \
+    X(LOCAL_SLEEPS, "local.sleeps", "blocking calls that slept for the peer")            \
+    X(LOCAL_PROTO_ERRORS, "local.proto_errors",                                          \
+      "channels found corrupted (the connection then reads as reset)")
 
 enum {
 #define ZC_STAT_ENUM(id, name, doc) ZC_STAT_##id,

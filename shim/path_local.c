@@ -1,0 +1,1245 @@
+/* The local path (path_local.h): pairing decisions from the descriptor hooks,
+ * the switch-over of each direction, and the ring data path.
+ *
+ * One lp_conn_t per connection in this process.  Its fields are guarded by
+ * two locks in the channel's header page (so forked holders serialise too):
+ * the TX lock for everything about our sending direction, the RX lock for
+ * our receiving direction.  Before the channel exists (a client waiting for
+ * the offer) a process-local lock stands in for both.  No lock is held while
+ * sleeping.
+ *
+ * Doorbells travel in our kernel stream in both directions: "data for you"
+ * (the peer consumer slept) and "space for you" (the peer producer slept).
+ * Whoever sends one has switched its sending direction first (rule S2 of
+ * local_pair.h), so the receiver of a kernel byte always knows whether it is
+ * data (before the sender's switch point) or a doorbell (at or after it). */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <poll.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "local_pair.h"
+#include "local_ring.h"
+#include "path_local.h"
+#include "shim_int.h"
+#include "zc_config.h"
+#include "zc_log.h"
+#include "zc_pool.h"
+
+#define LP_SIDE_OFF  2048u      /* per-side shared words in the header page */
+#define LP_IOV_WIN   64         /* iovecs handled per ring call */
+#define LP_ROOM_KEEP 64         /* ring bytes a write leaves for the EOF record */
+#define LP_BELL_WAIT_MS 200     /* close: most time spent draining owed doorbells */
+
+enum { LP_TX = 0, LP_RX = 1 };
+enum { LP_PENDING = 1, LP_PAIRED = 2, LP_PLAIN = 3 };
+
+/* Shared, one per side, written only by that side's holders. */
+typedef struct lp_side {
+    uint32_t lock[2];           /* LP_TX, LP_RX: holder tid | LP_LOCK_WAITERS */
+    uint32_t holders;           /* processes holding this side's socket */
+    uint32_t aborted;           /* abortive close: the peer discards unread data */
+} lp_side_t;
+
+#define LP_LOCK_WAITERS 0x80000000u
+
+typedef struct lp_conn {
+    struct lp_conn *next, *prev;    /* all connections (fork) */
+    int refs;                       /* descriptors of this process */
+    int state;                      /* LP_* */
+    int ann;                        /* announcement (pending client), -1 */
+    int forked;                     /* pending across a fork: requeue */
+    unsigned pickups;
+    uint32_t plock[2];              /* before the channel exists */
+    uint8_t tx_ring, rx_ring;       /* direction switched to the ring */
+    uint8_t tx_never;               /* our sending direction stays kernel */
+    uint8_t wr_shut, rd_shut;       /* shutdown(SHUT_WR / SHUT_RD) seen */
+    uint8_t kern_shut_wr;           /* the kernel socket's sending side is shut */
+    uint8_t linger0;                /* SO_LINGER {1, 0} set: close aborts */
+    int kern_eof;                   /* kernel stream ended (peer closed) */
+    int kern_err;                   /* kernel error seen (ECONNRESET ...) */
+    int lowat;                      /* SO_RCVLOWAT */
+    uint64_t tx_kernel, rx_kernel;  /* application bytes on the kernel stream */
+    uint64_t bells_drained;         /* doorbell bytes read from the kernel stream */
+    local_ring_t ch;
+} lp_conn_t;
+
+static struct {
+    int enabled;
+    size_t ring_size;
+    int list_lock;
+    lp_conn_t *head;
+    uint64_t declined[LOCAL_PAIR_R_COUNT];
+} lp = { .enabled = 1 };
+
+static __thread int lp_tid;
+
+/* --- small helpers -------------------------------------------------------- */
+
+static int lp_gettid(void)
+{
+    if (!lp_tid)
+        lp_tid = (int)syscall(SYS_gettid);
+    return lp_tid;
+}
+
+static lp_side_t *lp_side(lp_conn_t *c, int side)
+{
+    return (lp_side_t *)(c->ch.base + LP_SIDE_OFF) + (side & 1);
+}
+
+static void lp_futex(uint32_t *w, int op, uint32_t val, const struct timespec *ts)
+{
+    syscall(SYS_futex, w, op, val, ts, NULL, 0);
+}
+
+/* A lock a crashed holder cannot wedge: waiters sleep at most 20 ms at a
+ * time and take over a lock whose holder thread is gone. */
+static void lp_lock_word(uint32_t *w)
+{
+    uint32_t me = (uint32_t)lp_gettid(), cur = 0;
+    struct timespec ts = { 0, 20 * 1000 * 1000 };
+    int i;
+
+    for (i = 0;; i++) {
+        cur = 0;
+        if (__atomic_compare_exchange_n(w, &cur, me, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+            return;
+        if (i < 64) {
+            __builtin_ia32_pause();
+            continue;
+        }
+        if (!(cur & LP_LOCK_WAITERS) &&
+            !__atomic_compare_exchange_n(w, &cur, cur | LP_LOCK_WAITERS, 0, __ATOMIC_RELAXED,
+                                         __ATOMIC_RELAXED))
+            continue;
+        cur |= LP_LOCK_WAITERS;
+        lp_futex(w, FUTEX_WAIT, cur, &ts);
+        if ((i & 7) == 7 && kill((pid_t)(cur & ~LP_LOCK_WAITERS), 0) < 0 && errno == ESRCH)
+            __atomic_compare_exchange_n(w, &cur, 0, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+    }
+}
+
+static void lp_unlock_word(uint32_t *w)
+{
+    if (__atomic_exchange_n(w, 0, __ATOMIC_RELEASE) & LP_LOCK_WAITERS)
+        lp_futex(w, FUTEX_WAKE, INT32_MAX, NULL);
+}
+
+static uint32_t *lp_lockp(lp_conn_t *c, int role)
+{
+    return c->ch.base ? &lp_side(c, c->ch.side)->lock[role] : &c->plock[role];
+}
+
+static void lp_lock(lp_conn_t *c, int role)
+{
+    int saved = errno;
+
+    lp_lock_word(lp_lockp(c, role));
+    errno = saved;
+}
+
+static void lp_unlock(lp_conn_t *c, int role)
+{
+    lp_unlock_word(lp_lockp(c, role));
+}
+
+static int lp_txdir(lp_conn_t *c)
+{
+    return local_ring_dir_tx(&c->ch);
+}
+
+static int lp_rxdir(lp_conn_t *c)
+{
+    return local_ring_dir_rx(&c->ch);
+}
+
+static lp_conn_t *lp_conn(shim_fd_t *f)
+{
+    return (lp_conn_t *)f->path_ctx;
+}
+
+static int lp_nonblocking(int fd, int flags)
+{
+    int fl;
+
+    if (flags & MSG_DONTWAIT)
+        return 1;
+    fl = zc_real.fcntl(fd, F_GETFL, 0);
+    return fl >= 0 && (fl & O_NONBLOCK);
+}
+
+static size_t lp_iov_total(const struct iovec *iov, size_t n)
+{
+    size_t t = 0, i;
+
+    for (i = 0; i < n; i++)
+        t += iov[i].iov_len;
+    return t;
+}
+
+/* At most LP_IOV_WIN iovecs of iov, starting skip bytes in, holding at most
+ * limit bytes, into win.  Returns how many. */
+static int lp_iov_window(const struct iovec *iov, size_t n, size_t skip, size_t limit,
+                         struct iovec *win)
+{
+    size_t i;
+    int k = 0;
+
+    for (i = 0; i < n && k < LP_IOV_WIN && limit; i++) {
+        size_t len = iov[i].iov_len;
+
+        if (skip >= len) {
+            skip -= len;
+            continue;
+        }
+        win[k].iov_base = (char *)iov[i].iov_base + skip;
+        win[k].iov_len = len - skip < limit ? len - skip : limit;
+        limit -= win[k].iov_len;
+        skip = 0;
+        k++;
+    }
+    return k;
+}
+
+/* --- connection objects ----------------------------------------------------- */
+
+static void lp_list_lock(void)
+{
+    while (__atomic_exchange_n(&lp.list_lock, 1, __ATOMIC_ACQUIRE))
+        __builtin_ia32_pause();
+}
+
+static void lp_list_unlock(void)
+{
+    __atomic_store_n(&lp.list_lock, 0, __ATOMIC_RELEASE);
+}
+
+static lp_conn_t *lp_conn_new(int state)
+{
+    lp_conn_t *c = zc_pool_alloc(sizeof(*c));
+
+    if (!c)
+        return NULL;
+    c->refs = 1;
+    c->state = state;
+    c->ann = -1;
+    c->lowat = 1;
+    lp_list_lock();
+    c->next = lp.head;
+    if (lp.head)
+        lp.head->prev = c;
+    lp.head = c;
+    lp_list_unlock();
+    return c;
+}
+
+static void lp_conn_free(lp_conn_t *c)
+{
+    lp_list_lock();
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        lp.head = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    lp_list_unlock();
+    zc_pool_free(c, sizeof(*c));
+}
+
+static void lp_claim(int fd, lp_conn_t *c)
+{
+    shim_fd_t *f = shim_fd_get(fd);
+
+    if (!f) {
+        lp_conn_free(c);
+        return;
+    }
+    f->path_ctx = c;
+    __atomic_store_n(&f->path, &path_local_ops, __ATOMIC_RELEASE);
+}
+
+/* A channel is ours: count this process as a holder of our side. */
+static void lp_channel_adopt(lp_conn_t *c, int memfd)
+{
+    local_pair_fd_close(memfd);     /* the mapping keeps the memory */
+    __atomic_add_fetch(&lp_side(c, c->ch.side)->holders, 1, __ATOMIC_ACQ_REL);
+}
+
+static void lp_decline(int reason)
+{
+    if (reason > 0 && reason < LOCAL_PAIR_R_COUNT)
+        __atomic_add_fetch(&lp.declined[reason], 1, __ATOMIC_RELAXED);
+    zc_stat_add(ZC_STAT_LOCAL_DECLINED, 1);
+    zc_log(ZC_LOG_TRACE, "local path declined: %s", local_pair_reason_name(reason));
+}
+
+/* --- doorbells ------------------------------------------------------------------ */
+
+/* Our sending direction to the ring, when rule S1 allows.  TX lock held. */
+static int lp_tx_switch(lp_conn_t *c)
+{
+    uint64_t at;
+    int rc;
+
+    if (c->tx_ring)
+        return 1;
+    if (c->state != LP_PAIRED || c->tx_never || c->kern_shut_wr)
+        return 0;
+    if (c->ch.side == LOCAL_RING_SIDE_A && !local_pair_peer_attached(&c->ch))
+        return 0;
+    rc = local_pair_switch_publish(&c->ch, lp_txdir(c), c->tx_kernel);
+    at = local_pair_switch_get(&c->ch, lp_txdir(c));
+    if (rc == -EALREADY && at == LOCAL_PAIR_SWITCH_NEVER) {
+        c->tx_never = 1;
+        return 0;
+    }
+    c->tx_ring = 1;     /* published by us, or by a holder in another process */
+    zc_stat_add(ZC_STAT_LOCAL_SWITCHES, 1);
+    return 1;
+}
+
+/* Ring the peer: one byte in the kernel stream.  Our sending direction is
+ * switched first (S2), so the byte can only be a doorbell to the peer. */
+static void lp_bell(lp_conn_t *c, int fd)
+{
+    int saved = errno;
+    ssize_t n;
+
+    if (!c->tx_ring) {
+        lp_lock(c, LP_TX);
+        lp_tx_switch(c);
+        lp_unlock(c, LP_TX);
+        if (!c->tx_ring)
+            return;     /* cannot happen for an honest peer (see header) */
+    }
+    do
+        n = zc_real.send(fd, "", 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+    while (n < 0 && errno == EINTR);
+    zc_stat_add(ZC_STAT_LOCAL_DOORBELLS, 1);
+    errno = saved;
+}
+
+/* Read doorbell bytes waiting in the kernel socket without blocking (our
+ * receiving direction is in the ring, so every kernel byte is one), noting
+ * EOF and errors.  Returns bytes drained. */
+static size_t lp_drain(lp_conn_t *c, int fd)
+{
+    char buf[256];
+    size_t total = 0;
+    int saved = errno, i;
+
+    for (i = 0; i < 16; i++) {
+        ssize_t n = zc_real.recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+
+        if (n > 0) {
+            total += (size_t)n;
+            if ((size_t)n < sizeof(buf))
+                break;
+            continue;
+        }
+        if (n == 0)
+            c->kern_eof = 1;
+        else if (errno == EINTR)
+            continue;
+        else if (errno != EAGAIN && errno != EWOULDBLOCK)
+            c->kern_err = errno;
+        break;
+    }
+    c->bells_drained += total;
+    errno = saved;
+    return total;
+}
+
+/* --- receive ---------------------------------------------------------------------- */
+
+/* The channel is unusable (a peer broke the rules): the connection reads as
+ * reset, like a TCP connection whose peer misbehaved. */
+static ssize_t lp_broken(lp_conn_t *c)
+{
+    zc_stat_add(ZC_STAT_LOCAL_PROTO_ERRORS, 1);
+    c->kern_err = ECONNRESET;
+    return -ECONNRESET;
+}
+
+/* Wait for the kernel socket to have something (a doorbell, EOF, an error)
+ * with the socket's own blocking semantics: a 1-byte MSG_PEEK recv returns
+ * when the socket is readable, EINTR exactly when the kernel would have
+ * interrupted the application's call, and EAGAIN when SO_RCVTIMEO expires.
+ * Returns 0 (look again) or -errno for the application. */
+static int lp_sleep(lp_conn_t *c, int fd)
+{
+    char b;
+    ssize_t n;
+
+    zc_stat_add(ZC_STAT_LOCAL_SLEEPS, 1);
+    n = zc_real.recv(fd, &b, 1, MSG_PEEK);
+    if (n > 0) {
+        if (c->rx_ring)
+            lp_drain(c, fd);
+        return 0;
+    }
+    if (n == 0) {
+        c->kern_eof = 1;
+        return 0;
+    }
+    if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)
+        return -errno;
+    c->kern_err = errno;
+    return 0;
+}
+
+/* Kernel mode of our receiving direction (rule R1): receive from the kernel
+ * socket, never past the switch point, and keep only the data.  RX lock
+ * held; returns with it held. */
+static ssize_t lp_recv_kernel(lp_conn_t *c, shim_fd_t *f, int fd, struct msghdr *msg, int flags,
+                              int *again)
+{
+    struct iovec win[LP_IOV_WIN];
+    struct msghdr m = *msg;
+    uint64_t sw = c->ch.base ? local_pair_switch_get(&c->ch, lp_rxdir(c))
+                             : LOCAL_PAIR_SWITCH_UNSET;
+    size_t limit = SIZE_MAX, data;
+    ssize_t n;
+
+    *again = 0;
+    if (sw != LOCAL_PAIR_SWITCH_UNSET && sw != LOCAL_PAIR_SWITCH_NEVER) {
+        if (c->rx_kernel >= sw) {
+            c->rx_ring = 1;
+            local_ring_rx_wait_cancel(&c->ch, lp_rxdir(c));   /* R2: take over S3 */
+            *again = 1;
+            return 0;
+        }
+        limit = (size_t)(sw - c->rx_kernel);
+        m.msg_iov = win;
+        m.msg_iovlen = (size_t)lp_iov_window(msg->msg_iov, msg->msg_iovlen, 0, limit, win);
+    }
+    n = zc_real.recvmsg(fd, &m, flags & ~MSG_WAITALL);
+    if (n <= 0) {
+        shim_copy_account(f, 0, n, 1);
+        return n < 0 ? -errno : 0;
+    }
+    msg->msg_flags = m.msg_flags;
+    msg->msg_controllen = m.msg_controllen;
+    msg->msg_namelen = m.msg_namelen;
+    if (c->state == LP_PENDING) {       /* R3: the offer precedes the server's first byte */
+        int memfd = -1;
+        int rc = local_pair_channel_recv(fd, c->ann, c->forked ? LOCAL_PAIR_F_REQUEUE : 0,
+                                         &c->ch, &memfd);
+
+        local_pair_fd_close(c->ann);
+        c->ann = -1;
+        if (rc == 0) {
+            c->state = LP_PAIRED;
+            lp_channel_adopt(c, memfd);
+            zc_stat_add(ZC_STAT_LOCAL_PAIRED_CLIENT, 1);
+        } else {
+            c->state = LP_PLAIN;
+            lp_decline(LOCAL_PAIR_R_NOT_ZCSOCK);
+        }
+    }
+    data = local_pair_rx_split(c->state == LP_PAIRED ? &c->ch : NULL, lp_rxdir(c),
+                               c->rx_kernel, (size_t)n);
+    if (!(flags & MSG_PEEK)) {
+        c->rx_kernel += data;
+        c->bells_drained += (size_t)n - data;
+    } else if (data < (size_t)n) {
+        /* Peeked doorbells: consume them (they are not the application's). */
+        char buf[256];
+        size_t skip = (size_t)n - data;
+
+        if (!data)
+            while (skip) {
+                ssize_t k = zc_real.recv(fd, buf, skip < sizeof(buf) ? skip : sizeof(buf),
+                                         MSG_DONTWAIT);
+                if (k <= 0)
+                    break;
+                skip -= (size_t)k;
+                c->bells_drained += (size_t)k;
+            }
+    }
+    shim_copy_account(f, 0, (ssize_t)data, 1);
+    if (!data)
+        *again = 1;     /* only doorbells: the rest comes from the ring */
+    return (ssize_t)data;
+}
+
+/* Ring mode of our receiving direction.  RX lock held. */
+static ssize_t lp_recv_ring(lp_conn_t *c, int fd, struct msghdr *msg, int flags, size_t skip,
+                            int *eof)
+{
+    struct iovec win[LP_IOV_WIN];
+    size_t done = 0;
+    int n = lp_iov_window(msg->msg_iov, msg->msg_iovlen, skip, SIZE_MAX, win);
+    int rc = local_ring_read(&c->ch, lp_rxdir(c), win, n,
+                             (flags & MSG_PEEK) ? LOCAL_RING_PEEK : 0, &done);
+
+    *eof = 0;
+    if (rc < 0)
+        return lp_broken(c);
+    if (rc & LOCAL_RING_F_RECORD)       /* page exchange is not produced yet */
+        return lp_broken(c);
+    if (rc & LOCAL_RING_F_DOORBELL)
+        lp_bell(c, fd);
+    if (rc & LOCAL_RING_F_EOF)
+        *eof = 1;
+    if (done) {
+        zc_stat_add(ZC_STAT_LOCAL_RECV_BYTES, done);
+        zc_stat_add(ZC_STAT_LOCAL_RECV_CALLS, 1);
+    }
+    return (ssize_t)done;
+}
+
+static ssize_t lp_recvmsg(shim_fd_t *f, int fd, struct msghdr *msg, int flags)
+{
+    lp_conn_t *c = lp_conn(f);
+    size_t total = lp_iov_total(msg->msg_iov, msg->msg_iovlen), got = 0;
+    int waitall = (flags & MSG_WAITALL) && !(flags & MSG_PEEK);
+
+    if (c->state == LP_PLAIN || (!c->rx_ring && c->state == LP_PENDING && c->ann < 0)) {
+        ssize_t n = zc_real.recvmsg(fd, msg, flags);
+
+        shim_copy_account(f, 0, n, 1);
+        return n < 0 ? -errno : n;
+    }
+    if (total == 0 && c->rx_ring)
+        return 0;
+    msg->msg_flags = 0;
+    for (;;) {
+        ssize_t n;
+        int again = 0, eof = 0, rc;
+
+        lp_lock(c, LP_RX);
+        if (!c->rx_ring) {
+            struct iovec win[LP_IOV_WIN];
+            struct msghdr m = *msg;
+
+            m.msg_iov = win;
+            m.msg_iovlen = (size_t)lp_iov_window(msg->msg_iov, msg->msg_iovlen, got, SIZE_MAX,
+                                                 win);
+            n = lp_recv_kernel(c, f, fd, &m, flags, &again);
+            lp_unlock(c, LP_RX);
+            if (n < 0)
+                return got ? (ssize_t)got : n;
+            if (n == 0 && !again)
+                return (ssize_t)got;        /* EOF */
+            got += (size_t)n;
+            if (got && (!waitall || got == total))
+                return (ssize_t)got;
+            continue;
+        }
+        if (__atomic_load_n(&lp_side(c, !c->ch.side)->aborted, __ATOMIC_ACQUIRE)) {
+            if (!c->kern_err)
+                lp_drain(c, fd);
+            if (c->kern_err) {
+                lp_unlock(c, LP_RX);
+                return got ? (ssize_t)got : -c->kern_err;   /* reset: unread data is gone */
+            }
+        }
+        n = lp_recv_ring(c, fd, msg, flags, got, &eof);
+        if (n < 0) {
+            lp_unlock(c, LP_RX);
+            return got ? (ssize_t)got : n;
+        }
+        got += (size_t)n;
+        if ((got && (!waitall || got == total)) || eof || c->rd_shut) {
+            lp_unlock(c, LP_RX);
+            return (ssize_t)got;
+        }
+        /* Empty.  What does the kernel socket say? */
+        lp_drain(c, fd);
+        if (c->kern_eof || c->kern_err) {
+            n = lp_recv_ring(c, fd, msg, flags, got, &eof);    /* written before it left */
+            lp_unlock(c, LP_RX);
+            if (n > 0)
+                return (ssize_t)(got + (size_t)n);
+            if (got)
+                return (ssize_t)got;
+            return c->kern_err ? -c->kern_err : 0;
+        }
+        if (lp_nonblocking(fd, flags)) {
+            rc = local_ring_rx_wait_prepare(&c->ch, lp_rxdir(c));  /* arm for poll */
+            lp_unlock(c, LP_RX);
+            if (rc == 0)
+                continue;
+            return got ? (ssize_t)got : -EAGAIN;
+        }
+        rc = local_ring_rx_wait_prepare(&c->ch, lp_rxdir(c));
+        lp_unlock(c, LP_RX);
+        if (rc < 0)
+            return got ? (ssize_t)got : lp_broken(c);
+        if (rc == 0)
+            continue;
+        rc = lp_sleep(c, fd);
+        local_ring_rx_wait_cancel(&c->ch, lp_rxdir(c));
+        if (rc < 0)
+            return got ? (ssize_t)got : rc;
+    }
+}
+
+/* --- send ------------------------------------------------------------------------- */
+
+/* Pending client: look for the server's offer without waiting. */
+static void lp_pickup(lp_conn_t *c, int fd)
+{
+    int memfd = -1, rc;
+
+    if (c->state != LP_PENDING || c->ann < 0)
+        return;
+    /* Look at the 1st, 2nd, 4th, 8th ... send: a client that streams
+     * before the server accepted finds the offer soon, one that never gets
+     * one pays a logarithmic number of lookups. */
+    c->pickups++;
+    if (c->pickups & (c->pickups - 1))
+        return;
+    rc = local_pair_channel_recv(fd, c->ann, c->forked ? LOCAL_PAIR_F_REQUEUE : 0, &c->ch,
+                                 &memfd);
+    if (rc == -EAGAIN)
+        return;
+    local_pair_fd_close(c->ann);
+    c->ann = -1;
+    if (rc == 0) {
+        c->state = LP_PAIRED;
+        lp_channel_adopt(c, memfd);
+        zc_stat_add(ZC_STAT_LOCAL_PAIRED_CLIENT, 1);
+    } else {
+        c->state = LP_PLAIN;
+        lp_decline(LOCAL_PAIR_R_NOT_ZCSOCK);
+    }
+}
+
+/* The peer is gone for good (its last holder closed or it crashed): sends
+ * go to the kernel, which answers exactly as it would (EPIPE, SIGPIPE). */
+static int lp_peer_gone(lp_conn_t *c)
+{
+    return c->kern_eof || c->kern_err ||
+           local_ring_peer_state(&c->ch) == LOCAL_RING_PEER_GONE;
+}
+
+/* A send after shutdown(SHUT_WR): what the kernel answers. */
+static ssize_t lp_epipe(int flags)
+{
+    if (!(flags & MSG_NOSIGNAL))
+        syscall(SYS_tgkill, getpid(), lp_gettid(), SIGPIPE);
+    return -EPIPE;
+}
+
+static ssize_t lp_send_kernel(shim_fd_t *f, int fd, const struct msghdr *msg, int flags,
+                              lp_conn_t *c)
+{
+    ssize_t n = zc_real.sendmsg(fd, msg, flags);
+
+    shim_copy_account(f, 1, n, 1);
+    if (n > 0 && c)
+        c->tx_kernel += (uint64_t)n;
+    return n < 0 ? -errno : n;
+}
+
+static ssize_t lp_sendmsg(shim_fd_t *f, int fd, const struct msghdr *msg, int flags)
+{
+    lp_conn_t *c = lp_conn(f);
+    size_t total = lp_iov_total(msg->msg_iov, msg->msg_iovlen), sent = 0;
+    ssize_t n;
+
+    if (c->state == LP_PLAIN || (flags & MSG_OOB))     /* urgent data: the kernel's */
+        return lp_send_kernel(f, fd, msg, flags, NULL);
+    lp_lock(c, LP_TX);
+    if (c->state == LP_PENDING)
+        lp_pickup(c, fd);
+    if (c->wr_shut && c->tx_ring) {
+        lp_unlock(c, LP_TX);
+        return lp_epipe(flags);
+    }
+    if (!lp_tx_switch(c)) {
+        n = lp_send_kernel(f, fd, msg, flags, c);
+        lp_unlock(c, LP_TX);
+        return n;
+    }
+    if (msg->msg_controllen && f->family == AF_UNIX) {
+        /* Descriptors and credentials cannot travel through the ring. */
+        lp_unlock(c, LP_TX);
+        ZC_LOG_ONCE(ZC_LOG_NOTICE, "local path: ancillary data on a paired AF_UNIX "
+                    "connection is not supported (EOPNOTSUPP); ZCSOCK_LOCAL_UNIX=0 avoids it");
+        return -EOPNOTSUPP;
+    }
+    for (;;) {
+        struct iovec win[LP_IOV_WIN];
+        int64_t room;
+        size_t done = 0;
+        int k, rc;
+
+        if (lp_peer_gone(c)) {
+            lp_unlock(c, LP_TX);
+            if (sent)
+                return (ssize_t)sent;
+            return lp_send_kernel(f, fd, msg, flags, NULL);
+        }
+        room = local_ring_writable(&c->ch, lp_txdir(c));
+        if (room < 0) {
+            lp_unlock(c, LP_TX);
+            return sent ? (ssize_t)sent : lp_broken(c);
+        }
+        if (room > LP_ROOM_KEEP) {
+            k = lp_iov_window(msg->msg_iov, msg->msg_iovlen, sent,
+                              (size_t)(room - LP_ROOM_KEEP), win);
+            rc = local_ring_write(&c->ch, lp_txdir(c), win, k, &done);
+            if (rc < 0) {
+                lp_unlock(c, LP_TX);
+                return sent ? (ssize_t)sent : lp_broken(c);
+            }
+            if (rc & LOCAL_RING_F_DOORBELL)
+                lp_bell(c, fd);
+            sent += done;
+            if (done) {
+                zc_stat_add(ZC_STAT_LOCAL_SEND_BYTES, done);
+                zc_stat_add(ZC_STAT_LOCAL_SEND_CALLS, 1);
+            }
+            if (sent == total)
+                break;
+            if (done)
+                continue;
+        }
+        /* Full. */
+        if (sent && lp_nonblocking(fd, flags))
+            break;
+        rc = local_ring_tx_wait_prepare(&c->ch, lp_txdir(c),
+                                        total - sent < LOCAL_RING_CHUNK ? total - sent + LP_ROOM_KEEP
+                                                                       : LOCAL_RING_CHUNK);
+        if (rc == 0)
+            continue;
+        lp_unlock(c, LP_TX);
+        if (rc < 0)
+            return sent ? (ssize_t)sent : lp_broken(c);
+        if (lp_nonblocking(fd, flags))
+            return sent ? (ssize_t)sent : -EAGAIN;     /* armed: poll will see the space */
+        if (c->rx_ring) {
+            rc = lp_sleep(c, fd);
+        } else {
+            /* Our receiving direction still carries data in the kernel: we
+             * cannot consume it here, so wait on the clock instead. */
+            struct pollfd p = { fd, POLLIN, 0 };
+
+            zc_real.poll(&p, 1, 1);
+            rc = 0;
+        }
+        local_ring_tx_wait_cancel(&c->ch, lp_txdir(c));
+        if (rc < 0)
+            return sent ? (ssize_t)sent : (rc == -EAGAIN ? -EAGAIN : rc);
+        lp_lock(c, LP_TX);
+    }
+    lp_unlock(c, LP_TX);
+    return (ssize_t)sent;
+}
+
+/* --- sendfile and splice: through a bounce buffer and the ring ------------------ */
+
+#define LP_BOUNCE (64u << 10)
+
+/* Room a send can take without waiting (or everything for a blocking one). */
+static size_t lp_send_room(lp_conn_t *c, int fd, int flags, size_t want)
+{
+    int64_t room;
+
+    if (!c->tx_ring || !lp_nonblocking(fd, flags))
+        return want;
+    room = local_ring_writable(&c->ch, lp_txdir(c)) - LP_ROOM_KEEP;
+    if (room <= 0)
+        return 1;       /* the send reports EAGAIN before anything is read */
+    return (size_t)room < want ? (size_t)room : want;
+}
+
+ssize_t path_local_sendfile(shim_fd_t *f, int out_fd, int in_fd, off_t *offset, size_t count)
+{
+    lp_conn_t *c = lp_conn(f);
+    char *buf = zc_pool_alloc(LP_BOUNCE);
+    size_t total = 0;
+    ssize_t rc = 0;
+
+    if (!buf)
+        return -ENOMEM;
+    while (total < count) {
+        size_t want = lp_send_room(c, out_fd, 0, count - total < LP_BOUNCE ? count - total
+                                                                         : LP_BOUNCE);
+        ssize_t r = offset ? pread(in_fd, buf, want, *offset) : zc_real.read(in_fd, buf, want);
+        ssize_t s;
+
+        if (r <= 0) {
+            rc = r < 0 ? -errno : 0;
+            break;
+        }
+        s = lp_sendmsg(f, out_fd, &(struct msghdr){ .msg_iov = &(struct iovec){ buf, (size_t)r },
+                                                   .msg_iovlen = 1 }, 0);
+        if (s < (ssize_t)r && !offset)      /* give back what did not go */
+            lseek(in_fd, (off_t)(s < 0 ? 0 : s) - r, SEEK_CUR);
+        if (s < 0) {
+            rc = s;
+            break;
+        }
+        total += (size_t)s;
+        if (offset)
+            *offset += s;
+        if (s < r)
+            break;
+    }
+    zc_pool_free(buf, LP_BOUNCE);
+    return total ? (ssize_t)total : rc;
+}
+
+ssize_t path_local_splice(int fd_in, loff_t *off_in, int fd_out, loff_t *off_out, size_t len,
+                          unsigned flags)
+{
+    shim_fd_t *fi = shim_fd_get(fd_in), *fo = shim_fd_get(fd_out);
+    int sflags = (flags & SPLICE_F_NONBLOCK) ? MSG_DONTWAIT : 0;
+    char *buf;
+    ssize_t r, w;
+
+    if (off_out && path_local_claimed(fo))
+        return -ESPIPE;
+    if (off_in && path_local_claimed(fi))
+        return -ESPIPE;
+    if (len > LP_BOUNCE)
+        len = LP_BOUNCE;
+    if (path_local_claimed(fi)) {
+        /* Socket to pipe (or file): never take more than the other end holds. */
+        int cap = zc_real.fcntl(fd_out, F_GETPIPE_SZ, 0), used = 0;
+
+        if (cap > 0 && zc_real.ioctl(fd_out, FIONREAD, &used) == 0)
+            len = (size_t)(cap - used) < len ? (size_t)(cap - used) : len;
+        if (!len)
+            return -EAGAIN;
+    } else {
+        len = lp_send_room(lp_conn(fo), fd_out, sflags, len);
+    }
+    buf = zc_pool_alloc(LP_BOUNCE);
+    if (!buf)
+        return -ENOMEM;
+    if (path_local_claimed(fi))
+        r = lp_recvmsg(fi, fd_in, &(struct msghdr){ .msg_iov = &(struct iovec){ buf, len },
+                                                   .msg_iovlen = 1 }, sflags);
+    else
+        r = off_in ? pread(fd_in, buf, len, *off_in) : zc_real.read(fd_in, buf, len);
+    if (r < 0 && !path_local_claimed(fi))
+        r = -errno;
+    w = r;
+    if (r > 0) {
+        if (off_in)
+            *off_in += r;
+        if (path_local_claimed(fo))
+            w = lp_sendmsg(fo, fd_out, &(struct msghdr){ .msg_iov = &(struct iovec){ buf, (size_t)r },
+                                                       .msg_iovlen = 1 }, sflags);
+        else {
+            w = off_out ? pwrite(fd_out, buf, (size_t)r, *off_out) : zc_real.write(fd_out, buf, (size_t)r);
+            if (w < 0)
+                w = -errno;
+            else if (off_out)
+                *off_out += w;
+        }
+    }
+    zc_pool_free(buf, LP_BOUNCE);
+    return w;
+}
+
+/* --- shutdown, close -------------------------------------------------------------- */
+
+int path_local_shutdown(shim_fd_t *f, int fd, int how)
+{
+    lp_conn_t *c = lp_conn(f);
+    int rc = 1;
+
+    if (how != SHUT_RD && how != SHUT_WR && how != SHUT_RDWR)
+        return 1;
+    if (how != SHUT_WR) {
+        lp_lock(c, LP_RX);
+        c->rd_shut = 1;
+        lp_unlock(c, LP_RX);
+    }
+    if (how == SHUT_RD || c->state == LP_PLAIN)
+        return 1;
+    lp_lock(c, LP_TX);
+    if (c->state == LP_PENDING) {
+        /* Never attach now: we could not ring a switched peer any more. */
+        local_pair_fd_close(c->ann);
+        c->ann = -1;
+        c->state = LP_PLAIN;
+        lp_decline(LOCAL_PAIR_R_NOT_ZCSOCK);
+    } else if (!c->wr_shut) {
+        if (!lp_tx_switch(c) && local_pair_switch_refuse(&c->ch, lp_rxdir(c)) == -EALREADY)
+            lp_tx_switch(c);    /* the peer switched: it attached, so may we */
+        if (c->tx_ring) {
+            int w = local_ring_eof_write(&c->ch, lp_txdir(c));
+
+            if (w >= 0) {
+                c->wr_shut = 1;
+                if (w & LOCAL_RING_F_DOORBELL)
+                    lp_bell(c, fd);
+                /* The kernel socket stays open for doorbells; SHUT_RD and
+                 * SHUT_RDWR still reach it for the reading side. */
+                rc = how == SHUT_RDWR ? (int)shim_ret(zc_real.shutdown(fd, SHUT_RD)) : 0;
+                if (rc < 0)
+                    rc = -errno;
+            } else {
+                rc = lp_broken(c);
+            }
+        } else {
+            c->kern_shut_wr = 1;
+            c->wr_shut = 1;
+        }
+    }
+    lp_unlock(c, LP_TX);
+    return rc;
+}
+
+/* Doorbells the peer sent us (or is sending) and we have not read: reading
+ * them before the last close keeps the kernel from resetting the connection
+ * over "unread data" that was never the application's. */
+static void lp_bells_settle(lp_conn_t *c, int fd)
+{
+    struct timespec t0, t;
+    int64_t owed;
+
+    local_ring_rx_wait_cancel(&c->ch, lp_rxdir(c));
+    local_ring_tx_wait_cancel(&c->ch, lp_txdir(c));
+    if (!c->rx_ring)
+        return;     /* kernel bytes are still data: the kernel decides */
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (;;) {
+        lp_drain(c, fd);
+        owed = (int64_t)(c->ch.bells_claimed - c->bells_drained);
+        if (owed <= 0 || c->kern_eof || c->kern_err)
+            return;
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        if ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 > LP_BELL_WAIT_MS)
+            return;
+        zc_real.poll(&(struct pollfd){ fd, POLLIN, 0 }, 1, 10);
+    }
+}
+
+static void lp_conn_release(lp_conn_t *c, int fd)
+{
+    if (--c->refs > 0)
+        return;
+    local_pair_fd_close(c->ann);
+    if (c->ch.base) {
+        lp_side_t *s = lp_side(c, c->ch.side);
+        int last = __atomic_sub_fetch(&s->holders, 1, __ATOMIC_ACQ_REL) == 0;
+
+        if (last && c->state == LP_PAIRED) {
+            int64_t unread = local_ring_readable(&c->ch, lp_rxdir(c));
+
+            lp_bells_settle(c, fd);
+            if (c->linger0 || (unread > 0 && !c->rd_shut)) {
+                /* The kernel resets a connection closed with unread data,
+                 * and SO_LINGER {1, 0} asks for it: the peer then loses
+                 * what it has not read, in the ring too. */
+                __atomic_store_n(&s->aborted, 1, __ATOMIC_RELEASE);
+                zc_real.setsockopt(fd, SOL_SOCKET, SO_LINGER,
+                                   &(struct linger){ 1, 0 }, sizeof(struct linger));
+            }
+        }
+        local_ring_close(&c->ch, last);
+    }
+    lp_conn_free(c);
+}
+
+static void lp_forget(shim_fd_t *f, int fd)
+{
+    lp_conn_t *c = lp_conn(f);
+
+    f->path = NULL;
+    f->path_ctx = NULL;
+    if (c)
+        lp_conn_release(c, fd);
+}
+
+static void lp_dup(shim_fd_t *f, int fd)
+{
+    (void)fd;
+    __atomic_add_fetch(&lp_conn(f)->refs, 1, __ATOMIC_RELAXED);
+}
+
+const shim_path_ops_t path_local_ops = {
+    .name = "local",
+    .sendmsg = lp_sendmsg,
+    .recvmsg = lp_recvmsg,
+    .forget = lp_forget,
+    .dup = lp_dup,
+};
+
+/* --- pairing from the descriptor hooks ------------------------------------------ */
+
+int path_local_enabled(void)
+{
+    return lp.enabled;
+}
+
+static int lp_candidate(int fd)
+{
+    shim_fd_t *f = shim_fd_get(fd);
+
+    return lp.enabled && f && f->kind == SHIM_FD_SOCKET && f->stream && !f->path &&
+           (f->family == AF_INET || f->family == AF_INET6 ||
+            (f->family == AF_UNIX && zc_config.local_unix));
+}
+
+void path_local_listened(int fd)
+{
+    shim_fd_t *f = shim_fd_get(fd);
+    int beacon = -1;
+
+    if (!lp_candidate(fd) || f->family == AF_UNIX || f->aux_fd)
+        return;
+    if (local_pair_listen(fd, &beacon) == 0 && beacon >= 0)
+        f->aux_fd = beacon + 1;
+    else
+        f->aux_fd = -1;     /* tried: another process holds the name */
+}
+
+void path_local_connect_prepare(int fd, const struct sockaddr *addr, socklen_t len)
+{
+    int ann = -1, reason = LOCAL_PAIR_R_NONE, dec;
+    lp_conn_t *c;
+
+    if (!lp_candidate(fd))
+        return;
+    dec = local_pair_connect_prepare(fd, addr, len, &ann, &reason);
+    if (dec != LOCAL_PAIR_PENDING) {
+        lp_decline(reason);
+        return;
+    }
+    c = lp_conn_new(LP_PENDING);
+    if (!c) {
+        local_pair_fd_close(ann);
+        lp_decline(LOCAL_PAIR_R_ERROR);
+        return;
+    }
+    c->ann = ann;
+    c->state = LP_PENDING;
+    lp_claim(fd, c);
+}
+
+void path_local_connect_done(int fd, int rc, int err)
+{
+    shim_fd_t *f = shim_fd_get(fd);
+    lp_conn_t *c;
+    int reason = LOCAL_PAIR_R_NONE;
+
+    if (!path_local_claimed(f))
+        return;
+    c = lp_conn(f);
+    if (c->state != LP_PENDING || c->ann < 0)
+        return;
+    if (rc < 0 && (err == EINPROGRESS || err == EALREADY || err == EINTR))
+        return;     /* decided on the first data call (connected or not) */
+    if (rc < 0 || local_pair_connected(fd, c->ann, &reason) != LOCAL_PAIR_PENDING) {
+        local_pair_fd_close(c->ann);
+        c->ann = -1;
+        c->state = LP_PLAIN;
+        lp_decline(rc < 0 ? LOCAL_PAIR_R_ERROR : reason);
+    }
+}
+
+void path_local_accepted(int lfd, int fd)
+{
+    shim_fd_t *l = shim_fd_get(lfd);
+    int memfd = -1, reason = LOCAL_PAIR_R_NONE, dec;
+    lp_conn_t *c;
+
+    if (!lp_candidate(fd))
+        return;
+    if (l && l->kind == SHIM_FD_SOCKET && !l->aux_fd && l->family != AF_UNIX)
+        path_local_listened(lfd);   /* inherited listener: our beacon too */
+    c = lp_conn_new(LP_PAIRED);
+    if (!c) {
+        lp_decline(LOCAL_PAIR_R_ERROR);
+        return;
+    }
+    dec = local_pair_accepted(lfd, fd, lp.ring_size, &c->ch, &memfd, &reason);
+    if (dec != LOCAL_PAIR_PAIRED) {
+        lp_conn_free(c);
+        lp_decline(reason);
+        return;
+    }
+    lp_channel_adopt(c, memfd);
+    zc_stat_add(ZC_STAT_LOCAL_PAIRED_SERVER, 1);
+    lp_claim(fd, c);
+}
+
+/* --- readiness, ioctl, options ---------------------------------------------------- */
+
+short path_local_kernel_events(shim_fd_t *f, short ev)
+{
+    lp_conn_t *c = lp_conn(f);
+    short k = ev;
+
+    if (c->state != LP_PAIRED)
+        return ev;
+    if (c->tx_ring)
+        k &= ~(POLLOUT | POLLWRNORM | POLLWRBAND);
+    if (ev & (POLLOUT | POLLWRNORM))
+        k |= POLLIN;    /* space doorbells arrive as readable bytes */
+    return k;
+}
+
+uint64_t path_local_rx_gen(shim_fd_t *f)
+{
+    lp_conn_t *c = lp_conn(f);
+
+    return c->ch.base ? __atomic_load_n(&c->ch.hdr->ctl[lp_rxdir(c)].bytes_head,
+                                        __ATOMIC_ACQUIRE) + c->rx_kernel
+                      : c->rx_kernel;
+}
+
+uint64_t path_local_tx_gen(shim_fd_t *f)
+{
+    lp_conn_t *c = lp_conn(f);
+
+    return c->ch.base ? __atomic_load_n(&c->ch.hdr->ctl[lp_txdir(c)].bytes_tail,
+                                        __ATOMIC_ACQUIRE)
+                      : 0;
+}
+
+short path_local_revents(shim_fd_t *f, int fd, short ev, int kev, int arm)
+{
+    lp_conn_t *c = lp_conn(f);
+    short rev = 0, ein = ev & (POLLIN | POLLRDNORM), eout = ev & (POLLOUT | POLLWRNORM);
+    int64_t rd, wr;
+
+    if (c->state != LP_PAIRED || !c->rx_ring) {
+        /* Receiving in the kernel: its readiness is the truth, except for
+         * doorbells beyond the switch point, which the next read drops
+         * (they make at most one early wake-up). */
+        rev = kev < 0 ? 0 : (short)(kev & (ev | POLLHUP | POLLERR | POLLNVAL));
+        if (c->state == LP_PAIRED && c->tx_ring) {
+            rev &= ~(POLLOUT | POLLWRNORM);
+            wr = local_ring_writable(&c->ch, lp_txdir(c));
+            if (eout && (wr > LP_ROOM_KEEP || wr < 0 || lp_peer_gone(c)))
+                rev |= eout;
+            else if (eout && arm)
+                local_ring_tx_wait_prepare(&c->ch, lp_txdir(c), LOCAL_RING_CHUNK);
+        }
+        return rev;
+    }
+    lp_lock(c, LP_RX);
+    if (kev > 0 && (kev & POLLIN))
+        lp_drain(c, fd);
+    rd = local_ring_readable(&c->ch, lp_rxdir(c));
+    if (rd == 0) {
+        local_ring_frame_t fr;
+
+        if (local_ring_frame_next(&c->ch, lp_rxdir(c), &fr) == 0 && fr.type == LOCAL_RING_REC_EOF)
+            rev |= ein | (ev & POLLRDHUP);
+    }
+    if (rd < 0 || c->kern_err)
+        rev |= POLLERR | POLLHUP | ein;
+    else if (c->kern_eof)
+        rev |= ein | (ev & POLLRDHUP) | POLLHUP;
+    else if (rd >= (c->lowat > 0 ? c->lowat : 1) || (rd > 0 && c->rd_shut) || c->rd_shut)
+        rev |= ein;
+    if (ein && !(rev & ein) && arm && rd == 0)
+        if (local_ring_rx_wait_prepare(&c->ch, lp_rxdir(c)) == 0)
+            rev |= ein;
+    lp_unlock(c, LP_RX);
+    if (eout) {
+        if (!c->tx_ring) {
+            rev |= kev < 0 ? 0 : (short)(kev & eout);
+        } else {
+            wr = local_ring_writable(&c->ch, lp_txdir(c));
+            if (wr > LP_ROOM_KEEP || wr < 0 || lp_peer_gone(c))
+                rev |= eout;
+            else if (arm && local_ring_tx_wait_prepare(&c->ch, lp_txdir(c), LOCAL_RING_CHUNK) == 0)
+                rev |= eout;
+        }
+    }
+    if (kev > 0)
+        rev |= (short)(kev & (POLLERR | POLLNVAL));
+    return rev;
+}
+
+int path_local_ioctl(shim_fd_t *f, int fd, unsigned long req, void *arg, int *rc)
+{
+    lp_conn_t *c = lp_conn(f);
+    int64_t rd;
+
+    (void)fd;
+    if (req != FIONREAD || !c->rx_ring || !arg)
+        return 0;
+    rd = local_ring_readable(&c->ch, lp_rxdir(c));
+    *(int *)arg = rd < 0 ? 0 : (rd > INT32_MAX ? INT32_MAX : (int)rd);
+    *rc = 0;
+    return 1;
+}
+
+void path_local_setsockopt(shim_fd_t *f, int level, int name, const void *val, socklen_t len)
+{
+    lp_conn_t *c = lp_conn(f);
+
+    if (level != SOL_SOCKET || !val)
+        return;
+    if (name == SO_RCVLOWAT && len >= sizeof(int))
+        c->lowat = *(const int *)val;
+    else if (name == SO_LINGER && len >= sizeof(struct linger))
+        c->linger0 = ((const struct linger *)val)->l_onoff &&
+                     !((const struct linger *)val)->l_linger;
+}
+
+/* --- fork, statistics, configuration ------------------------------------------ */
+
+void path_local_fork_prepare(void)
+{
+    lp_list_lock();
+}
+
+void path_local_fork_parent(void)
+{
+    lp_list_unlock();
+}
+
+void path_local_fork_child(void)
+{
+    lp_conn_t *c;
+
+    for (c = lp.head; c; c = c->next) {
+        if (c->ch.base)
+            __atomic_add_fetch(&lp_side(c, c->ch.side)->holders, 1, __ATOMIC_ACQ_REL);
+        if (c->state == LP_PENDING)
+            c->forked = 1;
+    }
+    lp_list_unlock();
+}
+
+static void lp_stats_visit(void *arg, zc_stats_emit_func_t emit, void *ctx)
+{
+    char key[64];
+    int r;
+
+    (void)arg;
+    for (r = 1; r < LOCAL_PAIR_R_COUNT; r++) {
+        uint64_t v = __atomic_load_n(&lp.declined[r], __ATOMIC_RELAXED);
+
+        if (!v)
+            continue;
+        zc_fmt(key, sizeof(key), "local.declined.%s", local_pair_reason_name(r));
+        emit(ctx, key, v);
+    }
+}
+
+static const zc_stats_source_t lp_stats_source = { lp_stats_visit, NULL };
+
+void path_local_init(void)
+{
+    lp.enabled = (int)zc_config.local;
+    lp.ring_size = (size_t)zc_config.local_ring;
+    if (lp.ring_size & (lp.ring_size - 1)) {
+        zc_log(ZC_LOG_WARN, "ZCSOCK_LOCAL_RING=%zu is not a power of two; using the default",
+               lp.ring_size);
+        lp.ring_size = 0;
+    }
+    zc_stats_source_add(&lp_stats_source);
+}

@@ -1,0 +1,89 @@
+/* The local path: same-host zcsock peers exchange payload through a shared
+ * memory channel (shim/local_ring.h) found by pairing (shim/local_pair.h).
+ *
+ * The kernel socket stays the descriptor the application holds.  Until a
+ * direction switches (local_pair.h, SWITCH-OVER) its bytes travel in the
+ * kernel stream; afterwards they travel in the ring and the kernel stream of
+ * that direction carries only doorbells: one byte, sent only when the other
+ * side announced that it sleeps (or will sleep in poll/epoll) on the socket.
+ *
+ * The connection object (lp_conn_t, process memory) is shared by every
+ * descriptor of this process that refers to the socket (dup, dup2, F_DUPFD);
+ * what several processes holding the socket must agree on (the per-role
+ * locks, the number of holders) lives in the channel's header page.
+ *
+ * Readiness: for claimed descriptors the poll family and epoll answer from
+ * the ring (path_local_poll.c); a doorbell byte left in the kernel socket
+ * never makes a descriptor look readable.
+ *
+ * Hook-safety: no process allocator (zc_pool), no stdio, no getenv; every
+ * socket call through zc_real.  Return convention: what the call returns
+ * (>= 0) or -errno. */
+#ifndef PATH_LOCAL_H
+#define PATH_LOCAL_H
+
+#include <poll.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+
+#include "shim_path.h"
+
+extern const shim_path_ops_t path_local_ops;
+
+/* Read the configuration; called once from initialisation. */
+void path_local_init(void);
+
+/* 1 when the local path is enabled (ZCSOCK_LOCAL). */
+int path_local_enabled(void);
+
+/* Hooks of the descriptor calls (each after or around the real call). */
+void path_local_listened(int fd);
+void path_local_connect_prepare(int fd, const struct sockaddr *addr, socklen_t len);
+void path_local_connect_done(int fd, int rc, int err);
+void path_local_accepted(int lfd, int fd);
+
+/* shutdown() on a claimed descriptor: the path's answer, or 1 for "let the
+ * kernel do it" (it already decided nothing else is needed). */
+int path_local_shutdown(shim_fd_t *f, int fd, int how);
+
+/* sendfile to / splice from or to a claimed descriptor: through a bounce
+ * buffer and the path (the kernel cannot write into the ring).  Returns what
+ * the call returns or -errno. */
+ssize_t path_local_sendfile(shim_fd_t *f, int out_fd, int in_fd, off_t *offset, size_t count);
+ssize_t path_local_splice(int fd_in, loff_t *off_in, int fd_out, loff_t *off_out, size_t len,
+                          unsigned flags);
+
+/* ioctl(FIONREAD/SIOCINQ) and getsockopt/setsockopt(SO_RCVLOWAT) on a claimed
+ * descriptor: 1 when handled (*rc is the result), 0 to pass through. */
+int path_local_ioctl(shim_fd_t *f, int fd, unsigned long req, void *arg, int *rc);
+void path_local_setsockopt(shim_fd_t *f, int level, int name, const void *val, socklen_t len);
+
+/* 1 when fd is claimed by the local path. */
+static inline int path_local_claimed(const shim_fd_t *f)
+{
+    return f && f->path == &path_local_ops;
+}
+
+/* Readiness of a claimed descriptor for poll events ev (POLLIN, POLLOUT,
+ * POLLRDHUP, ...): the revents the ring and what the kernel socket said
+ * (kev: revents of the kernel socket, or -1 when it was not polled) give.
+ * arm: when nothing in ev is ready, announce that we are going to sleep so
+ * the peer rings a doorbell (returns the revents, 0 when armed). */
+short path_local_revents(shim_fd_t *f, int fd, short ev, int kev, int arm);
+
+/* The events to ask the kernel socket of a claimed descriptor for, in place
+ * of the application's ev. */
+short path_local_kernel_events(shim_fd_t *f, short ev);
+
+/* Positions that change when new data arrives / space frees (for epoll's
+ * edge-triggered reporting). */
+uint64_t path_local_rx_gen(shim_fd_t *f);
+uint64_t path_local_tx_gen(shim_fd_t *f);
+
+/* fork: the child holds every connection too. */
+void path_local_fork_prepare(void);
+void path_local_fork_parent(void);
+void path_local_fork_child(void);
+
+#endif
