@@ -6,9 +6,13 @@
  * need none.  The exec hooks run shim_exec_prepare(), which does nothing in a
  * vfork child (it shares our memory), then the real call. */
 #include <stdarg.h>
+#include <stdlib.h>
 #include <unistd.h>
 
+#include "path_local.h"
 #include "shim_int.h"
+
+extern char **environ;
 
 SHIM_EXPORT pid_t fork(void)
 {
@@ -17,39 +21,66 @@ SHIM_EXPORT pid_t fork(void)
     return zc_real.fork();   /* the child's bookkeeping runs in the atfork handler */
 }
 
+/* The environment the next image gets: the application's, plus the local
+ * path's hand-over of connections that survive the exec (on our stack). */
+#define SHIM_EXEC_ENV(in, out)                                               \
+    size_t envn_ = 0;                                                        \
+    while ((in) && (in)[envn_])                                              \
+        envn_++;                                                             \
+    char *envvec_[envn_ + 2];                                                \
+    char envbuf_[PATH_LOCAL_INHERIT_MAX];                                    \
+    char *const *out = path_local_exec_env((in), envvec_, envn_ + 2, envbuf_, \
+                                           sizeof(envbuf_))
+
+/* The exec returned: it failed, and what we prepared is undone. */
+static int shim_exec_failed(int rc)
+{
+    path_local_exec_failed();
+    return rc;
+}
+
 SHIM_EXPORT int execve(const char *path, char *const argv[], char *const envp[])
 {
     SHIM_ENTER(execve, -1);
     shim_exec_prepare();
-    return zc_real.execve(path, argv, envp);
+    SHIM_EXEC_ENV(envp, env);
+    return shim_exec_failed(zc_real.execve(path, argv, env));
 }
 
 SHIM_EXPORT int execv(const char *path, char *const argv[])
 {
     SHIM_ENTER(execv, -1);
     shim_exec_prepare();
-    return zc_real.execv(path, argv);
+    SHIM_EXEC_ENV(environ, env);
+    if (env == environ)
+        return zc_real.execv(path, argv);
+    return shim_exec_failed(zc_real.execve(path, argv, env));
 }
 
 SHIM_EXPORT int execvp(const char *file, char *const argv[])
 {
     SHIM_ENTER(execvp, -1);
     shim_exec_prepare();
-    return zc_real.execvp(file, argv);
+    SHIM_EXEC_ENV(environ, env);
+    if (env == environ || !zc_real.execvpe)
+        return shim_exec_failed(zc_real.execvp(file, argv));
+    return shim_exec_failed(zc_real.execvpe(file, argv, env));
 }
 
 SHIM_EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
 {
     SHIM_ENTER(execvpe, -1);
     shim_exec_prepare();
-    return zc_real.execvpe(file, argv, envp);
+    SHIM_EXEC_ENV(envp, env);
+    return shim_exec_failed(zc_real.execvpe(file, argv, env));
 }
 
 SHIM_EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
 {
     SHIM_ENTER(fexecve, -1);
     shim_exec_prepare();
-    return zc_real.fexecve(fd, argv, envp);
+    SHIM_EXEC_ENV(envp, env);
+    return shim_exec_failed(zc_real.fexecve(fd, argv, env));
 }
 
 /* execl, execlp and execle: glibc builds the vector and calls its internal
@@ -77,7 +108,8 @@ SHIM_EXPORT int execl(const char *path, const char *arg, ...)
     SHIM_ENTER(execv, -1);
     SHIM_EXECL_ARGV(arg, (void)0, argv);
     shim_exec_prepare();
-    return zc_real.execv(path, argv);
+    SHIM_EXEC_ENV(environ, env);
+    return shim_exec_failed(zc_real.execve(path, argv, env));
 }
 
 SHIM_EXPORT int execlp(const char *file, const char *arg, ...)
@@ -85,7 +117,10 @@ SHIM_EXPORT int execlp(const char *file, const char *arg, ...)
     SHIM_ENTER(execvp, -1);
     SHIM_EXECL_ARGV(arg, (void)0, argv);
     shim_exec_prepare();
-    return zc_real.execvp(file, argv);
+    SHIM_EXEC_ENV(environ, env);
+    if (env == environ || !zc_real.execvpe)
+        return shim_exec_failed(zc_real.execvp(file, argv));
+    return shim_exec_failed(zc_real.execvpe(file, argv, env));
 }
 
 SHIM_EXPORT int execle(const char *path, const char *arg, ...)
@@ -95,5 +130,57 @@ SHIM_EXPORT int execle(const char *path, const char *arg, ...)
     SHIM_ENTER(execve, -1);
     SHIM_EXECL_ARGV(arg, envp = va_arg(ap_, char *const *), argv);
     shim_exec_prepare();
-    return zc_real.execve(path, argv, envp);
+    SHIM_EXEC_ENV(envp, env);
+    return shim_exec_failed(zc_real.execve(path, argv, env));
+}
+
+/* posix_spawn, system and popen: glibc starts the child with its internal
+ * clone and execve, which no hook sees, so the hand-over is prepared here.
+ * They return once the child has executed (or failed to), after which the
+ * channel descriptors are made close-on-exec again. */
+SHIM_EXPORT int posix_spawn(pid_t *pid, const char *path, const posix_spawn_file_actions_t *fa,
+                            const posix_spawnattr_t *attr, char *const argv[],
+                            char *const envp[])
+{
+    SHIM_ENTER(posix_spawn, EINVAL);
+    SHIM_EXEC_ENV(envp, env);
+    return shim_exec_failed(zc_real.posix_spawn(pid, path, fa, attr, argv, env));
+}
+
+SHIM_EXPORT int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_actions_t *fa,
+                             const posix_spawnattr_t *attr, char *const argv[],
+                             char *const envp[])
+{
+    SHIM_ENTER(posix_spawnp, EINVAL);
+    SHIM_EXEC_ENV(envp, env);
+    return shim_exec_failed(zc_real.posix_spawnp(pid, file, fa, attr, argv, env));
+}
+
+/* system and popen read the process environment: it is swapped for the
+ * duration of the call (only when a connection is handed over). */
+SHIM_EXPORT int system(const char *cmd)
+{
+    char **saved = environ;
+    int rc;
+
+    SHIM_ENTER(system, -1);
+    SHIM_EXEC_ENV(environ, env);
+    environ = (char **)env;
+    rc = zc_real.system(cmd);
+    environ = saved;
+    return shim_exec_failed(rc);
+}
+
+SHIM_EXPORT FILE *popen(const char *cmd, const char *mode)
+{
+    char **saved = environ;
+    FILE *fp;
+
+    SHIM_ENTER(popen, NULL);
+    SHIM_EXEC_ENV(environ, env);
+    environ = (char **)env;
+    fp = zc_real.popen(cmd, mode);
+    environ = saved;
+    path_local_exec_failed();
+    return fp;
 }

@@ -163,6 +163,10 @@ static void shim_fd_release(int fd)
  * to it they are not open, so closing one fails like closing a closed fd. */
 static int shim_fd_is_ours(int fd)
 {
+    shim_fd_t *f = shim_fd_get(fd);
+
+    if (f && shim_unlikely(f->kind == SHIM_FD_INTERNAL))
+        return 1;
     return shim_mem_fd_is_internal && shim_mem_fd_is_internal(fd);
 }
 
@@ -172,9 +176,13 @@ static int shim_fd_is_ours(int fd)
  * silently replacing memory the library still uses.  Returns 0 or -errno. */
 static int shim_fd_make_room(int oldfd, int newfd)
 {
-    if (oldfd != newfd && shim_unlikely(shim_fd_is_ours(newfd)))
-        return shim_mem_fd_move(newfd);
-    return 0;
+    shim_fd_t *f = shim_fd_get(newfd);
+
+    if (oldfd == newfd || shim_likely(!shim_fd_is_ours(newfd)))
+        return 0;
+    if (f && f->kind == SHIM_FD_INTERNAL)
+        return path_local_fd_move(newfd);
+    return shim_mem_fd_move(newfd);
 }
 
 SHIM_EXPORT int close(int fd)
@@ -225,8 +233,6 @@ SHIM_EXPORT int close_range(unsigned first, unsigned last, int flags)
             if (shim_fd_table[fd].kind != SHIM_FD_UNKNOWN)
                 shim_fd_release((int)fd);
     }
-    if (!shim_mem_fd_is_internal)
-        return zc_real.close_range(first, last, flags);
     return shim_close_range_around_ours(first, last, flags);
 }
 

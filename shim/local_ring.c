@@ -392,7 +392,7 @@ err_close:
     return rc;
 }
 
-int local_ring_attach(int memfd, local_ring_t *ch)
+static int lr_map_checked(int memfd, int side, local_ring_t *ch)
 {
     struct stat st;
     local_ring_t tmp;
@@ -410,15 +410,30 @@ int local_ring_attach(int memfd, local_ring_t *ch)
     p = lr_mmap((size_t)st.st_size, memfd);
     if (p == MAP_FAILED)
         return -errno;
-    rc = local_ring_view_init(p, (size_t)st.st_size, LOCAL_RING_SIDE_B, &tmp);
+    rc = local_ring_view_init(p, (size_t)st.st_size, side, &tmp);
     if (rc) {
         lr_munmap(p, (size_t)st.st_size);
         return rc;
     }
     tmp.owned = 1;
     *ch = tmp;
-    lr_side_mark(ch, LOCAL_RING_PEER_ATTACHED);
     return 0;
+}
+
+int local_ring_attach(int memfd, local_ring_t *ch)
+{
+    int rc = lr_map_checked(memfd, LOCAL_RING_SIDE_B, ch);
+
+    if (rc == 0)
+        lr_side_mark(ch, LOCAL_RING_PEER_ATTACHED);
+    return rc;
+}
+
+int local_ring_adopt(int memfd, int side, local_ring_t *ch)
+{
+    if (side != LOCAL_RING_SIDE_A && side != LOCAL_RING_SIDE_B)
+        return -EINVAL;
+    return lr_map_checked(memfd, side, ch);
 }
 
 void local_ring_close(local_ring_t *ch, int last)

@@ -195,6 +195,11 @@ int local_ring_create(size_t ring_size, local_ring_t *ch);
  * or the -errno of fstat/mmap.  memfd stays the caller's. */
 int local_ring_attach(int memfd, local_ring_t *ch);
 
+/* Map the channel behind memfd again as side (a process image that inherited
+ * it across exec), with the checks of local_ring_attach and without touching
+ * the shared side state.  Returns 0 or -errno. */
+int local_ring_adopt(int memfd, int side, local_ring_t *ch);
+
 /* Initialise *ch over an existing mapping of map_size bytes at base, checking
  * the header like local_ring_attach (without the memfd checks).  Does not
  * take ownership: local_ring_close will not unmap it.  Used by attach, the

@@ -18,9 +18,11 @@
 #include <linux/futex.h>
 #include <poll.h>
 #include <signal.h>
+#include <limits.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -55,6 +57,8 @@ typedef struct lp_conn {
     int refs;                       /* descriptors of this process */
     int state;                      /* LP_* */
     int ann;                        /* announcement (pending client), -1 */
+    int memfd;                      /* the channel (kept for exec), -1 */
+    int fds[4];                     /* descriptors referring to it (first few) */
     int forked;                     /* pending across a fork: requeue */
     unsigned pickups;
     uint32_t plock[2];              /* before the channel exists */
@@ -185,6 +189,18 @@ static size_t lp_iov_total(const struct iovec *iov, size_t n)
     return t;
 }
 
+/* What the kernel checks of a msghdr before anything else. */
+static int lp_msg_check(const struct msghdr *msg)
+{
+    if (!msg)
+        return -EFAULT;
+    if (msg->msg_iovlen > IOV_MAX)
+        return -EMSGSIZE;
+    if (msg->msg_iovlen && !msg->msg_iov)
+        return -EFAULT;
+    return 0;
+}
+
 /* At most LP_IOV_WIN iovecs of iov, starting skip bytes in, holding at most
  * limit bytes, into win.  Returns how many. */
 static int lp_iov_window(const struct iovec *iov, size_t n, size_t skip, size_t limit,
@@ -230,7 +246,8 @@ static lp_conn_t *lp_conn_new(int state)
         return NULL;
     c->refs = 1;
     c->state = state;
-    c->ann = -1;
+    c->ann = c->memfd = -1;
+    c->fds[0] = c->fds[1] = c->fds[2] = c->fds[3] = -1;
     c->lowat = 1;
     lp_list_lock();
     c->next = lp.head;
@@ -254,10 +271,22 @@ static void lp_conn_free(lp_conn_t *c)
     zc_pool_free(c, sizeof(*c));
 }
 
+static void lp_fds_note(lp_conn_t *c, int fd, int add)
+{
+    int i;
+
+    for (i = 0; i < 4; i++)
+        if (c->fds[i] == (add ? -1 : fd)) {
+            c->fds[i] = add ? fd : -1;
+            return;
+        }
+}
+
 static void lp_claim(int fd, lp_conn_t *c)
 {
     shim_fd_t *f = shim_fd_get(fd);
 
+    lp_fds_note(c, fd, 1);
     if (!f) {
         lp_conn_free(c);
         return;
@@ -266,10 +295,75 @@ static void lp_claim(int fd, lp_conn_t *c)
     __atomic_store_n(&f->path, &path_local_ops, __ATOMIC_RELEASE);
 }
 
-/* A channel is ours: count this process as a holder of our side. */
+/* The lowest number our descriptors take: high, out of the application's
+ * way (the memory subsystem's arena descriptors sit above three quarters). */
+static int lp_fd_floor(void)
+{
+    struct rlimit rl;
+
+    if (getrlimit(RLIMIT_NOFILE, &rl) || rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur < 64)
+        return 0;
+    return (int)(rl.rlim_cur / 2);
+}
+
+/* Keep memfd for conn c at a high number (close-on-exec), marked as the
+ * library's so close and dup2 leave it alone.  Returns the number. */
+static int lp_fd_keep(lp_conn_t *c, int memfd)
+{
+    int floor = lp_fd_floor(), hi = -1;
+    shim_fd_t *f;
+
+    if (floor > memfd)
+        hi = zc_real.fcntl(memfd, F_DUPFD_CLOEXEC, floor);
+    if (hi >= 0) {
+        zc_real.close(memfd);
+        memfd = hi;
+    }
+    f = shim_fd_get(memfd);
+    if (f) {
+        memset(f, 0, sizeof(*f));
+        f->path_ctx = c;
+        __atomic_store_n(&f->kind, SHIM_FD_INTERNAL, __ATOMIC_RELEASE);
+    }
+    return memfd;
+}
+
+static void lp_fd_drop(int fd)
+{
+    shim_fd_t *f = shim_fd_get(fd);
+
+    if (fd < 0)
+        return;
+    if (f)
+        memset(f, 0, sizeof(*f));
+    local_pair_fd_close(fd);
+}
+
+int path_local_fd_move(int fd)
+{
+    shim_fd_t *f = shim_fd_get(fd);
+    lp_conn_t *c = f ? f->path_ctx : NULL;
+    int to;
+
+    if (!c)
+        return 0;
+    to = zc_real.fcntl(fd, F_DUPFD_CLOEXEC, lp_fd_floor());
+    if (to < 0)
+        to = zc_real.fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    if (to < 0)
+        return -errno;
+    *shim_fd_get(to) = *f;
+    memset(f, 0, sizeof(*f));
+    c->memfd = to;
+    zc_real.close(fd);
+    return 0;
+}
+
+/* A channel is ours: keep its memfd (for exec) and count this process as a
+ * holder of our side. */
 static void lp_channel_adopt(lp_conn_t *c, int memfd)
 {
-    local_pair_fd_close(memfd);     /* the mapping keeps the memory */
+    c->memfd = lp_fd_keep(c, memfd);
     __atomic_add_fetch(&lp_side(c, c->ch.side)->holders, 1, __ATOMIC_ACQ_REL);
 }
 
@@ -490,18 +584,25 @@ static ssize_t lp_recv_ring(lp_conn_t *c, int fd, struct msghdr *msg, int flags,
         lp_bell(c, fd);
     if (rc & LOCAL_RING_F_EOF)
         *eof = 1;
-    if (done) {
-        zc_stat_add(ZC_STAT_LOCAL_RECV_BYTES, done);
-        zc_stat_add(ZC_STAT_LOCAL_RECV_CALLS, 1);
-    }
+    zc_stat_add(ZC_STAT_LOCAL_RECV_BYTES, done);
     return (ssize_t)done;
 }
 
 static ssize_t lp_recvmsg(shim_fd_t *f, int fd, struct msghdr *msg, int flags)
 {
     lp_conn_t *c = lp_conn(f);
-    size_t total = lp_iov_total(msg->msg_iov, msg->msg_iovlen), got = 0;
+    size_t total, got = 0;
     int waitall = (flags & MSG_WAITALL) && !(flags & MSG_PEEK);
+    int rc0 = lp_msg_check(msg);
+
+    if (rc0)
+        return rc0;
+    total = lp_iov_total(msg->msg_iov, msg->msg_iovlen);
+    if (flags & MSG_OOB) {      /* urgent data: the kernel's */
+        ssize_t n = zc_real.recvmsg(fd, msg, flags);
+
+        return n < 0 ? -errno : n;
+    }
 
     if (c->state == LP_PLAIN || (!c->rx_ring && c->state == LP_PENDING && c->ann < 0)) {
         ssize_t n = zc_real.recvmsg(fd, msg, flags);
@@ -509,6 +610,8 @@ static ssize_t lp_recvmsg(shim_fd_t *f, int fd, struct msghdr *msg, int flags)
         shim_copy_account(f, 0, n, 1);
         return n < 0 ? -errno : n;
     }
+    if (c->rx_ring)
+        zc_stat_add(ZC_STAT_LOCAL_RECV_CALLS, 1);
     if (total == 0 && c->rx_ring)
         return 0;
     msg->msg_flags = 0;
@@ -645,8 +748,12 @@ static ssize_t lp_send_kernel(shim_fd_t *f, int fd, const struct msghdr *msg, in
 static ssize_t lp_sendmsg(shim_fd_t *f, int fd, const struct msghdr *msg, int flags)
 {
     lp_conn_t *c = lp_conn(f);
-    size_t total = lp_iov_total(msg->msg_iov, msg->msg_iovlen), sent = 0;
-    ssize_t n;
+    size_t total, sent = 0;
+    ssize_t n = lp_msg_check(msg);
+
+    if (n)
+        return n;
+    total = lp_iov_total(msg->msg_iov, msg->msg_iovlen);
 
     if (c->state == LP_PLAIN || (flags & MSG_OOB))     /* urgent data: the kernel's */
         return lp_send_kernel(f, fd, msg, flags, NULL);
@@ -669,6 +776,7 @@ static ssize_t lp_sendmsg(shim_fd_t *f, int fd, const struct msghdr *msg, int fl
                     "connection is not supported (EOPNOTSUPP); ZCSOCK_LOCAL_UNIX=0 avoids it");
         return -EOPNOTSUPP;
     }
+    zc_stat_add(ZC_STAT_LOCAL_SEND_CALLS, 1);
     for (;;) {
         struct iovec win[LP_IOV_WIN];
         int64_t room;
@@ -697,10 +805,7 @@ static ssize_t lp_sendmsg(shim_fd_t *f, int fd, const struct msghdr *msg, int fl
             if (rc & LOCAL_RING_F_DOORBELL)
                 lp_bell(c, fd);
             sent += done;
-            if (done) {
-                zc_stat_add(ZC_STAT_LOCAL_SEND_BYTES, done);
-                zc_stat_add(ZC_STAT_LOCAL_SEND_CALLS, 1);
-            }
+            zc_stat_add(ZC_STAT_LOCAL_SEND_BYTES, done);
             if (sent == total)
                 break;
             if (done)
@@ -923,9 +1028,11 @@ static void lp_bells_settle(lp_conn_t *c, int fd)
 
 static void lp_conn_release(lp_conn_t *c, int fd)
 {
+    lp_fds_note(c, fd, 0);
     if (--c->refs > 0)
         return;
     local_pair_fd_close(c->ann);
+    lp_fd_drop(c->memfd);
     if (c->ch.base) {
         lp_side_t *s = lp_side(c, c->ch.side);
         int last = __atomic_sub_fetch(&s->holders, 1, __ATOMIC_ACQ_REL) == 0;
@@ -960,8 +1067,8 @@ static void lp_forget(shim_fd_t *f, int fd)
 
 static void lp_dup(shim_fd_t *f, int fd)
 {
-    (void)fd;
     __atomic_add_fetch(&lp_conn(f)->refs, 1, __ATOMIC_RELAXED);
+    lp_fds_note(lp_conn(f), fd, 1);
 }
 
 const shim_path_ops_t path_local_ops = {
@@ -1111,6 +1218,17 @@ short path_local_revents(shim_fd_t *f, int fd, short ev, int kev, int arm)
     short rev = 0, ein = ev & (POLLIN | POLLRDNORM), eout = ev & (POLLOUT | POLLWRNORM);
     int64_t rd, wr;
 
+    if (c->state == LP_PAIRED && !c->rx_ring) {
+        uint64_t sw = local_pair_switch_get(&c->ch, lp_rxdir(c));
+
+        lp_lock(c, LP_RX);
+        if (!c->rx_ring && sw != LOCAL_PAIR_SWITCH_UNSET && sw != LOCAL_PAIR_SWITCH_NEVER &&
+            c->rx_kernel >= sw) {
+            c->rx_ring = 1;     /* R2: what follows in the kernel are doorbells */
+            local_ring_rx_wait_cancel(&c->ch, lp_rxdir(c));
+        }
+        lp_unlock(c, LP_RX);
+    }
     if (c->state != LP_PAIRED || !c->rx_ring) {
         /* Receiving in the kernel: its readiness is the truth, except for
          * doorbells beyond the switch point, which the next read drops
@@ -1165,13 +1283,30 @@ short path_local_revents(shim_fd_t *f, int fd, short ev, int kev, int arm)
 int path_local_ioctl(shim_fd_t *f, int fd, unsigned long req, void *arg, int *rc)
 {
     lp_conn_t *c = lp_conn(f);
-    int64_t rd;
+    int64_t rd = 0;
+    uint64_t sw;
+    int k = 0;
 
-    (void)fd;
-    if (req != FIONREAD || !c->rx_ring || !arg)
+    if (req != FIONREAD || c->state != LP_PAIRED || !arg)
         return 0;
-    rd = local_ring_readable(&c->ch, lp_rxdir(c));
-    *(int *)arg = rd < 0 ? 0 : (rd > INT32_MAX ? INT32_MAX : (int)rd);
+    lp_lock(c, LP_RX);
+    sw = local_pair_switch_get(&c->ch, lp_rxdir(c));
+    if (!c->rx_ring) {
+        /* Kernel bytes before the switch point are data, the rest doorbells. */
+        if (zc_real.ioctl(fd, FIONREAD, &k) < 0) {
+            lp_unlock(c, LP_RX);
+            return 0;
+        }
+        if (sw != LOCAL_PAIR_SWITCH_UNSET && sw != LOCAL_PAIR_SWITCH_NEVER &&
+            (uint64_t)k > sw - c->rx_kernel)
+            k = (int)(sw - c->rx_kernel);
+    }
+    if (c->rx_ring || (sw != LOCAL_PAIR_SWITCH_UNSET && sw != LOCAL_PAIR_SWITCH_NEVER &&
+                       c->rx_kernel + (uint64_t)k == sw))
+        rd = local_ring_readable(&c->ch, lp_rxdir(c));
+    lp_unlock(c, LP_RX);
+    rd = rd < 0 ? 0 : rd + k;
+    *(int *)arg = rd > INT32_MAX ? INT32_MAX : (int)rd;
     *rc = 0;
     return 1;
 }
@@ -1187,6 +1322,185 @@ void path_local_setsockopt(shim_fd_t *f, int level, int name, const void *val, s
     else if (name == SO_LINGER && len >= sizeof(struct linger))
         c->linger0 = ((const struct linger *)val)->l_onoff &&
                      !((const struct linger *)val)->l_linger;
+}
+
+/* --- exec: handing connections to the next image ------------------------------------ */
+
+#define LP_INHERIT_VAR "ZCSOCK_INHERIT="
+
+enum {
+    LP_F_TX_RING = 1, LP_F_RX_RING = 2, LP_F_TX_NEVER = 4, LP_F_WR_SHUT = 8,
+    LP_F_RD_SHUT = 16, LP_F_KERN_SHUT_WR = 32, LP_F_KERN_EOF = 64,
+};
+
+static int lp_env_loads_us(char *const *envp)
+{
+    size_t i;
+
+    for (i = 0; envp && envp[i]; i++)
+        if (!strncmp(envp[i], "LD_PRELOAD=", 11) && strstr(envp[i], "libzcsock"))
+            return 1;
+    return 0;
+}
+
+char *const *path_local_exec_env(char *const *envp, char **vec, size_t vec_n, char *buf,
+                                 size_t bufsz)
+{
+    size_t len, n = 0, i;
+    int loads, handed = 0, j, saved = errno;
+    lp_conn_t *c;
+
+    if (!__atomic_load_n(&lp.head, __ATOMIC_ACQUIRE))
+        return envp;
+    loads = lp_env_loads_us(envp);
+    len = (size_t)zc_fmt(buf, bufsz, "%s", LP_INHERIT_VAR);
+    for (c = lp.head; c; c = c->next) {
+        if (c->state != LP_PAIRED || c->memfd < 0)
+            continue;
+        for (j = 0; j < 4; j++) {
+            int fd = c->fds[j], fl = fd >= 0 ? zc_real.fcntl(fd, F_GETFD, 0) : -1;
+            unsigned flags;
+
+            if (fl < 0 || (fl & FD_CLOEXEC))
+                continue;
+            if (!loads || len + 160 > bufsz) {
+                zc_log(ZC_LOG_WARN, "descriptor %d is a local-path connection and the program "
+                       "being executed will not load libzcsock: shutting it down instead of "
+                       "handing over a stream it cannot read (see README, process model)", fd);
+                zc_real.shutdown(fd, SHUT_RDWR);
+                continue;
+            }
+            flags = (c->tx_ring ? LP_F_TX_RING : 0) | (c->rx_ring ? LP_F_RX_RING : 0) |
+                    (c->tx_never ? LP_F_TX_NEVER : 0) | (c->wr_shut ? LP_F_WR_SHUT : 0) |
+                    (c->rd_shut ? LP_F_RD_SHUT : 0) | (c->kern_shut_wr ? LP_F_KERN_SHUT_WR : 0) |
+                    (c->kern_eof ? LP_F_KERN_EOF : 0);
+            len += zc_fmt(buf + len, bufsz - len, "%d:%d:%d:%x:%llx:%llx:%llx:%llx;", fd,
+                          c->memfd, c->ch.side, flags, (unsigned long long)c->tx_kernel,
+                          (unsigned long long)c->rx_kernel,
+                          (unsigned long long)c->bells_drained,
+                          (unsigned long long)c->ch.bells_claimed);
+            zc_real.fcntl(c->memfd, F_SETFD, 0);
+            handed++;
+        }
+    }
+    errno = saved;
+    if (!handed)
+        return envp;
+    for (i = 0; envp && envp[i] && n + 2 < vec_n; i++)
+        if (strncmp(envp[i], LP_INHERIT_VAR, sizeof(LP_INHERIT_VAR) - 1))
+            vec[n++] = envp[i];
+    vec[n++] = buf;
+    vec[n] = NULL;
+    return vec;
+}
+
+void path_local_exec_failed(void)
+{
+    lp_conn_t *c;
+    int saved = errno;
+
+    for (c = lp.head; c; c = c->next)
+        if (c->memfd >= 0)
+            zc_real.fcntl(c->memfd, F_SETFD, FD_CLOEXEC);
+    errno = saved;
+}
+
+static uint64_t lp_hex(const char **p)
+{
+    uint64_t v = 0;
+
+    for (; **p && **p != ':' && **p != ';'; (*p)++) {
+        char ch = **p;
+
+        v = v * 16 + (uint64_t)(ch >= 'a' ? ch - 'a' + 10 : ch >= 'A' ? ch - 'A' + 10 : ch - '0');
+    }
+    if (**p == ':')
+        (*p)++;
+    return v;
+}
+
+static int64_t lp_dec(const char **p)
+{
+    int64_t v = 0;
+    int neg = **p == '-';
+
+    for (*p += neg; **p >= '0' && **p <= '9'; (*p)++)
+        v = v * 10 + (**p - '0');
+    if (**p == ':')
+        (*p)++;
+    return neg ? -v : v;
+}
+
+/* One handed-over connection: fd, its channel memfd and the state. */
+static void lp_inherit_one(int fd, int memfd, int side, unsigned flags, const uint64_t v[4])
+{
+    struct stat st;
+    lp_conn_t *c;
+    int family = 0;
+
+    if (fstat(fd, &st) || !S_ISSOCK(st.st_mode) ||
+        zc_real.getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &family, &(socklen_t){ sizeof(int) })) {
+        local_pair_fd_close(memfd);
+        return;
+    }
+    c = lp_conn_new(LP_PAIRED);
+    if (!c || local_ring_adopt(memfd, side, &c->ch)) {
+        if (c)
+            lp_conn_free(c);
+        local_pair_fd_close(memfd);
+        return;
+    }
+    c->memfd = lp_fd_keep(c, memfd);
+    zc_real.fcntl(c->memfd, F_SETFD, FD_CLOEXEC);
+    c->tx_ring = !!(flags & LP_F_TX_RING);
+    c->rx_ring = !!(flags & LP_F_RX_RING);
+    c->tx_never = !!(flags & LP_F_TX_NEVER);
+    c->wr_shut = !!(flags & LP_F_WR_SHUT);
+    c->rd_shut = !!(flags & LP_F_RD_SHUT);
+    c->kern_shut_wr = !!(flags & LP_F_KERN_SHUT_WR);
+    c->kern_eof = !!(flags & LP_F_KERN_EOF);
+    c->tx_kernel = v[0];
+    c->rx_kernel = v[1];
+    c->bells_drained = v[2];
+    c->ch.bells_claimed = v[3];
+    shim_fd_socket_track(fd, family, SOCK_STREAM);
+    lp_claim(fd, c);
+    zc_stat_add(ZC_STAT_LOCAL_INHERITED, 1);
+}
+
+void path_local_inherit(void)
+{
+    extern char **environ;
+    const char *p = NULL;
+    size_t i;
+
+    for (i = 0; environ && environ[i]; i++)
+        if (!strncmp(environ[i], LP_INHERIT_VAR, sizeof(LP_INHERIT_VAR) - 1)) {
+            p = environ[i] + sizeof(LP_INHERIT_VAR) - 1;
+            break;
+        }
+    if (!p)
+        return;
+    while (*p) {
+        int fd = (int)lp_dec(&p), memfd = (int)lp_dec(&p), side = (int)lp_dec(&p);
+        unsigned flags = (unsigned)lp_hex(&p);
+        uint64_t v[4];
+        int k;
+
+        for (k = 0; k < 4; k++)
+            v[k] = lp_hex(&p);
+        if (*p != ';')
+            break;
+        p++;
+        /* the entries were written by our previous image: still check them */
+        if (fd >= 0 && memfd >= 0 && fd != memfd && lp.enabled)
+            lp_inherit_one(fd, memfd, side, flags, v);
+        else if (memfd >= 0)
+            local_pair_fd_close(memfd);
+    }
+    /* The application's environment is its own again. */
+    for (; environ[i]; i++)
+        environ[i] = environ[i + 1];
 }
 
 /* --- fork, statistics, configuration ------------------------------------------ */

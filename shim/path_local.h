@@ -81,6 +81,26 @@ short path_local_kernel_events(shim_fd_t *f, short ev);
 uint64_t path_local_rx_gen(shim_fd_t *f);
 uint64_t path_local_tx_gen(shim_fd_t *f);
 
+/* dup2/dup3 onto the library's descriptor fd: move it away.  0 or -errno. */
+int path_local_fd_move(int fd);
+
+/* exec: the environment to give the next image.  Connections whose socket
+ * survives the exec are described in ZCSOCK_INHERIT (their channel memfd
+ * made inheritable) when the next image loads the library (LD_PRELOAD in
+ * envp names it); otherwise they are shut down rather than handed to a
+ * program that would read doorbells as data.  vec (vec_n entries) and buf
+ * receive the new environment; returns envp itself when nothing changes.
+ * Safe in a vfork child (touches no shared state). */
+char *const *path_local_exec_env(char *const *envp, char **vec, size_t vec_n, char *buf,
+                                 size_t bufsz);
+#define PATH_LOCAL_INHERIT_MAX 4096
+
+/* The exec failed: make the channel memfds close-on-exec again. */
+void path_local_exec_failed(void);
+
+/* Start-up: adopt the connections the previous image handed over. */
+void path_local_inherit(void);
+
 /* fork: the child holds every connection too. */
 void path_local_fork_prepare(void);
 void path_local_fork_parent(void);

@@ -24,6 +24,7 @@ typedef enum {
     SHIM_FD_UNKNOWN = 0,
     SHIM_FD_SOCKET = 1,
     SHIM_FD_EPOLL = 2,      /* an epoll descriptor holding claimed registrations */
+    SHIM_FD_INTERNAL = 3,   /* the library's own (a local channel's memfd) */
 } shim_fd_kind_t;
 
 struct shim_path_ops;

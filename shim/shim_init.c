@@ -80,6 +80,7 @@ static int shim_init_once(void)
                strerrordesc_np(-rc));
     pthread_atfork(NULL, NULL, shim_atfork_child);
     path_local_init();
+    path_local_inherit();
     pthread_atfork(path_local_fork_prepare, path_local_fork_parent, path_local_fork_child);
     if (zc_config.verbose)
         zc_config_visit(shim_config_print, NULL);

@@ -177,8 +177,9 @@ int zc_config_load(char **envp, void (*report)(const char *))
         const char *env = *envp, *eq;
         const zc_config_entry_t *e;
 
-        if (strncmp(env, ZC_PREFIX, ZC_PREFIX_LEN))
-            continue;
+        if (strncmp(env, ZC_PREFIX, ZC_PREFIX_LEN) ||
+            !strncmp(env, ZC_PREFIX "INHERIT=", ZC_PREFIX_LEN + 8))
+            continue;   /* not ours, or the library's own hand-over across exec */
         eq = strchr(env, '=');
         if (!eq)
             continue;

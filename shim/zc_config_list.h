@@ -30,7 +30,7 @@
       "pin-down cache: most bytes referenced by sends in flight (0: unlimited)")    \
     X(pdc_recv_budget, SIZE, 134217728, 0, 1ULL << 44,                             \
       "pin-down cache: most bytes referenced by receives in flight (0: unlimited)") \
-    X(local, BOOL, 0, 0, 1,                                                         \
+    X(local, BOOL, 1, 0, 1,                                                         \
       "pair same-host zcsock connections and move their bytes through shared memory") \
     X(local_unix, BOOL, 0, 0, 1,                                                    \
       "also pair AF_UNIX stream connections (ancillary data such as SCM_RIGHTS on "  \

@@ -19,6 +19,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/epoll.h>
+#include <spawn.h>
+#include <stdio.h>
 #include <sys/select.h>
 #include <sys/socket.h>
 #include <sys/types.h>
@@ -81,7 +83,13 @@
     X(int, execv, (const char *, char *const[]), 1)                                   \
     X(int, execvp, (const char *, char *const[]), 1)                                  \
     X(int, execvpe, (const char *, char *const[], char *const[]), 1)                  \
-    X(int, fexecve, (int, char *const[], char *const[]), 1)
+    X(int, fexecve, (int, char *const[], char *const[]), 1)                           \
+    X(int, posix_spawn, (pid_t *, const char *, const posix_spawn_file_actions_t *,   \
+                         const posix_spawnattr_t *, char *const[], char *const[]), 1)  \
+    X(int, posix_spawnp, (pid_t *, const char *, const posix_spawn_file_actions_t *,  \
+                          const posix_spawnattr_t *, char *const[], char *const[]), 1) \
+    X(int, system, (const char *), 1)                                                 \
+    X(FILE *, popen, (const char *, const char *), 1)
 
 /* The allocator and mapping family, interposed by malloc-hooks/. */
 #define ZC_REAL_MEM_LIST(X)                                                           \

@@ -131,7 +131,9 @@ int zc_stats_get(const char *name, uint64_t *value_p)
 int zc_stats_any_socket_activity(void)
 {
     return zc_stat_read(ZC_STAT_SOCKETS_CREATED) || zc_stat_read(ZC_STAT_SOCKETS_ACCEPTED) ||
-           zc_stat_read(ZC_STAT_COPY_SEND_CALLS) || zc_stat_read(ZC_STAT_COPY_RECV_CALLS);
+           zc_stat_read(ZC_STAT_COPY_SEND_CALLS) || zc_stat_read(ZC_STAT_COPY_RECV_CALLS) ||
+           zc_stat_read(ZC_STAT_LOCAL_SEND_CALLS) || zc_stat_read(ZC_STAT_LOCAL_RECV_CALLS) ||
+           zc_stat_read(ZC_STAT_LOCAL_INHERITED);
 }
 
 static size_t zc_stats_line(char *buf, size_t size, const char *key, uint64_t v)

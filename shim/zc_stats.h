@@ -40,6 +40,8 @@
       "connections whose zcsock server's channel this client attached")                  \
     X(LOCAL_DECLINED, "local.declined", "connections that stay on the kernel path "      \
       "(local.declined.<reason> says why)")                                              \
+    X(LOCAL_INHERITED, "local.inherited",                                               \
+      "connections this image took over from the one before exec")                      \
     X(LOCAL_SWITCHES, "local.switches", "sending directions switched to the ring")       \
     X(LOCAL_DOORBELLS, "local.doorbells", "doorbell bytes sent to a sleeping peer")      \
     X(LOCAL_SLEEPS, "local.sleeps", "blocking calls that slept for the peer")            \
