@@ -16,9 +16,19 @@ extern char **environ;
 
 SHIM_EXPORT pid_t fork(void)
 {
+    pid_t pid;
+
     SHIM_ENTER(fork, -1);
     zc_stat_add(ZC_STAT_PROC_FORKS, 1);
-    return zc_real.fork();   /* the child's bookkeeping runs in the atfork handler */
+    path_local_fork_hold(1);
+    pid = zc_real.fork();    /* the child's bookkeeping runs in the atfork handler */
+    if (pid < 0) {
+        int saved = errno;
+
+        path_local_fork_hold(-1);
+        errno = saved;
+    }
+    return pid;
 }
 
 /* The environment the next image gets: the application's, plus the local

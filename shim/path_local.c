@@ -62,6 +62,7 @@ typedef struct lp_conn {
     int forked;                     /* pending across a fork: requeue */
     unsigned pickups;
     uint32_t plock[2];              /* before the channel exists */
+    uint32_t *held[2];              /* the lock word each role holds now */
     uint8_t tx_ring, rx_ring;       /* direction switched to the ring */
     uint8_t tx_never;               /* our sending direction stays kernel */
     uint8_t wr_shut, rd_shut;       /* shutdown(SHUT_WR / SHUT_RD) seen */
@@ -142,17 +143,22 @@ static uint32_t *lp_lockp(lp_conn_t *c, int role)
     return c->ch.base ? &lp_side(c, c->ch.side)->lock[role] : &c->plock[role];
 }
 
+/* The word is chosen before locking and remembered, so a channel that
+ * appears while the lock is held (the pickup) does not change what unlock
+ * releases. */
 static void lp_lock(lp_conn_t *c, int role)
 {
     int saved = errno;
+    uint32_t *w = lp_lockp(c, role);
 
-    lp_lock_word(lp_lockp(c, role));
+    lp_lock_word(w);
+    c->held[role] = w;
     errno = saved;
 }
 
 static void lp_unlock(lp_conn_t *c, int role)
 {
-    lp_unlock_word(lp_lockp(c, role));
+    lp_unlock_word(c->held[role]);
 }
 
 static int lp_txdir(lp_conn_t *c)
@@ -463,30 +469,86 @@ static ssize_t lp_broken(lp_conn_t *c)
     return -ECONNRESET;
 }
 
-/* Wait for the kernel socket to have something (a doorbell, EOF, an error)
- * with the socket's own blocking semantics: a 1-byte MSG_PEEK recv returns
- * when the socket is readable, EINTR exactly when the kernel would have
- * interrupted the application's call, and EAGAIN when SO_RCVTIMEO expires.
- * Returns 0 (look again) or -errno for the application. */
-static int lp_sleep(lp_conn_t *c, int fd)
-{
-    char b;
-    ssize_t n;
+/* A blocking call's wait: its deadline from SO_RCVTIMEO / SO_SNDTIMEO (read
+ * at the first sleep), -1 for none. */
+typedef struct lp_wait {
+    int64_t deadline;
+    int init;
+} lp_wait_t;
 
+#define LP_WAIT_INIT { -1, 0 }
+#define LP_SLEEP_SLICE_MS 50
+
+static int64_t lp_now_ms(void)
+{
+    struct timespec t;
+
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+/* poll() was interrupted: would the application's blocking call have been?
+ * The kernel restarts a socket call after a handler with SA_RESTART unless
+ * the socket has a timeout; we cannot tell which signal it was, so any
+ * installed handler without SA_RESTART counts. */
+static int lp_interrupted(const lp_wait_t *w)
+{
+    struct sigaction sa;
+    int sig;
+
+    if (w->deadline >= 0)
+        return 1;
+    for (sig = 1; sig < NSIG; sig++) {
+        if (sig == SIGKILL || sig == SIGSTOP || sigaction(sig, NULL, &sa))
+            continue;
+        if (sa.sa_handler != SIG_DFL && sa.sa_handler != SIG_IGN && !(sa.sa_flags & SA_RESTART))
+            return 1;
+    }
+    return 0;
+}
+
+/* Sleep until the peer rings (or something happens to the kernel socket),
+ * for our announcement flag (role LP_RX: data; LP_TX: space).  Returns 0
+ * (look again) or -errno for the application (EINTR, EAGAIN on SO_*TIMEO).
+ * Doorbells are read here, so a thread of this process may eat the byte
+ * another one waits for: nobody sleeps more than LP_SLEEP_SLICE_MS at a
+ * time, and a claimed announcement means "do not sleep". */
+static int lp_sleep(lp_conn_t *c, int fd, int role, lp_wait_t *w)
+{
+    local_ring_ctl_t *ctl = &c->ch.hdr->ctl[role == LP_RX ? lp_rxdir(c) : lp_txdir(c)];
+    uint32_t *flag = role == LP_RX ? &ctl->cons_waiting : &ctl->prod_waiting;
+    struct pollfd p = { fd, POLLIN, 0 };
+    int tmo = LP_SLEEP_SLICE_MS, r;
+
+    if (!w->init) {
+        struct timeval tv = { 0, 0 };
+
+        w->init = 1;
+        if (!zc_real.getsockopt(fd, SOL_SOCKET, role == LP_RX ? SO_RCVTIMEO : SO_SNDTIMEO, &tv,
+                                &(socklen_t){ sizeof(tv) }) &&
+            (tv.tv_sec || tv.tv_usec))
+            w->deadline = lp_now_ms() + tv.tv_sec * 1000 + (tv.tv_usec + 999) / 1000;
+    }
+    if (w->deadline >= 0) {
+        int64_t left = w->deadline - lp_now_ms();
+
+        if (left <= 0)
+            return -EAGAIN;
+        if (left < tmo)
+            tmo = (int)left;
+    }
+    if (!__atomic_load_n(flag, __ATOMIC_ACQUIRE))
+        return 0;       /* claimed: the doorbell is sent (maybe read already) */
     zc_stat_add(ZC_STAT_LOCAL_SLEEPS, 1);
-    n = zc_real.recv(fd, &b, 1, MSG_PEEK);
-    if (n > 0) {
+    r = zc_real.poll(&p, 1, tmo);
+    if (r < 0)
+        return errno == EINTR && lp_interrupted(w) ? -EINTR : 0;
+    if (r > 0) {
         if (c->rx_ring)
             lp_drain(c, fd);
-        return 0;
+        else
+            zc_real.poll(NULL, 0, 1);   /* kernel data we must leave: wait on the clock */
     }
-    if (n == 0) {
-        c->kern_eof = 1;
-        return 0;
-    }
-    if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)
-        return -errno;
-    c->kern_err = errno;
     return 0;
 }
 
@@ -594,6 +656,7 @@ static ssize_t lp_recvmsg(shim_fd_t *f, int fd, struct msghdr *msg, int flags)
     size_t total, got = 0;
     int waitall = (flags & MSG_WAITALL) && !(flags & MSG_PEEK);
     int rc0 = lp_msg_check(msg);
+    lp_wait_t w = LP_WAIT_INIT;
 
     if (rc0)
         return rc0;
@@ -638,14 +701,6 @@ static ssize_t lp_recvmsg(shim_fd_t *f, int fd, struct msghdr *msg, int flags)
                 return (ssize_t)got;
             continue;
         }
-        if (__atomic_load_n(&lp_side(c, !c->ch.side)->aborted, __ATOMIC_ACQUIRE)) {
-            if (!c->kern_err)
-                lp_drain(c, fd);
-            if (c->kern_err) {
-                lp_unlock(c, LP_RX);
-                return got ? (ssize_t)got : -c->kern_err;   /* reset: unread data is gone */
-            }
-        }
         n = lp_recv_ring(c, fd, msg, flags, got, &eof);
         if (n < 0) {
             lp_unlock(c, LP_RX);
@@ -680,7 +735,7 @@ static ssize_t lp_recvmsg(shim_fd_t *f, int fd, struct msghdr *msg, int flags)
             return got ? (ssize_t)got : lp_broken(c);
         if (rc == 0)
             continue;
-        rc = lp_sleep(c, fd);
+        rc = lp_sleep(c, fd, LP_RX, &w);
         local_ring_rx_wait_cancel(&c->ch, lp_rxdir(c));
         if (rc < 0)
             return got ? (ssize_t)got : rc;
@@ -750,6 +805,7 @@ static ssize_t lp_sendmsg(shim_fd_t *f, int fd, const struct msghdr *msg, int fl
     lp_conn_t *c = lp_conn(f);
     size_t total, sent = 0;
     ssize_t n = lp_msg_check(msg);
+    lp_wait_t w = LP_WAIT_INIT;
 
     if (n)
         return n;
@@ -824,16 +880,7 @@ static ssize_t lp_sendmsg(shim_fd_t *f, int fd, const struct msghdr *msg, int fl
             return sent ? (ssize_t)sent : lp_broken(c);
         if (lp_nonblocking(fd, flags))
             return sent ? (ssize_t)sent : -EAGAIN;     /* armed: poll will see the space */
-        if (c->rx_ring) {
-            rc = lp_sleep(c, fd);
-        } else {
-            /* Our receiving direction still carries data in the kernel: we
-             * cannot consume it here, so wait on the clock instead. */
-            struct pollfd p = { fd, POLLIN, 0 };
-
-            zc_real.poll(&p, 1, 1);
-            rc = 0;
-        }
+        rc = lp_sleep(c, fd, LP_TX, &w);
         local_ring_tx_wait_cancel(&c->ch, lp_txdir(c));
         if (rc < 0)
             return sent ? (ssize_t)sent : (rc == -EAGAIN ? -EAGAIN : rc);
@@ -1505,6 +1552,21 @@ void path_local_inherit(void)
 
 /* --- fork, statistics, configuration ------------------------------------------ */
 
+/* The child holds every connection as soon as it exists: count it before
+ * the fork (a parent closing right after fork must not be "the last"), and
+ * take it back when the fork failed. */
+void path_local_fork_hold(int delta)
+{
+    lp_conn_t *c;
+
+    lp_list_lock();
+    for (c = lp.head; c; c = c->next)
+        if (c->ch.base)
+            __atomic_add_fetch(&lp_side(c, c->ch.side)->holders, (uint32_t)delta,
+                               __ATOMIC_ACQ_REL);
+    lp_list_unlock();
+}
+
 void path_local_fork_prepare(void)
 {
     lp_list_lock();
@@ -1519,12 +1581,10 @@ void path_local_fork_child(void)
 {
     lp_conn_t *c;
 
-    for (c = lp.head; c; c = c->next) {
-        if (c->ch.base)
-            __atomic_add_fetch(&lp_side(c, c->ch.side)->holders, 1, __ATOMIC_ACQ_REL);
+    lp_tid = 0;
+    for (c = lp.head; c; c = c->next)
         if (c->state == LP_PENDING)
             c->forked = 1;
-    }
     lp_list_unlock();
 }
 

@@ -101,7 +101,9 @@ void path_local_exec_failed(void);
 /* Start-up: adopt the connections the previous image handed over. */
 void path_local_inherit(void);
 
-/* fork: the child holds every connection too. */
+/* fork: the child holds every connection too.  fork_hold(+1) before the
+ * real fork, (-1) when it failed; the atfork handlers keep the list sane. */
+void path_local_fork_hold(int delta);
 void path_local_fork_prepare(void);
 void path_local_fork_parent(void);
 void path_local_fork_child(void);

@@ -1,0 +1,697 @@
+#!/usr/bin/env python3
+"""Contracts of DESIGN.md §3 on connections the local path pairs.
+
+    t_local.py run CASE MODE [FAMILY]   launcher: starts the server and the
+                                        client roles, each with or without
+                                        the library (MODE: both, server,
+                                        client, none), and checks both
+    t_local.py serve CASE FAMILY        server role (prints its port)
+    t_local.py connect CASE FAMILY ADDR client role
+
+Every role checks what the kernel would give (the same test passes without
+the library) and reports whether its connection was paired; in mode "both"
+the launcher requires that it was, so a case cannot pass by never taking the
+local path.  T_BYTES bounds the streaming cases."""
+import ctypes
+import errno
+import fcntl
+import hashlib
+import os
+import random
+import select
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import termios
+import threading
+import time
+
+HERE = os.path.abspath(__file__)
+NBYTES = int(os.environ.get("T_BYTES", str(1 << 30)))
+UNIX_DIR = None
+
+
+def fail(msg):
+    sys.stderr.write("FAIL: %s\n" % msg)
+    sys.stderr.flush()
+    os._exit(1)
+
+
+def check(cond, msg):
+    if not cond:
+        fail(msg)
+
+
+def zc_stat(name):
+    try:
+        f = ctypes.CDLL(None).zcsock_stat_get
+    except AttributeError:
+        return None
+    v = ctypes.c_uint64()
+    if f(name.encode(), ctypes.byref(v)) != 0:
+        return None
+    return v.value
+
+
+def paired():
+    return (zc_stat("local.paired.accepted") or 0) + (zc_stat("local.paired.connected") or 0) + \
+        (zc_stat("local.inherited") or 0) > 0
+
+
+def pattern(seed, n=1 << 20):
+    return random.Random(seed).randbytes(n)
+
+
+# --- streaming helpers ------------------------------------------------------
+
+def send_stream(s, seed, total, sizes=(1, 7, 100, 4096, 65536, 1 << 20, 300001)):
+    """Send total bytes of the seed's pattern in mixed sizes, then its sha256."""
+    blk = pattern(seed)
+    blk2 = memoryview(blk + blk)
+    rnd = random.Random(seed + 1)
+    h = hashlib.sha256()
+    off = 0
+    while off < total:
+        n = min(rnd.choice(sizes), total - off, len(blk))
+        part = blk2[off % len(blk):off % len(blk) + n]
+        h.update(part)
+        s.sendall(part)
+        off += n
+    s.sendall(h.digest())
+
+
+def recv_stream(s, total):
+    """Receive total bytes + the sender's sha256 and compare."""
+    h = hashlib.sha256()
+    buf = bytearray(1 << 20)
+    mv = memoryview(buf)
+    rnd = random.Random(7)
+    got = 0
+    while got < total:
+        want = min(rnd.choice((1, 13, 4096, 65536, 1 << 20)), total - got)
+        n = s.recv_into(mv[:want])
+        check(n > 0, "stream ended early at %d of %d" % (got, total))
+        h.update(mv[:n])
+        got += n
+    digest = recv_exact(s, 32)
+    check(digest == h.digest(), "sha256 mismatch after %d bytes" % total)
+
+
+def recv_exact(s, n):
+    out = b""
+    while len(out) < n:
+        b = s.recv(n - len(out))
+        check(b, "EOF after %d of %d bytes" % (len(out), n))
+        out += b
+    return out
+
+
+def expect_eof(s):
+    check(s.recv(10) == b"", "expected EOF")
+
+
+def fionread(s):
+    b = fcntl.ioctl(s.fileno(), termios.FIONREAD, b"\0\0\0\0")
+    return struct.unpack("i", b)[0]
+
+
+def wait_fionread(s, n, secs=5):
+    end = time.time() + secs
+    while time.time() < end:
+        if fionread(s) >= n:
+            return fionread(s)
+        time.sleep(0.005)
+    return fionread(s)
+
+
+# --- cases: (server(conn), client(conn)) -------------------------------------
+
+def s_stream_both(c):
+    t = threading.Thread(target=send_stream, args=(c, 1, NBYTES))
+    t.start()
+    recv_stream(c, NBYTES)
+    t.join()
+
+
+def c_stream_both(c):
+    t = threading.Thread(target=send_stream, args=(c, 2, NBYTES))
+    t.start()
+    recv_stream(c, NBYTES)
+    t.join()
+
+
+def s_sizes(c):
+    # gather sends, partial non-blocking writes, scattered receives
+    rnd = random.Random(3)
+    h = hashlib.sha256()
+    c.setblocking(False)
+    total = min(NBYTES, 64 << 20)
+    sent = 0
+    blk = pattern(4)
+    while sent < total:
+        parts = [blk[i:i + rnd.randint(0, 70000)] for i in range(rnd.randint(1, 5))]
+        try:
+            n = c.sendmsg(parts)
+        except BlockingIOError:
+            select.select([], [c], [], 5)
+            continue
+        flat = b"".join(parts)[:n]
+        h.update(flat)
+        sent += n
+    c.setblocking(True)
+    c.shutdown(socket.SHUT_WR)
+    check(recv_exact(c, 32) == h.digest(), "client digest differs")
+    expect_eof(c)
+
+
+def c_sizes(c):
+    h = hashlib.sha256()
+    rnd = random.Random(5)
+    bufs = [bytearray(rnd.randint(1, 50000)) for _ in range(4)]
+    while True:
+        n, _, flags, _ = c.recvmsg_into(bufs)
+        if n == 0:
+            break
+        for b in bufs:
+            k = min(n, len(b))
+            h.update(b[:k])
+            n -= k
+            if not n:
+                break
+    c.sendall(h.digest())
+    c.close()
+
+
+def s_peek(c):
+    c.sendall(b"0123456789" * 100)
+    check(recv_exact(c, 2) == b"ok", "no ok")
+    c.sendall(b"abc")
+    check(recv_exact(c, 4) == b"done", "no done")
+
+
+def c_peek(c):
+    check(wait_fionread(c, 1000) == 1000, "FIONREAD %d, expected 1000" % fionread(c))
+    check(c.recv(10, socket.MSG_PEEK) == b"0123456789", "MSG_PEEK")
+    check(c.recv(10, socket.MSG_PEEK) == b"0123456789", "second MSG_PEEK")
+    check(fionread(c) == 1000, "FIONREAD after peek")
+    check(c.recv(10) == b"0123456789", "read after peek")
+    check(c.recv(990, socket.MSG_WAITALL) == b"0123456789" * 99, "MSG_WAITALL")
+    check(fionread(c) == 0, "FIONREAD after drain: %d" % fionread(c))
+    try:
+        c.recv(10, socket.MSG_DONTWAIT)
+        fail("MSG_DONTWAIT on an empty socket returned data")
+    except BlockingIOError:
+        pass
+    c.sendall(b"ok")
+    # WAITALL across a later arrival
+    check(c.recv(3, socket.MSG_WAITALL) == b"abc", "WAITALL across arrivals")
+    c.sendall(b"done")
+
+
+def s_lowat(c):
+    check(recv_exact(c, 1) == b"r", "no ready")
+    c.sendall(b"x" * 50)
+    time.sleep(0.3)
+    c.sendall(b"y" * 60)
+    check(recv_exact(c, 2) == b"ok", "no ok")
+
+
+def c_lowat(c):
+    c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT, 100)
+    c.sendall(b"r")
+    p = select.poll()
+    p.register(c, select.POLLIN)
+    check(wait_fionread(c, 50, 2) == 50, "50 bytes did not arrive")
+    check(p.poll(100) == [], "readable below SO_RCVLOWAT")
+    t0 = time.time()
+    ev = p.poll(5000)
+    check(ev and ev[0][1] & select.POLLIN, "not readable at SO_RCVLOWAT")
+    check(time.time() - t0 < 4, "readiness came late")
+    check(recv_exact(c, 110) == b"x" * 50 + b"y" * 60, "lowat data")
+    c.sendall(b"ok")
+
+
+def epoll_read_all(c, ep, want, secs=10):
+    out = b""
+    end = time.time() + secs
+    while len(out) < want:
+        check(time.time() < end, "epoll: only %d of %d bytes" % (len(out), want))
+        evs = ep.poll(1.0)
+        for fd, ev in evs:
+            while True:
+                try:
+                    b = c.recv(65536)
+                except BlockingIOError:
+                    break
+                check(b, "EOF in epoll read")
+                out += b
+    return out
+
+
+def s_epoll(c):
+    c.setblocking(False)
+    ep = select.epoll()
+    ep.register(c.fileno(), select.EPOLLIN | select.EPOLLET)
+    for i in range(50):
+        msg = epoll_read_all(c, ep, 1000 + i)
+        check(msg == bytes([i % 251]) * (1000 + i), "epoll round %d" % i)
+        # nothing more is coming: edge-triggered epoll must stay quiet
+        check(ep.poll(0.02) == [], "spurious EPOLLIN after draining (round %d)" % i)
+        c.setblocking(True)
+        c.sendall(b"k")
+        c.setblocking(False)
+
+
+def c_epoll(c):
+    ep = select.epoll()
+    ep.register(c.fileno(), select.EPOLLIN)      # level-triggered on this side
+    for i in range(50):
+        c.sendall(bytes([i % 251]) * (1000 + i))
+        evs = ep.poll(5.0)
+        check(evs and evs[0][1] & select.EPOLLIN, "no EPOLLIN for the ack (round %d)" % i)
+        check(c.recv(1) == b"k", "ack")
+        check(ep.poll(0) == [], "level-triggered EPOLLIN without data (round %d)" % i)
+
+
+def s_pollout(c):
+    # fill our sending side until it would block, then wait for room
+    c.setblocking(False)
+    sent = 0
+    blk = b"z" * 65536
+    while True:
+        try:
+            sent += c.send(blk)
+        except BlockingIOError:
+            break
+        check(sent < (1 << 30), "never full")
+    p = select.poll()
+    p.register(c, select.POLLOUT)
+    check(p.poll(200) == [], "POLLOUT while full")
+    r, w, _ = select.select([], [c], [], 0.1)
+    check(w == [], "select writable while full")
+    ev = p.poll(10000)
+    check(ev and ev[0][1] & select.POLLOUT, "no POLLOUT after the peer read")
+    c.setblocking(True)
+    c.sendall(b"E")
+    check(recv_exact(c, 2) == b"ok", "no ok")
+
+
+def c_pollout(c):
+    time.sleep(0.5)
+    while True:
+        b = c.recv(1 << 20)
+        check(b, "EOF")
+        if b[-1:] == b"E":
+            break
+        check(b.count(b"z") == len(b), "stray bytes")
+    c.sendall(b"ok")
+
+
+def s_poll_truth(c):
+    for i in range(30):
+        check(recv_exact(c, 1) == b"q", "query")
+        c.sendall(b"a" * (i + 1))
+
+
+def c_poll_truth(c):
+    p = select.poll()
+    p.register(c, select.POLLIN)
+    for i in range(30):
+        c.sendall(b"q")
+        check(p.poll(5000), "no POLLIN for the answer")
+        r, _, _ = select.select([c], [], [], 5)
+        check(r == [c], "select not readable")
+        check(recv_exact(c, i + 1) == b"a" * (i + 1), "answer")
+        # drained: neither poll nor select may call it readable now
+        check(p.poll(20) == [], "POLLIN on a drained socket (round %d)" % i)
+        r, _, _ = select.select([c], [], [], 0.02)
+        check(r == [], "select readable on a drained socket (round %d)" % i)
+
+
+def s_halfclose(c):
+    check(recv_exact(c, 5) == b"hello", "hello")
+    expect_eof(c)
+    expect_eof(c)
+    c.sendall(b"reply after your FIN")
+    c.close()
+
+
+def c_halfclose(c):
+    c.sendall(b"hello")
+    c.shutdown(socket.SHUT_WR)
+    check(recv_exact(c, 20) == b"reply after your FIN", "reply")
+    expect_eof(c)
+    try:
+        c.send(b"x")
+        fail("send after SHUT_WR succeeded")
+    except BrokenPipeError:
+        pass
+
+
+SIGPIPES = []
+
+
+def s_epipe(c):
+    check(recv_exact(c, 1) == b"s", "start")
+    c.close()
+
+
+def c_epipe(c):
+    signal.signal(signal.SIGPIPE, lambda *a: SIGPIPES.append(1))
+    c.sendall(b"s")
+    check(c.recv(1) == b"", "EOF from the closed peer")
+    err = None
+    for i in range(200):
+        try:
+            c.send(b"data" * 100)
+        except (BrokenPipeError, ConnectionResetError) as e:
+            err = e
+            break
+        time.sleep(0.01)
+    check(err is not None, "sends to a closed peer never failed")
+    if isinstance(err, BrokenPipeError):
+        check(SIGPIPES, "EPIPE without SIGPIPE")
+
+
+def s_reset(c):
+    c.sendall(b"x" * 1000)
+    check(recv_exact(c, 1) == b"s", "start")
+    c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    c.close()
+
+
+def c_reset(c):
+    check(wait_fionread(c, 1000) == 1000, "data did not arrive")
+    c.sendall(b"s")
+    time.sleep(0.3)
+    # Linux still hands out what was queued, then the reset
+    check(recv_exact(c, 1000) == b"x" * 1000, "queued data after the reset")
+    try:
+        b = c.recv(10)
+        fail("recv after the peer's abortive close returned %r" % b[:10])
+    except ConnectionResetError:
+        pass
+
+
+def s_unread_close(c):
+    # closing with unread data resets the connection (like the kernel)
+    check(wait_fionread(c, 10) >= 10, "data did not arrive")
+    c.close()
+
+
+def c_unread_close(c):
+    c.sendall(b"0123456789")
+    time.sleep(0.3)
+    try:
+        c.recv(10)
+        r = "eof"
+    except ConnectionResetError:
+        r = "reset"
+    check(r == "reset", "peer closed with unread data: expected ECONNRESET, got %s" % r)
+
+
+def s_fork(c):
+    pid = os.fork()
+    if pid == 0:
+        try:
+            recv_stream(c, min(NBYTES, 64 << 20))
+            send_stream(c, 9, 1 << 20)
+            os._exit(0)
+        except SystemExit:
+            os._exit(1)
+    c.close()
+    _, st = os.waitpid(pid, 0)
+    check(st == 0, "forked child failed (%d)" % st)
+
+
+def c_fork(c):
+    send_stream(c, 8, min(NBYTES, 64 << 20))
+    recv_stream(c, 1 << 20)
+
+
+def s_exec(c):
+    c.set_inheritable(True)
+    pid = os.fork()
+    if pid == 0:
+        os.execv(sys.executable, [sys.executable, HERE, "echo", str(c.fileno())])
+    c.close()
+    _, st = os.waitpid(pid, 0)
+    check(st == 0, "exec'd child failed (%d)" % st)
+
+
+def c_exec(c):
+    for i in range(20):
+        msg = bytes([65 + i]) * (1 << i)
+        c.sendall(struct.pack("I", len(msg)) + msg)
+        check(recv_exact(c, len(msg)) == msg, "echo %d" % i)
+    c.sendall(struct.pack("I", 0))
+    expect_eof(c)
+
+
+def echo_main(fd):
+    c = socket.socket(fileno=fd)
+    while True:
+        n = struct.unpack("I", recv_exact(c, 4))[0]
+        if not n:
+            break
+        c.sendall(recv_exact(c, n))
+    if os.environ.get("T_MODE") in ("both", "server"):
+        check(paired(), "the exec'd image did not take the connection over")
+    check("ZCSOCK_INHERIT" not in os.environ, "hand-over variable left in the environment")
+    c.close()
+    os._exit(0)
+
+
+def s_sendfile(c):
+    with tempfile.TemporaryFile() as f:
+        data = pattern(11, 3 << 20) + b"tail"
+        f.write(data)
+        f.flush()
+        f.seek(0)
+        c.sendfile(f)
+        c.sendall(hashlib.sha256(data).digest())
+    check(recv_exact(c, 2) == b"ok", "no ok")
+
+
+def c_sendfile(c):
+    recv_stream(c, (3 << 20) + 4)
+    c.sendall(b"ok")
+
+
+def s_threads(c):
+    def sender(tid):
+        for i in range(300):
+            c.sendall(struct.pack("II", tid, i) + bytes([tid]) * 1016)
+    ts = [threading.Thread(target=sender, args=(t,)) for t in range(4)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    c.shutdown(socket.SHUT_WR)
+    check(recv_exact(c, 2) == b"ok", "no ok")
+
+
+def c_threads(c):
+    seen = {t: 0 for t in range(4)}
+    for k in range(1200):
+        rec = recv_exact(c, 1024)
+        tid, i = struct.unpack("II", rec[:8])
+        check(tid in seen and seen[tid] == i, "record out of order: %d %d" % (tid, i))
+        check(rec[8:] == bytes([tid]) * 1016, "record torn")
+        seen[tid] += 1
+    expect_eof(c)
+    c.sendall(b"ok")
+
+
+def s_dup(c):
+    d = socket.socket(fileno=os.dup(c.fileno()))
+    d.sendall(b"via dup;")
+    c.close()
+    d.sendall(b"after close")
+    check(recv_exact(d, 2) == b"ok", "no ok")
+
+
+def c_dup(c):
+    check(recv_exact(c, 19) == b"via dup;after close", "dup data")
+    c.sendall(b"ok")
+
+
+CASES = {
+    "stream_both": (s_stream_both, c_stream_both),
+    "sizes": (s_sizes, c_sizes),
+    "peek": (s_peek, c_peek),
+    "lowat": (s_lowat, c_lowat),
+    "epoll": (s_epoll, c_epoll),
+    "pollout": (s_pollout, c_pollout),
+    "poll_truth": (s_poll_truth, c_poll_truth),
+    "halfclose": (s_halfclose, c_halfclose),
+    "epipe": (s_epipe, c_epipe),
+    "reset": (s_reset, c_reset),
+    "unread_close": (s_unread_close, c_unread_close),
+    "fork": (s_fork, c_fork),
+    "exec": (s_exec, c_exec),
+    "sendfile": (s_sendfile, c_sendfile),
+    "threads": (s_threads, c_threads),
+    "dup": (s_dup, c_dup),
+}
+
+
+# --- roles ----------------------------------------------------------------------
+
+def family_of(name):
+    return {"tcp": socket.AF_INET, "tcp6": socket.AF_INET6, "unix": socket.AF_UNIX}[name]
+
+
+def serve(case, fam):
+    f = family_of(fam)
+    ls = socket.socket(f, socket.SOCK_STREAM)
+    if f == socket.AF_UNIX:
+        path = os.path.join(tempfile.mkdtemp(), "s")
+        ls.bind(path)
+        addr = path
+    else:
+        ls.bind(("::1" if f == socket.AF_INET6 else "127.0.0.1", 0))
+        addr = str(ls.getsockname()[1])
+    ls.listen(4)
+    print(addr, flush=True)
+    c, _ = ls.accept()
+    ls.close()
+    CASES[case][0](c)
+    print("paired=%d" % paired(), flush=True)
+
+
+def connect(case, fam, addr):
+    f = family_of(fam)
+    c = socket.socket(f, socket.SOCK_STREAM)
+    if os.environ.get("T_NONBLOCK_CONNECT"):
+        c.setblocking(False)
+        target = addr if f == socket.AF_UNIX else \
+            (("::1" if f == socket.AF_INET6 else "127.0.0.1"), int(addr))
+        rc = c.connect_ex(target)
+        check(rc in (0, errno.EINPROGRESS, errno.EAGAIN), "connect_ex: %d" % rc)
+        p = select.poll()
+        p.register(c, select.POLLOUT)
+        check(p.poll(5000), "non-blocking connect never completed")
+        check(c.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR) == 0, "SO_ERROR")
+        c.setblocking(True)
+    elif f == socket.AF_UNIX:
+        c.connect(addr)
+    else:
+        c.connect(("::1" if f == socket.AF_INET6 else "127.0.0.1", int(addr)))
+    CASES[case][1](c)
+    print("paired=%d" % paired(), flush=True)
+
+
+def launch(case, mode, fam):
+    lib = os.environ["ZC_LIB"]
+
+    def env(preloaded, role):
+        e = dict(os.environ, T_MODE=mode)
+        e.pop("LD_PRELOAD", None)
+        if preloaded:
+            e["LD_PRELOAD"] = lib
+            e["ZCSOCK_LOCAL_UNIX"] = "1"
+        return e
+    srv = subprocess.Popen([sys.executable, HERE, "serve", case, fam], stdout=subprocess.PIPE,
+                           env=env(mode in ("both", "server"), "server"), text=True)
+    addr = srv.stdout.readline().strip()
+    if not addr:
+        srv.kill()
+        fail("server did not start")
+    cli = subprocess.Popen([sys.executable, HERE, "connect", case, fam, addr],
+                           stdout=subprocess.PIPE, env=env(mode in ("both", "client"), "client"),
+                           text=True)
+    try:
+        cout, _ = cli.communicate(timeout=240)
+        sout, _ = srv.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        cli.kill()
+        srv.kill()
+        fail("%s/%s timed out" % (case, mode))
+    check(cli.returncode == 0 and srv.returncode == 0,
+          "%s/%s: server %d client %d" % (case, mode, srv.returncode, cli.returncode))
+    sp, cp = "paired=1" in sout, "paired=1" in cout
+    if mode == "both":
+        check(sp and cp, "%s/%s: not paired (server %s, client %s)" % (case, mode, sp, cp))
+    else:
+        check(not sp and not cp, "%s/%s: paired with a peer without zcsock" % (case, mode))
+    print("ok %s %s %s" % (case, mode, fam))
+
+
+def killed_peer(fam):
+    """A client killed mid-transfer: the server's sends fail like TCP's, and
+    nothing of the channel is left behind."""
+    lib = os.environ["ZC_LIB"]
+    e = dict(os.environ, LD_PRELOAD=lib, ZCSOCK_LOCAL_UNIX="1")
+    code = r'''
+import socket, sys, os, time
+f = {"tcp": socket.AF_INET, "unix": socket.AF_UNIX}[sys.argv[1]]
+ls = socket.socket(f)
+if f == socket.AF_UNIX:
+    p = "/tmp/zct-kill-%d" % os.getpid(); ls.bind(p); a = p
+else:
+    ls.bind(("127.0.0.1", 0)); a = str(ls.getsockname()[1])
+ls.listen(); print(a, flush=True)
+c, _ = ls.accept()
+sent = 0; t0 = time.time()
+try:
+    while time.time() - t0 < 20:
+        sent += c.send(b"k" * 65536)
+    print("never failed", flush=True)
+except (BrokenPipeError, ConnectionResetError) as e:
+    print("failed %s after %d" % (type(e).__name__, sent), flush=True)
+import ctypes
+v = ctypes.c_uint64(); ctypes.CDLL(None).zcsock_stat_get(b"local.paired.accepted", ctypes.byref(v))
+print("paired=%d" % (v.value > 0), flush=True)
+c.close()
+fds = [os.readlink("/proc/self/fd/" + x) for x in os.listdir("/proc/self/fd")]
+print("memfds=%d" % sum("memfd:" in x and "zcsock" in x for x in fds), flush=True)
+'''
+    srv = subprocess.Popen([sys.executable, "-c", code, fam], stdout=subprocess.PIPE, env=e,
+                           text=True)
+    addr = srv.stdout.readline().strip()
+    cli_code = r'''
+import socket, sys, time
+f = {"tcp": socket.AF_INET, "unix": socket.AF_UNIX}[sys.argv[1]]
+c = socket.socket(f)
+c.connect(sys.argv[2] if f == socket.AF_UNIX else ("127.0.0.1", int(sys.argv[2])))
+n = 0
+while n < (8 << 20):
+    n += len(c.recv(1 << 20))
+print("ready", flush=True)
+time.sleep(60)
+'''
+    cli = subprocess.Popen([sys.executable, "-c", cli_code, fam, addr], stdout=subprocess.PIPE,
+                           env=e, text=True)
+    check(cli.stdout.readline().strip() == "ready", "client did not start")
+    cli.send_signal(signal.SIGKILL)
+    cli.wait()
+    out, _ = srv.communicate(timeout=60)
+    check("failed" in out, "server never saw the peer die: %r" % out)
+    check("paired=1" in out, "not paired: %r" % out)
+    check("memfds=0" in out, "channel memfd left open: %r" % out)
+    print("ok killed_peer %s (%s)" % (fam, out.split("\n")[0]))
+
+
+def main():
+    if sys.argv[1] == "run":
+        if sys.argv[2] == "killed_peer":
+            killed_peer(sys.argv[4] if len(sys.argv) > 4 else "tcp")
+        else:
+            launch(sys.argv[2], sys.argv[3], sys.argv[4] if len(sys.argv) > 4 else "tcp")
+    elif sys.argv[1] == "serve":
+        serve(sys.argv[2], sys.argv[3])
+    elif sys.argv[1] == "connect":
+        connect(sys.argv[2], sys.argv[3], sys.argv[4])
+    elif sys.argv[1] == "echo":
+        echo_main(int(sys.argv[2]))
+    elif sys.argv[1] == "list":
+        print(" ".join(CASES))
+
+
+if __name__ == "__main__":
+    signal.alarm(300)
+    main()
