@@ -112,6 +112,13 @@ static int shim_poll_local(struct pollfd *fds, nfds_t n, const struct timespec *
                 k[i].events = path_local_kernel_events(f, fds[i].events);
         }
         tmo = ready ? &zero : shim_left(deadline, &left);
+        if (!ready && path_local_poll_slice_ms) {
+            struct timespec slice = { 0, path_local_poll_slice_ms * 1000000L };
+
+            if (!tmo || tmo->tv_sec || tmo->tv_nsec > slice.tv_nsec)
+                left = slice, tmo = &left;
+            path_local_poll_slice_ms = 0;
+        }
         r = zc_real.ppoll(k, n, tmo, mask);
         if (r < 0) {
             rc = -1;
@@ -531,6 +538,11 @@ static int shim_epoll_local(int epfd, struct epoll_event *evs, int max, int time
             shim_left(deadline, &left);
             tmo = (int)(left.tv_sec * 1000 + (left.tv_nsec + 999999) / 1000000);
         }
+        if (!out && path_local_poll_slice_ms) {
+            if (tmo < 0 || tmo > path_local_poll_slice_ms)
+                tmo = path_local_poll_slice_ms;
+            path_local_poll_slice_ms = 0;
+        }
         r = zc_real.epoll_pwait(epfd, evs + out, max - out, tmo, mask);
         if (r < 0)
             return out ? out : -1;
@@ -559,7 +571,7 @@ static int shim_epoll_local(int epfd, struct epoll_event *evs, int max, int time
             evs[out + kept++] = *e;
         }
         shim_ep_unlock();
-        if (out + kept || tmo == 0)
+        if (out + kept || timeout == 0 || (deadline >= 0 && shim_expired(deadline)))
             return out + kept;
     }
 }

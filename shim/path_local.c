@@ -85,6 +85,7 @@ static struct {
 } lp = { .enabled = 1 };
 
 static __thread int lp_tid;
+__thread int path_local_poll_slice_ms;
 
 /* --- small helpers -------------------------------------------------------- */
 
@@ -469,6 +470,29 @@ static ssize_t lp_broken(lp_conn_t *c)
     return -ECONNRESET;
 }
 
+/* Rule R2 outside a receive: our receiving direction reached the peer's
+ * switch point, so what follows in the kernel stream are doorbells.
+ * Returns 1 when the direction is (now) in the ring. */
+static int lp_rx_catch_up(lp_conn_t *c)
+{
+    uint64_t sw;
+
+    if (c->rx_ring)
+        return 1;
+    if (c->state != LP_PAIRED)
+        return 0;
+    sw = local_pair_switch_get(&c->ch, lp_rxdir(c));
+    if (sw == LOCAL_PAIR_SWITCH_UNSET || sw == LOCAL_PAIR_SWITCH_NEVER)
+        return 0;
+    lp_lock(c, LP_RX);
+    if (!c->rx_ring && c->rx_kernel >= sw) {
+        c->rx_ring = 1;
+        local_ring_rx_wait_cancel(&c->ch, lp_rxdir(c));
+    }
+    lp_unlock(c, LP_RX);
+    return c->rx_ring;
+}
+
 /* A blocking call's wait: its deadline from SO_RCVTIMEO / SO_SNDTIMEO (read
  * at the first sleep), -1 for none. */
 typedef struct lp_wait {
@@ -517,7 +541,7 @@ static int lp_sleep(lp_conn_t *c, int fd, int role, lp_wait_t *w)
 {
     local_ring_ctl_t *ctl = &c->ch.hdr->ctl[role == LP_RX ? lp_rxdir(c) : lp_txdir(c)];
     uint32_t *flag = role == LP_RX ? &ctl->cons_waiting : &ctl->prod_waiting;
-    struct pollfd p = { fd, POLLIN, 0 };
+    struct pollfd p = { fd, POLLIN | POLLRDHUP, 0 };
     int tmo = LP_SLEEP_SLICE_MS, r;
 
     if (!w->init) {
@@ -544,10 +568,29 @@ static int lp_sleep(lp_conn_t *c, int fd, int role, lp_wait_t *w)
     if (r < 0)
         return errno == EINTR && lp_interrupted(w) ? -EINTR : 0;
     if (r > 0) {
-        if (c->rx_ring)
+        char b;
+        ssize_t n;
+
+        if (c->rx_ring) {
             lp_drain(c, fd);
+            return 0;
+        }
+        if (lp_rx_catch_up(c)) {
+            lp_drain(c, fd);
+            return 0;
+        }
+        /* Our receiving direction is still the kernel's: look, do not take.
+         * A FIN while we send through the ring means the peer closed (it
+         * would have ended its side with an EOF record otherwise). */
+        if (role == LP_TX && c->tx_ring && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)))
+            c->kern_eof = 1;
+        n = zc_real.recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+        if (n == 0)
+            c->kern_eof = 1;
+        else if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+            c->kern_err = errno;
         else
-            zc_real.poll(NULL, 0, 1);   /* kernel data we must leave: wait on the clock */
+            zc_real.poll(NULL, 0, 1);   /* data we must leave there: wait on the clock */
     }
     return 0;
 }
@@ -1265,17 +1308,7 @@ short path_local_revents(shim_fd_t *f, int fd, short ev, int kev, int arm)
     short rev = 0, ein = ev & (POLLIN | POLLRDNORM), eout = ev & (POLLOUT | POLLWRNORM);
     int64_t rd, wr;
 
-    if (c->state == LP_PAIRED && !c->rx_ring) {
-        uint64_t sw = local_pair_switch_get(&c->ch, lp_rxdir(c));
-
-        lp_lock(c, LP_RX);
-        if (!c->rx_ring && sw != LOCAL_PAIR_SWITCH_UNSET && sw != LOCAL_PAIR_SWITCH_NEVER &&
-            c->rx_kernel >= sw) {
-            c->rx_ring = 1;     /* R2: what follows in the kernel are doorbells */
-            local_ring_rx_wait_cancel(&c->ch, lp_rxdir(c));
-        }
-        lp_unlock(c, LP_RX);
-    }
+    lp_rx_catch_up(c);
     if (c->state != LP_PAIRED || !c->rx_ring) {
         /* Receiving in the kernel: its readiness is the truth, except for
          * doorbells beyond the switch point, which the next read drops
@@ -1307,9 +1340,16 @@ short path_local_revents(shim_fd_t *f, int fd, short ev, int kev, int arm)
         rev |= ein | (ev & POLLRDHUP) | POLLHUP;
     else if (rd >= (c->lowat > 0 ? c->lowat : 1) || (rd > 0 && c->rd_shut) || c->rd_shut)
         rev |= ein;
-    if (ein && !(rev & ein) && arm && rd == 0)
-        if (local_ring_rx_wait_prepare(&c->ch, lp_rxdir(c)) == 0)
-            rev |= ein;
+    if (ein && !(rev & ein) && arm) {
+        if (rd == 0) {
+            if (local_ring_rx_wait_prepare(&c->ch, lp_rxdir(c)) == 0 && c->lowat <= 1)
+                rev |= ein;
+        } else {
+            /* Some bytes, fewer than SO_RCVLOWAT: the ring cannot ring at a
+             * level, so the waiter looks again every few milliseconds. */
+            path_local_poll_slice_ms = 5;
+        }
+    }
     lp_unlock(c, LP_RX);
     if (eout) {
         if (!c->tx_ring) {

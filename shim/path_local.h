@@ -72,6 +72,11 @@ static inline int path_local_claimed(const shim_fd_t *f)
  * the peer rings a doorbell (returns the revents, 0 when armed). */
 short path_local_revents(shim_fd_t *f, int fd, short ev, int kev, int arm);
 
+/* Set (in milliseconds) by path_local_revents when a waiter must look again
+ * on its own (SO_RCVLOWAT above what the ring holds); the poll hooks cap
+ * their sleep to it and reset it to 0. */
+extern __thread int path_local_poll_slice_ms;
+
 /* The events to ask the kernel socket of a claimed descriptor for, in place
  * of the application's ev. */
 short path_local_kernel_events(shim_fd_t *f, short ev);

@@ -263,6 +263,8 @@ def s_epoll(c):
         c.setblocking(True)
         c.sendall(b"k")
         c.setblocking(False)
+    c.setblocking(True)
+    check(recv_exact(c, 3) == b"bye", "no bye")
 
 
 def c_epoll(c):
@@ -274,6 +276,7 @@ def c_epoll(c):
         check(evs and evs[0][1] & select.EPOLLIN, "no EPOLLIN for the ack (round %d)" % i)
         check(c.recv(1) == b"k", "ack")
         check(ep.poll(0) == [], "level-triggered EPOLLIN without data (round %d)" % i)
+    c.sendall(b"bye")
 
 
 def s_pollout(c):
@@ -458,7 +461,7 @@ def echo_main(fd):
         if not n:
             break
         c.sendall(recv_exact(c, n))
-    if os.environ.get("T_MODE") in ("both", "server"):
+    if os.environ.get("T_MODE") == "both":
         check(paired(), "the exec'd image did not take the connection over")
     check("ZCSOCK_INHERIT" not in os.environ, "hand-over variable left in the environment")
     c.close()
@@ -539,6 +542,12 @@ CASES = {
 }
 
 
+# Cases that start streaming at once, so the switch to the ring happens in
+# the middle of the data; the others first exchange one byte each way, after
+# which both directions of a paired connection use the ring.
+UNSETTLED = ("stream_both", "sizes", "fork")
+
+
 # --- roles ----------------------------------------------------------------------
 
 def family_of(name):
@@ -559,6 +568,9 @@ def serve(case, fam):
     print(addr, flush=True)
     c, _ = ls.accept()
     ls.close()
+    if case not in UNSETTLED:
+        c.sendall(b"G")
+        check(recv_exact(c, 1) == b"H", "handshake")
     CASES[case][0](c)
     print("paired=%d" % paired(), flush=True)
 
@@ -581,12 +593,45 @@ def connect(case, fam, addr):
         c.connect(addr)
     else:
         c.connect(("::1" if f == socket.AF_INET6 else "127.0.0.1", int(addr)))
+    if case not in UNSETTLED:
+        check(recv_exact(c, 1) == b"G", "handshake")
+        c.sendall(b"H")
     CASES[case][1](c)
     print("paired=%d" % paired(), flush=True)
 
 
+def self_main(case, fam):
+    """One process, connected to itself: the two ends run in two threads."""
+    f = family_of(fam)
+    ls = socket.socket(f, socket.SOCK_STREAM)
+    ls.bind(("::1" if f == socket.AF_INET6 else "127.0.0.1", 0))
+    ls.listen(1)
+    c = socket.create_connection(ls.getsockname()[:2])
+    s, _ = ls.accept()
+    err = []
+
+    def server():
+        try:
+            CASES[case][0](s)
+        except BaseException as e:      # reported below
+            err.append(e)
+    t = threading.Thread(target=server)
+    t.start()
+    CASES[case][1](c)
+    t.join()
+    check(not err, "server thread: %r" % (err[:1],))
+    check(zc_stat("local.paired.accepted") and zc_stat("local.paired.connected"),
+          "a process connected to itself did not pair")
+    print("ok self %s %s" % (case, fam))
+
+
 def launch(case, mode, fam):
     lib = os.environ["ZC_LIB"]
+    if mode == "self":
+        e = dict(os.environ, LD_PRELOAD=lib)
+        r = subprocess.run([sys.executable, HERE, "selfrun", case, fam], env=e, timeout=240)
+        check(r.returncode == 0, "self %s failed" % case)
+        return
 
     def env(preloaded, role):
         e = dict(os.environ, T_MODE=mode)
@@ -647,8 +692,8 @@ import ctypes
 v = ctypes.c_uint64(); ctypes.CDLL(None).zcsock_stat_get(b"local.paired.accepted", ctypes.byref(v))
 print("paired=%d" % (v.value > 0), flush=True)
 c.close()
-fds = [os.readlink("/proc/self/fd/" + x) for x in os.listdir("/proc/self/fd")]
-print("memfds=%d" % sum("memfd:" in x and "zcsock" in x for x in fds), flush=True)
+fds = [os.readlink("/proc/self/fd/" + x) for x in os.listdir("/proc/self/fd") if os.path.exists("/proc/self/fd/" + x)]
+print("memfds=%d" % sum("memfd:zcsock-ring" in x for x in fds), flush=True)
 '''
     srv = subprocess.Popen([sys.executable, "-c", code, fam], stdout=subprocess.PIPE, env=e,
                            text=True)
@@ -666,10 +711,17 @@ time.sleep(60)
 '''
     cli = subprocess.Popen([sys.executable, "-c", cli_code, fam, addr], stdout=subprocess.PIPE,
                            env=e, text=True)
-    check(cli.stdout.readline().strip() == "ready", "client did not start")
+    if cli.stdout.readline().strip() != "ready":
+        cli.kill()
+        srv.kill()
+        fail("client did not start")
     cli.send_signal(signal.SIGKILL)
     cli.wait()
-    out, _ = srv.communicate(timeout=60)
+    try:
+        out, _ = srv.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        srv.kill()
+        fail("the server hangs after its peer was killed")
     check("failed" in out, "server never saw the peer die: %r" % out)
     check("paired=1" in out, "not paired: %r" % out)
     check("memfds=0" in out, "channel memfd left open: %r" % out)
@@ -686,6 +738,8 @@ def main():
         serve(sys.argv[2], sys.argv[3])
     elif sys.argv[1] == "connect":
         connect(sys.argv[2], sys.argv[3], sys.argv[4])
+    elif sys.argv[1] == "selfrun":
+        self_main(sys.argv[2], sys.argv[3])
     elif sys.argv[1] == "echo":
         echo_main(int(sys.argv[2]))
     elif sys.argv[1] == "list":

@@ -1,0 +1,7 @@
+# tests/localpath/: the local path end to end (shim/path_local.c), see
+# tests/localpath/README.md.
+TEST_TIERS += localpath
+test-localpath: $(LIB)
+	$(Q)$(TEST_ENV) tests/localpath/run.sh
+
+.PHONY: test-localpath

@@ -1,0 +1,37 @@
+#!/bin/bash
+# Tier "localpath": DESIGN.md §3 on connections the local path pairs
+# (tests/localpath/README.md).  Each case runs as two processes with the
+# library on both ends ("both", which must pair), on one end only (a peer
+# without zcsock), in one process connected to itself, over TCP, TCP/IPv6
+# and AF_UNIX.
+cd "$(dirname "$0")/../.." || exit 1
+. tests/lib/harness.sh
+T=${TEST_TIMEOUT:-300}; [ "$T" -gt 240 ] && T=240
+PY=${PYTHON:-python3}
+TL=tests/localpath/t_local.py
+if [ -n "$QUICK" ]; then BIG=$((256 << 20)); else BIG=$((1 << 30)); fi
+MID=$((64 << 20))
+
+t_begin localpath
+for c in $($PY $TL list); do
+  t_run "$c/both" "$T" env T_BYTES=$BIG $PY $TL run "$c" both tcp
+done
+for c in stream_both peek epoll halfclose exec sendfile epipe; do
+  t_run "$c/plain-client" "$T" env T_BYTES=$MID $PY $TL run "$c" server tcp
+  t_run "$c/plain-server" "$T" env T_BYTES=$MID $PY $TL run "$c" client tcp
+done
+for c in stream_both peek epoll; do
+  t_run "$c/tcp6" "$T" env T_BYTES=$MID $PY $TL run "$c" both tcp6
+done
+for c in stream_both poll_truth halfclose epipe pollout; do
+  t_run "$c/unix" "$T" env T_BYTES=$MID $PY $TL run "$c" both unix
+done
+for c in stream_both epoll; do
+  t_run "$c/nonblock-connect" "$T" env T_NONBLOCK_CONNECT=1 T_BYTES=$MID $PY $TL run "$c" both tcp
+done
+for c in stream_both poll_truth threads; do
+  t_run "$c/self" "$T" env T_BYTES=$MID $PY $TL run "$c" self tcp
+done
+t_run killed-peer/tcp "$T" $PY $TL run killed_peer - tcp
+t_run killed-peer/unix "$T" $PY $TL run killed_peer - unix
+t_end
