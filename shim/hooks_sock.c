@@ -336,6 +336,9 @@ SHIM_EXPORT int ioctl(int fd, unsigned long req, ...)
 SHIM_EXPORT int getsockopt(int fd, int level, int name, void *val, socklen_t *len)
 {
     SHIM_ENTER(getsockopt, -1);
+    if (shim_unlikely(path_local_claimed(shim_fd_get(fd))) &&
+        path_local_getsockopt(shim_fd_get(fd), level, name, val, len))
+        return 0;
     return zc_real.getsockopt(fd, level, name, val, len);
 }
 
@@ -346,6 +349,6 @@ SHIM_EXPORT int setsockopt(int fd, int level, int name, const void *val, socklen
     SHIM_ENTER(setsockopt, -1);
     rc = zc_real.setsockopt(fd, level, name, val, len);
     if (rc == 0 && shim_unlikely(path_local_claimed(shim_fd_get(fd))))
-        path_local_setsockopt(shim_fd_get(fd), level, name, val, len);
+        path_local_setsockopt(shim_fd_get(fd), fd, level, name, val, len);
     return rc;
 }

@@ -436,6 +436,12 @@ int local_ring_adopt(int memfd, int side, local_ring_t *ch)
     return lr_map_checked(memfd, side, ch);
 }
 
+void local_ring_side_gone(local_ring_t *ch)
+{
+    if (ch->hdr)
+        lr_side_mark(ch, LOCAL_RING_PEER_GONE);
+}
+
 void local_ring_close(local_ring_t *ch, int last)
 {
     if (!ch->hdr)
@@ -466,10 +472,12 @@ static int lr_wake_consumer(local_ring_t *ch, int dir)
 {
     uint32_t *w = &ch->hdr->ctl[dir].cons_waiting;
 
+    uint32_t old;
+
     LR_FENCE();
-    if (LR_LOAD(w) && LR_XCHG(w, 0)) {
+    if (LR_LOAD(w) && (old = LR_XCHG(w, 0))) {
         LR_STAT(ch, doorbells_data, 1);
-        return LOCAL_RING_F_DOORBELL;
+        return old == LOCAL_RING_WAIT_FUTEX ? LOCAL_RING_F_FUTEX : LOCAL_RING_F_DOORBELL;
     }
     return 0;
 }
@@ -619,13 +627,17 @@ static int lr_wake_producer(local_ring_t *ch, int dir, uint64_t tail)
     if (!LR_LOAD(&ctl->prod_waiting))
         return 0;
     want = LR_LOAD(&ctl->prod_want);
-    if (want > ch->ring_size / 2)
-        want = ch->ring_size / 2;
+    if (want > ch->ring_size - 2 * LR_REC_HDR)     /* an empty ring satisfies it */
+        want = ch->ring_size - 2 * LR_REC_HDR;
     used = LR_LOAD(&ctl->head) - tail;
     room = used > ch->ring_size ? ch->ring_size : (ch->ring_size - used) & ~(uint64_t)7;
-    if (room >= lr_round8(want) + LR_REC_HDR && LR_XCHG(&ctl->prod_waiting, 0)) {
-        LR_STAT(ch, doorbells_space, 1);
-        return LOCAL_RING_F_DOORBELL;
+    if (room >= lr_round8(want) + LR_REC_HDR) {
+        uint32_t old = LR_XCHG(&ctl->prod_waiting, 0);
+
+        if (old) {
+            LR_STAT(ch, doorbells_space, 1);
+            return old == LOCAL_RING_WAIT_FUTEX ? LOCAL_RING_F_FUTEX : LOCAL_RING_F_DOORBELL;
+        }
     }
     return 0;
 }
@@ -738,7 +750,20 @@ int local_ring_frame_consume(local_ring_t *ch, int dir, const local_ring_frame_t
 
 /* --- waiting protocol --- */
 
+/* Our announcement of direction dir and role was withdrawn by its claimer:
+ * a socket-kind one means one doorbell byte for us. */
+static void lr_claimed(local_ring_t *ch, int dir, int role)
+{
+    if (ch->wait_kind[dir][role] != LOCAL_RING_WAIT_FUTEX)
+        ch->bells_claimed++;
+}
+
 int local_ring_rx_wait_prepare(local_ring_t *ch, int dir)
+{
+    return local_ring_rx_wait_prepare_kind(ch, dir, LOCAL_RING_WAIT_SOCKET);
+}
+
+int local_ring_rx_wait_prepare_kind(local_ring_t *ch, int dir, int kind)
 {
     local_ring_snap_t s;
     uint32_t *w;
@@ -746,15 +771,18 @@ int local_ring_rx_wait_prepare(local_ring_t *ch, int dir)
 
     if (rc)
         return rc;
+    if (kind != LOCAL_RING_WAIT_FUTEX)
+        kind = LOCAL_RING_WAIT_SOCKET;
     w = &ch->hdr->ctl[dir].cons_waiting;
-    LR_STORE(w, 1);                                         /* C1 */
+    ch->wait_kind[dir][LOCAL_RING_ROLE_CONS] = (uint8_t)kind;
+    LR_STORE(w, (uint32_t)kind);                            /* C1 */
     LR_FENCE();                                             /* C2 */
     rc = local_ring_ctl_snap(ch, dir, LOCAL_RING_ROLE_CONS, &s);  /* C3 */
     if (rc)
         return rc;
     if (s.head != s.tail) {
         if (LR_XCHG(w, 0) == 0)
-            ch->bells_claimed++;
+            lr_claimed(ch, dir, LOCAL_RING_ROLE_CONS);
         LR_STAT(ch, wait_aborts, 1);
         return 0;
     }
@@ -770,11 +798,16 @@ int local_ring_rx_wait_cancel(local_ring_t *ch, int dir)
         return rc;
     if (LR_XCHG(&ch->hdr->ctl[dir].cons_waiting, 0))
         return 0;
-    ch->bells_claimed++;
+    lr_claimed(ch, dir, LOCAL_RING_ROLE_CONS);
     return 1;
 }
 
 int local_ring_tx_wait_prepare(local_ring_t *ch, int dir, size_t want)
+{
+    return local_ring_tx_wait_prepare_kind(ch, dir, want, LOCAL_RING_WAIT_SOCKET);
+}
+
+int local_ring_tx_wait_prepare_kind(local_ring_t *ch, int dir, size_t want, int kind)
 {
     local_ring_ctl_t *ctl;
     local_ring_snap_t s;
@@ -783,13 +816,16 @@ int local_ring_tx_wait_prepare(local_ring_t *ch, int dir, size_t want)
 
     if (rc)
         return rc;
+    if (kind != LOCAL_RING_WAIT_FUTEX)
+        kind = LOCAL_RING_WAIT_SOCKET;
+    ch->wait_kind[dir][LOCAL_RING_ROLE_PROD] = (uint8_t)kind;
     ctl = &ch->hdr->ctl[dir];
     if (want == 0)
         want = 1;
-    if (want > ch->ring_size / 2)
-        want = ch->ring_size / 2;
+    if (want > ch->ring_size - 2 * LR_REC_HDR)     /* an empty ring satisfies it */
+        want = ch->ring_size - 2 * LR_REC_HDR;
     LR_STORE(&ctl->prod_want, (uint32_t)want);
-    LR_STORE(&ctl->prod_waiting, 1);
+    LR_STORE(&ctl->prod_waiting, (uint32_t)kind);
     LR_FENCE();
     rc = local_ring_ctl_snap(ch, dir, LOCAL_RING_ROLE_PROD, &s);
     if (rc)
@@ -797,7 +833,7 @@ int local_ring_tx_wait_prepare(local_ring_t *ch, int dir, size_t want)
     room = (ch->ring_size - (s.head - s.tail)) & ~(uint64_t)(LR_ALIGN - 1);
     if (room >= lr_round8(want) + LR_REC_HDR) {
         if (LR_XCHG(&ctl->prod_waiting, 0) == 0)
-            ch->bells_claimed++;
+            lr_claimed(ch, dir, LOCAL_RING_ROLE_PROD);
         LR_STAT(ch, wait_aborts, 1);
         return 0;
     }
@@ -813,6 +849,6 @@ int local_ring_tx_wait_cancel(local_ring_t *ch, int dir)
         return rc;
     if (LR_XCHG(&ch->hdr->ctl[dir].prod_waiting, 0))
         return 0;
-    ch->bells_claimed++;
+    lr_claimed(ch, dir, LOCAL_RING_ROLE_PROD);
     return 1;
 }

@@ -88,6 +88,11 @@ enum { LOCAL_RING_PEER_NONE = 0, LOCAL_RING_PEER_ATTACHED = 1, LOCAL_RING_PEER_G
 #define LOCAL_RING_F_DOORBELL 0x1   /* the peer sleeps: send it one doorbell */
 #define LOCAL_RING_F_EOF      0x2   /* read: the stream ends after these bytes */
 #define LOCAL_RING_F_RECORD   0x4   /* read: stopped at a PAGES record */
+#define LOCAL_RING_F_FUTEX    0x8   /* the peer sleeps on the futex word: wake it there
+                                     * (local_ring_wait_word), no doorbell byte */
+
+/* How a side sleeps (the value it announces in its waiting word). */
+enum { LOCAL_RING_WAIT_SOCKET = 1, LOCAL_RING_WAIT_FUTEX = 2 };
 
 /* Roles for local_ring_ctl_snap. */
 enum { LOCAL_RING_ROLE_PROD = 0, LOCAL_RING_ROLE_CONS = 1 };
@@ -176,7 +181,8 @@ typedef struct local_ring {
     int side;                   /* LOCAL_RING_SIDE_* */
     int broken;                 /* set on the first violation */
     int owned;                  /* 1: close unmaps */
-    uint64_t bells_claimed;     /* our announcements the peer claimed: each
+    uint8_t wait_kind[2][2];    /* [dir][role]: how we announced our last wait */
+    uint64_t bells_claimed;     /* our socket-kind announcements the peer claimed: each
                                  * is one doorbell byte sent (or on its way)
                                  * to our kernel socket */
     local_ring_stats_t stats;
@@ -210,6 +216,10 @@ int local_ring_view_init(void *base, size_t map_size, int side, local_ring_t *ch
  * this side LOCAL_RING_PEER_GONE in the header (the last holder of the
  * connection leaving; a forked child closing its copy must not). */
 void local_ring_close(local_ring_t *ch, int last);
+
+/* Mark this side LOCAL_RING_PEER_GONE without unmapping (the caller still
+ * wakes sleepers before local_ring_close(ch, 0)). */
+void local_ring_side_gone(local_ring_t *ch);
 
 /* The peer side's advisory state (LOCAL_RING_PEER_*), or -EPROTO. */
 int local_ring_peer_state(local_ring_t *ch);
@@ -273,6 +283,20 @@ int local_ring_frame_consume(local_ring_t *ch, int dir, const local_ring_frame_t
  * likewise for want bytes of free payload room (capped at half the ring),
  * tx_wait_cancel after waking. */
 int local_ring_rx_wait_prepare(local_ring_t *ch, int dir);
+/* The same, announcing how we sleep: LOCAL_RING_WAIT_SOCKET (the peer sends a
+ * doorbell byte: LOCAL_RING_F_DOORBELL) or LOCAL_RING_WAIT_FUTEX (the peer
+ * wakes the futex word: LOCAL_RING_F_FUTEX).  The plain forms announce the
+ * socket kind. */
+int local_ring_rx_wait_prepare_kind(local_ring_t *ch, int dir, int kind);
+int local_ring_tx_wait_prepare_kind(local_ring_t *ch, int dir, size_t want, int kind);
+
+/* The shared word a side of direction dir waits on (role LOCAL_RING_ROLE_*):
+ * holds LOCAL_RING_WAIT_FUTEX while a futex sleeper is announced. */
+static inline uint32_t *local_ring_wait_word(local_ring_t *ch, int dir, int role)
+{
+    return role == LOCAL_RING_ROLE_CONS ? &ch->hdr->ctl[dir].cons_waiting
+                                        : &ch->hdr->ctl[dir].prod_waiting;
+}
 int local_ring_rx_wait_cancel(local_ring_t *ch, int dir);
 int local_ring_tx_wait_prepare(local_ring_t *ch, int dir, size_t want);
 int local_ring_tx_wait_cancel(local_ring_t *ch, int dir);

@@ -16,6 +16,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/futex.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <signal.h>
 #include <limits.h>
@@ -68,6 +70,10 @@ typedef struct lp_conn {
     uint8_t wr_shut, rd_shut;       /* shutdown(SHUT_WR / SHUT_RD) seen */
     uint8_t kern_shut_wr;           /* the kernel socket's sending side is shut */
     uint8_t linger0;                /* SO_LINGER {1, 0} set: close aborts */
+    uint8_t bell_push;              /* TCP_NODELAY set for the doorbells */
+    uint8_t app_nodelay;            /* TCP_NODELAY as the application set it */
+    uint32_t sndcap;                /* SO_SNDBUF the application set (the kernel's
+                                     * doubled value), 0: the whole ring */
     int kern_eof;                   /* kernel stream ended (peer closed) */
     int kern_err;                   /* kernel error seen (ECONNRESET ...) */
     int lowat;                      /* SO_RCVLOWAT */
@@ -78,6 +84,7 @@ typedef struct lp_conn {
 
 static struct {
     int enabled;
+    unsigned spin_us;
     size_t ring_size;
     int list_lock;
     lp_conn_t *head;
@@ -382,6 +389,34 @@ static void lp_decline(int reason)
     zc_log(ZC_LOG_TRACE, "local path declined: %s", local_pair_reason_name(reason));
 }
 
+/* Payload bytes a write may add now: the ring's room, less what an
+ * application-set SO_SNDBUF leaves out (a program that shrinks its buffers
+ * expects sends to block or fail early, as on the kernel path). */
+static int64_t lp_tx_room(lp_conn_t *c)
+{
+    int64_t room = local_ring_writable(&c->ch, lp_txdir(c));
+
+    if (room > 0 && c->sndcap && c->sndcap < c->ch.ring_size) {
+        int64_t keep_free = (int64_t)(c->ch.ring_size - c->sndcap);
+
+        room = room > keep_free ? room - keep_free : 0;
+    }
+    return room;
+}
+
+/* What to wait for (tx_wait_prepare's want) so that lp_tx_room reaches want:
+ * the room a cap keeps free and the record headers' share on top. */
+static size_t lp_tx_want(lp_conn_t *c, size_t want)
+{
+    if (c->sndcap && c->sndcap < c->ch.ring_size) {
+        if (want > c->sndcap / 2)
+            want = c->sndcap / 2;
+        want += (size_t)(c->ch.ring_size - c->sndcap) + LP_ROOM_KEEP +
+                8 * (size_t)(c->ch.ring_size / (LOCAL_RING_CHUNK + 8) + 2);
+    }
+    return want;
+}
+
 /* --- doorbells ------------------------------------------------------------------ */
 
 /* Our sending direction to the ring, when rule S1 allows.  TX lock held. */
@@ -421,6 +456,17 @@ static void lp_bell(lp_conn_t *c, int fd)
         if (!c->tx_ring)
             return;     /* cannot happen for an honest peer (see header) */
     }
+    if (!c->bell_push) {
+        /* Nagle would hold a doorbell behind the previous unacknowledged
+         * one, whose ACK the peer delays (its replies go through the ring).
+         * getsockopt still reports the application's own setting. */
+        int one = 1, cur = 0;
+
+        if (!zc_real.getsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &cur, &(socklen_t){ sizeof(cur) }))
+            c->app_nodelay = cur != 0;
+        c->bell_push = 1;
+        zc_real.setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    }
     do
         n = zc_real.send(fd, "", 1, MSG_DONTWAIT | MSG_NOSIGNAL);
     while (n < 0 && errno == EINTR);
@@ -428,10 +474,23 @@ static void lp_bell(lp_conn_t *c, int fd)
     errno = saved;
 }
 
+/* The peer must be woken (flags of a ring call): a doorbell byte through the
+ * kernel socket for a peer waiting in poll/epoll, a futex wake for one
+ * sleeping in a blocking call.  word: the peer's waiting word. */
+static void lp_wake(lp_conn_t *c, int fd, int flags, uint32_t *word)
+{
+    if (flags & LOCAL_RING_F_DOORBELL)
+        lp_bell(c, fd);
+    if (flags & LOCAL_RING_F_FUTEX) {
+        syscall(SYS_futex, word, FUTEX_WAKE, INT32_MAX, NULL, NULL, 0);
+        zc_stat_add(ZC_STAT_LOCAL_FUTEX_WAKES, 1);
+    }
+}
+
 /* Read doorbell bytes waiting in the kernel socket without blocking (our
  * receiving direction is in the ring, so every kernel byte is one), noting
  * EOF and errors.  Returns bytes drained. */
-static size_t lp_drain(lp_conn_t *c, int fd)
+static size_t lp_drain_ex(lp_conn_t *c, int fd, int full)
 {
     char buf[256];
     size_t total = 0;
@@ -442,7 +501,7 @@ static size_t lp_drain(lp_conn_t *c, int fd)
 
         if (n > 0) {
             total += (size_t)n;
-            if ((size_t)n < sizeof(buf))
+            if ((size_t)n < sizeof(buf) && !full)
                 break;
             continue;
         }
@@ -457,6 +516,11 @@ static size_t lp_drain(lp_conn_t *c, int fd)
     c->bells_drained += total;
     errno = saved;
     return total;
+}
+
+static size_t lp_drain(lp_conn_t *c, int fd)
+{
+    return lp_drain_ex(c, fd, 0);
 }
 
 /* --- receive ---------------------------------------------------------------------- */
@@ -531,18 +595,43 @@ static int lp_interrupted(const lp_wait_t *w)
     return 0;
 }
 
-/* Sleep until the peer rings (or something happens to the kernel socket),
- * for our announcement flag (role LP_RX: data; LP_TX: space).  Returns 0
- * (look again) or -errno for the application (EINTR, EAGAIN on SO_*TIMEO).
- * Doorbells are read here, so a thread of this process may eat the byte
- * another one waits for: nobody sleeps more than LP_SLEEP_SLICE_MS at a
- * time, and a claimed announcement means "do not sleep". */
+/* What the kernel socket says, without taking data the application still
+ * has to read there: EOF, an error, a FIN while we send through the ring. */
+static void lp_kernel_look(lp_conn_t *c, int fd, int role)
+{
+    struct pollfd p = { fd, POLLIN | POLLRDHUP, 0 };
+    char b;
+    ssize_t n;
+
+    if (lp_rx_catch_up(c)) {
+        lp_drain(c, fd);
+        return;
+    }
+    if (zc_real.poll(&p, 1, 0) <= 0)
+        return;
+    /* A FIN while we send through the ring means the peer closed (it would
+     * have ended its side with an EOF record otherwise). */
+    if (role == LP_TX && c->tx_ring && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)))
+        c->kern_eof = 1;
+    n = zc_real.recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n == 0)
+        c->kern_eof = 1;
+    else if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+        c->kern_err = errno;
+}
+
+/* Sleep in a blocking call until the peer wakes our futex word (announced
+ * with LOCAL_RING_WAIT_FUTEX for role LP_RX: data; LP_TX: space), after an
+ * optional spin (ZCSOCK_SPIN_US).  The sleep is cut in slices so a peer that
+ * died without waking us is noticed through the kernel socket.  Returns 0
+ * (look again) or -errno for the application (EINTR, EAGAIN on SO_*TIMEO). */
 static int lp_sleep(lp_conn_t *c, int fd, int role, lp_wait_t *w)
 {
-    local_ring_ctl_t *ctl = &c->ch.hdr->ctl[role == LP_RX ? lp_rxdir(c) : lp_txdir(c)];
-    uint32_t *flag = role == LP_RX ? &ctl->cons_waiting : &ctl->prod_waiting;
-    struct pollfd p = { fd, POLLIN | POLLRDHUP, 0 };
-    int tmo = LP_SLEEP_SLICE_MS, r;
+    uint32_t *word = role == LP_RX
+                         ? local_ring_wait_word(&c->ch, lp_rxdir(c), LOCAL_RING_ROLE_CONS)
+                         : local_ring_wait_word(&c->ch, lp_txdir(c), LOCAL_RING_ROLE_PROD);
+    struct timespec ts = { 0, LP_SLEEP_SLICE_MS * 1000000L };
+    long r;
 
     if (!w->init) {
         struct timeval tv = { 0, 0 };
@@ -558,40 +647,32 @@ static int lp_sleep(lp_conn_t *c, int fd, int role, lp_wait_t *w)
 
         if (left <= 0)
             return -EAGAIN;
-        if (left < tmo)
-            tmo = (int)left;
+        if (left < LP_SLEEP_SLICE_MS)
+            ts.tv_nsec = left * 1000000L;
     }
-    if (!__atomic_load_n(flag, __ATOMIC_ACQUIRE))
-        return 0;       /* claimed: the doorbell is sent (maybe read already) */
-    zc_stat_add(ZC_STAT_LOCAL_SLEEPS, 1);
-    r = zc_real.poll(&p, 1, tmo);
-    if (r < 0)
-        return errno == EINTR && lp_interrupted(w) ? -EINTR : 0;
-    if (r > 0) {
-        char b;
-        ssize_t n;
+    if (lp.spin_us) {
+        struct timespec t0, t;
+        int i;
 
-        if (c->rx_ring) {
-            lp_drain(c, fd);
-            return 0;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        for (i = 0;; i++) {
+            if (__atomic_load_n(word, __ATOMIC_ACQUIRE) != LOCAL_RING_WAIT_FUTEX)
+                return 0;
+            __builtin_ia32_pause();
+            if ((i & 63) == 63) {
+                clock_gettime(CLOCK_MONOTONIC, &t);
+                if ((t.tv_sec - t0.tv_sec) * 1000000 + (t.tv_nsec - t0.tv_nsec) / 1000 >=
+                    (long)lp.spin_us)
+                    break;
+            }
         }
-        if (lp_rx_catch_up(c)) {
-            lp_drain(c, fd);
-            return 0;
-        }
-        /* Our receiving direction is still the kernel's: look, do not take.
-         * A FIN while we send through the ring means the peer closed (it
-         * would have ended its side with an EOF record otherwise). */
-        if (role == LP_TX && c->tx_ring && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)))
-            c->kern_eof = 1;
-        n = zc_real.recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
-        if (n == 0)
-            c->kern_eof = 1;
-        else if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
-            c->kern_err = errno;
-        else
-            zc_real.poll(NULL, 0, 1);   /* data we must leave there: wait on the clock */
     }
+    zc_stat_add(ZC_STAT_LOCAL_SLEEPS, 1);
+    r = syscall(SYS_futex, word, FUTEX_WAIT, LOCAL_RING_WAIT_FUTEX, &ts, NULL, 0);
+    if (r < 0 && errno == EINTR)
+        return lp_interrupted(w) ? -EINTR : 0;
+    if (r < 0 && errno == ETIMEDOUT)
+        lp_kernel_look(c, fd, role);
     return 0;
 }
 
@@ -621,13 +702,13 @@ static ssize_t lp_recv_kernel(lp_conn_t *c, shim_fd_t *f, int fd, struct msghdr 
         m.msg_iovlen = (size_t)lp_iov_window(msg->msg_iov, msg->msg_iovlen, 0, limit, win);
     }
     n = zc_real.recvmsg(fd, &m, flags & ~MSG_WAITALL);
+    msg->msg_flags = m.msg_flags;
+    msg->msg_controllen = m.msg_controllen;
+    msg->msg_namelen = m.msg_namelen;
     if (n <= 0) {
         shim_copy_account(f, 0, n, 1);
         return n < 0 ? -errno : 0;
     }
-    msg->msg_flags = m.msg_flags;
-    msg->msg_controllen = m.msg_controllen;
-    msg->msg_namelen = m.msg_namelen;
     if (c->state == LP_PENDING) {       /* R3: the offer precedes the server's first byte */
         int memfd = -1;
         int rc = local_pair_channel_recv(fd, c->ann, c->forked ? LOCAL_PAIR_F_REQUEUE : 0,
@@ -681,12 +762,13 @@ static ssize_t lp_recv_ring(lp_conn_t *c, int fd, struct msghdr *msg, int flags,
                              (flags & MSG_PEEK) ? LOCAL_RING_PEEK : 0, &done);
 
     *eof = 0;
+    msg->msg_controllen = 0;    /* a stream through the ring: no address, no ancillary data */
+    msg->msg_namelen = 0;
     if (rc < 0)
         return lp_broken(c);
     if (rc & LOCAL_RING_F_RECORD)       /* page exchange is not produced yet */
         return lp_broken(c);
-    if (rc & LOCAL_RING_F_DOORBELL)
-        lp_bell(c, fd);
+    lp_wake(c, fd, rc, local_ring_wait_word(&c->ch, lp_rxdir(c), LOCAL_RING_ROLE_PROD));
     if (rc & LOCAL_RING_F_EOF)
         *eof = 1;
     zc_stat_add(ZC_STAT_LOCAL_RECV_BYTES, done);
@@ -718,8 +800,11 @@ static ssize_t lp_recvmsg(shim_fd_t *f, int fd, struct msghdr *msg, int flags)
     }
     if (c->rx_ring)
         zc_stat_add(ZC_STAT_LOCAL_RECV_CALLS, 1);
-    if (total == 0 && c->rx_ring)
+    if (total == 0) {           /* the kernel returns at once for a zero-length read */
+        msg->msg_flags = 0;
+        msg->msg_controllen = 0;
         return 0;
+    }
     msg->msg_flags = 0;
     for (;;) {
         ssize_t n;
@@ -735,6 +820,9 @@ static ssize_t lp_recvmsg(shim_fd_t *f, int fd, struct msghdr *msg, int flags)
                                                  win);
             n = lp_recv_kernel(c, f, fd, &m, flags, &again);
             lp_unlock(c, LP_RX);
+            msg->msg_flags = m.msg_flags;       /* what the kernel said goes back */
+            msg->msg_controllen = m.msg_controllen;
+            msg->msg_namelen = m.msg_namelen;
             if (n < 0)
                 return got ? (ssize_t)got : n;
             if (n == 0 && !again)
@@ -754,9 +842,21 @@ static ssize_t lp_recvmsg(shim_fd_t *f, int fd, struct msghdr *msg, int flags)
             lp_unlock(c, LP_RX);
             return (ssize_t)got;
         }
-        /* Empty.  What does the kernel socket say? */
+        /* Empty.  What does the kernel socket say?  (A peer whose last holder
+         * closed marked its side gone before its kernel socket closed.) */
         lp_drain(c, fd);
-        if (c->kern_eof || c->kern_err) {
+        if (!c->kern_eof && !c->kern_err &&
+            local_ring_peer_state(&c->ch) == LOCAL_RING_PEER_GONE) {
+            /* Its last holder marked the side gone just before closing: the
+             * FIN or reset is behind the doorbells, or about to arrive. */
+            lp_drain_ex(c, fd, 1);
+            if (!c->kern_eof && !c->kern_err) {
+                zc_real.poll(&(struct pollfd){ fd, POLLIN | POLLRDHUP, 0 }, 1, 100);
+                lp_drain_ex(c, fd, 1);
+            }
+        }
+        if (c->kern_eof || c->kern_err ||
+            local_ring_peer_state(&c->ch) == LOCAL_RING_PEER_GONE) {
             n = lp_recv_ring(c, fd, msg, flags, got, &eof);    /* written before it left */
             lp_unlock(c, LP_RX);
             if (n > 0)
@@ -772,7 +872,7 @@ static ssize_t lp_recvmsg(shim_fd_t *f, int fd, struct msghdr *msg, int flags)
                 continue;
             return got ? (ssize_t)got : -EAGAIN;
         }
-        rc = local_ring_rx_wait_prepare(&c->ch, lp_rxdir(c));
+        rc = local_ring_rx_wait_prepare_kind(&c->ch, lp_rxdir(c), LOCAL_RING_WAIT_FUTEX);
         lp_unlock(c, LP_RX);
         if (rc < 0)
             return got ? (ssize_t)got : lp_broken(c);
@@ -880,7 +980,7 @@ static ssize_t lp_sendmsg(shim_fd_t *f, int fd, const struct msghdr *msg, int fl
         struct iovec win[LP_IOV_WIN];
         int64_t room;
         size_t done = 0;
-        int k, rc;
+        int k, rc, nonblock;
 
         if (lp_peer_gone(c)) {
             lp_unlock(c, LP_TX);
@@ -888,7 +988,7 @@ static ssize_t lp_sendmsg(shim_fd_t *f, int fd, const struct msghdr *msg, int fl
                 return (ssize_t)sent;
             return lp_send_kernel(f, fd, msg, flags, NULL);
         }
-        room = local_ring_writable(&c->ch, lp_txdir(c));
+        room = lp_tx_room(c);
         if (room < 0) {
             lp_unlock(c, LP_TX);
             return sent ? (ssize_t)sent : lp_broken(c);
@@ -901,8 +1001,7 @@ static ssize_t lp_sendmsg(shim_fd_t *f, int fd, const struct msghdr *msg, int fl
                 lp_unlock(c, LP_TX);
                 return sent ? (ssize_t)sent : lp_broken(c);
             }
-            if (rc & LOCAL_RING_F_DOORBELL)
-                lp_bell(c, fd);
+            lp_wake(c, fd, rc, local_ring_wait_word(&c->ch, lp_txdir(c), LOCAL_RING_ROLE_CONS));
             sent += done;
             zc_stat_add(ZC_STAT_LOCAL_SEND_BYTES, done);
             if (sent == total)
@@ -913,15 +1012,19 @@ static ssize_t lp_sendmsg(shim_fd_t *f, int fd, const struct msghdr *msg, int fl
         /* Full. */
         if (sent && lp_nonblocking(fd, flags))
             break;
-        rc = local_ring_tx_wait_prepare(&c->ch, lp_txdir(c),
-                                        total - sent < LOCAL_RING_CHUNK ? total - sent + LP_ROOM_KEEP
-                                                                       : LOCAL_RING_CHUNK);
+        nonblock = lp_nonblocking(fd, flags);
+        rc = local_ring_tx_wait_prepare_kind(&c->ch, lp_txdir(c),
+                                             lp_tx_want(c, total - sent < LOCAL_RING_CHUNK
+                                                               ? total - sent + LP_ROOM_KEEP
+                                                               : LOCAL_RING_CHUNK),
+                                             nonblock ? LOCAL_RING_WAIT_SOCKET
+                                                      : LOCAL_RING_WAIT_FUTEX);
         if (rc == 0)
             continue;
         lp_unlock(c, LP_TX);
         if (rc < 0)
             return sent ? (ssize_t)sent : lp_broken(c);
-        if (lp_nonblocking(fd, flags))
+        if (nonblock)
             return sent ? (ssize_t)sent : -EAGAIN;     /* armed: poll will see the space */
         rc = lp_sleep(c, fd, LP_TX, &w);
         local_ring_tx_wait_cancel(&c->ch, lp_txdir(c));
@@ -944,7 +1047,7 @@ static size_t lp_send_room(lp_conn_t *c, int fd, int flags, size_t want)
 
     if (!c->tx_ring || !lp_nonblocking(fd, flags))
         return want;
-    room = local_ring_writable(&c->ch, lp_txdir(c)) - LP_ROOM_KEEP;
+    room = lp_tx_room(c) - LP_ROOM_KEEP;
     if (room <= 0)
         return 1;       /* the send reports EAGAIN before anything is read */
     return (size_t)room < want ? (size_t)room : want;
@@ -1072,8 +1175,7 @@ int path_local_shutdown(shim_fd_t *f, int fd, int how)
 
             if (w >= 0) {
                 c->wr_shut = 1;
-                if (w & LOCAL_RING_F_DOORBELL)
-                    lp_bell(c, fd);
+                lp_wake(c, fd, w, local_ring_wait_word(&c->ch, lp_txdir(c), LOCAL_RING_ROLE_CONS));
                 /* The kernel socket stays open for doorbells; SHUT_RD and
                  * SHUT_RDWR still reach it for the reading side. */
                 rc = how == SHUT_RDWR ? (int)shim_ret(zc_real.shutdown(fd, SHUT_RD)) : 0;
@@ -1101,7 +1203,7 @@ static void lp_bells_settle(lp_conn_t *c, int fd)
 
     local_ring_rx_wait_cancel(&c->ch, lp_rxdir(c));
     local_ring_tx_wait_cancel(&c->ch, lp_txdir(c));
-    if (!c->rx_ring)
+    if (!lp_rx_catch_up(c))
         return;     /* kernel bytes are still data: the kernel decides */
     clock_gettime(CLOCK_MONOTONIC, &t0);
     for (;;) {
@@ -1140,7 +1242,16 @@ static void lp_conn_release(lp_conn_t *c, int fd)
                                    &(struct linger){ 1, 0 }, sizeof(struct linger));
             }
         }
-        local_ring_close(&c->ch, last);
+        if (last) {
+            /* Gone first, then wake the peer's blocking sleepers: they find
+             * the side gone (or our data) instead of sleeping a slice. */
+            local_ring_side_gone(&c->ch);
+            syscall(SYS_futex, local_ring_wait_word(&c->ch, lp_txdir(c), LOCAL_RING_ROLE_CONS),
+                    FUTEX_WAKE, INT32_MAX, NULL, NULL, 0);
+            syscall(SYS_futex, local_ring_wait_word(&c->ch, lp_rxdir(c), LOCAL_RING_ROLE_PROD),
+                    FUTEX_WAKE, INT32_MAX, NULL, NULL, 0);
+        }
+        local_ring_close(&c->ch, 0);
     }
     lp_conn_free(c);
 }
@@ -1316,11 +1427,11 @@ short path_local_revents(shim_fd_t *f, int fd, short ev, int kev, int arm)
         rev = kev < 0 ? 0 : (short)(kev & (ev | POLLHUP | POLLERR | POLLNVAL));
         if (c->state == LP_PAIRED && c->tx_ring) {
             rev &= ~(POLLOUT | POLLWRNORM);
-            wr = local_ring_writable(&c->ch, lp_txdir(c));
+            wr = lp_tx_room(c);
             if (eout && (wr > LP_ROOM_KEEP || wr < 0 || lp_peer_gone(c)))
                 rev |= eout;
             else if (eout && arm)
-                local_ring_tx_wait_prepare(&c->ch, lp_txdir(c), LOCAL_RING_CHUNK);
+                local_ring_tx_wait_prepare(&c->ch, lp_txdir(c), lp_tx_want(c, LOCAL_RING_CHUNK));
         }
         return rev;
     }
@@ -1355,10 +1466,11 @@ short path_local_revents(shim_fd_t *f, int fd, short ev, int kev, int arm)
         if (!c->tx_ring) {
             rev |= kev < 0 ? 0 : (short)(kev & eout);
         } else {
-            wr = local_ring_writable(&c->ch, lp_txdir(c));
+            wr = lp_tx_room(c);
             if (wr > LP_ROOM_KEEP || wr < 0 || lp_peer_gone(c))
                 rev |= eout;
-            else if (arm && local_ring_tx_wait_prepare(&c->ch, lp_txdir(c), LOCAL_RING_CHUNK) == 0)
+            else if (arm && local_ring_tx_wait_prepare(&c->ch, lp_txdir(c),
+                                                       lp_tx_want(c, LOCAL_RING_CHUNK)) == 0)
                 rev |= eout;
         }
     }
@@ -1398,14 +1510,29 @@ int path_local_ioctl(shim_fd_t *f, int fd, unsigned long req, void *arg, int *rc
     return 1;
 }
 
-void path_local_setsockopt(shim_fd_t *f, int level, int name, const void *val, socklen_t len)
+void path_local_setsockopt(shim_fd_t *f, int fd, int level, int name, const void *val,
+                           socklen_t len)
 {
     lp_conn_t *c = lp_conn(f);
 
-    if (level != SOL_SOCKET || !val)
+    if (!val)
+        return;
+    if (level == IPPROTO_TCP && name == TCP_NODELAY && len >= sizeof(int)) {
+        c->app_nodelay = *(const int *)val != 0;
+        if (c->bell_push && !c->app_nodelay)    /* the doorbells still need it */
+            zc_real.setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &(int){ 1 }, sizeof(int));
+        return;
+    }
+    if (level != SOL_SOCKET)
         return;
     if (name == SO_RCVLOWAT && len >= sizeof(int))
         c->lowat = *(const int *)val;
+    else if ((name == SO_SNDBUF || name == SO_SNDBUFFORCE) && len >= sizeof(int)) {
+        int v = *(const int *)val;
+
+        v = v > INT_MAX / 2 ? INT_MAX : 2 * v;   /* what the kernel makes of it */
+        c->sndcap = (uint32_t)(v < 4608 ? 4608 : v);
+    }
     else if (name == SO_LINGER && len >= sizeof(struct linger))
         c->linger0 = ((const struct linger *)val)->l_onoff &&
                      !((const struct linger *)val)->l_linger;
@@ -1590,6 +1717,18 @@ void path_local_inherit(void)
         environ[i] = environ[i + 1];
 }
 
+int path_local_getsockopt(shim_fd_t *f, int level, int name, void *val, socklen_t *len)
+{
+    lp_conn_t *c = lp_conn(f);
+
+    if (level != IPPROTO_TCP || name != TCP_NODELAY || !c->bell_push || !val || !len ||
+        *len < sizeof(int))
+        return 0;
+    *(int *)val = c->app_nodelay;
+    *len = sizeof(int);
+    return 1;
+}
+
 /* --- fork, statistics, configuration ------------------------------------------ */
 
 /* The child holds every connection as soon as it exists: count it before
@@ -1649,6 +1788,7 @@ static const zc_stats_source_t lp_stats_source = { lp_stats_visit, NULL };
 void path_local_init(void)
 {
     lp.enabled = (int)zc_config.local;
+    lp.spin_us = (unsigned)zc_config.spin_us;
     lp.ring_size = (size_t)zc_config.local_ring;
     if (lp.ring_size & (lp.ring_size - 1)) {
         zc_log(ZC_LOG_WARN, "ZCSOCK_LOCAL_RING=%zu is not a power of two; using the default",

@@ -57,7 +57,11 @@ ssize_t path_local_splice(int fd_in, loff_t *off_in, int fd_out, loff_t *off_out
 /* ioctl(FIONREAD/SIOCINQ) and getsockopt/setsockopt(SO_RCVLOWAT) on a claimed
  * descriptor: 1 when handled (*rc is the result), 0 to pass through. */
 int path_local_ioctl(shim_fd_t *f, int fd, unsigned long req, void *arg, int *rc);
-void path_local_setsockopt(shim_fd_t *f, int level, int name, const void *val, socklen_t len);
+void path_local_setsockopt(shim_fd_t *f, int fd, int level, int name, const void *val,
+                           socklen_t len);
+/* getsockopt the path answers (TCP_NODELAY as the application set it, the
+ * doorbells force it on): 1 when handled. */
+int path_local_getsockopt(shim_fd_t *f, int level, int name, void *val, socklen_t *len);
 
 /* 1 when fd is claimed by the local path. */
 static inline int path_local_claimed(const shim_fd_t *f)

@@ -36,4 +36,7 @@
       "also pair AF_UNIX stream connections (ancillary data such as SCM_RIGHTS on "  \
       "them then fails with EOPNOTSUPP)")                                           \
     X(local_ring, SIZE, 4194304, 65536, 1ULL << 30,                                 \
-      "local path: ring bytes per direction of each connection (a power of two)")
+      "local path: ring bytes per direction of each connection (a power of two)") \
+    X(spin_us, UINT, 0, 0, 1000000,                                                 \
+      "local path: a blocking call spins this many microseconds for the peer before "\
+      "sleeping (0: never spin)")
