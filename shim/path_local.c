@@ -1569,33 +1569,42 @@ char *const *path_local_exec_env(char *const *envp, char **vec, size_t vec_n, ch
     loads = lp_env_loads_us(envp);
     len = (size_t)zc_fmt(buf, bufsz, "%s", LP_INHERIT_VAR);
     for (c = lp.head; c; c = c->next) {
+        size_t start = len;
+        unsigned flags;
+        int kept = 0;
+
         if (c->state != LP_PAIRED || c->memfd < 0)
             continue;
+        /* One entry per connection, with every descriptor that survives. */
         for (j = 0; j < 4; j++) {
             int fd = c->fds[j], fl = fd >= 0 ? zc_real.fcntl(fd, F_GETFD, 0) : -1;
-            unsigned flags;
 
             if (fl < 0 || (fl & FD_CLOEXEC))
                 continue;
-            if (!loads || len + 160 > bufsz) {
+            if (!loads || len + 200 > bufsz) {
                 zc_log(ZC_LOG_WARN, "descriptor %d is a local-path connection and the program "
                        "being executed will not load libzcsock: shutting it down instead of "
                        "handing over a stream it cannot read (see README, process model)", fd);
                 zc_real.shutdown(fd, SHUT_RDWR);
                 continue;
             }
-            flags = (c->tx_ring ? LP_F_TX_RING : 0) | (c->rx_ring ? LP_F_RX_RING : 0) |
-                    (c->tx_never ? LP_F_TX_NEVER : 0) | (c->wr_shut ? LP_F_WR_SHUT : 0) |
-                    (c->rd_shut ? LP_F_RD_SHUT : 0) | (c->kern_shut_wr ? LP_F_KERN_SHUT_WR : 0) |
-                    (c->kern_eof ? LP_F_KERN_EOF : 0);
-            len += zc_fmt(buf + len, bufsz - len, "%d:%d:%d:%x:%llx:%llx:%llx:%llx;", fd,
-                          c->memfd, c->ch.side, flags, (unsigned long long)c->tx_kernel,
-                          (unsigned long long)c->rx_kernel,
-                          (unsigned long long)c->bells_drained,
-                          (unsigned long long)c->ch.bells_claimed);
-            zc_real.fcntl(c->memfd, F_SETFD, 0);
-            handed++;
+            len += zc_fmt(buf + len, bufsz - len, "%s%d", kept ? "," : "", fd);
+            kept++;
         }
+        if (!kept) {
+            len = start;
+            continue;
+        }
+        flags = (c->tx_ring ? LP_F_TX_RING : 0) | (c->rx_ring ? LP_F_RX_RING : 0) |
+                (c->tx_never ? LP_F_TX_NEVER : 0) | (c->wr_shut ? LP_F_WR_SHUT : 0) |
+                (c->rd_shut ? LP_F_RD_SHUT : 0) | (c->kern_shut_wr ? LP_F_KERN_SHUT_WR : 0) |
+                (c->kern_eof ? LP_F_KERN_EOF : 0);
+        len += zc_fmt(buf + len, bufsz - len, ":%d:%d:%x:%llx:%llx:%llx:%llx;", c->memfd,
+                      c->ch.side, flags, (unsigned long long)c->tx_kernel,
+                      (unsigned long long)c->rx_kernel, (unsigned long long)c->bells_drained,
+                      (unsigned long long)c->ch.bells_claimed);
+        zc_real.fcntl(c->memfd, F_SETFD, 0);
+        handed++;
     }
     errno = saved;
     if (!handed)
@@ -1645,12 +1654,13 @@ static int64_t lp_dec(const char **p)
     return neg ? -v : v;
 }
 
-/* One handed-over connection: fd, its channel memfd and the state. */
-static void lp_inherit_one(int fd, int memfd, int side, unsigned flags, const uint64_t v[4])
+/* One handed-over connection: its descriptors, channel memfd and state. */
+static void lp_inherit_one(const int *fds, int nfds, int memfd, int side, unsigned flags,
+                           const uint64_t v[4])
 {
     struct stat st;
     lp_conn_t *c;
-    int family = 0;
+    int family = 0, fd = fds[0], i;
 
     if (fstat(fd, &st) || !S_ISSOCK(st.st_mode) ||
         zc_real.getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &family, &(socklen_t){ sizeof(int) })) {
@@ -1677,8 +1687,14 @@ static void lp_inherit_one(int fd, int memfd, int side, unsigned flags, const ui
     c->rx_kernel = v[1];
     c->bells_drained = v[2];
     c->ch.bells_claimed = v[3];
-    shim_fd_socket_track(fd, family, SOCK_STREAM);
-    lp_claim(fd, c);
+    for (i = 0; i < nfds; i++) {
+        if (i && (fstat(fds[i], &st) || !S_ISSOCK(st.st_mode)))
+            continue;
+        shim_fd_socket_track(fds[i], family, SOCK_STREAM);
+        if (i)
+            c->refs++;
+        lp_claim(fds[i], c);
+    }
     zc_stat_add(ZC_STAT_LOCAL_INHERITED, 1);
 }
 
@@ -1696,19 +1712,31 @@ void path_local_inherit(void)
     if (!p)
         return;
     while (*p) {
-        int fd = (int)lp_dec(&p), memfd = (int)lp_dec(&p), side = (int)lp_dec(&p);
-        unsigned flags = (unsigned)lp_hex(&p);
+        int fds[4], nfds = 0, memfd, side, k, ok = 1;
+        unsigned flags;
         uint64_t v[4];
-        int k;
 
+        do {
+            int fd = (int)lp_dec(&p);
+
+            if (nfds < 4)
+                fds[nfds++] = fd;
+        } while (*p == ',' && p++);
+        if (*p == ':')
+            p++;
+        memfd = (int)lp_dec(&p);
+        side = (int)lp_dec(&p);
+        flags = (unsigned)lp_hex(&p);
         for (k = 0; k < 4; k++)
             v[k] = lp_hex(&p);
         if (*p != ';')
             break;
         p++;
         /* the entries were written by our previous image: still check them */
-        if (fd >= 0 && memfd >= 0 && fd != memfd && lp.enabled)
-            lp_inherit_one(fd, memfd, side, flags, v);
+        for (k = 0; k < nfds; k++)
+            ok &= fds[k] >= 0 && fds[k] != memfd;
+        if (ok && memfd >= 0 && lp.enabled)
+            lp_inherit_one(fds, nfds, memfd, side, flags, v);
         else if (memfd >= 0)
             local_pair_fd_close(memfd);
     }

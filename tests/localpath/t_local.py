@@ -454,13 +454,31 @@ def c_exec(c):
     expect_eof(c)
 
 
-def echo_main(fd):
+def s_exec2(c):
+    # like socat's exec: the connection on two descriptors (read one, write the other)
+    d = os.dup(c.fileno())
+    c.set_inheritable(True)
+    os.set_inheritable(d, True)
+    pid = os.fork()
+    if pid == 0:
+        os.execv(sys.executable, [sys.executable, HERE, "echo", str(c.fileno()), str(d)])
+    c.close()
+    os.close(d)
+    _, st = os.waitpid(pid, 0)
+    check(st == 0, "exec'd child failed (%d)" % st)
+
+
+def echo_main(fd, out_fd=None):
     c = socket.socket(fileno=fd)
+    o = socket.socket(fileno=out_fd) if out_fd is not None else c
     while True:
         n = struct.unpack("I", recv_exact(c, 4))[0]
         if not n:
             break
-        c.sendall(recv_exact(c, n))
+        o.sendall(recv_exact(c, n))
+    if out_fd is not None:
+        check(zc_stat("local.inherited") in (None, 1), "one connection, one hand-over")
+        o.close()
     if os.environ.get("T_MODE") == "both":
         check(paired(), "the exec'd image did not take the connection over")
     check("ZCSOCK_INHERIT" not in os.environ, "hand-over variable left in the environment")
@@ -536,6 +554,7 @@ CASES = {
     "unread_close": (s_unread_close, c_unread_close),
     "fork": (s_fork, c_fork),
     "exec": (s_exec, c_exec),
+    "exec2": (s_exec2, c_exec),
     "sendfile": (s_sendfile, c_sendfile),
     "threads": (s_threads, c_threads),
     "dup": (s_dup, c_dup),
@@ -741,7 +760,7 @@ def main():
     elif sys.argv[1] == "selfrun":
         self_main(sys.argv[2], sys.argv[3])
     elif sys.argv[1] == "echo":
-        echo_main(int(sys.argv[2]))
+        echo_main(int(sys.argv[2]), int(sys.argv[3]) if len(sys.argv) > 3 else None)
     elif sys.argv[1] == "list":
         print(" ".join(CASES))
 
