@@ -168,22 +168,62 @@ def buffer_table(mbps, modes, variants, transports, res_rows):
     print()
 
 
-def goal_check(worst, diffs, goal_ratio, goal_rtt, base):
-    print("Goal check (each variant against %s; a MISS is reported, not fatal)" % base)
-    for v, (r, where, noise, below, total) in worst.items():
-        verdict = "PASS" if r >= goal_ratio else "MISS"
-        noisy = noise > 100 * (1 - goal_ratio)
-        print("  %s  %s: throughput ratio >= %.2f at every size (%d of %d below; worst %.3f"
-              " at %s, where %s noise is %.0f%%)%s"
-              % (verdict, v, goal_ratio, below, total, r, where, base, noise,
-                 " [inconclusive: noise above the margin]" if noisy else ""))
-    for v, ds in diffs.items():
-        ok = all(d <= goal_rtt for d, _, _ in ds)
-        noisy = any(n > goal_rtt for _, _, n in ds)
-        detail = ", ".join("%s %+.2f us (noise %.2f)" % (t, d, n) for d, t, n in ds)
-        print("  %s  %s: 1-byte round trip within +%.1f us (%s)%s"
-              % ("PASS" if ok else "MISS", v, goal_rtt, detail,
-                 " [inconclusive: noise above the margin]" if noisy else ""))
+def parse_size(t):
+    m = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    return int(t[:-1]) * m[t[-1]] if t[-1] in m else int(t)
+
+
+def goal_check(goals, mbps, modes, pp, variants, transports):
+    """goals: "variant:spec,spec;variant:..." with specs
+         tport/SIZE>=R   streaming ratio at SIZE (aligned, and unaligned when measured)
+         all>=R          streaming ratio at every size and transport
+         rtt<=Rx         1-byte round trip ratio, every transport
+         rtt<=+Dus       1-byte round trip difference, every transport"""
+    base = variants[0]
+    print("Goal check (each variant against %s, same run; a MISS is reported, not fatal)" % base)
+    for part in filter(None, goals.split(";")):
+        v, specs = part.split(":", 1)
+        if v not in variants:
+            continue
+        for spec in specs.split(","):
+            lhs, rhs = spec.split(">=") if ">=" in spec else spec.split("<=")
+            if lhs == "rtt":
+                got = []
+                for t in transports:
+                    key, bkey = (t, 1, v), (t, 1, base)
+                    if rhs.endswith("x"):
+                        got.append((t, paired(pp["median_us"], key, bkey, ratio), "%.3fx"))
+                    else:
+                        got.append((t, paired(pp["median_us"], key, bkey, diff), "%+.2f us"))
+                lim = float(rhs.rstrip("xus").lstrip("+"))
+                ok = all(g <= lim for _, g, _ in got if g == g)
+                noise = ", ".join("%s noise %.1f%%" % (t, spread(pp["median_us"].get((t, 1, base), {})))
+                                  for t in transports)
+                print("  %s  %s: 1-byte round trip <= %s: %s (%s)"
+                      % ("PASS" if ok else "MISS", v, rhs,
+                         ", ".join(("%s " + f) % (t, g) for t, g, f in got), noise))
+                continue
+            lim = float(rhs)
+            if lhs == "all":
+                cells = [(t, s, "aligned", paired(mbps, (t, s, v), (t, s, base), ratio))
+                         for (t, s, vv) in mbps if vv == v]
+            else:
+                t, size = lhs.split("/")
+                s_ = parse_size(size)
+                cells = [(t, s_, "aligned", paired(mbps, (t, s_, v), (t, s_, base), ratio))]
+                d = modes.get("unaligned", {})
+                if (t, s_, v) in d:
+                    cells.append((t, s_, "unaligned", paired(d, (t, s_, v), (t, s_, base), ratio)))
+                other = [x for x in transports if x != t]
+                for o in other:     # reported alongside, not judged
+                    cells.append((o, s_, "aligned (info)", paired(mbps, (o, s_, v), (o, s_, base), ratio)))
+            judged = [c for c in cells if "info" not in c[2] and c[3] == c[3]]
+            ok = bool(judged) and all(c[3] >= lim for c in judged)
+            worst = min(judged, key=lambda c: c[3]) if judged else None
+            detail = ("worst %.3f at %s %s %s" % (worst[3], worst[0], size_label(worst[1]), worst[2])
+                      if lhs == "all" and worst else
+                      ", ".join("%s %s %.2fx" % (c[0], c[2], c[3]) for c in cells))
+            print("  %s  %s: streaming %s >= %sx (%s)" % ("PASS" if ok else "MISS", v, lhs, rhs, detail))
     print()
 
 
@@ -230,12 +270,9 @@ def main():
     ap.add_argument("--raw", required=True)
     ap.add_argument("--out", required=True)
     ap.add_argument("--variants", required=True)
-    ap.add_argument("--goal-ratio", type=float, default=0.98)
-    ap.add_argument("--goal-rtt-us", type=float, default=0.3)
+    ap.add_argument("--goals", default="")
     ap.add_argument("--rounds", type=int, default=0)
     a = ap.parse_args()
-    global GOAL_RATIO
-    GOAL_RATIO = a.goal_ratio
     variants = a.variants.split(",")
     rows = load(a.raw)
     if not rows:
@@ -253,7 +290,7 @@ def main():
     worst = throughput_table(mbps, variants, transports, res_rows)
     diffs = latency_table(pp, variants, transports, res_rows)
     buffer_table(mbps, modes, variants, transports, res_rows)
-    goal_check(worst, diffs, a.goal_ratio, a.goal_rtt_us, variants[0])
+    goal_check(a.goals, mbps, modes, pp, variants, transports)
     res = os.path.join(a.out, "results.csv")
     with open(res, "w", newline="") as f:
         w = csv.writer(f)
