@@ -502,6 +502,30 @@ def c_sendfile(c):
     c.sendall(b"ok")
 
 
+def s_splice(c):
+    # pipe -> socket and socket -> pipe through splice(2)
+    data = pattern(12, 1 << 20)
+    r, w = os.pipe()
+    sent = 0
+    while sent < len(data):
+        n = os.write(w, data[sent:sent + 65536])
+        k = 0
+        while k < n:
+            k += os.splice(r, c.fileno(), n - k)
+        sent += n
+    got = b""
+    while len(got) < len(data):
+        n = os.splice(c.fileno(), w, 65536)
+        check(n > 0, "splice from the socket: EOF")
+        got += os.read(r, n)
+    check(got == data[::-1], "spliced echo differs")
+
+
+def c_splice(c):
+    data = recv_exact(c, 1 << 20)
+    c.sendall(data[::-1])
+
+
 def s_threads(c):
     def sender(tid):
         for i in range(300):
@@ -556,6 +580,7 @@ CASES = {
     "exec": (s_exec, c_exec),
     "exec2": (s_exec2, c_exec),
     "sendfile": (s_sendfile, c_sendfile),
+    "splice": (s_splice, c_splice),
     "threads": (s_threads, c_threads),
     "dup": (s_dup, c_dup),
 }
