@@ -1,5 +1,5 @@
-# tests/localpath/: the local path end to end (shim/path_local.c), see
-# tests/localpath/README.md.
+# tests/localpath/: the local path end to end (shim/path_local.c); the cases
+# are listed in tests/README.md.
 TEST_TIERS += localpath
 test-localpath: $(LIB)
 	$(Q)$(TEST_ENV) tests/localpath/run.sh

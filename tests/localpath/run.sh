@@ -1,6 +1,6 @@
 #!/bin/bash
 # Tier "localpath": DESIGN.md §3 on connections the local path pairs
-# (tests/localpath/README.md).  Each case runs as two processes with the
+# (tests/README.md).  Each case runs as two processes with the
 # library on both ends ("both", which must pair), on one end only (a peer
 # without zcsock), in one process connected to itself, over TCP, TCP/IPv6
 # and AF_UNIX.
