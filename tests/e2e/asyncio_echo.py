@@ -12,7 +12,8 @@
       modes, with message sizes mixed from 1 byte to 1 MiB:
         stream    writes all its messages while reading concurrently, then
                   write_eof(); reads until EOF; must get back every byte
-        pingpong  writes one message, reads exactly its echo, and so on;
+        pingpong  writes one message, reads exactly its echo (while the write
+                  drains), and so on;
                   then write_eof() and expects EOF
         abort     writes up to 60 KiB and closes (or aborts) without reading
                   the echo: the server must survive the reset
@@ -153,9 +154,11 @@ class Client:
         for m in messages(self.rng, self.rng.randint(4, 16)):
             writer.write(m)
             self.sent += len(m)
-            await writer.drain()
+            # Drain while reading the echo: a message larger than the socket
+            # buffers cannot be drained before its echo is read (the server
+            # blocks writing it back), which deadlocked this client on AF_UNIX.
             try:
-                got = await reader.readexactly(len(m))
+                _, got = await asyncio.gather(writer.drain(), reader.readexactly(len(m)))
             except asyncio.IncompleteReadError as e:
                 raise AssertionError(f"EOF after {self.echoed + len(e.partial)} echoed bytes, "
                                      f"sent {self.sent}")
