@@ -338,6 +338,8 @@ int local_ring_view_init(void *base, size_t map_size, int side, local_ring_t *ch
     ch->ring[LOCAL_RING_AB] = ch->base + LOCAL_RING_HDR_SIZE;
     ch->ring[LOCAL_RING_BA] = ch->base + LOCAL_RING_HDR_SIZE + ring;
     ch->side = side;
+    ch->armed[LOCAL_RING_AB][LOCAL_RING_ROLE_CONS] = 1;
+    ch->armed[LOCAL_RING_BA][LOCAL_RING_ROLE_CONS] = 1;
     return 0;
 }
 
@@ -756,6 +758,22 @@ static void lr_claimed(local_ring_t *ch, int dir, int role)
 {
     if (ch->wait_kind[dir][role] != LOCAL_RING_WAIT_FUTEX)
         ch->bells_claimed++;
+    ch->armed[dir][role] = 0;
+}
+
+/* Withdraw our announcement (dir, role): 1 when the peer had claimed it
+ * (counted once: a word we did not arm, or already found claimed, is not
+ * ours to count). */
+static int lr_withdraw(local_ring_t *ch, int dir, int role, uint32_t *w)
+{
+    if (LR_XCHG(w, 0)) {
+        ch->armed[dir][role] = 0;
+        return 0;
+    }
+    if (!ch->armed[dir][role])
+        return 0;
+    lr_claimed(ch, dir, role);
+    return 1;
 }
 
 int local_ring_rx_wait_prepare(local_ring_t *ch, int dir)
@@ -780,9 +798,9 @@ int local_ring_rx_wait_prepare_kind(local_ring_t *ch, int dir, int kind)
     rc = local_ring_ctl_snap(ch, dir, LOCAL_RING_ROLE_CONS, &s);  /* C3 */
     if (rc)
         return rc;
+    ch->armed[dir][LOCAL_RING_ROLE_CONS] = 1;
     if (s.head != s.tail) {
-        if (LR_XCHG(w, 0) == 0)
-            lr_claimed(ch, dir, LOCAL_RING_ROLE_CONS);
+        lr_withdraw(ch, dir, LOCAL_RING_ROLE_CONS, w);
         LR_STAT(ch, wait_aborts, 1);
         return 0;
     }
@@ -796,10 +814,7 @@ int local_ring_rx_wait_cancel(local_ring_t *ch, int dir)
 
     if (rc)
         return rc;
-    if (LR_XCHG(&ch->hdr->ctl[dir].cons_waiting, 0))
-        return 0;
-    lr_claimed(ch, dir, LOCAL_RING_ROLE_CONS);
-    return 1;
+    return lr_withdraw(ch, dir, LOCAL_RING_ROLE_CONS, &ch->hdr->ctl[dir].cons_waiting);
 }
 
 int local_ring_tx_wait_prepare(local_ring_t *ch, int dir, size_t want)
@@ -831,9 +846,9 @@ int local_ring_tx_wait_prepare_kind(local_ring_t *ch, int dir, size_t want, int 
     if (rc)
         return rc;
     room = (ch->ring_size - (s.head - s.tail)) & ~(uint64_t)(LR_ALIGN - 1);
+    ch->armed[dir][LOCAL_RING_ROLE_PROD] = 1;
     if (room >= lr_round8(want) + LR_REC_HDR) {
-        if (LR_XCHG(&ctl->prod_waiting, 0) == 0)
-            lr_claimed(ch, dir, LOCAL_RING_ROLE_PROD);
+        lr_withdraw(ch, dir, LOCAL_RING_ROLE_PROD, &ctl->prod_waiting);
         LR_STAT(ch, wait_aborts, 1);
         return 0;
     }
@@ -847,8 +862,5 @@ int local_ring_tx_wait_cancel(local_ring_t *ch, int dir)
 
     if (rc)
         return rc;
-    if (LR_XCHG(&ch->hdr->ctl[dir].prod_waiting, 0))
-        return 0;
-    lr_claimed(ch, dir, LOCAL_RING_ROLE_PROD);
-    return 1;
+    return lr_withdraw(ch, dir, LOCAL_RING_ROLE_PROD, &ch->hdr->ctl[dir].prod_waiting);
 }

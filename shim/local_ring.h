@@ -182,6 +182,9 @@ typedef struct local_ring {
     int broken;                 /* set on the first violation */
     int owned;                  /* 1: close unmaps */
     uint8_t wait_kind[2][2];    /* [dir][role]: how we announced our last wait */
+    uint8_t armed[2][2];        /* [dir][role]: an announcement of ours may be out
+                                 * (both consumer ones at start: the creator's S3
+                                 * flags of local_pair.h) */
     uint64_t bells_claimed;     /* our socket-kind announcements the peer claimed: each
                                  * is one doorbell byte sent (or on its way)
                                  * to our kernel socket */

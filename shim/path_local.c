@@ -40,7 +40,7 @@
 #define LP_SIDE_OFF  2048u      /* per-side shared words in the header page */
 #define LP_IOV_WIN   64         /* iovecs handled per ring call */
 #define LP_ROOM_KEEP 64         /* ring bytes a write leaves for the EOF record */
-#define LP_BELL_WAIT_MS 200     /* close: most time spent draining owed doorbells */
+#define LP_BELL_WAIT_MS 50      /* close: most time spent draining owed doorbells */
 
 enum { LP_TX = 0, LP_RX = 1 };
 enum { LP_PENDING = 1, LP_PAIRED = 2, LP_PLAIN = 3 };
@@ -1212,9 +1212,15 @@ static void lp_bells_settle(lp_conn_t *c, int fd)
         if (owed <= 0 || c->kern_eof || c->kern_err)
             return;
         clock_gettime(CLOCK_MONOTONIC, &t);
-        if ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 > LP_BELL_WAIT_MS)
+        if ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 > LP_BELL_WAIT_MS) {
+            zc_log(ZC_LOG_TRACE, "local path: fd %d closes with %lld doorbell(s) owed that did "
+                   "not come (claimed %llu, read %llu) side %d tx %d rx %d wr_shut %d kshut %d "
+                   "rd_shut %d", fd, (long long)owed,
+                   (unsigned long long)c->ch.bells_claimed, (unsigned long long)c->bells_drained,
+                   c->ch.side, c->tx_ring, c->rx_ring, c->wr_shut, c->kern_shut_wr, c->rd_shut);
             return;
-        zc_real.poll(&(struct pollfd){ fd, POLLIN, 0 }, 1, 10);
+        }
+        zc_real.poll(&(struct pollfd){ fd, POLLIN, 0 }, 1, 1);
     }
 }
 

@@ -317,6 +317,7 @@ def s_poll_truth(c):
     for i in range(30):
         check(recv_exact(c, 1) == b"q", "query")
         c.sendall(b"a" * (i + 1))
+    check(recv_exact(c, 3) == b"bye", "no bye")     # our EOF would be readable
 
 
 def c_poll_truth(c):
@@ -332,6 +333,7 @@ def c_poll_truth(c):
         check(p.poll(20) == [], "POLLIN on a drained socket (round %d)" % i)
         r, _, _ = select.select([c], [], [], 0.02)
         check(r == [], "select readable on a drained socket (round %d)" % i)
+    c.sendall(b"bye")
 
 
 def s_halfclose(c):
