@@ -8,7 +8,6 @@
 
 #include "path_local.h"
 #include "shim_int.h"
-#include "zc_log.h"
 
 void shim_copy_account(shim_fd_t *f, int is_send, ssize_t n, int must_be_socket)
 {
@@ -92,33 +91,10 @@ SHIM_EXPORT ssize_t sendto(int fd, const void *buf, size_t len, int flags,
                    fd, buf, len, flags, to, tolen);
 }
 
-/* A paired socket passed to another process: its new holder would read the
- * kernel stream, doorbells included (README: rules for processes). */
-static void shim_scm_check(const struct msghdr *msg)
-{
-    struct cmsghdr *cm;
-
-    if (!msg || !msg->msg_control || msg->msg_controllen < sizeof(struct cmsghdr))
-        return;
-    for (cm = CMSG_FIRSTHDR((struct msghdr *)msg); cm; cm = CMSG_NXTHDR((struct msghdr *)msg, cm)) {
-        const int *fds = (const int *)CMSG_DATA(cm);
-        size_t i, n;
-
-        if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
-            continue;
-        n = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-        for (i = 0; i < n; i++)
-            if (path_local_claimed(shim_fd_get(fds[i])))
-                ZC_LOG_ONCE(ZC_LOG_WARN, "a paired local-path socket (fd %d) is being passed "
-                            "with SCM_RIGHTS, which the local path does not support yet: its "
-                            "receiver may misread the stream; run with ZCSOCK_LOCAL=0", fds[i]);
-    }
-}
-
 SHIM_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 {
-    if (shim_unlikely(msg && msg->msg_controllen))
-        shim_scm_check(msg);
+    if (shim_unlikely(msg && msg->msg_control && msg->msg_controllen >= sizeof(struct cmsghdr)))
+        path_local_scm_send(fd, msg);     /* paired sockets travel with their channel */
     SHIM_DATA_HOOK(sendmsg, 1, 1, shim_ret(f->path->sendmsg(f, fd, msg, flags)),
                    fd, msg, flags);
 }
@@ -182,8 +158,18 @@ SHIM_EXPORT ssize_t recvfrom(int fd, void *buf, size_t len, int flags,
 
 SHIM_EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
 {
-    SHIM_DATA_HOOK(recvmsg, 0, 1, shim_ret(f->path->recvmsg(f, fd, msg, flags)),
-                   fd, msg, flags);
+    shim_fd_t *f;
+    ssize_t n;
+
+    SHIM_ENTER(recvmsg, -1);
+    f = shim_fd_get(fd);
+    if (shim_has_path(f))
+        return shim_ret(f->path->recvmsg(f, fd, msg, flags));
+    n = zc_real.recvmsg(fd, msg, flags);
+    shim_copy_account(f, 0, n, 1);
+    if (n >= 0 && shim_unlikely(msg->msg_controllen >= sizeof(struct cmsghdr)))
+        path_local_scm_received(msg);     /* a paired socket's channel, if one came */
+    return n;
 }
 
 SHIM_EXPORT int recvmmsg(int fd, struct mmsghdr *vec, unsigned vlen, int flags,

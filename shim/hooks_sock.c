@@ -19,6 +19,8 @@ SHIM_EXPORT int socket(int domain, int type, int protocol)
     SHIM_ENTER(socket, -1);
     fd = zc_real.socket(domain, type, protocol);
     if (fd >= 0) {
+        if (domain == AF_UNIX)
+            path_local_mbox_ensure();   /* descriptors may come through it */
         shim_fd_socket_track(fd, domain, type);
         zc_stat_add(ZC_STAT_SOCKETS_CREATED, 1);
     }
@@ -32,6 +34,8 @@ SHIM_EXPORT int socketpair(int domain, int type, int protocol, int sv[2])
     SHIM_ENTER(socketpair, -1);
     rc = zc_real.socketpair(domain, type, protocol, sv);
     if (rc == 0) {
+        if (domain == AF_UNIX)
+            path_local_mbox_ensure();
         shim_fd_socket_track(sv[0], domain, type);
         shim_fd_socket_track(sv[1], domain, type);
         zc_stat_add(ZC_STAT_SOCKETS_CREATED, 2);
@@ -97,6 +101,8 @@ static void shim_accepted_track(int lfd, int fd)
     }
     shim_fd_socket_track(fd, family, type);
     zc_stat_add(ZC_STAT_SOCKETS_ACCEPTED, 1);
+    if (family == AF_UNIX)
+        path_local_mbox_ensure();
     if (path_local_enabled()) {
         int saved = errno;
 

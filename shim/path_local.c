@@ -320,9 +320,11 @@ static int lp_fd_floor(void)
     return (int)(rl.rlim_cur / 2);
 }
 
+#define LP_MBOX_TAG ((void *)&lp)   /* path_ctx of the mailbox descriptor */
+
 /* Keep memfd for conn c at a high number (close-on-exec), marked as the
  * library's so close and dup2 leave it alone.  Returns the number. */
-static int lp_fd_keep(lp_conn_t *c, int memfd)
+static int lp_fd_keep(void *c, int memfd)
 {
     int floor = lp_fd_floor(), hi = -1;
     shim_fd_t *f;
@@ -353,13 +355,23 @@ static void lp_fd_drop(int fd)
     local_pair_fd_close(fd);
 }
 
+int path_local_fd_keep_internal(int fd)
+{
+    return lp_fd_keep(LP_MBOX_TAG, fd);
+}
+
+void path_local_fd_release(int fd)
+{
+    lp_fd_drop(fd);
+}
+
 int path_local_fd_move(int fd)
 {
     shim_fd_t *f = shim_fd_get(fd);
-    lp_conn_t *c = f ? f->path_ctx : NULL;
+    void *ctx = f ? f->path_ctx : NULL;
     int to;
 
-    if (!c)
+    if (!ctx)
         return 0;
     to = zc_real.fcntl(fd, F_DUPFD_CLOEXEC, lp_fd_floor());
     if (to < 0)
@@ -368,7 +380,10 @@ int path_local_fd_move(int fd)
         return -errno;
     *shim_fd_get(to) = *f;
     memset(f, 0, sizeof(*f));
-    c->memfd = to;
+    if (ctx == LP_MBOX_TAG)
+        path_local_mbox_moved(fd, to);
+    else
+        ((lp_conn_t *)ctx)->memfd = to;
     zc_real.close(fd);
     return 0;
 }
@@ -1553,6 +1568,14 @@ enum {
     LP_F_RD_SHUT = 16, LP_F_KERN_SHUT_WR = 32, LP_F_KERN_EOF = 64,
 };
 
+static unsigned lp_flags(const lp_conn_t *c)
+{
+    return (c->tx_ring ? LP_F_TX_RING : 0) | (c->rx_ring ? LP_F_RX_RING : 0) |
+           (c->tx_never ? LP_F_TX_NEVER : 0) | (c->wr_shut ? LP_F_WR_SHUT : 0) |
+           (c->rd_shut ? LP_F_RD_SHUT : 0) | (c->kern_shut_wr ? LP_F_KERN_SHUT_WR : 0) |
+           (c->kern_eof ? LP_F_KERN_EOF : 0);
+}
+
 static int lp_env_loads_us(char *const *envp)
 {
     size_t i;
@@ -1601,10 +1624,7 @@ char *const *path_local_exec_env(char *const *envp, char **vec, size_t vec_n, ch
             len = start;
             continue;
         }
-        flags = (c->tx_ring ? LP_F_TX_RING : 0) | (c->rx_ring ? LP_F_RX_RING : 0) |
-                (c->tx_never ? LP_F_TX_NEVER : 0) | (c->wr_shut ? LP_F_WR_SHUT : 0) |
-                (c->rd_shut ? LP_F_RD_SHUT : 0) | (c->kern_shut_wr ? LP_F_KERN_SHUT_WR : 0) |
-                (c->kern_eof ? LP_F_KERN_EOF : 0);
+        flags = lp_flags(c);
         len += zc_fmt(buf + len, bufsz - len, ":%d:%d:%x:%llx:%llx:%llx:%llx;", c->memfd,
                       c->ch.side, flags, (unsigned long long)c->tx_kernel,
                       (unsigned long long)c->rx_kernel, (unsigned long long)c->bells_drained,
@@ -1763,6 +1783,43 @@ int path_local_getsockopt(shim_fd_t *f, int level, int name, void *val, socklen_
     return 1;
 }
 
+/* --- SCM_RIGHTS hand-over (the mailbox itself is in path_local_scm.c) ------------- */
+
+int path_local_handover_prepare(shim_fd_t *f, int fd, path_local_handover_t *h, int *memfd_p)
+{
+    lp_conn_t *c = lp_conn(f);
+    socklen_t l = sizeof(h->cookie);
+
+    if (c->state != LP_PAIRED || c->memfd < 0 ||
+        zc_real.getsockopt(fd, SOL_SOCKET, SO_COOKIE, &h->cookie, &l))
+        return -EINVAL;
+    h->side = (uint32_t)c->ch.side;
+    h->flags = lp_flags(c);
+    h->tx_kernel = c->tx_kernel;
+    h->rx_kernel = c->rx_kernel;
+    h->bells_drained = c->bells_drained;
+    h->bells_claimed = c->ch.bells_claimed;
+    *memfd_p = c->memfd;
+    return 0;
+}
+
+void path_local_handover_posted(shim_fd_t *f)
+{
+    lp_conn_t *c = lp_conn(f);
+
+    __atomic_add_fetch(&lp_side(c, c->ch.side)->holders, 1, __ATOMIC_ACQ_REL);
+}
+
+void path_local_handover_adopt(int fd, const path_local_handover_t *h, int memfd)
+{
+    uint64_t v[4] = { h->tx_kernel, h->rx_kernel, h->bells_drained, h->bells_claimed };
+    shim_fd_t *f = shim_fd_get(fd);
+
+    if (path_local_claimed(f))
+        lp_forget(f, fd);   /* a number reused behind our back */
+    lp_inherit_one(&fd, 1, memfd, (int)h->side, h->flags, v);
+}
+
 /* --- fork, statistics, configuration ------------------------------------------ */
 
 /* The child holds every connection as soon as it exists: count it before
@@ -1799,6 +1856,7 @@ void path_local_fork_child(void)
         if (c->state == LP_PENDING)
             c->forked = 1;
     lp_list_unlock();
+    path_local_mbox_fork_child();
 }
 
 static void lp_stats_visit(void *arg, zc_stats_emit_func_t emit, void *ctx)

@@ -110,6 +110,33 @@ void path_local_exec_failed(void);
 /* Start-up: adopt the connections the previous image handed over. */
 void path_local_inherit(void);
 
+/* SCM_RIGHTS hand-over (path_local_scm.c): what travels with a passed socket. */
+typedef struct path_local_handover {
+    uint64_t cookie;            /* SO_COOKIE of the passed socket */
+    uint32_t side, flags;
+    uint64_t tx_kernel, rx_kernel, bells_drained, bells_claimed;
+} path_local_handover_t;
+
+/* Sender: describe claimed descriptor fd for a hand-over (0, or -errno when it
+ * is not a paired connection); *memfd_p is its channel memfd (still ours). */
+int path_local_handover_prepare(shim_fd_t *f, int fd, path_local_handover_t *h, int *memfd_p);
+/* Sender: the hand-over was posted: the receiver is a holder from now on. */
+void path_local_handover_posted(shim_fd_t *f);
+/* Receiver: adopt the channel for socket fd (memfd is consumed). */
+void path_local_handover_adopt(int fd, const path_local_handover_t *h, int memfd);
+/* sendmsg on any socket with SCM_RIGHTS / recvmsg that received some. */
+void path_local_scm_send(int fd, const struct msghdr *msg);
+void path_local_scm_received(struct msghdr *msg);
+/* This process has an AF_UNIX socket: make sure its mailbox exists. */
+void path_local_mbox_ensure(void);
+int path_local_mbox_fd_is(int fd);
+void path_local_mbox_fork_child(void);
+void path_local_mbox_moved(int from, int to);
+/* Keep descriptor fd as the library's (high, close-on-exec, refused to the
+ * application) / give it up.  keep returns the (new) number. */
+int path_local_fd_keep_internal(int fd);
+void path_local_fd_release(int fd);
+
 /* fork: the child holds every connection too.  fork_hold(+1) before the
  * real fork, (-1) when it failed; the atfork handlers keep the list sane. */
 void path_local_fork_hold(int delta);

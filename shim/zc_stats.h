@@ -42,6 +42,8 @@
       "(local.declined.<reason> says why)")                                              \
     X(LOCAL_INHERITED, "local.inherited",                                               \
       "connections this image took over from the one before exec")                      \
+    X(LOCAL_HANDED_OVER, "local.handed_over",                                           \
+      "paired sockets passed with SCM_RIGHTS together with their channel")              \
     X(LOCAL_SWITCHES, "local.switches", "sending directions switched to the ring")       \
     X(LOCAL_DOORBELLS, "local.doorbells", "doorbell bytes sent to a sleeping peer")      \
     X(LOCAL_SLEEPS, "local.sleeps", "blocking calls that slept for the peer")            \

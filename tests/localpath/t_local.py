@@ -470,6 +470,31 @@ def s_exec2(c):
     check(st == 0, "exec'd child failed (%d)" % st)
 
 
+def s_scm(c):
+    # hand the connection to a forked worker through SCM_RIGHTS
+    a, b = socket.socketpair()
+    pid = os.fork()
+    if pid == 0:
+        a.close()
+        _, fds, _, _ = socket.recv_fds(b, 16, 4)
+        check(len(fds) == 1, "no descriptor received")
+        w = socket.socket(fileno=fds[0])
+        while True:
+            n = struct.unpack("I", recv_exact(w, 4))[0]
+            if not n:
+                break
+            w.sendall(recv_exact(w, n))
+        if os.environ.get("T_MODE") == "both":
+            check(zc_stat("local.inherited"), "the worker did not take the channel over")
+        w.close()
+        os._exit(0)
+    b.close()
+    socket.send_fds(a, [b"x"], [c.fileno()])
+    c.close()
+    _, st = os.waitpid(pid, 0)
+    check(st == 0, "worker failed (%d)" % st)
+
+
 def echo_main(fd, out_fd=None):
     c = socket.socket(fileno=fd)
     o = socket.socket(fileno=out_fd) if out_fd is not None else c
@@ -581,6 +606,7 @@ CASES = {
     "fork": (s_fork, c_fork),
     "exec": (s_exec, c_exec),
     "exec2": (s_exec2, c_exec),
+    "scm": (s_scm, c_exec),
     "sendfile": (s_sendfile, c_sendfile),
     "splice": (s_splice, c_splice),
     "threads": (s_threads, c_threads),

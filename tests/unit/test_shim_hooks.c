@@ -193,7 +193,9 @@ static void t_fake_forget(shim_fd_t *f, int fd)
     t_fake.forgets++;
 }
 
-static const shim_path_ops_t t_fake_ops = { "fake", t_fake_sendmsg, t_fake_recvmsg, t_fake_forget };
+static const shim_path_ops_t t_fake_ops = {
+    .name = "fake", .sendmsg = t_fake_sendmsg, .recvmsg = t_fake_recvmsg, .forget = t_fake_forget,
+};
 
 static void t_path_dispatch(void **state)
 {

@@ -1,0 +1,285 @@
+/* The local path across SCM_RIGHTS: a paired socket passed to another
+ * process keeps its channel.
+ *
+ * Every process that makes an AF_UNIX socket binds a mailbox, a SOCK_SEQPACKET
+ * listener named "\0zcsock/v1/M/<pid>" (vanishes with the process).  A sender
+ * whose SCM_RIGHTS message carries paired sockets first posts, for each, one
+ * record {magic, socket cookie, connection state} plus the channel memfd to
+ * the mailbox of the process at the other end of its AF_UNIX socket
+ * (SO_PEERCRED), counting that process as a holder; then the real sendmsg
+ * runs.  A receiver that gets a stream socket through SCM_RIGHTS looks in its
+ * mailbox for the record with that socket's cookie and adopts the channel.
+ * The record is posted before the descriptor leaves, so it is always there
+ * first.  A receiver without zcsock has no mailbox: the sender finds that
+ * out, and warns (the receiver would read doorbells as data).
+ *
+ * Hook-safe: no allocation, no stdio; socket calls through zc_real. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stddef.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "path_local.h"
+#include "shim_int.h"
+#include "zc_log.h"
+
+#define LP_MBOX_MAGIC 0x31786f624d637a5aULL   /* "ZczMbox1" */
+#define LP_MBOX_PENDING 16
+
+static struct {
+    int fd;             /* our mailbox listener, -1 */
+    int parent_fd;      /* the parent's, kept after fork: a socketpair made
+                         * before the fork names the parent as its peer, so
+                         * records for us may arrive there */
+    int pid;            /* the process that bound it */
+    int lock;
+    int npending;
+    path_local_handover_t pending[LP_MBOX_PENDING];
+    int pending_memfd[LP_MBOX_PENDING];
+} mbox = { .fd = -1, .parent_fd = -1 };
+
+typedef struct lp_mbox_msg {
+    uint64_t magic;
+    path_local_handover_t h;
+} lp_mbox_msg_t;
+
+static socklen_t lp_mbox_addr(int pid, struct sockaddr_un *a)
+{
+    int n;
+
+    memset(a, 0, sizeof(*a));
+    a->sun_family = AF_UNIX;
+    n = (int)zc_fmt(a->sun_path + 1, sizeof(a->sun_path) - 1, "zcsock/v1/M/%d", pid);
+    return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n);
+}
+
+static void lp_mbox_lock(void)
+{
+    while (__atomic_exchange_n(&mbox.lock, 1, __ATOMIC_ACQUIRE))
+        __builtin_ia32_pause();
+}
+
+static void lp_mbox_unlock(void)
+{
+    __atomic_store_n(&mbox.lock, 0, __ATOMIC_RELEASE);
+}
+
+void path_local_mbox_ensure(void)
+{
+    struct sockaddr_un a;
+    socklen_t len;
+    int pid = (int)getpid(), s, saved = errno;
+
+    if (!path_local_enabled() || __atomic_load_n(&mbox.pid, __ATOMIC_ACQUIRE) == pid)
+        return;
+    lp_mbox_lock();
+    if (mbox.pid != pid) {
+        if (mbox.parent_fd >= 0)        /* the grandparent's: one level is enough */
+            path_local_fd_release(mbox.parent_fd);
+        mbox.parent_fd = mbox.fd;       /* the parent's, inherited across fork */
+        mbox.fd = -1;
+        mbox.npending = 0;
+        s = zc_real.socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        len = lp_mbox_addr(pid, &a);
+        if (s >= 0 && (zc_real.bind(s, (struct sockaddr *)&a, len) < 0 ||
+                       zc_real.listen(s, 64) < 0)) {
+            zc_real.close(s);
+            s = -1;
+        }
+        if (s >= 0)
+            mbox.fd = path_local_fd_keep_internal(s);
+        __atomic_store_n(&mbox.pid, pid, __ATOMIC_RELEASE);
+    }
+    lp_mbox_unlock();
+    errno = saved;
+}
+
+/* fork child: its own mailbox (its pid names it) if the parent had one. */
+void path_local_mbox_fork_child(void)
+{
+    mbox.lock = 0;
+    if (mbox.fd >= 0)
+        path_local_mbox_ensure();
+}
+
+int path_local_mbox_fd_is(int fd)
+{
+    return fd >= 0 && (fd == mbox.fd || fd == mbox.parent_fd);
+}
+
+void path_local_mbox_moved(int from, int to)
+{
+    if (from == mbox.fd)
+        mbox.fd = to;
+    else if (from == mbox.parent_fd)
+        mbox.parent_fd = to;
+}
+
+/* Post one hand-over to process pid's mailbox.  0, or -errno (-ECONNREFUSED
+ * / -ENOENT: that process has no mailbox). */
+static int lp_mbox_post(int pid, const path_local_handover_t *h, int memfd)
+{
+    struct sockaddr_un a;
+    socklen_t len = lp_mbox_addr(pid, &a);
+    lp_mbox_msg_t m = { LP_MBOX_MAGIC, *h };
+    union {
+        struct cmsghdr h;
+        char buf[CMSG_SPACE(sizeof(int))];
+    } u;
+    struct iovec iov = { &m, sizeof(m) };
+    struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
+                          .msg_controllen = sizeof(u.buf) };
+    int s = zc_real.socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0), rc = 0;
+
+    if (s < 0)
+        return -errno;
+    memset(&u, 0, sizeof(u));
+    u.h.cmsg_level = SOL_SOCKET;
+    u.h.cmsg_type = SCM_RIGHTS;
+    u.h.cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(&u.h), &memfd, sizeof(int));
+    if (zc_real.connect(s, (struct sockaddr *)&a, len) < 0 ||
+        zc_real.sendmsg(s, &msg, MSG_NOSIGNAL | MSG_DONTWAIT) != (ssize_t)sizeof(m))
+        rc = -errno;
+    zc_real.close(s);
+    return rc;
+}
+
+void path_local_scm_send(int fd, const struct msghdr *msg)
+{
+    struct cmsghdr *cm;
+    struct ucred cred;
+    socklen_t cl = sizeof(cred);
+    int saved = errno, have_peer = -1;
+
+    for (cm = CMSG_FIRSTHDR((struct msghdr *)msg); cm; cm = CMSG_NXTHDR((struct msghdr *)msg, cm)) {
+        const int *fds = (const int *)CMSG_DATA(cm);
+        size_t i, n;
+
+        if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
+            continue;
+        n = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        for (i = 0; i < n; i++) {
+            path_local_handover_t h;
+            int memfd, rc;
+
+            if (!path_local_claimed(shim_fd_get(fds[i])) ||
+                path_local_handover_prepare(shim_fd_get(fds[i]), fds[i], &h, &memfd))
+                continue;
+            if (have_peer < 0)
+                have_peer = zc_real.getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) == 0;
+            rc = have_peer ? lp_mbox_post((int)cred.pid, &h, memfd) : -ENOTCONN;
+            if (rc == 0) {
+                path_local_handover_posted(shim_fd_get(fds[i]));
+                zc_stat_add(ZC_STAT_LOCAL_HANDED_OVER, 1);
+            } else {
+                ZC_LOG_ONCE(ZC_LOG_WARN, "a paired local-path socket (fd %d) is being passed "
+                            "with SCM_RIGHTS to a process without zcsock (%s): it will read the "
+                            "stream's doorbells as data; run such programs with ZCSOCK_LOCAL=0",
+                            fds[i], strerrordesc_np(-rc) ?: "?");
+            }
+        }
+    }
+    errno = saved;
+}
+
+/* Read every record waiting in mailbox lfd into the pending table.  Lock held. */
+static void lp_mbox_collect(int lfd)
+{
+    int i;
+
+    for (i = 0; i < 64 && lfd >= 0 && mbox.npending < LP_MBOX_PENDING; i++) {
+        union {
+            struct cmsghdr h;
+            char buf[CMSG_SPACE(sizeof(int) * 4)];
+        } u;
+        lp_mbox_msg_t m;
+        struct iovec iov = { &m, sizeof(m) };
+        struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
+                              .msg_controllen = sizeof(u.buf) };
+        struct cmsghdr *cm;
+        struct ucred cred;
+        socklen_t cl = sizeof(cred);
+        int c = zc_real.accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK), memfd = -1;
+        ssize_t n;
+
+        if (c < 0)
+            return;
+        n = zc_real.recvmsg(c, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+        for (cm = n > 0 ? CMSG_FIRSTHDR(&msg) : NULL; cm; cm = CMSG_NXTHDR(&msg, cm)) {
+            if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS) {
+                int k, nfd = (int)((cm->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+
+                for (k = 0; k < nfd; k++) {
+                    int x;
+
+                    memcpy(&x, CMSG_DATA(cm) + k * sizeof(int), sizeof(int));
+                    if (memfd < 0)
+                        memfd = x;
+                    else
+                        zc_real.close(x);
+                }
+            }
+        }
+        /* Only the same user hands us channels (the memfd is checked again
+         * when it is mapped). */
+        if (n == (ssize_t)sizeof(m) && m.magic == LP_MBOX_MAGIC && memfd >= 0 &&
+            zc_real.getsockopt(c, SOL_SOCKET, SO_PEERCRED, &cred, &cl) == 0 &&
+            cred.uid == geteuid()) {
+            mbox.pending[mbox.npending] = m.h;
+            mbox.pending_memfd[mbox.npending++] = memfd;
+        } else if (memfd >= 0) {
+            zc_real.close(memfd);
+        }
+        zc_real.close(c);
+    }
+}
+
+void path_local_scm_received(struct msghdr *msg)
+{
+    struct cmsghdr *cm;
+    int saved = errno;
+
+    if (mbox.fd < 0 || mbox.pid != (int)getpid())
+        return;
+    for (cm = CMSG_FIRSTHDR(msg); cm; cm = CMSG_NXTHDR(msg, cm)) {
+        size_t i, n;
+
+        if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
+            continue;
+        n = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        for (i = 0; i < n; i++) {
+            struct stat st;
+            uint64_t cookie;
+            socklen_t l = sizeof(cookie);
+            int fd, k;
+
+            memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
+            if (fstat(fd, &st) || !S_ISSOCK(st.st_mode) ||
+                zc_real.getsockopt(fd, SOL_SOCKET, SO_COOKIE, &cookie, &l))
+                continue;
+            lp_mbox_lock();
+            lp_mbox_collect(mbox.fd);
+            lp_mbox_collect(mbox.parent_fd);
+            for (k = 0; k < mbox.npending; k++)
+                if (mbox.pending[k].cookie == cookie)
+                    break;
+            if (k < mbox.npending) {
+                path_local_handover_t h = mbox.pending[k];
+                int memfd = mbox.pending_memfd[k];
+
+                mbox.pending[k] = mbox.pending[mbox.npending - 1];
+                mbox.pending_memfd[k] = mbox.pending_memfd[--mbox.npending];
+                lp_mbox_unlock();
+                path_local_handover_adopt(fd, &h, memfd);
+                continue;
+            }
+            lp_mbox_unlock();
+        }
+    }
+    errno = saved;
+}
