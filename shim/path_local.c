@@ -432,6 +432,22 @@ static size_t lp_tx_want(lp_conn_t *c, size_t want)
     return want;
 }
 
+/* A pending client's pickup ended with rc (local_pair_channel_recv's
+ * answer): attached, or plain TCP for good. */
+static void lp_pickup_done(lp_conn_t *c, int rc, int memfd)
+{
+    local_pair_fd_close(c->ann);
+    c->ann = -1;
+    if (rc == 0) {
+        c->state = LP_PAIRED;
+        lp_channel_adopt(c, memfd);
+        zc_stat_add(ZC_STAT_LOCAL_PAIRED_CLIENT, 1);
+    } else {
+        c->state = LP_PLAIN;
+        lp_decline(LOCAL_PAIR_R_NOT_ZCSOCK);
+    }
+}
+
 /* --- doorbells ------------------------------------------------------------------ */
 
 /* Our sending direction to the ring, when rule S1 allows.  TX lock held. */
@@ -729,16 +745,7 @@ static ssize_t lp_recv_kernel(lp_conn_t *c, shim_fd_t *f, int fd, struct msghdr 
         int rc = local_pair_channel_recv(fd, c->ann, c->forked ? LOCAL_PAIR_F_REQUEUE : 0,
                                          &c->ch, &memfd);
 
-        local_pair_fd_close(c->ann);
-        c->ann = -1;
-        if (rc == 0) {
-            c->state = LP_PAIRED;
-            lp_channel_adopt(c, memfd);
-            zc_stat_add(ZC_STAT_LOCAL_PAIRED_CLIENT, 1);
-        } else {
-            c->state = LP_PLAIN;
-            lp_decline(LOCAL_PAIR_R_NOT_ZCSOCK);
-        }
+        lp_pickup_done(c, rc, memfd);
     }
     data = local_pair_rx_split(c->state == LP_PAIRED ? &c->ch : NULL, lp_rxdir(c),
                                c->rx_kernel, (size_t)n);
@@ -919,16 +926,7 @@ static void lp_pickup(lp_conn_t *c, int fd)
                                  &memfd);
     if (rc == -EAGAIN)
         return;
-    local_pair_fd_close(c->ann);
-    c->ann = -1;
-    if (rc == 0) {
-        c->state = LP_PAIRED;
-        lp_channel_adopt(c, memfd);
-        zc_stat_add(ZC_STAT_LOCAL_PAIRED_CLIENT, 1);
-    } else {
-        c->state = LP_PLAIN;
-        lp_decline(LOCAL_PAIR_R_NOT_ZCSOCK);
-    }
+    lp_pickup_done(c, rc, memfd);
 }
 
 /* The peer is gone for good (its last holder closed or it crashed): sends
