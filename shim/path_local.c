@@ -49,7 +49,6 @@ enum { LP_PENDING = 1, LP_PAIRED = 2, LP_PLAIN = 3 };
 typedef struct lp_side {
     uint32_t lock[2];           /* LP_TX, LP_RX: holder tid | LP_LOCK_WAITERS */
     uint32_t holders;           /* processes holding this side's socket */
-    uint32_t aborted;           /* abortive close: the peer discards unread data */
 } lp_side_t;
 
 #define LP_LOCK_WAITERS 0x80000000u
@@ -1252,11 +1251,10 @@ static void lp_conn_release(lp_conn_t *c, int fd)
             int64_t unread = local_ring_readable(&c->ch, lp_rxdir(c));
 
             lp_bells_settle(c, fd);
-            if (c->linger0 || (unread > 0 && !c->rd_shut)) {
-                /* The kernel resets a connection closed with unread data,
-                 * and SO_LINGER {1, 0} asks for it: the peer then loses
-                 * what it has not read, in the ring too. */
-                __atomic_store_n(&s->aborted, 1, __ATOMIC_RELEASE);
+            if (unread > 0 && !c->rd_shut && !c->linger0) {
+                /* The kernel resets a connection closed with unread data
+                 * (SO_LINGER {1, 0} already asks the kernel for it): the
+                 * peer reads what it has, then gets ECONNRESET, as on Linux. */
                 zc_real.setsockopt(fd, SOL_SOCKET, SO_LINGER,
                                    &(struct linger){ 1, 0 }, sizeof(struct linger));
             }
