@@ -296,6 +296,7 @@ typedef struct shim_ep_reg {
     uint64_t data;              /* the application's */
     uint64_t tag;               /* what the kernel holds instead */
     uint64_t rx_gen, tx_gen;    /* edge-triggered: positions at the last report */
+    uint32_t kevents;           /* what the kernel registration asks for */
     int disabled;               /* EPOLLONESHOT fired */
     int seen;                   /* reported in the current epoll_wait */
 } shim_ep_reg_t;
@@ -459,6 +460,7 @@ SHIM_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
         if (e && e->kind == SHIM_FD_UNKNOWN)
             e->kind = SHIM_FD_EPOLL;
         g->events = ev->events;
+        g->kevents = kev.events;
         g->data = ev->data.u64;
         g->disabled = 0;
         g->rx_gen = g->tx_gen = UINT64_MAX;
@@ -470,6 +472,18 @@ SHIM_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
     }
     shim_ep_unlock();
     return rc;
+}
+
+/* The kernel registration asks for what the connection needs now (it
+ * changes when a connection is handed back to the kernel).  Lock held. */
+static void shim_ep_refresh(shim_ep_reg_t *g, shim_fd_t *f)
+{
+    struct epoll_event re = { 0, { .u64 = g->tag } };
+
+    re.events = (uint32_t)(unsigned short)path_local_kernel_events(f, (short)g->events) |
+                (g->events & SHIM_EP_KERNEL_KEEP);
+    if (re.events != g->kevents && !zc_real.epoll_ctl(g->epfd, EPOLL_CTL_MOD, g->fd, &re))
+        g->kevents = re.events;
 }
 
 /* The events registration g reports now (kev: the kernel's events for it, or
@@ -484,6 +498,7 @@ static uint32_t shim_ep_ready(shim_ep_reg_t *g, int kev, int arm)
     if (g->disabled || g->seen || !path_local_claimed(f))
         return 0;
     rev = (uint16_t)path_local_revents(f, g->fd, (short)(want | EPOLLRDHUP), kev, arm);
+    shim_ep_refresh(g, f);
     rev &= want | EPOLLERR | EPOLLHUP;
     if (!rev)
         return 0;

@@ -154,7 +154,7 @@ static void shim_fd_release(int fd)
 {
     shim_fd_t *f = shim_fd_get(fd);
 
-    if (!f)
+    if (!f || (f->kind != SHIM_FD_UNKNOWN && shim_vfork_child()))
         return;
     if (f->path)
         f->path->forget(f, fd);
@@ -163,6 +163,17 @@ static void shim_fd_release(int fd)
     if (f->kind == SHIM_FD_EPOLL)
         shim_ep_forget_fd(fd);
     shim_fd_forget(fd);
+}
+
+/* newfd is a copy of oldfd now: so is its state (not in a vfork child,
+ * whose table is not the one ours describes). */
+static void shim_fd_dup(int oldfd, int newfd)
+{
+    shim_fd_t *f = shim_fd_get(oldfd);
+
+    if (f && f->kind != SHIM_FD_UNKNOWN && shim_vfork_child())
+        return;
+    shim_fd_copy(oldfd, newfd);
 }
 
 /* The library's own descriptors (arena memfds) are not the application's:
@@ -249,7 +260,7 @@ SHIM_EXPORT int dup(int oldfd)
     SHIM_ENTER(dup, -1);
     fd = zc_real.dup(oldfd);
     if (fd >= 0)
-        shim_fd_copy(oldfd, fd);
+        shim_fd_dup(oldfd, fd);
     return fd;
 }
 
@@ -264,7 +275,7 @@ SHIM_EXPORT int dup2(int oldfd, int newfd)
     fd = zc_real.dup2(oldfd, newfd);
     if (fd >= 0 && oldfd != newfd) {
         shim_fd_release(newfd);
-        shim_fd_copy(oldfd, newfd);
+        shim_fd_dup(oldfd, newfd);
     }
     return fd;
 }
@@ -280,7 +291,7 @@ SHIM_EXPORT int dup3(int oldfd, int newfd, int flags)
     fd = zc_real.dup3(oldfd, newfd, flags);
     if (fd >= 0) {
         shim_fd_release(newfd);
-        shim_fd_copy(oldfd, newfd);
+        shim_fd_dup(oldfd, newfd);
     }
     return fd;
 }
@@ -292,7 +303,7 @@ static int shim_fcntl_common(int (*real)(int, int, ...), int fd, int cmd, void *
     int rc = real(fd, cmd, arg);
 
     if (rc >= 0 && (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC))
-        shim_fd_copy(fd, rc);
+        shim_fd_dup(fd, rc);
     return rc;
 }
 

@@ -50,6 +50,7 @@
 #define LR_REC_HDR      8u
 #define LR_BYTES_CAP    (1ULL << 40)    /* sanity bound of bytes_head - bytes_tail */
 #define LR_DESC_SIZE    16u
+#define LR_MARK_SIZE    8u
 
 _Static_assert(sizeof(local_ring_hdr_t) <= LOCAL_RING_HDR_SIZE, "header page");
 _Static_assert(offsetof(local_ring_hdr_t, ctl) % 64 == 0 && sizeof(local_ring_ctl_t) == 128,
@@ -277,6 +278,7 @@ int local_ring_frame_parse(local_ring_t *ch, int dir, const local_ring_snap_t *s
     f->pos = pos;
     f->bytes = 0;
     f->npages = 0;
+    f->mark = 0;
     avail = s->head - pos - LR_REC_HDR;
     if (tf >> 8)
         return lr_broken(ch);
@@ -290,6 +292,17 @@ int local_ring_frame_parse(local_ring_t *ch, int dir, const local_ring_snap_t *s
         if (f->len != 0)
             return lr_broken(ch);
         break;
+    case LOCAL_RING_REC_MARK: {
+        uint64_t kind;
+
+        if (f->len != LR_MARK_SIZE || f->len > avail)
+            return lr_broken(ch);
+        lr_ring_get(ch, dir, pos + LR_REC_HDR, &kind, sizeof(kind));
+        if (kind != LOCAL_RING_MARK_REVERT)
+            return lr_broken(ch);
+        f->mark = (uint32_t)kind;
+        break;
+    }
     case LOCAL_RING_REC_PAGES:
         if (f->len == 0 || f->len % LR_DESC_SIZE || f->len / LR_DESC_SIZE > LOCAL_RING_PAGES_MAX ||
             f->len > avail)
@@ -476,6 +489,8 @@ static int lr_wake_consumer(local_ring_t *ch, int dir)
 
     uint32_t old;
 
+    if (ch->quiet)
+        return 0;
     LR_FENCE();
     if (LR_LOAD(w) && (old = LR_XCHG(w, 0))) {
         LR_STAT(ch, doorbells_data, 1);
@@ -603,6 +618,33 @@ int local_ring_pages_write(local_ring_t *ch, int dir, const local_ring_page_t *p
     return lr_publish(ch, dir, &s, LOCAL_RING_REC_PAGES, (uint32_t)n * LR_DESC_SIZE, need, bytes);
 }
 
+int local_ring_mark_write(local_ring_t *ch, int dir, uint32_t kind)
+{
+    local_ring_snap_t s;
+    uint64_t room, k = kind;
+    int rc;
+
+    if (kind != LOCAL_RING_MARK_REVERT)
+        return -EINVAL;
+    rc = lr_prod_begin(ch, dir, &s);
+    if (rc || (rc = lr_room(ch, dir, &s, LR_REC_HDR + LR_MARK_SIZE, &room)))
+        return rc;
+    if (room < LR_REC_HDR + LR_MARK_SIZE)
+        return -EAGAIN;
+    lr_ring_put(ch, dir, s.head + LR_REC_HDR, &k, sizeof(k));
+    return lr_publish(ch, dir, &s, LOCAL_RING_REC_MARK, LR_MARK_SIZE, LR_REC_HDR + LR_MARK_SIZE,
+                      0);
+}
+
+int local_ring_claim(local_ring_t *ch, int dir, int role)
+{
+    uint32_t *w = local_ring_wait_word(ch, dir, role), old;
+
+    if (lr_check(ch, dir) || !LR_LOAD(w) || !(old = LR_XCHG(w, 0)))
+        return 0;
+    return old == LOCAL_RING_WAIT_FUTEX ? LOCAL_RING_F_FUTEX : LOCAL_RING_F_DOORBELL;
+}
+
 int64_t local_ring_writable(local_ring_t *ch, int dir)
 {
     local_ring_snap_t s;
@@ -625,6 +667,8 @@ static int lr_wake_producer(local_ring_t *ch, int dir, uint64_t tail)
     local_ring_ctl_t *ctl = &ch->hdr->ctl[dir];
     uint64_t want, used, room;
 
+    if (ch->quiet)
+        return 0;
     LR_FENCE();
     if (!LR_LOAD(&ctl->prod_waiting))
         return 0;

@@ -17,6 +17,9 @@
  *   PAGES  len = 16 * n, n local_ring_page_t follow: pages handed over by
  *          page exchange instead of their bytes (format fixed now, produced
  *          by the later page-exchange work)
+ *   MARK   len = 8, a uint64_t kind follows: a point in the stream that means
+ *          something to the path (LOCAL_RING_MARK_REVERT: the stream goes on
+ *          in the kernel socket; path_local.c, HAND-BACK)
  *
  * so a write costs 8 bytes of header plus up to 7 of padding per record; big
  * writes are cut into LOCAL_RING_CHUNK records, each published as soon as it
@@ -79,7 +82,11 @@ enum { LOCAL_RING_AB = 0, LOCAL_RING_BA = 1 };         /* directions */
 enum { LOCAL_RING_SIDE_A = 0, LOCAL_RING_SIDE_B = 1 };  /* A creates, B attaches */
 
 /* Record types (low 8 bits of type_flags; the other 24 bits must be 0). */
-enum { LOCAL_RING_REC_BYTES = 1, LOCAL_RING_REC_EOF = 2, LOCAL_RING_REC_PAGES = 3 };
+enum { LOCAL_RING_REC_BYTES = 1, LOCAL_RING_REC_EOF = 2, LOCAL_RING_REC_PAGES = 3,
+       LOCAL_RING_REC_MARK = 4 };
+
+/* Kinds of MARK record. */
+enum { LOCAL_RING_MARK_REVERT = 1 };
 
 /* Per-side state in the header (advisory liveness). */
 enum { LOCAL_RING_PEER_NONE = 0, LOCAL_RING_PEER_ATTACHED = 1, LOCAL_RING_PEER_GONE = 2 };
@@ -87,7 +94,7 @@ enum { LOCAL_RING_PEER_NONE = 0, LOCAL_RING_PEER_ATTACHED = 1, LOCAL_RING_PEER_G
 /* Return flags of write/read/frame_consume. */
 #define LOCAL_RING_F_DOORBELL 0x1   /* the peer sleeps: send it one doorbell */
 #define LOCAL_RING_F_EOF      0x2   /* read: the stream ends after these bytes */
-#define LOCAL_RING_F_RECORD   0x4   /* read: stopped at a PAGES record */
+#define LOCAL_RING_F_RECORD   0x4   /* read: stopped at a PAGES or MARK record */
 #define LOCAL_RING_F_FUTEX    0x8   /* the peer sleeps on the futex word: wake it there
                                      * (local_ring_wait_word), no doorbell byte */
 
@@ -152,6 +159,7 @@ typedef struct local_ring_frame {
     uint64_t next;              /* ring position of the next record */
     uint64_t bytes;             /* stream bytes it carries (BYTES, PAGES) */
     int npages;                 /* PAGES: descriptors in pages[] */
+    uint32_t mark;              /* MARK: its kind */
     local_ring_page_t pages[LOCAL_RING_PAGES_MAX];
 } local_ring_frame_t;
 
@@ -185,6 +193,9 @@ typedef struct local_ring {
     uint8_t armed[2][2];        /* [dir][role]: an announcement of ours may be out
                                  * (both consumer ones at start: the creator's S3
                                  * flags of local_pair.h) */
+    int quiet;                  /* 1: never claim the peer's announcements (a
+                                 * connection handed back to the kernel: no
+                                 * doorbell may follow its last record) */
     uint64_t bells_claimed;     /* our socket-kind announcements the peer claimed: each
                                  * is one doorbell byte sent (or on its way)
                                  * to our kernel socket */
@@ -248,10 +259,20 @@ int local_ring_eof_write(local_ring_t *ch, int dir);
 int local_ring_pages_write(local_ring_t *ch, int dir, const local_ring_page_t *pages,
                            int n);
 
+/* Append a MARK record of kind (LOCAL_RING_MARK_*), which needs 16 bytes of
+ * room.  Returns flags, -EAGAIN (no room), -EINVAL, -EPROTO. */
+int local_ring_mark_write(local_ring_t *ch, int dir, uint32_t kind);
+
+/* Claim the peer's announcement of direction dir and role (as a write or a
+ * read that made its wait come true would): the flags saying how to wake
+ * it (LOCAL_RING_F_DOORBELL / LOCAL_RING_F_FUTEX), 0 when it was not
+ * waiting.  Works in quiet mode too. */
+int local_ring_claim(local_ring_t *ch, int dir, int role);
+
 /* Copy stream bytes from direction dir into iov[0..iovcnt), scattered
  * straight into the iovecs, crossing records; consume them unless flags has
  * LOCAL_RING_PEEK.  Stops at an EOF record (LOCAL_RING_F_EOF; the record
- * stays, so later reads see EOF again) or a PAGES record (LOCAL_RING_F_RECORD;
+ * stays, so later reads see EOF again) or a PAGES or MARK record (LOCAL_RING_F_RECORD;
  * take it with local_ring_frame_next/consume).  *done_p = bytes copied; 0 with
  * no flag means empty.  Returns flags (LOCAL_RING_F_DOORBELL: the producer
  * sleeps for space that is now free), -EINVAL, -EPROTO. */

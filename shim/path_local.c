@@ -49,7 +49,14 @@ enum { LP_PENDING = 1, LP_PAIRED = 2, LP_PLAIN = 3 };
 typedef struct lp_side {
     uint32_t lock[2];           /* LP_TX, LP_RX: holder tid | LP_LOCK_WAITERS */
     uint32_t holders;           /* processes holding this side's socket */
+    uint32_t rv;                /* LP_RV_*: hand-back to the kernel (HAND-BACK below) */
 } lp_side_t;
+
+#define LP_RV_REQ 1u            /* this side handed the connection back */
+#define LP_RV_TX  2u            /* this side sends through the kernel for good */
+#define LP_RV_RX  4u            /* this side reads the kernel stream for good */
+#define LP_RV_WAIT_MS 2000      /* most a hand-back waits for doorbells in flight */
+#define LP_RV_CLOSE_MS 2000     /* most a close waits to give its ring to the kernel */
 
 #define LP_LOCK_WAITERS 0x80000000u
 
@@ -71,6 +78,12 @@ typedef struct lp_conn {
     uint8_t linger0;                /* SO_LINGER {1, 0} set: close aborts */
     uint8_t bell_push;              /* TCP_NODELAY set for the doorbells */
     uint8_t app_nodelay;            /* TCP_NODELAY as the application set it */
+    uint8_t rx_plain;               /* handed back: every kernel byte is data */
+    uint8_t rv_seen;                /* handed back (by either side) */
+    uint16_t pb_off, pb_len;        /* pb: peer data a doorbell drain read */
+    uint64_t cookie;                /* SO_COOKIE of the socket (exec finds it by it) */
+    int vfork_held;                 /* a vfork child's exec counted a holder */
+    uint8_t pb[256];
     uint32_t sndcap;                /* SO_SNDBUF the application set (the kernel's
                                      * doubled value), 0: the whole ring */
     int kern_eof;                   /* kernel stream ended (peer closed) */
@@ -105,6 +118,15 @@ static int lp_gettid(void)
 static lp_side_t *lp_side(lp_conn_t *c, int side)
 {
     return (lp_side_t *)(c->ch.base + LP_SIDE_OFF) + (side & 1);
+}
+
+/* The connection was handed back to the kernel (by either side). */
+static int lp_rv(lp_conn_t *c)
+{
+    if (!c->ch.base)
+        return 0;
+    return ((__atomic_load_n(&lp_side(c, 0)->rv, __ATOMIC_ACQUIRE) |
+             __atomic_load_n(&lp_side(c, 1)->rv, __ATOMIC_ACQUIRE)) & LP_RV_REQ) != 0;
 }
 
 static void lp_futex(uint32_t *w, int op, uint32_t val, const struct timespec *ts)
@@ -304,6 +326,9 @@ static void lp_claim(int fd, lp_conn_t *c)
         lp_conn_free(c);
         return;
     }
+    if (!c->cookie)
+        zc_real.getsockopt(fd, SOL_SOCKET, SO_COOKIE, &c->cookie,
+                           &(socklen_t){ sizeof(c->cookie) });
     f->path_ctx = c;
     __atomic_store_n(&f->path, &path_local_ops, __ATOMIC_RELEASE);
 }
@@ -457,7 +482,7 @@ static int lp_tx_switch(lp_conn_t *c)
 
     if (c->tx_ring)
         return 1;
-    if (c->state != LP_PAIRED || c->tx_never || c->kern_shut_wr)
+    if (c->state != LP_PAIRED || c->tx_never || c->kern_shut_wr || c->rv_seen)
         return 0;
     if (c->ch.side == LOCAL_RING_SIDE_A && !local_pair_peer_attached(&c->ch))
         return 0;
@@ -517,6 +542,272 @@ static void lp_wake(lp_conn_t *c, int fd, int flags, uint32_t *word)
     }
 }
 
+/* The channel is unusable (a peer broke the rules): the connection reads as
+ * reset, like a TCP connection whose peer misbehaved. */
+static ssize_t lp_broken(lp_conn_t *c)
+{
+    zc_stat_add(ZC_STAT_LOCAL_PROTO_ERRORS, 1);
+    c->kern_err = ECONNRESET;
+    return -ECONNRESET;
+}
+
+/* --- HAND-BACK ---------------------------------------------------------------------
+ *
+ * A connection goes back to plain kernel TCP (or AF_UNIX) for good when it
+ * is about to reach a program that cannot read the channel (exec of an image
+ * without the library, SCM_RIGHTS to a process without a mailbox) or needs
+ * what the ring cannot carry (ancillary data, SO_PASSCRED).  The side that
+ * decides (the initiator, lp_revert) needs nothing from its peer:
+ *
+ *   1. its sending direction ends in the ring with a MARK record (or never
+ *      switches), written quietly (claiming no announcement);
+ *   2. it withdraws its own announcements: the doorbells owed to it are now
+ *      all counted (bells_claimed);
+ *   3. it sets LP_RV_REQ in its side word (sequentially consistent);
+ *   4. it claims whatever announcements the peer has out and wakes it
+ *      (doorbells sent now precede everything it sends later);
+ *   5. it reads exactly the doorbells it is owed out of the kernel stream and
+ *      is plain from then on: what the peer sent into the ring and it did
+ *      not read is given back to the kernel by the peer ("returned").
+ *
+ * The peer, in whatever call of its own finds LP_RV_REQ (announcing a wait
+ * re-checks it, and step 4 wakes every announced waiter):
+ *   - sending: copies the unread part of its ring into the kernel socket, in
+ *     order, before anything new (lp_rv_tx; an EOF record there becomes
+ *     shutdown(SHUT_WR)), then sends through the kernel;
+ *   - receiving: reads the ring up to the initiator's MARK, then exactly the
+ *     doorbells it is owed from the kernel stream, then the kernel stream
+ *     (lp_rv_rx_done).  A doorbell drain that ran into the initiator's data
+ *     keeps it (pb) for the application.
+ * Neither side rings a doorbell after it knows (the ring is quiet), so the
+ * doorbell counts are exact. */
+
+/* Doorbells still owed to us, with our announcements withdrawn first (a
+ * handed-back connection: no more can be claimed). */
+static int64_t lp_rv_owed(lp_conn_t *c)
+{
+    local_ring_rx_wait_cancel(&c->ch, lp_rxdir(c));
+    local_ring_tx_wait_cancel(&c->ch, lp_txdir(c));
+    c->ch.quiet = 1;
+    c->rv_seen = 1;
+    return (int64_t)(c->ch.bells_claimed - c->bells_drained);
+}
+
+/* A drain read n kernel bytes and then found the connection handed back:
+ * the doorbells owed come first, the rest is the peer's data (kept for the
+ * application).  Returns the doorbells among them. */
+static size_t lp_rv_keep(lp_conn_t *c, const char *buf, size_t n)
+{
+    int64_t owed = lp_rv_owed(c);
+    size_t bells = owed <= 0 ? 0 : (uint64_t)owed < n ? (size_t)owed : n;
+
+    c->bells_drained += bells;
+    if (bells < n && c->pb_off >= c->pb_len) {
+        memcpy(c->pb, buf + bells, n - bells);
+        c->pb_off = 0;
+        c->pb_len = (uint16_t)(n - bells);
+    }
+    return bells;
+}
+
+/* Copy kept bytes into msg's iovecs from byte skip on (consume unless peek). */
+static size_t lp_pb_take(lp_conn_t *c, struct msghdr *msg, size_t skip, int peek)
+{
+    size_t have = (size_t)(c->pb_len - c->pb_off), done = 0, i;
+
+    for (i = 0; i < msg->msg_iovlen && done < have; i++) {
+        size_t l = msg->msg_iov[i].iov_len, k;
+
+        if (skip >= l) {
+            skip -= l;
+            continue;
+        }
+        k = l - skip < have - done ? l - skip : have - done;
+        memcpy((char *)msg->msg_iov[i].iov_base + skip, c->pb + c->pb_off + done, k);
+        done += k;
+        skip = 0;
+    }
+    if (!peek)
+        c->pb_off = (uint16_t)(c->pb_off + done);
+    return done;
+}
+
+/* Read exactly n doorbells owed to us (sent, or being sent): 0, or -1 when
+ * they did not come (the peer died, or LP_RV_WAIT_MS passed). */
+static int lp_bells_take(lp_conn_t *c, int fd, int64_t n)
+{
+    struct timespec t0, t;
+    char buf[256];
+
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    while (n > 0) {
+        ssize_t k = zc_real.recv(fd, buf, n < (int64_t)sizeof(buf) ? (size_t)n : sizeof(buf),
+                                 MSG_DONTWAIT);
+
+        if (k > 0) {
+            n -= k;
+            c->bells_drained += (uint64_t)k;
+            continue;
+        }
+        if (k == 0) {
+            c->kern_eof = 1;
+            return -1;
+        }
+        if (errno == EINTR)
+            continue;
+        if (errno != EAGAIN && errno != EWOULDBLOCK) {
+            c->kern_err = errno;
+            return -1;
+        }
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        if ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 > LP_RV_WAIT_MS)
+            return -1;
+        zc_real.poll(&(struct pollfd){ fd, POLLIN, 0 }, 1, 10);
+    }
+    return 0;
+}
+
+/* Both directions are on the kernel: the connection is plain. */
+static void lp_rv_check_done(lp_conn_t *c)
+{
+    if (c->rx_plain && !c->tx_ring && c->tx_never && c->state == LP_PAIRED)
+        c->state = LP_PLAIN;
+}
+
+/* Our receiving direction reads the kernel stream for good (at the
+ * initiator's MARK, or with no ring data to come).  RX lock held. */
+static void lp_rv_rx_done(lp_conn_t *c, int fd)
+{
+    int64_t owed = lp_rv_owed(c);
+
+    if (owed > 0 && lp_bells_take(c, fd, owed) < 0 && !c->kern_eof && !c->kern_err)
+        zc_log(ZC_LOG_WARN, "local path: fd %d handed back with %lld doorbell(s) that did not "
+               "come", fd, (long long)(c->ch.bells_claimed - c->bells_drained));
+    c->rx_ring = 0;
+    c->rx_plain = 1;
+    __atomic_or_fetch(&lp_side(c, c->ch.side)->rv, LP_RV_RX, __ATOMIC_ACQ_REL);
+    lp_rv_check_done(c);
+}
+
+/* Our sending direction goes to the kernel for good: the ring's unread
+ * bytes first (the initiator will not read them), copied in order.
+ * wait_ms: 0 do not wait for kernel room, -1 wait as a blocking send would,
+ * > 0 wait at most that long.  TX lock held.  Returns 0 when done, -EAGAIN
+ * when the kernel took only part (the rest stays in the ring, in order),
+ * or the send's -errno. */
+static int lp_rv_tx(lp_conn_t *c, int fd, int wait_ms)
+{
+    char buf[16384];
+    struct timespec t0, t;
+
+    if (c->tx_never && !c->tx_ring)
+        return 0;
+    if (!c->tx_ring) {
+        if (local_pair_switch_refuse(&c->ch, lp_txdir(c)) == -EALREADY &&
+            local_pair_switch_get(&c->ch, lp_txdir(c)) != LOCAL_PAIR_SWITCH_NEVER)
+            c->tx_ring = 1;     /* a holder in another process switched it */
+    }
+    c->ch.quiet = 1;
+    c->rv_seen = 1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    while (c->tx_ring) {
+        struct iovec v = { buf, sizeof(buf) };
+        size_t got = 0;
+        ssize_t n;
+        int rc = local_ring_read(&c->ch, lp_txdir(c), &v, 1, LOCAL_RING_PEEK, &got);
+
+        if (rc < 0)
+            return (int)lp_broken(c);
+        if (!got) {
+            if ((rc & LOCAL_RING_F_EOF) && !c->kern_shut_wr) {
+                zc_real.shutdown(fd, SHUT_WR);
+                c->kern_shut_wr = 1;
+            }
+            break;
+        }
+        n = zc_real.send(fd, buf, got, MSG_NOSIGNAL | (wait_ms < 0 ? 0 : MSG_DONTWAIT));
+        if (n < 0 && errno == EINTR && wait_ms < 0)
+            return -EINTR;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) && wait_ms > 0) {
+            clock_gettime(CLOCK_MONOTONIC, &t);
+            if ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 > wait_ms)
+                return -EAGAIN;
+            zc_real.poll(&(struct pollfd){ fd, POLLOUT, 0 }, 1, 10);
+            continue;
+        }
+        if (n < 0)
+            return errno == EWOULDBLOCK ? -EAGAIN : -errno;
+        v.iov_len = (size_t)n;
+        if (local_ring_read(&c->ch, lp_txdir(c), &v, 1, 0, &got) < 0 || got != (size_t)n)
+            return (int)lp_broken(c);
+        zc_stat_add(ZC_STAT_LOCAL_RETURNED_BYTES, (uint64_t)n);
+    }
+    c->tx_ring = 0;
+    c->tx_never = 1;
+    __atomic_or_fetch(&lp_side(c, c->ch.side)->rv, LP_RV_TX, __ATOMIC_ACQ_REL);
+    lp_rv_check_done(c);
+    return 0;
+}
+
+/* Hand the connection back to the kernel (steps 1-5 above).  No lock held. */
+static void lp_revert(lp_conn_t *c, int fd, const char *why)
+{
+    lp_side_t *me;
+    int64_t owed;
+    uint64_t sw;
+
+    if (c->state == LP_PENDING) {
+        lp_lock(c, LP_TX);
+        if (c->state == LP_PENDING) {   /* never attach: it is plain TCP for good */
+            local_pair_fd_close(c->ann);
+            c->ann = -1;
+            c->state = LP_PLAIN;
+            lp_decline(LOCAL_PAIR_R_NOT_ZCSOCK);
+        }
+        lp_unlock(c, LP_TX);
+    }
+    if (c->state != LP_PAIRED)
+        return;
+    lp_lock(c, LP_TX);
+    lp_lock(c, LP_RX);
+    me = lp_side(c, c->ch.side);
+    if (c->state == LP_PAIRED && !lp_rv(c)) {
+        if (!c->wr_shut && !lp_tx_switch(c) &&
+            local_pair_switch_refuse(&c->ch, lp_txdir(c)) == -EALREADY &&
+            local_pair_switch_get(&c->ch, lp_txdir(c)) != LOCAL_PAIR_SWITCH_NEVER)
+            c->tx_ring = 1;
+        c->ch.quiet = 1;                                                        /* 1 */
+        if (c->tx_ring && !c->wr_shut &&
+            local_ring_mark_write(&c->ch, lp_txdir(c), LOCAL_RING_MARK_REVERT) < 0)
+            lp_broken(c);
+        local_ring_rx_wait_cancel(&c->ch, lp_rxdir(c));                         /* 2 */
+        local_ring_tx_wait_cancel(&c->ch, lp_txdir(c));
+        __atomic_or_fetch(&me->rv, LP_RV_REQ | LP_RV_TX | LP_RV_RX, __ATOMIC_SEQ_CST); /* 3 */
+        c->rv_seen = 1;
+        lp_wake(c, fd, local_ring_claim(&c->ch, lp_txdir(c), LOCAL_RING_ROLE_CONS),  /* 4 */
+                local_ring_wait_word(&c->ch, lp_txdir(c), LOCAL_RING_ROLE_CONS));
+        lp_wake(c, fd, local_ring_claim(&c->ch, lp_rxdir(c), LOCAL_RING_ROLE_PROD),
+                local_ring_wait_word(&c->ch, lp_rxdir(c), LOCAL_RING_ROLE_PROD));
+        zc_stat_add(ZC_STAT_LOCAL_HANDED_BACK, 1);
+        zc_log(ZC_LOG_NOTICE, "local path: fd %d handed back to the kernel (%s)", fd, why);
+    }
+    owed = lp_rv_owed(c);                                                       /* 5 */
+    sw = local_pair_switch_get(&c->ch, lp_rxdir(c));
+    if (owed > 0 && !c->rx_ring && sw != LOCAL_PAIR_SWITCH_UNSET &&
+        sw != LOCAL_PAIR_SWITCH_NEVER && c->rx_kernel < sw)
+        zc_log(ZC_LOG_WARN, "local path: fd %d handed back before reading all the data that "
+               "preceded the peer's switch-over: %lld doorbell byte(s) stay in the stream",
+               fd, (long long)owed);
+    else if (owed > 0)
+        lp_bells_take(c, fd, owed);
+    c->tx_ring = c->rx_ring = 0;
+    c->tx_never = 1;
+    c->rx_plain = 1;
+    c->state = LP_PLAIN;
+    lp_unlock(c, LP_RX);
+    lp_unlock(c, LP_TX);
+}
+
 /* Read doorbell bytes waiting in the kernel socket without blocking (our
  * receiving direction is in the ring, so every kernel byte is one), noting
  * EOF and errors.  Returns bytes drained. */
@@ -527,11 +818,28 @@ static size_t lp_drain_ex(lp_conn_t *c, int fd, int full)
     int saved = errno, i;
 
     for (i = 0; i < 16; i++) {
-        ssize_t n = zc_real.recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+        int rv = lp_rv(c);
+        size_t want = sizeof(buf);
+        ssize_t n;
 
+        if (rv) {       /* handed back: the peer's data follows the doorbells owed */
+            int64_t owed = lp_rv_owed(c);
+
+            if (owed <= 0)
+                break;
+            if ((uint64_t)owed < want)
+                want = (size_t)owed;
+        }
+        n = zc_real.recv(fd, buf, want, MSG_DONTWAIT);
+        if (n > 0 && !rv && lp_rv(c)) {
+            /* Handed back while we read: past the doorbells owed it is data. */
+            total += lp_rv_keep(c, buf, (size_t)n);
+            break;
+        }
         if (n > 0) {
             total += (size_t)n;
-            if ((size_t)n < sizeof(buf) && !full)
+            c->bells_drained += (size_t)n;
+            if ((size_t)n < want && !full)
                 break;
             continue;
         }
@@ -543,7 +851,6 @@ static size_t lp_drain_ex(lp_conn_t *c, int fd, int full)
             c->kern_err = errno;
         break;
     }
-    c->bells_drained += total;
     errno = saved;
     return total;
 }
@@ -555,15 +862,6 @@ static size_t lp_drain(lp_conn_t *c, int fd)
 
 /* --- receive ---------------------------------------------------------------------- */
 
-/* The channel is unusable (a peer broke the rules): the connection reads as
- * reset, like a TCP connection whose peer misbehaved. */
-static ssize_t lp_broken(lp_conn_t *c)
-{
-    zc_stat_add(ZC_STAT_LOCAL_PROTO_ERRORS, 1);
-    c->kern_err = ECONNRESET;
-    return -ECONNRESET;
-}
-
 /* Rule R2 outside a receive: our receiving direction reached the peer's
  * switch point, so what follows in the kernel stream are doorbells.
  * Returns 1 when the direction is (now) in the ring. */
@@ -573,7 +871,7 @@ static int lp_rx_catch_up(lp_conn_t *c)
 
     if (c->rx_ring)
         return 1;
-    if (c->state != LP_PAIRED)
+    if (c->state != LP_PAIRED || c->rx_plain)
         return 0;
     sw = local_pair_switch_get(&c->ch, lp_rxdir(c));
     if (sw == LOCAL_PAIR_SWITCH_UNSET || sw == LOCAL_PAIR_SWITCH_NEVER)
@@ -720,6 +1018,19 @@ static ssize_t lp_recv_kernel(lp_conn_t *c, shim_fd_t *f, int fd, struct msghdr 
     ssize_t n;
 
     *again = 0;
+    if (c->rx_plain) {          /* handed back: kept bytes first, then the kernel's */
+        if (c->pb_off < c->pb_len) {
+            n = (ssize_t)lp_pb_take(c, msg, 0, flags & MSG_PEEK);
+            msg->msg_flags = 0;
+            msg->msg_controllen = 0;
+            msg->msg_namelen = 0;
+            shim_copy_account(f, 0, n, 1);
+            return n;
+        }
+        n = zc_real.recvmsg(fd, msg, flags & ~MSG_WAITALL);
+        shim_copy_account(f, 0, n, 1);
+        return n < 0 ? -errno : n;
+    }
     if (sw != LOCAL_PAIR_SWITCH_UNSET && sw != LOCAL_PAIR_SWITCH_NEVER) {
         if (c->rx_kernel >= sw) {
             c->rx_ring = 1;
@@ -787,13 +1098,42 @@ static ssize_t lp_recv_ring(lp_conn_t *c, int fd, struct msghdr *msg, int flags,
     msg->msg_namelen = 0;
     if (rc < 0)
         return lp_broken(c);
-    if (rc & LOCAL_RING_F_RECORD)       /* page exchange is not produced yet */
-        return lp_broken(c);
+    if ((rc & LOCAL_RING_F_RECORD) && (!done || !(flags & MSG_PEEK))) {
+        /* At a record: the initiator's MARK of a hand-back (page exchange
+         * is not produced yet). */
+        local_ring_frame_t fr;
+
+        if (local_ring_frame_next(&c->ch, lp_rxdir(c), &fr) || fr.type != LOCAL_RING_REC_MARK ||
+            local_ring_frame_consume(&c->ch, lp_rxdir(c), &fr) < 0)
+            return lp_broken(c);
+        lp_rv_rx_done(c, fd);
+        rc &= ~(LOCAL_RING_F_DOORBELL | LOCAL_RING_F_FUTEX);
+    }
     lp_wake(c, fd, rc, local_ring_wait_word(&c->ch, lp_rxdir(c), LOCAL_RING_ROLE_PROD));
     if (rc & LOCAL_RING_F_EOF)
         *eof = 1;
     zc_stat_add(ZC_STAT_LOCAL_RECV_BYTES, done);
     return (ssize_t)done;
+}
+
+/* A receive on a connection handed back while our ring still holds bytes
+ * for the initiator: give them to the kernel first, and while the kernel
+ * takes no more and nothing is there to read, wait for either (the
+ * initiator's program may read only after our bytes reached it).  Returns
+ * 1 to look again after waiting, 0 to go on receiving. */
+static int lp_rv_return(lp_conn_t *c, int fd, int flags, lp_wait_t *w)
+{
+    struct pollfd p = { fd, POLLIN | POLLOUT, 0 };
+    int rc;
+
+    lp_lock(c, LP_TX);
+    rc = c->tx_ring ? lp_rv_tx(c, fd, 0) : 0;
+    lp_unlock(c, LP_TX);
+    if (rc != -EAGAIN || !c->rx_plain || lp_nonblocking(fd, flags))
+        return 0;
+    if (zc_real.poll(&p, 1, LP_SLEEP_SLICE_MS) < 0 && errno == EINTR && lp_interrupted(w))
+        return 0;       /* the receive itself reports the signal */
+    return !(p.revents & (POLLIN | POLLHUP | POLLERR));
 }
 
 static ssize_t lp_recvmsg(shim_fd_t *f, int fd, struct msghdr *msg, int flags)
@@ -813,7 +1153,8 @@ static ssize_t lp_recvmsg(shim_fd_t *f, int fd, struct msghdr *msg, int flags)
         return n < 0 ? -errno : n;
     }
 
-    if (c->state == LP_PLAIN || (!c->rx_ring && c->state == LP_PENDING && c->ann < 0)) {
+    if ((c->state == LP_PLAIN && c->pb_off >= c->pb_len) ||
+        (!c->rx_ring && c->state == LP_PENDING && c->ann < 0)) {
         ssize_t n = zc_real.recvmsg(fd, msg, flags);
 
         shim_copy_account(f, 0, n, 1);
@@ -831,6 +1172,8 @@ static ssize_t lp_recvmsg(shim_fd_t *f, int fd, struct msghdr *msg, int flags)
         ssize_t n;
         int again = 0, eof = 0, rc;
 
+        if (c->state == LP_PAIRED && c->tx_ring && lp_rv(c) && lp_rv_return(c, fd, flags, &w))
+            continue;
         lp_lock(c, LP_RX);
         if (!c->rx_ring) {
             struct iovec win[LP_IOV_WIN];
@@ -862,6 +1205,10 @@ static ssize_t lp_recvmsg(shim_fd_t *f, int fd, struct msghdr *msg, int flags)
         if ((got && (!waitall || got == total)) || eof || c->rd_shut) {
             lp_unlock(c, LP_RX);
             return (ssize_t)got;
+        }
+        if (!c->rx_ring) {      /* handed back at a MARK: the kernel stream from here */
+            lp_unlock(c, LP_RX);
+            continue;
         }
         /* Empty.  What does the kernel socket say?  (A peer whose last holder
          * closed marked its side gone before its kernel socket closed.) */
@@ -971,6 +1318,14 @@ static ssize_t lp_sendmsg(shim_fd_t *f, int fd, const struct msghdr *msg, int fl
     lp_lock(c, LP_TX);
     if (c->state == LP_PENDING)
         lp_pickup(c, fd);
+    if (c->state == LP_PAIRED && lp_rv(c)) {
+        /* Handed back: what the ring still holds goes to the kernel first. */
+        n = lp_rv_tx(c, fd, lp_nonblocking(fd, flags) ? 0 : -1);
+        if (n < 0) {
+            lp_unlock(c, LP_TX);
+            return n == -EPIPE ? lp_epipe(flags) : n;
+        }
+    }
     if (c->wr_shut && c->tx_ring) {
         lp_unlock(c, LP_TX);
         return lp_epipe(flags);
@@ -981,11 +1336,10 @@ static ssize_t lp_sendmsg(shim_fd_t *f, int fd, const struct msghdr *msg, int fl
         return n;
     }
     if (msg->msg_controllen && f->family == AF_UNIX) {
-        /* Descriptors and credentials cannot travel through the ring. */
+        /* Descriptors and credentials travel with kernel bytes only. */
         lp_unlock(c, LP_TX);
-        ZC_LOG_ONCE(ZC_LOG_NOTICE, "local path: ancillary data on a paired AF_UNIX "
-                    "connection is not supported (EOPNOTSUPP); ZCSOCK_LOCAL_UNIX=0 avoids it");
-        return -EOPNOTSUPP;
+        lp_revert(c, fd, "ancillary data");
+        return lp_sendmsg(f, fd, msg, flags);
     }
     zc_stat_add(ZC_STAT_LOCAL_SEND_CALLS, 1);
     for (;;) {
@@ -994,6 +1348,12 @@ static ssize_t lp_sendmsg(shim_fd_t *f, int fd, const struct msghdr *msg, int fl
         size_t done = 0;
         int k, rc, nonblock;
 
+        if (lp_rv(c)) {         /* handed back meanwhile: start again on the kernel */
+            lp_unlock(c, LP_TX);
+            if (sent)
+                return (ssize_t)sent;
+            return lp_sendmsg(f, fd, msg, flags);
+        }
         if (lp_peer_gone(c)) {
             lp_unlock(c, LP_TX);
             if (sent)
@@ -1031,6 +1391,10 @@ static ssize_t lp_sendmsg(shim_fd_t *f, int fd, const struct msghdr *msg, int fl
                                                                : LOCAL_RING_CHUNK),
                                              nonblock ? LOCAL_RING_WAIT_SOCKET
                                                       : LOCAL_RING_WAIT_FUTEX);
+        if (rc == 1 && lp_rv(c)) {      /* re-checked after announcing (HAND-BACK 4) */
+            local_ring_tx_wait_cancel(&c->ch, lp_txdir(c));
+            continue;
+        }
         if (rc == 0)
             continue;
         lp_unlock(c, LP_TX);
@@ -1188,6 +1552,8 @@ int path_local_shutdown(shim_fd_t *f, int fd, int how)
             if (w >= 0) {
                 c->wr_shut = 1;
                 lp_wake(c, fd, w, local_ring_wait_word(&c->ch, lp_txdir(c), LOCAL_RING_ROLE_CONS));
+                if (lp_rv(c) && lp_rv_tx(c, fd, 0) == -EAGAIN)
+                    path_local_poll_slice_ms = 10;  /* the rest, then the FIN, later */
                 /* The kernel socket stays open for doorbells; SHUT_RD and
                  * SHUT_RDWR still reach it for the reading side. */
                 rc = how == SHUT_RDWR ? (int)shim_ret(zc_real.shutdown(fd, SHUT_RD)) : 0;
@@ -1247,6 +1613,15 @@ static void lp_conn_release(lp_conn_t *c, int fd)
         lp_side_t *s = lp_side(c, c->ch.side);
         int last = __atomic_sub_fetch(&s->holders, 1, __ATOMIC_ACQ_REL) == 0;
 
+        if (last && c->state == LP_PAIRED && lp_rv(c)) {
+            /* Handed back: what the ring holds goes to the kernel before the
+             * close, as the kernel would still send its queue. */
+            lp_lock(c, LP_TX);
+            if (lp_rv_tx(c, fd, LP_RV_CLOSE_MS) == -EAGAIN)
+                zc_log(ZC_LOG_WARN, "local path: fd %d closed with ring data the kernel did "
+                       "not take within %d ms", fd, LP_RV_CLOSE_MS);
+            lp_unlock(c, LP_TX);
+        }
         if (last && c->state == LP_PAIRED) {
             int64_t unread = local_ring_readable(&c->ch, lp_rxdir(c));
 
@@ -1304,13 +1679,30 @@ int path_local_enabled(void)
     return lp.enabled;
 }
 
+/* SO_PASSCRED / SO_PASSSEC on an AF_UNIX socket: every read returns the
+ * sender's credentials, which only kernel bytes carry. */
+static int lp_wants_creds(int fd)
+{
+    int on = 0, sec = 0;
+
+    zc_real.getsockopt(fd, SOL_SOCKET, SO_PASSCRED, &on, &(socklen_t){ sizeof(on) });
+    zc_real.getsockopt(fd, SOL_SOCKET, SO_PASSSEC, &sec, &(socklen_t){ sizeof(sec) });
+    return on || sec;
+}
+
 static int lp_candidate(int fd)
 {
     shim_fd_t *f = shim_fd_get(fd);
 
-    return lp.enabled && f && f->kind == SHIM_FD_SOCKET && f->stream && !f->path &&
-           (f->family == AF_INET || f->family == AF_INET6 ||
-            (f->family == AF_UNIX && zc_config.local_unix));
+    if (!lp.enabled || !f || f->kind != SHIM_FD_SOCKET || !f->stream || f->path ||
+        !(f->family == AF_INET || f->family == AF_INET6 ||
+          (f->family == AF_UNIX && zc_config.local_unix)))
+        return 0;
+    if (f->family == AF_UNIX && lp_wants_creds(fd)) {
+        lp_decline(LOCAL_PAIR_R_UNSUPPORTED);
+        return 0;
+    }
+    return 1;
 }
 
 void path_local_listened(int fd)
@@ -1430,25 +1822,92 @@ uint64_t path_local_tx_gen(shim_fd_t *f)
                       : 0;
 }
 
+/* The kernel socket's readiness for ev, asked now. */
+static int lp_kernel_revents(int fd, short ev)
+{
+    struct pollfd p = { fd, (short)(ev | POLLIN), 0 };
+
+    return zc_real.poll(&p, 1, 0) < 0 ? -1 : p.revents;
+}
+
+/* A poll/epoll waiter announced a wait for space: if the connection was
+ * handed back meanwhile the initiator may not have seen the announcement
+ * (HAND-BACK 4), so withdraw it and look again soon. */
+static void lp_armed_recheck(lp_conn_t *c)
+{
+    if (lp_rv(c)) {
+        local_ring_tx_wait_cancel(&c->ch, lp_txdir(c));
+        path_local_poll_slice_ms = 1;
+    }
+}
+
+/* Readiness of a connection handed back: move it on without blocking (give
+ * the ring to the kernel, take the initiator's MARK), then answer with the
+ * kernel's readiness when a direction changed.  Returns kev to use. */
+static int lp_rv_progress(lp_conn_t *c, int fd, short ev, int kev)
+{
+    int changed = 0;
+
+    lp_lock(c, LP_TX);
+    if (c->state == LP_PAIRED && !(c->tx_never && !c->tx_ring)) {
+        if (lp_rv_tx(c, fd, 0) == -EAGAIN)
+            path_local_poll_slice_ms = 10;      /* the kernel takes the rest later */
+        changed |= c->tx_never && !c->tx_ring;
+    }
+    lp_unlock(c, LP_TX);
+    lp_lock(c, LP_RX);
+    if (c->state == LP_PAIRED && !c->rx_plain) {
+        uint64_t sw = local_pair_switch_get(&c->ch, lp_rxdir(c));
+        local_ring_frame_t fr;
+
+        if (c->rx_ring) {
+            if (local_ring_frame_next(&c->ch, lp_rxdir(c), &fr) == 0 &&
+                fr.type == LOCAL_RING_REC_MARK &&
+                local_ring_frame_consume(&c->ch, lp_rxdir(c), &fr) >= 0) {
+                lp_rv_rx_done(c, fd);
+                changed = 1;
+            }
+        } else if (sw == LOCAL_PAIR_SWITCH_UNSET || sw == LOCAL_PAIR_SWITCH_NEVER) {
+            local_pair_switch_refuse(&c->ch, lp_rxdir(c));
+            if (local_pair_switch_get(&c->ch, lp_rxdir(c)) == LOCAL_PAIR_SWITCH_NEVER) {
+                lp_rv_rx_done(c, fd);   /* the peer never sent into the ring */
+                changed = 1;
+            }
+        }
+    }
+    lp_rv_check_done(c);
+    lp_unlock(c, LP_RX);
+    return changed || kev < 0 ? lp_kernel_revents(fd, ev) : kev;
+}
+
 short path_local_revents(shim_fd_t *f, int fd, short ev, int kev, int arm)
 {
     lp_conn_t *c = lp_conn(f);
     short rev = 0, ein = ev & (POLLIN | POLLRDNORM), eout = ev & (POLLOUT | POLLWRNORM);
     int64_t rd, wr;
+    int rc = 0;
 
+    if (c->state == LP_PAIRED && (c->rv_seen || lp_rv(c)))
+        kev = lp_rv_progress(c, fd, ev, kev);
+    else if (c->rv_seen && kev < 0)
+        kev = lp_kernel_revents(fd, ev);        /* its epoll registration may be stale */
     lp_rx_catch_up(c);
+    if (c->pb_off < c->pb_len)
+        rev |= ein;
     if (c->state != LP_PAIRED || !c->rx_ring) {
         /* Receiving in the kernel: its readiness is the truth, except for
          * doorbells beyond the switch point, which the next read drops
          * (they make at most one early wake-up). */
-        rev = kev < 0 ? 0 : (short)(kev & (ev | POLLHUP | POLLERR | POLLNVAL));
+        rev |= kev < 0 ? 0 : (short)(kev & (ev | POLLHUP | POLLERR | POLLNVAL));
         if (c->state == LP_PAIRED && c->tx_ring) {
             rev &= ~(POLLOUT | POLLWRNORM);
             wr = lp_tx_room(c);
             if (eout && (wr > LP_ROOM_KEEP || wr < 0 || lp_peer_gone(c)))
                 rev |= eout;
-            else if (eout && arm)
-                local_ring_tx_wait_prepare(&c->ch, lp_txdir(c), lp_tx_want(c, LOCAL_RING_CHUNK));
+            else if (eout && arm &&
+                     local_ring_tx_wait_prepare(&c->ch, lp_txdir(c),
+                                                lp_tx_want(c, LOCAL_RING_CHUNK)) == 1)
+                lp_armed_recheck(c);
         }
         return rev;
     }
@@ -1486,9 +1945,11 @@ short path_local_revents(shim_fd_t *f, int fd, short ev, int kev, int arm)
             wr = lp_tx_room(c);
             if (wr > LP_ROOM_KEEP || wr < 0 || lp_peer_gone(c))
                 rev |= eout;
-            else if (arm && local_ring_tx_wait_prepare(&c->ch, lp_txdir(c),
-                                                       lp_tx_want(c, LOCAL_RING_CHUNK)) == 0)
+            else if (arm && (rc = local_ring_tx_wait_prepare(&c->ch, lp_txdir(c),
+                                                             lp_tx_want(c, LOCAL_RING_CHUNK))) == 0)
                 rev |= eout;
+            else if (rc == 1)
+                lp_armed_recheck(c);
         }
     }
     if (kev > 0)
@@ -1503,9 +1964,20 @@ int path_local_ioctl(shim_fd_t *f, int fd, unsigned long req, void *arg, int *rc
     uint64_t sw;
     int k = 0;
 
-    if (req != FIONREAD || c->state != LP_PAIRED || !arg)
+    if (req != FIONREAD || !arg || (c->state != LP_PAIRED && c->pb_off >= c->pb_len))
         return 0;
     lp_lock(c, LP_RX);
+    if (c->rx_plain) {
+        if (zc_real.ioctl(fd, FIONREAD, &k) < 0) {
+            lp_unlock(c, LP_RX);
+            return 0;
+        }
+        k += c->pb_len - c->pb_off;
+        lp_unlock(c, LP_RX);
+        *(int *)arg = k;
+        *rc = 0;
+        return 1;
+    }
     sw = local_pair_switch_get(&c->ch, lp_rxdir(c));
     if (!c->rx_ring) {
         /* Kernel bytes before the switch point are data, the rest doorbells. */
@@ -1542,7 +2014,10 @@ void path_local_setsockopt(shim_fd_t *f, int fd, int level, int name, const void
     }
     if (level != SOL_SOCKET)
         return;
-    if (name == SO_RCVLOWAT && len >= sizeof(int))
+    if ((name == SO_PASSCRED || name == SO_PASSSEC) && f->family == AF_UNIX &&
+        len >= sizeof(int) && *(const int *)val)
+        lp_revert(c, fd, name == SO_PASSCRED ? "SO_PASSCRED" : "SO_PASSSEC");
+    else if (name == SO_RCVLOWAT && len >= sizeof(int))
         c->lowat = *(const int *)val;
     else if ((name == SO_SNDBUF || name == SO_SNDBUFFORCE) && len >= sizeof(int)) {
         int v = *(const int *)val;
@@ -1561,7 +2036,7 @@ void path_local_setsockopt(shim_fd_t *f, int fd, int level, int name, const void
 
 enum {
     LP_F_TX_RING = 1, LP_F_RX_RING = 2, LP_F_TX_NEVER = 4, LP_F_WR_SHUT = 8,
-    LP_F_RD_SHUT = 16, LP_F_KERN_SHUT_WR = 32, LP_F_KERN_EOF = 64,
+    LP_F_RD_SHUT = 16, LP_F_KERN_SHUT_WR = 32, LP_F_KERN_EOF = 64, LP_F_RX_PLAIN = 128,
 };
 
 static unsigned lp_flags(const lp_conn_t *c)
@@ -1569,7 +2044,7 @@ static unsigned lp_flags(const lp_conn_t *c)
     return (c->tx_ring ? LP_F_TX_RING : 0) | (c->rx_ring ? LP_F_RX_RING : 0) |
            (c->tx_never ? LP_F_TX_NEVER : 0) | (c->wr_shut ? LP_F_WR_SHUT : 0) |
            (c->rd_shut ? LP_F_RD_SHUT : 0) | (c->kern_shut_wr ? LP_F_KERN_SHUT_WR : 0) |
-           (c->kern_eof ? LP_F_KERN_EOF : 0);
+           (c->kern_eof ? LP_F_KERN_EOF : 0) | (c->rx_plain ? LP_F_RX_PLAIN : 0);
 }
 
 static int lp_env_loads_us(char *const *envp)
@@ -1582,16 +2057,62 @@ static int lp_env_loads_us(char *const *envp)
     return 0;
 }
 
+#define LP_EXEC_FDS 256
+#define LP_INHERIT_FDS 8        /* descriptors per connection in ZCSOCK_INHERIT */
+
+/* The socket descriptors that survive an exec (no FD_CLOEXEC), from the
+ * kernel's table: a vfork child's is not the one the state table describes
+ * (Python's subprocess dup2()s and closes descriptors there).  Fills fds and
+ * their cookies (up to LP_EXEC_FDS); returns how many. */
+static int lp_exec_scan(int *fds, uint64_t *cookies)
+{
+    char d[2048];
+    int dfd = (int)syscall(SYS_openat, AT_FDCWD, "/proc/self/fd",
+                           O_RDONLY | O_DIRECTORY | O_CLOEXEC), n = 0;
+    long got;
+
+    if (dfd < 0)
+        return 0;
+    while (n < LP_EXEC_FDS && (got = syscall(SYS_getdents64, dfd, d, sizeof(d))) > 0) {
+        for (long off = 0; off < got && n < LP_EXEC_FDS;) {
+            struct { uint64_t ino; int64_t next; unsigned short reclen; unsigned char type; }
+                *e = (void *)(d + off);
+            const char *name = d + off + 19;
+            int fd = 0, fl;
+
+            off += e->reclen;
+            if (name[0] < '0' || name[0] > '9')
+                continue;
+            for (; *name >= '0' && *name <= '9'; name++)
+                fd = fd * 10 + (*name - '0');
+            fl = fd == dfd ? -1 : zc_real.fcntl(fd, F_GETFD, 0);
+            if (fl < 0 || (fl & FD_CLOEXEC) ||
+                zc_real.getsockopt(fd, SOL_SOCKET, SO_COOKIE, &cookies[n],
+                                   &(socklen_t){ sizeof(uint64_t) }))
+                continue;
+            fds[n++] = fd;
+        }
+    }
+    syscall(SYS_close, dfd);
+    return n;
+}
+
 char *const *path_local_exec_env(char *const *envp, char **vec, size_t vec_n, char *buf,
                                  size_t bufsz)
 {
     size_t len, n = 0, i;
-    int loads, handed = 0, j, saved = errno;
+    int loads, handed = 0, j, saved = errno, nfds, vforked;
+    int fds[LP_EXEC_FDS];
+    uint64_t cookies[LP_EXEC_FDS];
     lp_conn_t *c;
 
     if (!__atomic_load_n(&lp.head, __ATOMIC_ACQUIRE))
         return envp;
     loads = lp_env_loads_us(envp);
+    nfds = lp_exec_scan(fds, cookies);
+    vforked = shim_vfork_child();
+    for (c = lp.head; c; c = c->next)
+        c->vfork_held = 0;
     len = (size_t)zc_fmt(buf, bufsz, "%s", LP_INHERIT_VAR);
     for (c = lp.head; c; c = c->next) {
         size_t start = len;
@@ -1601,22 +2122,22 @@ char *const *path_local_exec_env(char *const *envp, char **vec, size_t vec_n, ch
         if (c->state != LP_PAIRED || c->memfd < 0)
             continue;
         /* One entry per connection, with every descriptor that survives. */
-        for (j = 0; j < 4; j++) {
-            int fd = c->fds[j], fl = fd >= 0 ? zc_real.fcntl(fd, F_GETFD, 0) : -1;
+        for (j = 0; j < nfds; j++) {
+            int fd = fds[j];
 
-            if (fl < 0 || (fl & FD_CLOEXEC))
+            if (cookies[j] != c->cookie)
                 continue;
-            if (!loads || len + 200 > bufsz) {
-                zc_log(ZC_LOG_WARN, "descriptor %d is a local-path connection and the program "
-                       "being executed will not load libzcsock: shutting it down instead of "
-                       "handing over a stream it cannot read (see README, process model)", fd);
-                zc_real.shutdown(fd, SHUT_RDWR);
-                continue;
+            if (!loads || len + 200 > bufsz || kept == LP_INHERIT_FDS) {
+                /* The next image reads the kernel socket itself: the
+                 * connection goes back to the kernel first (HAND-BACK). */
+                lp_revert(c, fd, loads ? "exec, too many connections to describe"
+                                       : "exec of a program without libzcsock");
+                break;
             }
             len += zc_fmt(buf + len, bufsz - len, "%s%d", kept ? "," : "", fd);
             kept++;
         }
-        if (!kept) {
+        if (!kept || c->state != LP_PAIRED) {
             len = start;
             continue;
         }
@@ -1626,6 +2147,11 @@ char *const *path_local_exec_env(char *const *envp, char **vec, size_t vec_n, ch
                       (unsigned long long)c->rx_kernel, (unsigned long long)c->bells_drained,
                       (unsigned long long)c->ch.bells_claimed);
         zc_real.fcntl(c->memfd, F_SETFD, 0);
+        if (vforked) {
+            /* No fork hook counted this child: the next image is a holder. */
+            __atomic_add_fetch(&lp_side(c, c->ch.side)->holders, 1, __ATOMIC_ACQ_REL);
+            c->vfork_held = 1;
+        }
         handed++;
     }
     errno = saved;
@@ -1644,9 +2170,13 @@ void path_local_exec_failed(void)
     lp_conn_t *c;
     int saved = errno;
 
-    for (c = lp.head; c; c = c->next)
+    for (c = lp.head; c; c = c->next) {
         if (c->memfd >= 0)
             zc_real.fcntl(c->memfd, F_SETFD, FD_CLOEXEC);
+        if (c->vfork_held && c->ch.base)
+            __atomic_sub_fetch(&lp_side(c, c->ch.side)->holders, 1, __ATOMIC_ACQ_REL);
+        c->vfork_held = 0;
+    }
     errno = saved;
 }
 
@@ -1705,6 +2235,9 @@ static void lp_inherit_one(const int *fds, int nfds, int memfd, int side, unsign
     c->rd_shut = !!(flags & LP_F_RD_SHUT);
     c->kern_shut_wr = !!(flags & LP_F_KERN_SHUT_WR);
     c->kern_eof = !!(flags & LP_F_KERN_EOF);
+    c->rx_plain = !!(flags & LP_F_RX_PLAIN);
+    c->rv_seen = (uint8_t)lp_rv(c);
+    c->ch.quiet = c->rv_seen;
     c->tx_kernel = v[0];
     c->rx_kernel = v[1];
     c->bells_drained = v[2];
@@ -1734,14 +2267,14 @@ void path_local_inherit(void)
     if (!p)
         return;
     while (*p) {
-        int fds[4], nfds = 0, memfd, side, k, ok = 1;
+        int fds[LP_INHERIT_FDS], nfds = 0, memfd, side, k, ok = 1;
         unsigned flags;
         uint64_t v[4];
 
         do {
             int fd = (int)lp_dec(&p);
 
-            if (nfds < 4)
+            if (nfds < LP_INHERIT_FDS)
                 fds[nfds++] = fd;
         } while (*p == ',' && p++);
         if (*p == ':')
@@ -1797,6 +2330,11 @@ int path_local_handover_prepare(shim_fd_t *f, int fd, path_local_handover_t *h, 
     h->bells_claimed = c->ch.bells_claimed;
     *memfd_p = c->memfd;
     return 0;
+}
+
+void path_local_hand_back(shim_fd_t *f, int fd, const char *why)
+{
+    lp_revert(lp_conn(f), fd, why);
 }
 
 void path_local_handover_posted(shim_fd_t *f)

@@ -96,10 +96,11 @@ int path_local_fd_move(int fd);
 /* exec: the environment to give the next image.  Connections whose socket
  * survives the exec are described in ZCSOCK_INHERIT (their channel memfd
  * made inheritable) when the next image loads the library (LD_PRELOAD in
- * envp names it); otherwise they are shut down rather than handed to a
- * program that would read doorbells as data.  vec (vec_n entries) and buf
- * receive the new environment; returns envp itself when nothing changes.
- * Safe in a vfork child (touches no shared state). */
+ * envp names it); otherwise they are handed back to the kernel first
+ * (path_local_hand_back), so the next image reads a plain stream.  vec
+ * (vec_n entries) and buf receive the new environment; returns envp itself
+ * when nothing changes.  In a vfork child it changes only what the parent
+ * must see too (a handed-back connection is plain for every holder). */
 char *const *path_local_exec_env(char *const *envp, char **vec, size_t vec_n, char *buf,
                                  size_t bufsz);
 #define PATH_LOCAL_INHERIT_MAX 4096
@@ -120,6 +121,10 @@ typedef struct path_local_handover {
 /* Sender: describe claimed descriptor fd for a hand-over (0, or -errno when it
  * is not a paired connection); *memfd_p is its channel memfd (still ours). */
 int path_local_handover_prepare(shim_fd_t *f, int fd, path_local_handover_t *h, int *memfd_p);
+/* Hand the connection of claimed descriptor fd back to the kernel for good
+ * (path_local.c, HAND-BACK): before it reaches a program that cannot read
+ * the channel.  Blocks at most a moment for doorbells in flight. */
+void path_local_hand_back(shim_fd_t *f, int fd, const char *why);
 /* Sender: the hand-over was posted: the receiver is a holder from now on. */
 void path_local_handover_posted(shim_fd_t *f);
 /* Receiver: adopt the channel for socket fd (memfd is consumed). */

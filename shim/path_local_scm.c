@@ -11,7 +11,8 @@
  * mailbox for the record with that socket's cookie and adopts the channel.
  * The record is posted before the descriptor leaves, so it is always there
  * first.  A receiver without zcsock has no mailbox: the sender finds that
- * out, and warns (the receiver would read doorbells as data).
+ * out and hands the connection back to the kernel (path_local_hand_back)
+ * before the descriptor leaves.
  *
  * Hook-safe: no allocation, no stdio; socket calls through zc_real. */
 #include <errno.h>
@@ -177,10 +178,11 @@ void path_local_scm_send(int fd, const struct msghdr *msg)
                 path_local_handover_posted(shim_fd_get(fds[i]));
                 zc_stat_add(ZC_STAT_LOCAL_HANDED_OVER, 1);
             } else {
-                ZC_LOG_ONCE(ZC_LOG_WARN, "a paired local-path socket (fd %d) is being passed "
-                            "with SCM_RIGHTS to a process without zcsock (%s): it will read the "
-                            "stream's doorbells as data; run such programs with ZCSOCK_LOCAL=0",
-                            fds[i], strerrordesc_np(-rc) ?: "?");
+                /* The receiver reads the kernel socket itself (no mailbox:
+                 * not a zcsock process we can reach): hand the connection
+                 * back to the kernel before the descriptor leaves. */
+                path_local_hand_back(shim_fd_get(fds[i]), fds[i], "SCM_RIGHTS to a process "
+                                     "without a zcsock mailbox");
             }
         }
     }

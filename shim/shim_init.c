@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "path_local.h"
@@ -124,9 +125,14 @@ __attribute__((destructor(101))) static void shim_destructor(void)
     shim_report("exit");
 }
 
+int shim_vfork_child(void)
+{
+    return (int)syscall(SYS_getpid) != shim_pid;
+}
+
 void shim_exec_prepare(void)
 {
-    if ((int)getpid() != shim_pid)
+    if (shim_vfork_child())
         return;     /* a vfork child: it shares our memory, touch nothing */
     zc_stat_add(ZC_STAT_PROC_EXECS, 1);
     shim_report("exec");

@@ -25,6 +25,12 @@ int shim_init_slow(void);
 /* Process identity kept for exec and fork decisions. */
 extern int shim_pid;
 
+/* 1 in a vfork child (posix_spawn-like launchers, Python's subprocess): it
+ * shares our memory but not our descriptor table, so the descriptor hooks
+ * must leave the state table (the parent's) alone.  A getpid system call:
+ * ask only when there is state to touch. */
+int shim_vfork_child(void);
+
 /* Every hook starts here: make sure we are initialised and count the call.
  * When the real function is unknown (from inside dlsym itself, or an optional
  * function this libc lacks) the call fails with ENOSYS rather than crashing. */

@@ -44,6 +44,10 @@
       "connections this image took over from the one before exec")                      \
     X(LOCAL_HANDED_OVER, "local.handed_over",                                           \
       "paired sockets passed with SCM_RIGHTS together with their channel")              \
+    X(LOCAL_HANDED_BACK, "local.handed_back", "connections this process handed back to "  \
+      "the kernel (exec or SCM_RIGHTS to a program without zcsock, ancillary data)")     \
+    X(LOCAL_RETURNED_BYTES, "local.returned_bytes", "bytes moved from the ring to the "   \
+      "kernel socket after the peer handed the connection back")                        \
     X(LOCAL_SWITCHES, "local.switches", "sending directions switched to the ring")       \
     X(LOCAL_DOORBELLS, "local.doorbells", "doorbell bytes sent to a sleeping peer")      \
     X(LOCAL_SLEEPS, "local.sleeps", "blocking calls that slept for the peer")            \

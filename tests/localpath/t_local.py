@@ -495,7 +495,147 @@ def s_scm(c):
     check(st == 0, "worker failed (%d)" % st)
 
 
-def echo_main(fd, out_fd=None):
+# --- hand-back: the connection leaves for a program without the library --------
+
+PRE_A, PRE_B = 300001, 100003     # unread in each direction when the server hands over
+
+
+def env_without_lib():
+    e = dict(os.environ)
+    e.pop("LD_PRELOAD", None)
+    return e
+
+
+def s_handback_common(c, give):
+    """Wait until the client's first message is all there unread, put one of
+    ours in flight unread, then give the connection away (give(c))."""
+    check(wait_fionread(c, 4 + PRE_A, 10), "client's first message never arrived")
+    c.sendall(pattern(21, PRE_B))
+    give(c)
+
+
+def c_handback(c):
+    c.sendall(struct.pack("I", PRE_A) + pattern(20, PRE_A))
+    time.sleep(0.5)             # the server hands the connection over meanwhile
+    check(recv_exact(c, PRE_B) == pattern(21, PRE_B), "server's data sent before the hand-over")
+    check(recv_exact(c, PRE_A) == pattern(20, PRE_A), "echo of the data sent before the hand-over")
+    c_exec(c)
+    if os.environ.get("T_MODE") == "both":
+        check(zc_stat("local.returned_bytes"), "the client gave no ring data back to the kernel")
+
+
+def s_exec_plain(c):
+    # exec of a program that does not load the library, with data unread both ways
+    def give(c):
+        c.set_inheritable(True)
+        pid = os.fork()
+        if pid == 0:
+            os.execve(sys.executable, [sys.executable, HERE, "echo_plain", str(c.fileno())],
+                      env_without_lib())
+        c.close()
+        _, st = os.waitpid(pid, 0)
+        check(st == 0, "exec'd child failed (%d)" % st)
+    s_handback_common(c, give)
+
+
+def s_scm_plain(c):
+    # SCM_RIGHTS to a process without the library (connected over a named socket)
+    def give(c):
+        d = tempfile.mkdtemp()
+        path = os.path.join(d, "w")
+        ls = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        ls.bind(path)
+        ls.listen(1)
+        w = subprocess.Popen([sys.executable, HERE, "scm_worker", path], env=env_without_lib())
+        a, _ = ls.accept()
+        socket.send_fds(a, [b"x"], [c.fileno()])
+        c.close()
+        a.close()
+        ls.close()
+        check(w.wait(timeout=120) == 0, "worker without the library failed")
+    s_handback_common(c, give)
+
+
+def echo_plain_main(fd):
+    check(zc_stat("local.inherited") is None, "the library is loaded in the plain image")
+    echo_main(fd, plain=True)
+
+
+def scm_worker_main(path):
+    a = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    a.connect(path)
+    _, fds, _, _ = socket.recv_fds(a, 16, 4)
+    check(len(fds) == 1, "no descriptor received")
+    echo_main(fds[0], plain=True)
+
+
+def s_anc(c):
+    # SCM_RIGHTS and SO_PASSCRED on the paired AF_UNIX connection itself
+    c.sendall(pattern(22, 200000))
+    r, w = os.pipe()
+    os.write(w, b"through the pipe")
+    os.close(w)
+    socket.send_fds(c, [b"F" + pattern(23, 5000)], [r])
+    os.close(r)
+    if os.environ.get("T_MODE") == "both":
+        check(zc_stat("local.handed_back"), "ancillary data did not hand the connection back")
+    c.sendall(pattern(24, 300000))
+    s_passcred(c)
+
+
+def echo_loop(c):
+    while True:
+        n = struct.unpack("I", recv_exact(c, 4))[0]
+        if not n:
+            break
+        c.sendall(recv_exact(c, n))
+
+
+def c_anc(c):
+    check(recv_exact(c, 200000) == pattern(22, 200000), "data before the descriptor")
+    msg, fds, _, _ = socket.recv_fds(c, 5001, 4)
+    got = msg
+    check(len(fds) == 1, "descriptor not received (got %d bytes first: %r)" % (len(msg), msg[:8]))
+    check(os.read(fds[0], 100) == b"through the pipe", "the descriptor is not the pipe")
+    os.close(fds[0])
+    got += recv_exact(c, 5001 - len(got))
+    check(got == b"F" + pattern(23, 5000), "data sent with the descriptor")
+    check(recv_exact(c, 300000) == pattern(24, 300000), "data after the descriptor")
+    c_passcred(c, after_anc=True)
+
+
+def s_passcred(c):
+    c.sendall(pattern(25, 100000))
+    check(recv_exact(c, 1) == b"C", "client's go")
+    c.sendall(b"after creds")
+    echo_loop(c)
+
+
+def c_passcred(c, after_anc=False):
+    if not after_anc:
+        check(recv_exact(c, 100000) == pattern(25, 100000), "data before SO_PASSCRED")
+        # one exchange through the ring first
+    c.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
+    c.sendall(b"C")
+    data, anc, _, _ = c.recvmsg(11, socket.CMSG_SPACE(12))
+    check(data == b"after creds"[:len(data)] and data, "data with credentials")
+    creds = [a for a in anc if a[0] == socket.SOL_SOCKET and a[1] == socket.SCM_CREDENTIALS]
+    check(creds, "no SCM_CREDENTIALS with SO_PASSCRED set")
+    pid, uid, gid = struct.unpack("iII", creds[0][2][:12])
+    check(uid == os.getuid() and pid > 0 and pid != os.getpid(), "credentials %r" % ((pid, uid),))
+    check(data + recv_exact(c, 11 - len(data)) == b"after creds", "data with credentials")
+    # the echo protocol of c_exec, now on a plain connection
+    for i in range(12):
+        m = bytes([97 + i]) * (1 << i)
+        c.sendall(struct.pack("I", len(m)) + m)
+        check(recv_exact(c, len(m)) == m, "echo %d" % i)
+    c.sendall(struct.pack("I", 0))
+    expect_eof(c)
+    if os.environ.get("T_MODE") == "both" and not after_anc:
+        check(zc_stat("local.handed_back"), "SO_PASSCRED did not hand the connection back")
+
+
+def echo_main(fd, out_fd=None, plain=False):
     c = socket.socket(fileno=fd)
     o = socket.socket(fileno=out_fd) if out_fd is not None else c
     while True:
@@ -506,7 +646,7 @@ def echo_main(fd, out_fd=None):
     if out_fd is not None:
         check(zc_stat("local.inherited") in (None, 1), "one connection, one hand-over")
         o.close()
-    if os.environ.get("T_MODE") == "both":
+    if os.environ.get("T_MODE") == "both" and not plain:
         check(paired(), "the exec'd image did not take the connection over")
     check("ZCSOCK_INHERIT" not in os.environ, "hand-over variable left in the environment")
     c.close()
@@ -611,7 +751,14 @@ CASES = {
     "splice": (s_splice, c_splice),
     "threads": (s_threads, c_threads),
     "dup": (s_dup, c_dup),
+    "exec_plain": (s_exec_plain, c_handback),
+    "scm_plain": (s_scm_plain, c_handback),
+    "anc": (s_anc, c_anc),
+    "passcred": (s_passcred, c_passcred),
 }
+
+# Cases for one family only (run.sh runs them there).
+UNIX_ONLY = ("anc", "passcred")
 
 
 # Cases that start streaming at once, so the switch to the ring happens in
@@ -814,8 +961,12 @@ def main():
         self_main(sys.argv[2], sys.argv[3])
     elif sys.argv[1] == "echo":
         echo_main(int(sys.argv[2]), int(sys.argv[3]) if len(sys.argv) > 3 else None)
+    elif sys.argv[1] == "echo_plain":
+        echo_plain_main(int(sys.argv[2]))
+    elif sys.argv[1] == "scm_worker":
+        scm_worker_main(sys.argv[2])
     elif sys.argv[1] == "list":
-        print(" ".join(CASES))
+        print(" ".join(c for c in CASES if c not in UNIX_ONLY))
 
 
 if __name__ == "__main__":
