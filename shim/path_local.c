@@ -80,6 +80,7 @@ typedef struct lp_conn {
     uint8_t app_nodelay;            /* TCP_NODELAY as the application set it */
     uint8_t rx_plain;               /* handed back: every kernel byte is data */
     uint8_t rv_seen;                /* handed back (by either side) */
+    uint8_t is_unix;                /* an AF_UNIX stream (ancillary data possible) */
     uint16_t pb_off, pb_len;        /* pb: peer data a doorbell drain read */
     uint64_t cookie;                /* SO_COOKIE of the socket (exec finds it by it) */
     int vfork_held;                 /* a vfork child's exec counted a holder */
@@ -326,6 +327,7 @@ static void lp_claim(int fd, lp_conn_t *c)
         lp_conn_free(c);
         return;
     }
+    c->is_unix = f->family == AF_UNIX;
     if (!c->cookie)
         zc_real.getsockopt(fd, SOL_SOCKET, SO_COOKIE, &c->cookie,
                            &(socklen_t){ sizeof(c->cookie) });
@@ -680,6 +682,10 @@ static void lp_rv_rx_done(lp_conn_t *c, int fd)
 {
     int64_t owed = lp_rv_owed(c);
 
+    zc_log(ZC_LOG_TRACE, "local path: fd %d reads the kernel stream after %lld owed doorbell(s)"
+           " (claimed %llu, read %llu, kept %d)", fd, (long long)owed,
+           (unsigned long long)c->ch.bells_claimed, (unsigned long long)c->bells_drained,
+           c->pb_len - c->pb_off);
     if (owed > 0 && lp_bells_take(c, fd, owed) < 0 && !c->kern_eof && !c->kern_err)
         zc_log(ZC_LOG_WARN, "local path: fd %d handed back with %lld doorbell(s) that did not "
                "come", fd, (long long)(c->ch.bells_claimed - c->bells_drained));
@@ -830,11 +836,31 @@ static size_t lp_drain_ex(lp_conn_t *c, int fd, int full)
             if ((uint64_t)owed < want)
                 want = (size_t)owed;
         }
-        n = zc_real.recv(fd, buf, want, MSG_DONTWAIT);
+        /* AF_UNIX: look first, so that a hand-back's descriptors or
+         * credentials are never read here (they would be lost). */
+        n = zc_real.recv(fd, buf, want, MSG_DONTWAIT | (c->is_unix ? MSG_PEEK : 0));
         if (n > 0 && !rv && lp_rv(c)) {
             /* Handed back while we read: past the doorbells owed it is data. */
-            total += lp_rv_keep(c, buf, (size_t)n);
+            if (!c->is_unix) {
+                total += lp_rv_keep(c, buf, (size_t)n);
+            } else {
+                int64_t owed = lp_rv_owed(c);
+
+                if (owed > 0 && lp_bells_take(c, fd, owed < n ? owed : n) == 0)
+                    total += (size_t)(owed < n ? owed : n);
+            }
             break;
+        }
+        if (n > 0 && c->is_unix) {
+            ssize_t k = zc_real.recv(fd, buf, (size_t)n, MSG_DONTWAIT);
+
+            if (k != n) {       /* another reader took them: count what we read */
+                if (k > 0) {
+                    total += (size_t)k;
+                    c->bells_drained += (size_t)k;
+                }
+                break;
+            }
         }
         if (n > 0) {
             total += (size_t)n;
@@ -1143,10 +1169,14 @@ static ssize_t lp_recvmsg(shim_fd_t *f, int fd, struct msghdr *msg, int flags)
     int waitall = (flags & MSG_WAITALL) && !(flags & MSG_PEEK);
     int rc0 = lp_msg_check(msg);
     lp_wait_t w = LP_WAIT_INIT;
+    size_t ctl0;
+    socklen_t name0;
 
     if (rc0)
         return rc0;
     total = lp_iov_total(msg->msg_iov, msg->msg_iovlen);
+    ctl0 = msg->msg_controllen;
+    name0 = msg->msg_namelen;
     if (flags & MSG_OOB) {      /* urgent data: the kernel's */
         ssize_t n = zc_real.recvmsg(fd, msg, flags);
 
@@ -1182,6 +1212,8 @@ static ssize_t lp_recvmsg(shim_fd_t *f, int fd, struct msghdr *msg, int flags)
             m.msg_iov = win;
             m.msg_iovlen = (size_t)lp_iov_window(msg->msg_iov, msg->msg_iovlen, got, SIZE_MAX,
                                                  win);
+            m.msg_controllen = ctl0;    /* a ring read before may have cleared them */
+            m.msg_namelen = name0;
             n = lp_recv_kernel(c, f, fd, &m, flags, &again);
             lp_unlock(c, LP_RX);
             msg->msg_flags = m.msg_flags;       /* what the kernel said goes back */

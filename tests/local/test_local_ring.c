@@ -371,6 +371,48 @@ static void test_pages(void **state)
     t_pair_close(&p);
 }
 
+/* A MARK record (hand-back) stops reads like PAGES, carries no stream
+ * bytes, and quiet mode claims no announcement while local_ring_claim does. */
+static void test_mark_quiet(void **state)
+{
+    local_ring_frame_t f;
+    uint8_t buf[64];
+    t_pair_t p;
+    int ret;
+
+    (void)state;
+    t_pair_open(&p, 4096);
+    t_write(&p.a, AB, "abc", 3, NULL);
+    assert_int_equal(local_ring_rx_wait_prepare(&p.b, AB), 0);     /* data: no sleep */
+    assert_int_equal(t_read(&p.b, AB, buf, 2, 0, NULL), 2);
+    assert_int_equal(local_ring_mark_write(&p.a, AB, 99), -EINVAL);
+    p.a.quiet = 1;
+    assert_int_equal(local_ring_rx_wait_prepare_kind(&p.b, BA, LOCAL_RING_WAIT_FUTEX), 1);
+    ret = local_ring_mark_write(&p.a, AB, LOCAL_RING_MARK_REVERT);
+    assert_int_equal(ret, 0);           /* nobody waits on AB; quiet anyway */
+    assert_int_equal(local_ring_readable(&p.b, AB), 1);
+    assert_int_equal(t_read(&p.b, AB, buf, sizeof(buf), 0, &ret), 1);
+    assert_true(ret & LOCAL_RING_F_RECORD);
+    assert_int_equal(t_read(&p.b, AB, buf, sizeof(buf), LOCAL_RING_PEEK, &ret), 0);
+    assert_true(ret & LOCAL_RING_F_RECORD);
+    assert_int_equal(local_ring_frame_next(&p.b, AB, &f), 0);
+    assert_int_equal(f.type, LOCAL_RING_REC_MARK);
+    assert_int_equal(f.mark, LOCAL_RING_MARK_REVERT);
+    assert_int_equal(f.bytes, 0);
+    assert_true(local_ring_frame_consume(&p.b, AB, &f) >= 0);
+    assert_int_equal(local_ring_frame_next(&p.b, AB, &f), -EAGAIN);
+    /* quiet: a write the sleeping consumer would have been woken by claims nothing */
+    assert_int_equal(local_ring_rx_wait_prepare(&p.b, AB), 1);
+    t_write(&p.a, AB, "x", 1, &ret);
+    assert_false(ret & (LOCAL_RING_F_DOORBELL | LOCAL_RING_F_FUTEX));
+    /* ... until claimed explicitly: once */
+    assert_int_equal(local_ring_claim(&p.a, AB, LOCAL_RING_ROLE_CONS), LOCAL_RING_F_DOORBELL);
+    assert_int_equal(local_ring_claim(&p.a, AB, LOCAL_RING_ROLE_CONS), 0);
+    assert_int_equal(local_ring_rx_wait_cancel(&p.b, AB), 1);      /* the doorbell is owed */
+    assert_int_equal(local_ring_claim(&p.a, BA, LOCAL_RING_ROLE_CONS), LOCAL_RING_F_FUTEX);
+    t_pair_close(&p);
+}
+
 static void test_frame_next_mid_record(void **state)
 {
     local_ring_frame_t f;
@@ -521,6 +563,16 @@ static void spoil_pages_count(t_pair_t *p)
 {
     *(uint64_t *)p->a.ring[AB] = LOCAL_RING_REC_PAGES | (24ULL << 32);
 }
+static void spoil_mark_kind(t_pair_t *p)
+{
+    *(uint64_t *)p->a.ring[AB] = LOCAL_RING_REC_MARK | (8ULL << 32);
+    *(uint64_t *)(p->a.ring[AB] + 8) = 77;      /* no such kind */
+}
+static void spoil_mark_len(t_pair_t *p)
+{
+    *(uint64_t *)p->a.ring[AB] = LOCAL_RING_REC_MARK | (16ULL << 32);
+    *(uint64_t *)(p->a.ring[AB] + 8) = LOCAL_RING_MARK_REVERT;
+}
 
 static void test_corrupt(void **state)
 {
@@ -528,6 +580,7 @@ static void test_corrupt(void **state)
         spoil_head_unaligned, spoil_head_far, spoil_tail_ahead, spoil_tail_unaligned,
         spoil_rec_left, spoil_bytes, spoil_type, spoil_flags, spoil_len_long,
         spoil_len_huge, spoil_len_zero, spoil_eof_len, spoil_pages_bad, spoil_pages_count,
+        spoil_mark_kind, spoil_mark_len,
     };
 
     (void)state;
@@ -601,6 +654,7 @@ int main(void)
         cmocka_unit_test(test_eof),
         cmocka_unit_test(test_pages),
         cmocka_unit_test(test_frame_next_mid_record),
+        cmocka_unit_test(test_mark_quiet),
         cmocka_unit_test(test_wait_protocol),
         cmocka_unit_test(test_publish_window),
         cmocka_unit_test(test_corrupt),

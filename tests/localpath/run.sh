@@ -32,6 +32,18 @@ done
 for c in stream_both poll_truth threads; do
   t_run "$c/self" "$T" env T_BYTES=$MID $PY $TL run "$c" self tcp
 done
+# hand-back: exec / SCM_RIGHTS to a program without the library, ancillary data
+for c in exec_plain scm_plain; do
+  t_run "$c/plain-client" "$T" $PY $TL run "$c" server tcp
+done
+t_run exec_plain/big "$T" env T_BIG=1 $PY $TL run exec_plain both tcp
+t_run exec_plain/epoll "$T" env T_EPOLL=1 $PY $TL run exec_plain both tcp
+t_run exec_plain/epoll-big "$T" env T_EPOLL=1 T_BIG=1 $PY $TL run exec_plain both unix
+t_run scm_plain/unix "$T" $PY $TL run scm_plain both unix
+for c in anc passcred; do
+  t_run "$c/unix" "$T" $PY $TL run "$c" both unix
+  t_run "$c/unix-plain-server" "$T" $PY $TL run "$c" client unix
+done
 t_run killed-peer/tcp "$T" $PY $TL run killed_peer - tcp
 t_run killed-peer/unix "$T" $PY $TL run killed_peer - unix
 t_end
