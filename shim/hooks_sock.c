@@ -304,6 +304,8 @@ static int shim_fcntl_common(int (*real)(int, int, ...), int fd, int cmd, void *
 
     if (rc >= 0 && (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC))
         shim_fd_dup(fd, rc);
+    else if (cmd == F_SETFL && shim_unlikely(path_local_claimed(shim_fd_get(fd))))
+        path_local_settings_changed(shim_fd_get(fd));
     return rc;
 }
 
@@ -346,6 +348,10 @@ SHIM_EXPORT int ioctl(int fd, unsigned long req, ...)
 
         if (path_local_ioctl(shim_fd_get(fd), fd, req, arg, &rc))
             return rc;
+        rc = zc_real.ioctl(fd, req, arg);
+        if (req == FIONBIO)
+            path_local_settings_changed(shim_fd_get(fd));
+        return rc;
     }
     return zc_real.ioctl(fd, req, arg);
 }

@@ -50,6 +50,7 @@ typedef struct lp_side {
     uint32_t lock[2];           /* LP_TX, LP_RX: holder tid | LP_LOCK_WAITERS */
     uint32_t holders;           /* processes holding this side's socket */
     uint32_t rv;                /* LP_RV_*: hand-back to the kernel (HAND-BACK below) */
+    uint32_t hgen;              /* bumped whenever holders changes (lp_cached_t) */
 } lp_side_t;
 
 #define LP_RV_REQ 1u            /* this side handed the connection back */
@@ -59,6 +60,18 @@ typedef struct lp_side {
 #define LP_RV_CLOSE_MS 2000     /* most a close waits to give its ring to the kernel */
 
 #define LP_LOCK_WAITERS 0x80000000u
+
+/* A socket setting the blocking paths need on every call (O_NONBLOCK,
+ * SO_RCVTIMEO, SO_SNDTIMEO), cached instead of asked with a system call each
+ * time: valid while this process is the only holder of the socket (nobody
+ * else can change it) and no hooked call of ours changed it (fcntl F_SETFL,
+ * ioctl FIONBIO, setsockopt bump lgen; a holder change bumps the shared
+ * hgen). */
+typedef struct lp_cached {
+    int64_t v;
+    uint32_t hgen, lgen;
+    int ok;
+} lp_cached_t;
 
 typedef struct lp_conn {
     struct lp_conn *next, *prev;    /* all connections (fork) */
@@ -84,6 +97,8 @@ typedef struct lp_conn {
     uint16_t pb_off, pb_len;        /* pb: peer data a doorbell drain read */
     uint64_t cookie;                /* SO_COOKIE of the socket (exec finds it by it) */
     int vfork_held;                 /* a vfork child's exec counted a holder */
+    uint32_t lgen;                  /* bumped by hooked calls that change settings */
+    lp_cached_t nonblock, timeo[2]; /* O_NONBLOCK; SO_SNDTIMEO (LP_TX), SO_RCVTIMEO (LP_RX) ms */
     uint8_t pb[256];
     uint32_t sndcap;                /* SO_SNDBUF the application set (the kernel's
                                      * doubled value), 0: the whole ring */
@@ -206,14 +221,25 @@ static lp_conn_t *lp_conn(shim_fd_t *f)
     return (lp_conn_t *)f->path_ctx;
 }
 
-static int lp_nonblocking(int fd, int flags)
+static int lp_cached_get(lp_conn_t *c, const lp_cached_t *k, int64_t *v);
+static void lp_cached_begin(lp_conn_t *c, lp_cached_t *k);
+static void lp_cached_set(lp_cached_t *k, int64_t v);
+
+static int lp_nonblocking(lp_conn_t *c, int fd, int flags)
 {
+    int64_t v;
     int fl;
 
     if (flags & MSG_DONTWAIT)
         return 1;
+    if (lp_cached_get(c, &c->nonblock, &v))
+        return (int)v;
+    lp_cached_begin(c, &c->nonblock);
     fl = zc_real.fcntl(fd, F_GETFL, 0);
-    return fl >= 0 && (fl & O_NONBLOCK);
+    if (fl < 0)
+        return 0;
+    lp_cached_set(&c->nonblock, (fl & O_NONBLOCK) != 0);
+    return (fl & O_NONBLOCK) != 0;
 }
 
 static size_t lp_iov_total(const struct iovec *iov, size_t n)
@@ -414,12 +440,51 @@ int path_local_fd_move(int fd)
     return 0;
 }
 
+/* Count delta more (or fewer) processes holding our side; the new count. */
+static uint32_t lp_holders_add(lp_conn_t *c, int delta)
+{
+    lp_side_t *s = lp_side(c, c->ch.side);
+    uint32_t n = __atomic_add_fetch(&s->holders, (uint32_t)delta, __ATOMIC_ACQ_REL);
+
+    __atomic_add_fetch(&s->hgen, 1, __ATOMIC_ACQ_REL);
+    return n;
+}
+
+/* A cached setting, when still valid (lp_cached_t): 1 and *v, else 0. */
+static int lp_cached_get(lp_conn_t *c, const lp_cached_t *k, int64_t *v)
+{
+    lp_side_t *s;
+
+    if (!k->ok || !c->ch.base || k->lgen != __atomic_load_n(&c->lgen, __ATOMIC_ACQUIRE))
+        return 0;
+    s = lp_side(c, c->ch.side);
+    if (__atomic_load_n(&s->holders, __ATOMIC_ACQUIRE) != 1 ||
+        __atomic_load_n(&s->hgen, __ATOMIC_ACQUIRE) != k->hgen)
+        return 0;
+    *v = k->v;
+    return 1;
+}
+
+/* Before asking the kernel: the generations the answer will be valid for. */
+static void lp_cached_begin(lp_conn_t *c, lp_cached_t *k)
+{
+    k->ok = 0;
+    k->lgen = __atomic_load_n(&c->lgen, __ATOMIC_ACQUIRE);
+    k->hgen = c->ch.base ? __atomic_load_n(&lp_side(c, c->ch.side)->hgen, __ATOMIC_ACQUIRE) : 0;
+}
+
+static void lp_cached_set(lp_cached_t *k, int64_t v)
+{
+    k->v = v;
+    k->ok = 1;
+}
+
 /* A channel is ours: keep its memfd (for exec) and count this process as a
  * holder of our side. */
 static void lp_channel_adopt(lp_conn_t *c, int memfd)
 {
     c->memfd = lp_fd_keep(c, memfd);
-    __atomic_add_fetch(&lp_side(c, c->ch.side)->holders, 1, __ATOMIC_ACQ_REL);
+    lp_holders_add(c, 1);
 }
 
 static void lp_decline(int reason)
@@ -988,13 +1053,23 @@ static int lp_sleep(lp_conn_t *c, int fd, int role, lp_wait_t *w)
     long r;
 
     if (!w->init) {
-        struct timeval tv = { 0, 0 };
+        lp_cached_t *k = &c->timeo[role];
+        int64_t ms;
 
         w->init = 1;
-        if (!zc_real.getsockopt(fd, SOL_SOCKET, role == LP_RX ? SO_RCVTIMEO : SO_SNDTIMEO, &tv,
-                                &(socklen_t){ sizeof(tv) }) &&
-            (tv.tv_sec || tv.tv_usec))
-            w->deadline = lp_now_ms() + tv.tv_sec * 1000 + (tv.tv_usec + 999) / 1000;
+        if (!lp_cached_get(c, k, &ms)) {
+            struct timeval tv = { 0, 0 };
+
+            lp_cached_begin(c, k);
+            ms = -1;
+            if (!zc_real.getsockopt(fd, SOL_SOCKET, role == LP_RX ? SO_RCVTIMEO : SO_SNDTIMEO,
+                                    &tv, &(socklen_t){ sizeof(tv) })) {
+                ms = tv.tv_sec || tv.tv_usec ? tv.tv_sec * 1000 + (tv.tv_usec + 999) / 1000 : 0;
+                lp_cached_set(k, ms);
+            }
+        }
+        if (ms > 0)
+            w->deadline = lp_now_ms() + ms;
     }
     if (w->deadline >= 0) {
         int64_t left = w->deadline - lp_now_ms();
@@ -1067,6 +1142,42 @@ static ssize_t lp_recv_kernel(lp_conn_t *c, shim_fd_t *f, int fd, struct msghdr 
         limit = (size_t)(sw - c->rx_kernel);
         m.msg_iov = win;
         m.msg_iovlen = (size_t)lp_iov_window(msg->msg_iov, msg->msg_iovlen, 0, limit, win);
+    }
+    else if (sw == LOCAL_PAIR_SWITCH_UNSET && !(flags & MSG_PEEK)) {
+        /* No switch point yet: look before taking.  One published while we
+         * wait makes what follows it doorbells, or, after a hand-back, data
+         * that comes after the ring's (which a read must not take, nor the
+         * descriptors that may travel with it). */
+        struct msghdr pm = m;
+
+        pm.msg_control = NULL;
+        pm.msg_controllen = 0;
+        pm.msg_name = NULL;
+        pm.msg_namelen = 0;
+        n = zc_real.recvmsg(fd, &pm, (flags & ~MSG_WAITALL) | MSG_PEEK);
+        if (n > 0 && c->state == LP_PENDING) {
+            int memfd = -1;
+            int rc = local_pair_channel_recv(fd, c->ann, c->forked ? LOCAL_PAIR_F_REQUEUE : 0,
+                                             &c->ch, &memfd);
+
+            lp_pickup_done(c, rc, memfd);
+        }
+        if (n <= 0) {
+            msg->msg_flags = pm.msg_flags;
+            msg->msg_controllen = 0;
+            msg->msg_namelen = 0;
+            shim_copy_account(f, 0, n, 1);
+            return n < 0 ? -errno : 0;
+        }
+        data = local_pair_rx_split(c->state == LP_PAIRED ? &c->ch : NULL, lp_rxdir(c),
+                                   c->rx_kernel, (size_t)n);
+        if (!data) {
+            *again = 1;         /* all past the switch point: the ring's turn */
+            return 0;
+        }
+        m.msg_iov = win;
+        m.msg_iovlen = (size_t)lp_iov_window(msg->msg_iov, msg->msg_iovlen, 0, data, win);
+        flags |= MSG_DONTWAIT;  /* they are there */
     }
     n = zc_real.recvmsg(fd, &m, flags & ~MSG_WAITALL);
     msg->msg_flags = m.msg_flags;
@@ -1155,7 +1266,7 @@ static int lp_rv_return(lp_conn_t *c, int fd, int flags, lp_wait_t *w)
     lp_lock(c, LP_TX);
     rc = c->tx_ring ? lp_rv_tx(c, fd, 0) : 0;
     lp_unlock(c, LP_TX);
-    if (rc != -EAGAIN || !c->rx_plain || lp_nonblocking(fd, flags))
+    if (rc != -EAGAIN || !c->rx_plain || lp_nonblocking(c, fd, flags))
         return 0;
     if (zc_real.poll(&p, 1, LP_SLEEP_SLICE_MS) < 0 && errno == EINTR && lp_interrupted(w))
         return 0;       /* the receive itself reports the signal */
@@ -1265,7 +1376,7 @@ static ssize_t lp_recvmsg(shim_fd_t *f, int fd, struct msghdr *msg, int flags)
                 return (ssize_t)got;
             return c->kern_err ? -c->kern_err : 0;
         }
-        if (lp_nonblocking(fd, flags)) {
+        if (lp_nonblocking(c, fd, flags)) {
             rc = local_ring_rx_wait_prepare(&c->ch, lp_rxdir(c));  /* arm for poll */
             lp_unlock(c, LP_RX);
             if (rc == 0)
@@ -1352,7 +1463,7 @@ static ssize_t lp_sendmsg(shim_fd_t *f, int fd, const struct msghdr *msg, int fl
         lp_pickup(c, fd);
     if (c->state == LP_PAIRED && lp_rv(c)) {
         /* Handed back: what the ring still holds goes to the kernel first. */
-        n = lp_rv_tx(c, fd, lp_nonblocking(fd, flags) ? 0 : -1);
+        n = lp_rv_tx(c, fd, lp_nonblocking(c, fd, flags) ? 0 : -1);
         if (n < 0) {
             lp_unlock(c, LP_TX);
             return n == -EPIPE ? lp_epipe(flags) : n;
@@ -1414,9 +1525,9 @@ static ssize_t lp_sendmsg(shim_fd_t *f, int fd, const struct msghdr *msg, int fl
                 continue;
         }
         /* Full. */
-        if (sent && lp_nonblocking(fd, flags))
+        if (sent && lp_nonblocking(c, fd, flags))
             break;
-        nonblock = lp_nonblocking(fd, flags);
+        nonblock = lp_nonblocking(c, fd, flags);
         rc = local_ring_tx_wait_prepare_kind(&c->ch, lp_txdir(c),
                                              lp_tx_want(c, total - sent < LOCAL_RING_CHUNK
                                                                ? total - sent + LP_ROOM_KEEP
@@ -1453,7 +1564,7 @@ static size_t lp_send_room(lp_conn_t *c, int fd, int flags, size_t want)
 {
     int64_t room;
 
-    if (!c->tx_ring || !lp_nonblocking(fd, flags))
+    if (!c->tx_ring || !lp_nonblocking(c, fd, flags))
         return want;
     room = lp_tx_room(c) - LP_ROOM_KEEP;
     if (room <= 0)
@@ -1642,8 +1753,7 @@ static void lp_conn_release(lp_conn_t *c, int fd)
     local_pair_fd_close(c->ann);
     lp_fd_drop(c->memfd);
     if (c->ch.base) {
-        lp_side_t *s = lp_side(c, c->ch.side);
-        int last = __atomic_sub_fetch(&s->holders, 1, __ATOMIC_ACQ_REL) == 0;
+        int last = lp_holders_add(c, -1) == 0;
 
         if (last && c->state == LP_PAIRED && lp_rv(c)) {
             /* Handed back: what the ring holds goes to the kernel before the
@@ -2031,11 +2141,17 @@ int path_local_ioctl(shim_fd_t *f, int fd, unsigned long req, void *arg, int *rc
     return 1;
 }
 
+void path_local_settings_changed(shim_fd_t *f)
+{
+    __atomic_add_fetch(&lp_conn(f)->lgen, 1, __ATOMIC_ACQ_REL);
+}
+
 void path_local_setsockopt(shim_fd_t *f, int fd, int level, int name, const void *val,
                            socklen_t len)
 {
     lp_conn_t *c = lp_conn(f);
 
+    path_local_settings_changed(f);
     if (!val)
         return;
     if (level == IPPROTO_TCP && name == TCP_NODELAY && len >= sizeof(int)) {
@@ -2181,7 +2297,7 @@ char *const *path_local_exec_env(char *const *envp, char **vec, size_t vec_n, ch
         zc_real.fcntl(c->memfd, F_SETFD, 0);
         if (vforked) {
             /* No fork hook counted this child: the next image is a holder. */
-            __atomic_add_fetch(&lp_side(c, c->ch.side)->holders, 1, __ATOMIC_ACQ_REL);
+            lp_holders_add(c, 1);
             c->vfork_held = 1;
         }
         handed++;
@@ -2206,7 +2322,7 @@ void path_local_exec_failed(void)
         if (c->memfd >= 0)
             zc_real.fcntl(c->memfd, F_SETFD, FD_CLOEXEC);
         if (c->vfork_held && c->ch.base)
-            __atomic_sub_fetch(&lp_side(c, c->ch.side)->holders, 1, __ATOMIC_ACQ_REL);
+            lp_holders_add(c, -1);
         c->vfork_held = 0;
     }
     errno = saved;
@@ -2371,9 +2487,7 @@ void path_local_hand_back(shim_fd_t *f, int fd, const char *why)
 
 void path_local_handover_posted(shim_fd_t *f)
 {
-    lp_conn_t *c = lp_conn(f);
-
-    __atomic_add_fetch(&lp_side(c, c->ch.side)->holders, 1, __ATOMIC_ACQ_REL);
+    lp_holders_add(lp_conn(f), 1);
 }
 
 void path_local_handover_adopt(int fd, const path_local_handover_t *h, int memfd)
@@ -2398,8 +2512,7 @@ void path_local_fork_hold(int delta)
     lp_list_lock();
     for (c = lp.head; c; c = c->next)
         if (c->ch.base)
-            __atomic_add_fetch(&lp_side(c, c->ch.side)->holders, (uint32_t)delta,
-                               __ATOMIC_ACQ_REL);
+            lp_holders_add(c, delta);
     lp_list_unlock();
 }
 

@@ -59,6 +59,9 @@ ssize_t path_local_splice(int fd_in, loff_t *off_in, int fd_out, loff_t *off_out
 int path_local_ioctl(shim_fd_t *f, int fd, unsigned long req, void *arg, int *rc);
 void path_local_setsockopt(shim_fd_t *f, int fd, int level, int name, const void *val,
                            socklen_t len);
+/* fcntl(F_SETFL) or ioctl(FIONBIO) changed a claimed descriptor's flags
+ * (after the real call): cached settings are stale. */
+void path_local_settings_changed(shim_fd_t *f);
 /* getsockopt the path answers (TCP_NODELAY as the application set it, the
  * doorbells force it on): 1 when handled. */
 int path_local_getsockopt(shim_fd_t *f, int level, int name, void *val, socklen_t *len);
