@@ -23,7 +23,7 @@ done
 for c in stream_both peek epoll; do
   t_run "$c/tcp6" "$T" env T_BYTES=$MID $PY $TL run "$c" both tcp6
 done
-for c in stream_both poll_truth halfclose epipe pollout; do
+for c in stream_both poll_truth halfclose epipe pollout subprocess; do
   t_run "$c/unix" "$T" env T_BYTES=$MID $PY $TL run "$c" both unix
 done
 for c in stream_both epoll; do

@@ -470,6 +470,24 @@ def s_exec2(c):
     check(st == 0, "exec'd child failed (%d)" % st)
 
 
+def s_subprocess(c):
+    # subprocess (vfork + exec in CPython): an unrelated child must not touch
+    # the connection, and one given the descriptor (pass_fds) takes it over
+    check(subprocess.run([sys.executable, "-c", "pass"], close_fds=True).returncode == 0,
+          "plain child")
+    c.sendall(b"1")
+    check(recv_exact(c, 1) == b"2", "exchange after a child came and went")
+    p = subprocess.Popen([sys.executable, HERE, "echo", str(c.fileno())], pass_fds=[c.fileno()])
+    c.close()
+    check(p.wait(timeout=120) == 0, "child given the connection failed")
+
+
+def c_subprocess(c):
+    check(recv_exact(c, 1) == b"1", "exchange after a child came and went")
+    c.sendall(b"2")
+    c_exec(c)
+
+
 def s_scm(c):
     # hand the connection to a forked worker through SCM_RIGHTS
     a, b = socket.socketpair()
@@ -791,6 +809,7 @@ CASES = {
     "splice": (s_splice, c_splice),
     "threads": (s_threads, c_threads),
     "dup": (s_dup, c_dup),
+    "subprocess": (s_subprocess, c_subprocess),
     "exec_plain": (s_exec_plain, c_handback),
     "scm_plain": (s_scm_plain, c_handback),
     "anc": (s_anc, c_anc),
