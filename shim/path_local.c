@@ -1311,7 +1311,7 @@ static ssize_t lp_recvmsg(shim_fd_t *f, int fd, struct msghdr *msg, int flags)
     msg->msg_flags = 0;
     for (;;) {
         ssize_t n;
-        int again = 0, eof = 0, rc;
+        int again = 0, eof = 0, rc, nonblock;
 
         if (c->state == LP_PAIRED && c->tx_ring && lp_rv(c) && lp_rv_return(c, fd, flags, &w))
             continue;
@@ -1354,8 +1354,12 @@ static ssize_t lp_recvmsg(shim_fd_t *f, int fd, struct msghdr *msg, int flags)
             continue;
         }
         /* Empty.  What does the kernel socket say?  (A peer whose last holder
-         * closed marked its side gone before its kernel socket closed.) */
-        lp_drain(c, fd);
+         * closed marked its side gone before its kernel socket closed.)  A
+         * blocking call that is owed no doorbell skips the look: its sleep
+         * looks every slice, and an orderly close wakes it. */
+        nonblock = lp_nonblocking(c, fd, flags);
+        if (nonblock || c->ch.bells_claimed != c->bells_drained)
+            lp_drain(c, fd);
         if (!c->kern_eof && !c->kern_err &&
             local_ring_peer_state(&c->ch) == LOCAL_RING_PEER_GONE) {
             /* Its last holder marked the side gone just before closing: the
@@ -1376,7 +1380,7 @@ static ssize_t lp_recvmsg(shim_fd_t *f, int fd, struct msghdr *msg, int flags)
                 return (ssize_t)got;
             return c->kern_err ? -c->kern_err : 0;
         }
-        if (lp_nonblocking(c, fd, flags)) {
+        if (nonblock) {
             rc = local_ring_rx_wait_prepare(&c->ch, lp_rxdir(c));  /* arm for poll */
             lp_unlock(c, LP_RX);
             if (rc == 0)
