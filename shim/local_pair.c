@@ -379,6 +379,20 @@ static int lp_unix_lookup(uint32_t ino, int want_peer, lp_peer_t *p)
     return got ? 0 : -ENOENT;
 }
 
+int local_pair_unix_peer_ino(int fd, uint64_t *ino)
+{
+    struct stat st;
+    lp_peer_t p;
+    int rc;
+
+    if (fstat(fd, &st) < 0)
+        return -errno;
+    rc = lp_unix_lookup((uint32_t)st.st_ino, 1, &p);
+    if (!rc)
+        *ino = p.ino;
+    return rc;
+}
+
 /* The peer socket of connected unix stream socket fd. */
 static int lp_unix_peer(int fd, lp_peer_t *p)
 {

@@ -216,6 +216,10 @@ local_pair_ctl_t *local_pair_ctl(local_ring_t *ch);
 /* Server: 1 when side B attached (rule S1), else 0. */
 int local_pair_peer_attached(local_ring_t *ch);
 
+/* The inode of the socket at the other end of connected AF_UNIX socket fd
+ * (unix_diag).  0 or -errno. */
+int local_pair_unix_peer_ino(int fd, uint64_t *ino);
+
 /* Sender: publish switch_at[dir] = sent (rule S2; once).  -EALREADY if set. */
 int local_pair_switch_publish(local_ring_t *ch, int dir, uint64_t sent);
 

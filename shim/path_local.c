@@ -33,6 +33,7 @@
 #include "local_ring.h"
 #include "path_local.h"
 #include "shim_int.h"
+#include "shim_proc.h"
 #include "zc_config.h"
 #include "zc_log.h"
 #include "zc_pool.h"
@@ -2214,54 +2215,38 @@ static int lp_env_loads_us(char *const *envp)
 
 /* The socket descriptors that survive an exec (no FD_CLOEXEC), from the
  * kernel's table: a vfork child's is not the one the state table describes
- * (Python's subprocess dup2()s and closes descriptors there).  Fills fds and
- * their cookies (up to LP_EXEC_FDS); returns how many. */
-static int lp_exec_scan(int *fds, uint64_t *cookies)
+ * (Python's subprocess dup2()s and closes descriptors there). */
+typedef struct lp_exec_fds {
+    int n;
+    int fds[LP_EXEC_FDS];
+    uint64_t cookies[LP_EXEC_FDS];
+} lp_exec_fds_t;
+
+static int lp_exec_scan_fn(int dirfd, long fd, void *arg)
 {
-    char d[2048];
-    int dfd = (int)syscall(SYS_openat, AT_FDCWD, "/proc/self/fd",
-                           O_RDONLY | O_DIRECTORY | O_CLOEXEC), n = 0;
-    long got;
+    lp_exec_fds_t *x = arg;
+    int fl = zc_real.fcntl((int)fd, F_GETFD, 0);
 
-    if (dfd < 0)
-        return 0;
-    while (n < LP_EXEC_FDS && (got = syscall(SYS_getdents64, dfd, d, sizeof(d))) > 0) {
-        for (long off = 0; off < got && n < LP_EXEC_FDS;) {
-            struct { uint64_t ino; int64_t next; unsigned short reclen; unsigned char type; }
-                *e = (void *)(d + off);
-            const char *name = d + off + 19;
-            int fd = 0, fl;
-
-            off += e->reclen;
-            if (name[0] < '0' || name[0] > '9')
-                continue;
-            for (; *name >= '0' && *name <= '9'; name++)
-                fd = fd * 10 + (*name - '0');
-            fl = fd == dfd ? -1 : zc_real.fcntl(fd, F_GETFD, 0);
-            if (fl < 0 || (fl & FD_CLOEXEC) ||
-                zc_real.getsockopt(fd, SOL_SOCKET, SO_COOKIE, &cookies[n],
-                                   &(socklen_t){ sizeof(uint64_t) }))
-                continue;
-            fds[n++] = fd;
-        }
-    }
-    syscall(SYS_close, dfd);
-    return n;
+    (void)dirfd;
+    if (fl >= 0 && !(fl & FD_CLOEXEC) &&
+        !zc_real.getsockopt((int)fd, SOL_SOCKET, SO_COOKIE, &x->cookies[x->n],
+                            &(socklen_t){ sizeof(uint64_t) }))
+        x->fds[x->n++] = (int)fd;
+    return x->n == LP_EXEC_FDS;
 }
 
 char *const *path_local_exec_env(char *const *envp, char **vec, size_t vec_n, char *buf,
                                  size_t bufsz)
 {
     size_t len, n = 0, i;
-    int loads, handed = 0, j, saved = errno, nfds, vforked;
-    int fds[LP_EXEC_FDS];
-    uint64_t cookies[LP_EXEC_FDS];
+    int loads, handed = 0, j, saved = errno, vforked;
+    lp_exec_fds_t x = { 0 };
     lp_conn_t *c;
 
     if (!__atomic_load_n(&lp.head, __ATOMIC_ACQUIRE))
         return envp;
     loads = lp_env_loads_us(envp);
-    nfds = lp_exec_scan(fds, cookies);
+    shim_proc_each_num("/proc/self/fd", lp_exec_scan_fn, &x);
     vforked = shim_vfork_child();
     for (c = lp.head; c; c = c->next)
         c->vfork_held = 0;
@@ -2274,10 +2259,10 @@ char *const *path_local_exec_env(char *const *envp, char **vec, size_t vec_n, ch
         if (c->state != LP_PAIRED || c->memfd < 0)
             continue;
         /* One entry per connection, with every descriptor that survives. */
-        for (j = 0; j < nfds; j++) {
-            int fd = fds[j];
+        for (j = 0; j < x.n; j++) {
+            int fd = x.fds[j];
 
-            if (cookies[j] != c->cookie)
+            if (x.cookies[j] != c->cookie)
                 continue;
             if (!loads || len + 200 > bufsz || kept == LP_INHERIT_FDS) {
                 /* The next image reads the kernel socket itself: the

@@ -24,8 +24,10 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "local_pair.h"
 #include "path_local.h"
 #include "shim_int.h"
+#include "shim_proc.h"
 #include "zc_log.h"
 
 #define LP_MBOX_MAGIC 0x31786f624d637a5aULL   /* "ZczMbox1" */
@@ -150,12 +152,37 @@ static int lp_mbox_post(int pid, const path_local_handover_t *h, int memfd)
     return rc;
 }
 
+/* The process that receives what we send on AF_UNIX socket fd, -1 when it
+ * cannot be told.  SO_PEERCRED names the creator of the other end, which
+ * for a socketpair is us even when that end went to a child: then the
+ * holder is looked up (us, or one of our children; a forked child reads our
+ * mailbox too, an exec'd one only its own, if it runs zcsock at all). */
+static int lp_scm_receiver(int fd)
+{
+    struct ucred cred;
+    socklen_t cl = sizeof(cred);
+    uint64_t ino;
+    int kids[64], n, i;
+
+    if (zc_real.getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl))
+        return -1;
+    if (cred.pid != getpid())
+        return (int)cred.pid;
+    if (local_pair_unix_peer_ino(fd, &ino))
+        return -1;
+    if (shim_proc_holds_socket(0, ino))
+        return (int)cred.pid;
+    n = shim_proc_children(kids, 64);
+    for (i = 0; i < n; i++)
+        if (shim_proc_holds_socket(kids[i], ino))
+            return kids[i];
+    return -1;
+}
+
 void path_local_scm_send(int fd, const struct msghdr *msg)
 {
     struct cmsghdr *cm;
-    struct ucred cred;
-    socklen_t cl = sizeof(cred);
-    int saved = errno, have_peer = -1;
+    int saved = errno, peer = -2;
 
     for (cm = CMSG_FIRSTHDR((struct msghdr *)msg); cm; cm = CMSG_NXTHDR((struct msghdr *)msg, cm)) {
         const int *fds = (const int *)CMSG_DATA(cm);
@@ -171,9 +198,9 @@ void path_local_scm_send(int fd, const struct msghdr *msg)
             if (!path_local_claimed(shim_fd_get(fds[i])) ||
                 path_local_handover_prepare(shim_fd_get(fds[i]), fds[i], &h, &memfd))
                 continue;
-            if (have_peer < 0)
-                have_peer = zc_real.getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) == 0;
-            rc = have_peer ? lp_mbox_post((int)cred.pid, &h, memfd) : -ENOTCONN;
+            if (peer == -2)
+                peer = lp_scm_receiver(fd);
+            rc = peer > 0 ? lp_mbox_post(peer, &h, memfd) : -ENOTCONN;
             if (rc == 0) {
                 path_local_handover_posted(shim_fd_get(fds[i]));
                 zc_stat_add(ZC_STAT_LOCAL_HANDED_OVER, 1);

@@ -616,14 +616,34 @@ def s_scm_plain(c):
     s_handback_common(c, give)
 
 
+def s_scm_spawned(c):
+    # SCM_RIGHTS over a socketpair whose other end went to an exec'd child
+    # (subprocess), with or without the library (T_CHILD_LIB=1): the record
+    # must not go to our own mailbox, which that child cannot read
+    def give(c):
+        a, b = socket.socketpair()
+        e = dict(os.environ) if os.environ.get("T_CHILD_LIB") else env_without_lib()
+        w = subprocess.Popen([sys.executable, HERE, "scm_worker_fd", str(b.fileno())],
+                             pass_fds=[b.fileno()], env=e)
+        b.close()
+        socket.send_fds(a, [b"x"], [c.fileno()])
+        c.close()
+        a.close()
+        check(w.wait(timeout=120) == 0, "spawned worker failed")
+    s_handback_common(c, give)
+
+
 def echo_plain_main(fd):
     check(zc_stat("local.inherited") is None, "the library is loaded in the plain image")
     echo_main(fd, plain=True)
 
 
-def scm_worker_main(path):
-    a = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    a.connect(path)
+def scm_worker_main(path=None, fd=None):
+    if fd is not None:
+        a = socket.socket(fileno=fd)
+    else:
+        a = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        a.connect(path)
     _, fds, _, _ = socket.recv_fds(a, 16, 4)
     check(len(fds) == 1, "no descriptor received")
     echo_main(fds[0], plain=True)
@@ -812,6 +832,7 @@ CASES = {
     "subprocess": (s_subprocess, c_subprocess),
     "exec_plain": (s_exec_plain, c_handback),
     "scm_plain": (s_scm_plain, c_handback),
+    "scm_spawned": (s_scm_spawned, c_handback),
     "anc": (s_anc, c_anc),
     "passcred": (s_passcred, c_passcred),
 }
@@ -1023,7 +1044,9 @@ def main():
     elif sys.argv[1] == "echo_plain":
         echo_plain_main(int(sys.argv[2]))
     elif sys.argv[1] == "scm_worker":
-        scm_worker_main(sys.argv[2])
+        scm_worker_main(path=sys.argv[2])
+    elif sys.argv[1] == "scm_worker_fd":
+        scm_worker_main(fd=int(sys.argv[2]))
     elif sys.argv[1] == "list":
         print(" ".join(c for c in CASES if c not in UNIX_ONLY))
 

@@ -1,0 +1,146 @@
+/* /proc walking for the hooks (shim_proc.h). */
+#include "shim_proc.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "zc_log.h"
+
+/* A linux_dirent64 as getdents64 returns it. */
+typedef struct shim_dirent {
+    uint64_t ino;
+    int64_t next;
+    unsigned short reclen;
+    unsigned char type;
+    char name[];
+} shim_dirent_t;
+
+static long shim_num(const char *s)
+{
+    long v = 0;
+
+    if (*s < '0' || *s > '9')
+        return -1;
+    for (; *s >= '0' && *s <= '9'; s++)
+        v = v * 10 + (*s - '0');
+    return *s ? -1 : v;
+}
+
+int shim_proc_each_num(const char *path, int (*fn)(int dirfd, long num, void *arg), void *arg)
+{
+    char buf[2048] __attribute__((aligned(8)));
+    int dfd = (int)syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    int rc = 0;
+    long got;
+
+    if (dfd < 0)
+        return -errno;
+    while (!rc && (got = syscall(SYS_getdents64, dfd, buf, sizeof(buf))) > 0)
+        for (long off = 0; off < got && !rc;) {
+            shim_dirent_t *e = (shim_dirent_t *)(buf + off);
+            long num = shim_num(e->name);
+
+            off += e->reclen;
+            if (num >= 0 && num != dfd)
+                rc = fn(dfd, num, arg);
+        }
+    syscall(SYS_close, dfd);
+    return rc;
+}
+
+/* "socket:[<ino>]" */
+static int shim_fmt_socket(char *out, uint64_t ino)
+{
+    char d[24];
+    int n = 0, k = 0;
+
+    do
+        d[n++] = (char)('0' + ino % 10);
+    while ((ino /= 10) && n < (int)sizeof(d));
+    for (const char *p = "socket:["; *p; p++)
+        out[k++] = *p;
+    while (n)
+        out[k++] = d[--n];
+    out[k++] = ']';
+    return k;
+}
+
+typedef struct {
+    char want[40];
+    int len;
+} shim_holds_t;
+
+static int shim_holds_fn(int dirfd, long num, void *arg)
+{
+    shim_holds_t *h = arg;
+    char name[24], link[40];
+    int n = 0, k = 0;
+    long v = num;
+
+    do
+        name[n++] = (char)('0' + v % 10);
+    while ((v /= 10) && n < 20);
+    while (n)
+        link[k++] = name[--n];
+    link[k] = 0;
+    n = (int)syscall(SYS_readlinkat, dirfd, link, name, sizeof(name));
+    if (n != h->len)
+        return 0;
+    for (k = 0; k < n; k++)
+        if (name[k] != h->want[k])
+            return 0;
+    return 1;
+}
+
+int shim_proc_holds_socket(int pid, uint64_t ino)
+{
+    shim_holds_t h;
+    char path[40] = "/proc/self/fd";
+
+    h.len = shim_fmt_socket(h.want, ino);
+    if (pid > 0)
+        zc_fmt(path, sizeof(path), "/proc/%d/fd", pid);
+    return shim_proc_each_num(path, shim_holds_fn, &h) == 1;
+}
+
+typedef struct {
+    int *pids, max, n;
+} shim_children_t;
+
+static int shim_children_fn(int dirfd, long tid, void *arg)
+{
+    shim_children_t *k = arg;
+    char path[48], buf[512];
+    int fd;
+    long got;
+
+    (void)dirfd;
+    zc_fmt(path, sizeof(path), "/proc/self/task/%ld/children", tid);
+    fd = (int)syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    got = syscall(SYS_read, fd, buf, sizeof(buf) - 1);
+    syscall(SYS_close, fd);
+    for (long i = 0; i < got && k->n < k->max;) {
+        long v = 0;
+
+        while (i < got && (buf[i] < '0' || buf[i] > '9'))
+            i++;
+        if (i >= got)
+            break;
+        while (i < got && buf[i] >= '0' && buf[i] <= '9')
+            v = v * 10 + (buf[i++] - '0');
+        k->pids[k->n++] = (int)v;
+    }
+    return k->n >= k->max;
+}
+
+int shim_proc_children(int *pids, int max)
+{
+    shim_children_t k = { pids, max, 0 };
+
+    shim_proc_each_num("/proc/self/task", shim_children_fn, &k);
+    return k.n;
+}

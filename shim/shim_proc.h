@@ -1,0 +1,22 @@
+/* Reading /proc from inside hooks: no allocation, no stdio, raw system
+ * calls only (safe in a vfork child too). */
+#ifndef SHIM_PROC_H
+#define SHIM_PROC_H
+
+#include <stdint.h>
+
+/* Call fn(dirfd, name, arg) for each entry of directory path whose name is
+ * a decimal number, with that number; stops early when fn returns non-zero
+ * and returns that value (0 after the last entry, -errno when path cannot
+ * be opened). */
+int shim_proc_each_num(const char *path, int (*fn)(int dirfd, long num, void *arg), void *arg);
+
+/* 1 when process pid (0: this one) holds a descriptor for the socket with
+ * inode ino. */
+int shim_proc_holds_socket(int pid, uint64_t ino);
+
+/* The children of this process (every thread's), up to max of them into
+ * pids; returns how many. */
+int shim_proc_children(int *pids, int max);
+
+#endif
