@@ -742,6 +742,25 @@ static void lp_rv_check_done(lp_conn_t *c)
         c->state = LP_PLAIN;
 }
 
+/* A holder of our side in another process finished a direction of the
+ * hand-back (LP_RV_TX / LP_RV_RX in our side word: it gave the ring to the
+ * kernel, or took the MARK and the doorbells): so have we.  The role's lock
+ * held; returns 1 when that direction is done. */
+static int lp_rv_sibling(lp_conn_t *c, int role)
+{
+    uint32_t mine = __atomic_load_n(&lp_side(c, c->ch.side)->rv, __ATOMIC_ACQUIRE);
+
+    if (role == LP_RX && (mine & LP_RV_RX) && !c->rx_plain) {
+        c->rx_ring = 0;
+        c->rx_plain = 1;
+    } else if (role == LP_TX && (mine & LP_RV_TX) && !(c->tx_never && !c->tx_ring)) {
+        c->tx_ring = 0;
+        c->tx_never = 1;
+    }
+    lp_rv_check_done(c);
+    return role == LP_RX ? c->rx_plain : c->tx_never && !c->tx_ring;
+}
+
 /* Our receiving direction reads the kernel stream for good (at the
  * initiator's MARK, or with no ring data to come).  RX lock held. */
 static void lp_rv_rx_done(lp_conn_t *c, int fd)
@@ -772,15 +791,15 @@ static int lp_rv_tx(lp_conn_t *c, int fd, int wait_ms)
     char buf[16384];
     struct timespec t0, t;
 
-    if (c->tx_never && !c->tx_ring)
+    c->ch.quiet = 1;
+    c->rv_seen = 1;
+    if (lp_rv_sibling(c, LP_TX))
         return 0;
     if (!c->tx_ring) {
         if (local_pair_switch_refuse(&c->ch, lp_txdir(c)) == -EALREADY &&
             local_pair_switch_get(&c->ch, lp_txdir(c)) != LOCAL_PAIR_SWITCH_NEVER)
             c->tx_ring = 1;     /* a holder in another process switched it */
     }
-    c->ch.quiet = 1;
-    c->rv_seen = 1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     while (c->tx_ring) {
         struct iovec v = { buf, sizeof(buf) };
@@ -1350,7 +1369,9 @@ static ssize_t lp_recvmsg(shim_fd_t *f, int fd, struct msghdr *msg, int flags)
             lp_unlock(c, LP_RX);
             return (ssize_t)got;
         }
-        if (!c->rx_ring) {      /* handed back at a MARK: the kernel stream from here */
+        if (!c->rx_ring || (!n && lp_rv(c) && lp_rv_sibling(c, LP_RX))) {
+            /* handed back at a MARK (here or in another holder): the kernel
+             * stream from here */
             lp_unlock(c, LP_RX);
             continue;
         }
@@ -2003,7 +2024,9 @@ static int lp_rv_progress(lp_conn_t *c, int fd, short ev, int kev)
     }
     lp_unlock(c, LP_TX);
     lp_lock(c, LP_RX);
-    if (c->state == LP_PAIRED && !c->rx_plain) {
+    if (c->state == LP_PAIRED && !c->rx_plain && lp_rv_sibling(c, LP_RX)) {
+        changed = 1;
+    } else if (c->state == LP_PAIRED && !c->rx_plain) {
         uint64_t sw = local_pair_switch_get(&c->ch, lp_rxdir(c));
         local_ring_frame_t fr;
 

@@ -173,9 +173,18 @@ static int lp_scm_receiver(int fd)
     if (shim_proc_holds_socket(0, ino))
         return (int)cred.pid;
     n = shim_proc_children(kids, 64);
-    for (i = 0; i < n; i++)
-        if (shim_proc_holds_socket(kids[i], ino))
-            return kids[i];
+    for (i = 0; i < n; i++) {
+        struct stat st;
+        int mfd = __atomic_load_n(&mbox.fd, __ATOMIC_ACQUIRE);
+
+        if (!shim_proc_holds_socket(kids[i], ino))
+            continue;
+        /* A forked child that has not exec'd still holds our mailbox (close-
+         * on-exec) and reads it; it may not have bound its own yet. */
+        if (mfd >= 0 && !fstat(mfd, &st) && shim_proc_holds_socket(kids[i], (uint64_t)st.st_ino))
+            return (int)cred.pid;
+        return kids[i];
+    }
     return -1;
 }
 

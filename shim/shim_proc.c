@@ -43,7 +43,7 @@ int shim_proc_each_num(const char *path, int (*fn)(int dirfd, long num, void *ar
             long num = shim_num(e->name);
 
             off += e->reclen;
-            if (num >= 0 && num != dfd)
+            if (num >= 0)       /* (in /proc/self/fd, dfd itself is one of them) */
                 rc = fn(dfd, num, arg);
         }
     syscall(SYS_close, dfd);

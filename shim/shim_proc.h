@@ -6,7 +6,8 @@
 #include <stdint.h>
 
 /* Call fn(dirfd, name, arg) for each entry of directory path whose name is
- * a decimal number, with that number; stops early when fn returns non-zero
+ * a decimal number, with that number (for /proc/self/fd: the directory's
+ * own descriptor is among them, close-on-exec); stops early when fn returns non-zero
  * and returns that value (0 after the last entry, -errno when path cannot
  * be opened). */
 int shim_proc_each_num(const char *path, int (*fn)(int dirfd, long num, void *arg), void *arg);

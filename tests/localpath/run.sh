@@ -38,6 +38,7 @@ for c in exec_plain scm_plain; do
 done
 t_run exec_plain/big "$T" env T_BIG=1 $PY $TL run exec_plain both tcp
 t_run exec_plain/epoll "$T" env T_EPOLL=1 $PY $TL run exec_plain both tcp
+t_run exec_plain/forked-peer "$T" env T_FORKED_PEER=1 $PY $TL run exec_plain both unix
 t_run exec_plain/epoll-big "$T" env T_EPOLL=1 T_BIG=1 $PY $TL run exec_plain both unix
 t_run scm_plain/unix "$T" $PY $TL run scm_plain both unix
 t_run scm_spawned/child-with-lib "$T" env T_CHILD_LIB=1 $PY $TL run scm_spawned both unix
