@@ -33,14 +33,14 @@ SHIM_EXPORT pid_t fork(void)
 
 /* The environment the next image gets: the application's, plus the local
  * path's hand-over of connections that survive the exec (on our stack). */
-#define SHIM_EXEC_ENV(in, out)                                               \
+#define SHIM_EXEC_ENV(image, search, fd, in, out)                            \
     size_t envn_ = 0;                                                        \
     while ((in) && (in)[envn_])                                              \
         envn_++;                                                             \
     char *envvec_[envn_ + 2];                                                \
     char envbuf_[PATH_LOCAL_INHERIT_MAX];                                    \
-    char *const *out = path_local_exec_env((in), envvec_, envn_ + 2, envbuf_, \
-                                           sizeof(envbuf_))
+    char *const *out = path_local_exec_env((image), (search), (fd), (in), envvec_, \
+                                           envn_ + 2, envbuf_, sizeof(envbuf_))
 
 /* The exec returned: it failed, and what we prepared is undone. */
 static int shim_exec_failed(int rc)
@@ -53,7 +53,7 @@ SHIM_EXPORT int execve(const char *path, char *const argv[], char *const envp[])
 {
     SHIM_ENTER(execve, -1);
     shim_exec_prepare();
-    SHIM_EXEC_ENV(envp, env);
+    SHIM_EXEC_ENV(path, 0, -1, envp, env);
     return shim_exec_failed(zc_real.execve(path, argv, env));
 }
 
@@ -61,7 +61,7 @@ SHIM_EXPORT int execv(const char *path, char *const argv[])
 {
     SHIM_ENTER(execv, -1);
     shim_exec_prepare();
-    SHIM_EXEC_ENV(environ, env);
+    SHIM_EXEC_ENV(path, 0, -1, environ, env);
     if (env == environ)
         return zc_real.execv(path, argv);
     return shim_exec_failed(zc_real.execve(path, argv, env));
@@ -71,7 +71,7 @@ SHIM_EXPORT int execvp(const char *file, char *const argv[])
 {
     SHIM_ENTER(execvp, -1);
     shim_exec_prepare();
-    SHIM_EXEC_ENV(environ, env);
+    SHIM_EXEC_ENV(file, 1, -1, environ, env);
     if (env == environ || !zc_real.execvpe)
         return shim_exec_failed(zc_real.execvp(file, argv));
     return shim_exec_failed(zc_real.execvpe(file, argv, env));
@@ -81,7 +81,7 @@ SHIM_EXPORT int execvpe(const char *file, char *const argv[], char *const envp[]
 {
     SHIM_ENTER(execvpe, -1);
     shim_exec_prepare();
-    SHIM_EXEC_ENV(envp, env);
+    SHIM_EXEC_ENV(file, 1, -1, envp, env);
     return shim_exec_failed(zc_real.execvpe(file, argv, env));
 }
 
@@ -89,7 +89,7 @@ SHIM_EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
 {
     SHIM_ENTER(fexecve, -1);
     shim_exec_prepare();
-    SHIM_EXEC_ENV(envp, env);
+    SHIM_EXEC_ENV(NULL, 0, fd, envp, env);
     return shim_exec_failed(zc_real.fexecve(fd, argv, env));
 }
 
@@ -118,7 +118,7 @@ SHIM_EXPORT int execl(const char *path, const char *arg, ...)
     SHIM_ENTER(execv, -1);
     SHIM_EXECL_ARGV(arg, (void)0, argv);
     shim_exec_prepare();
-    SHIM_EXEC_ENV(environ, env);
+    SHIM_EXEC_ENV(path, 0, -1, environ, env);
     return shim_exec_failed(zc_real.execve(path, argv, env));
 }
 
@@ -127,7 +127,7 @@ SHIM_EXPORT int execlp(const char *file, const char *arg, ...)
     SHIM_ENTER(execvp, -1);
     SHIM_EXECL_ARGV(arg, (void)0, argv);
     shim_exec_prepare();
-    SHIM_EXEC_ENV(environ, env);
+    SHIM_EXEC_ENV(file, 1, -1, environ, env);
     if (env == environ || !zc_real.execvpe)
         return shim_exec_failed(zc_real.execvp(file, argv));
     return shim_exec_failed(zc_real.execvpe(file, argv, env));
@@ -140,7 +140,7 @@ SHIM_EXPORT int execle(const char *path, const char *arg, ...)
     SHIM_ENTER(execve, -1);
     SHIM_EXECL_ARGV(arg, envp = va_arg(ap_, char *const *), argv);
     shim_exec_prepare();
-    SHIM_EXEC_ENV(envp, env);
+    SHIM_EXEC_ENV(path, 0, -1, envp, env);
     return shim_exec_failed(zc_real.execve(path, argv, env));
 }
 
@@ -153,7 +153,7 @@ SHIM_EXPORT int posix_spawn(pid_t *pid, const char *path, const posix_spawn_file
                             char *const envp[])
 {
     SHIM_ENTER(posix_spawn, EINVAL);
-    SHIM_EXEC_ENV(envp, env);
+    SHIM_EXEC_ENV(path, 0, -1, envp, env);
     return shim_exec_failed(zc_real.posix_spawn(pid, path, fa, attr, argv, env));
 }
 
@@ -162,7 +162,7 @@ SHIM_EXPORT int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_fil
                              char *const envp[])
 {
     SHIM_ENTER(posix_spawnp, EINVAL);
-    SHIM_EXEC_ENV(envp, env);
+    SHIM_EXEC_ENV(file, 1, -1, envp, env);
     return shim_exec_failed(zc_real.posix_spawnp(pid, file, fa, attr, argv, env));
 }
 
@@ -174,7 +174,7 @@ SHIM_EXPORT int system(const char *cmd)
     int rc;
 
     SHIM_ENTER(system, -1);
-    SHIM_EXEC_ENV(environ, env);
+    SHIM_EXEC_ENV("/bin/sh", 0, -1, environ, env);
     environ = (char **)env;
     rc = zc_real.system(cmd);
     environ = saved;
@@ -187,7 +187,7 @@ SHIM_EXPORT FILE *popen(const char *cmd, const char *mode)
     FILE *fp;
 
     SHIM_ENTER(popen, NULL);
-    SHIM_EXEC_ENV(environ, env);
+    SHIM_EXEC_ENV("/bin/sh", 0, -1, environ, env);
     environ = (char **)env;
     fp = zc_real.popen(cmd, mode);
     environ = saved;

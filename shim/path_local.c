@@ -2258,7 +2258,8 @@ static int lp_exec_scan_fn(int dirfd, long fd, void *arg)
     return x->n == LP_EXEC_FDS;
 }
 
-char *const *path_local_exec_env(char *const *envp, char **vec, size_t vec_n, char *buf,
+char *const *path_local_exec_env(const char *image, int search, int image_fd,
+                                 char *const *envp, char **vec, size_t vec_n, char *buf,
                                  size_t bufsz)
 {
     size_t len, n = 0, i;
@@ -2268,8 +2269,9 @@ char *const *path_local_exec_env(char *const *envp, char **vec, size_t vec_n, ch
 
     if (!__atomic_load_n(&lp.head, __ATOMIC_ACQUIRE))
         return envp;
-    loads = lp_env_loads_us(envp);
     shim_proc_each_num("/proc/self/fd", lp_exec_scan_fn, &x);
+    loads = x.n && lp_env_loads_us(envp) &&
+            shim_exec_image_preloads(image, search, image_fd) != 0;
     vforked = shim_vfork_child();
     for (c = lp.head; c; c = c->next)
         c->vfork_held = 0;
@@ -2291,7 +2293,7 @@ char *const *path_local_exec_env(char *const *envp, char **vec, size_t vec_n, ch
                 /* The next image reads the kernel socket itself: the
                  * connection goes back to the kernel first (HAND-BACK). */
                 lp_revert(c, fd, loads ? "exec, too many connections to describe"
-                                       : "exec of a program without libzcsock");
+                                       : "exec of a program that will not load libzcsock");
                 break;
             }
             len += zc_fmt(buf + len, bufsz - len, "%s%d", kept ? "," : "", fd);

@@ -99,12 +99,14 @@ int path_local_fd_move(int fd);
 /* exec: the environment to give the next image.  Connections whose socket
  * survives the exec are described in ZCSOCK_INHERIT (their channel memfd
  * made inheritable) when the next image loads the library (LD_PRELOAD in
- * envp names it); otherwise they are handed back to the kernel first
+ * envp names it, and the program, image (searched in PATH with search) or
+ * image_fd, honours LD_PRELOAD: shim_exec_image_preloads); otherwise they are handed back to the kernel first
  * (path_local_hand_back), so the next image reads a plain stream.  vec
  * (vec_n entries) and buf receive the new environment; returns envp itself
  * when nothing changes.  In a vfork child it changes only what the parent
  * must see too (a handed-back connection is plain for every holder). */
-char *const *path_local_exec_env(char *const *envp, char **vec, size_t vec_n, char *buf,
+char *const *path_local_exec_env(const char *image, int search, int image_fd,
+                                 char *const *envp, char **vec, size_t vec_n, char *buf,
                                  size_t bufsz);
 #define PATH_LOCAL_INHERIT_MAX 4096
 

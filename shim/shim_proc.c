@@ -1,8 +1,11 @@
 /* /proc walking for the hooks (shim_proc.h). */
 #include "shim_proc.h"
 
+#include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <string.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -143,4 +146,125 @@ int shim_proc_children(int *pids, int max)
 
     shim_proc_each_num("/proc/self/task", shim_children_fn, &k);
     return k.n;
+}
+
+/* --- exec targets --- */
+
+/* The image behind descriptor fd: 1 dynamically linked, 0 static or
+ * set-ID to someone else, -1 unknown; a script's interpreter in interp. */
+static int shim_image_kind(int fd, char *interp, size_t isz)
+{
+    unsigned char h[256] __attribute__((aligned(8)));
+    struct stat st;
+    long n = syscall(SYS_pread64, fd, h, sizeof(h), 0);
+
+    interp[0] = 0;
+    if (syscall(SYS_fstat, fd, &st) == 0 &&
+        (((st.st_mode & S_ISUID) && st.st_uid != geteuid()) ||
+         ((st.st_mode & S_ISGID) && st.st_gid != getegid())))
+        return 0;
+    if (n >= 2 && h[0] == '#' && h[1] == '!') {
+        size_t i = 2, k = 0;
+
+        while (i < (size_t)n && (h[i] == ' ' || h[i] == '\t'))
+            i++;
+        while (i < (size_t)n && h[i] != ' ' && h[i] != '\t' && h[i] != '\n' && k + 1 < isz)
+            interp[k++] = (char)h[i++];
+        interp[k] = 0;
+        return -1;
+    }
+    if (n < (long)sizeof(Elf64_Ehdr) || memcmp(h, ELFMAG, SELFMAG))
+        return -1;
+    if (h[EI_CLASS] == ELFCLASS64) {
+        const Elf64_Ehdr *e = (const Elf64_Ehdr *)h;
+
+        for (unsigned i = 0; i < e->e_phnum && i < 128; i++) {
+            Elf64_Phdr ph;
+
+            if (syscall(SYS_pread64, fd, &ph, sizeof(ph), e->e_phoff + (uint64_t)i * e->e_phentsize)
+                != (long)sizeof(ph))
+                return -1;
+            if (ph.p_type == PT_INTERP)
+                return 1;
+        }
+        return 0;
+    }
+    if (h[EI_CLASS] == ELFCLASS32) {
+        const Elf32_Ehdr *e = (const Elf32_Ehdr *)h;
+
+        for (unsigned i = 0; i < e->e_phnum && i < 128; i++) {
+            Elf32_Phdr ph;
+
+            if (syscall(SYS_pread64, fd, &ph, sizeof(ph), e->e_phoff + (uint64_t)i * e->e_phentsize)
+                != (long)sizeof(ph))
+                return -1;
+            if (ph.p_type == PT_INTERP)
+                return 1;
+        }
+        return 0;
+    }
+    return -1;
+}
+
+static int shim_open_exe(const char *path)
+{
+    return (int)syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC);
+}
+
+/* file as execvp finds it: the first PATH entry that has it executable. */
+static int shim_open_searched(const char *file)
+{
+    extern char **environ;
+    const char *path = "/bin:/usr/bin", *p;
+    char buf[4096];
+    size_t fl = strlen(file);
+
+    for (size_t i = 0; environ && environ[i]; i++)
+        if (!strncmp(environ[i], "PATH=", 5)) {
+            path = environ[i] + 5;
+            break;
+        }
+    for (p = path;; p++) {
+        const char *end = strchr(p, ':');
+        size_t dl = end ? (size_t)(end - p) : strlen(p);
+
+        if (dl + fl + 2 <= sizeof(buf)) {
+            memcpy(buf, dl ? p : ".", dl ? dl : 1);
+            dl = dl ? dl : 1;
+            buf[dl] = '/';
+            memcpy(buf + dl + 1, file, fl + 1);
+            if (syscall(SYS_faccessat, AT_FDCWD, buf, X_OK) == 0)
+                return shim_open_exe(buf);
+        }
+        if (!end)
+            return -1;
+        p = end;
+    }
+}
+
+int shim_exec_image_preloads(const char *file, int search, int fd)
+{
+    char interp[256];
+    int own = fd < 0, k;
+
+    if (own) {
+        if (!file || !*file)
+            return -1;
+        fd = search && !strchr(file, '/') ? shim_open_searched(file) : shim_open_exe(file);
+        if (fd < 0)
+            return -1;
+    }
+    k = shim_image_kind(fd, interp, sizeof(interp));
+    if (own)
+        syscall(SYS_close, fd);
+    if (k < 0 && interp[0] == '/') {    /* a script: its interpreter decides */
+        char inner[8];
+        int ifd = shim_open_exe(interp);
+
+        if (ifd < 0)
+            return -1;
+        k = shim_image_kind(ifd, inner, sizeof(inner));
+        syscall(SYS_close, ifd);
+    }
+    return k;
 }

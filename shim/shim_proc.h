@@ -20,4 +20,12 @@ int shim_proc_holds_socket(int pid, uint64_t ino);
  * pids; returns how many. */
 int shim_proc_children(int *pids, int max);
 
+
+/* Whether the program an exec starts honours LD_PRELOAD: a dynamically
+ * linked ELF (it has PT_INTERP), or a "#!" script whose interpreter is one,
+ * and not set-user/group-ID to another identity (secure execution ignores
+ * LD_PRELOAD).  The program is file (searched in PATH when search is set
+ * and file has no '/') or, with fd >= 0, that open file (fexecve).
+ * Returns 1 yes, 0 no, -1 cannot tell. */
+int shim_exec_image_preloads(const char *file, int search, int fd);
 #endif

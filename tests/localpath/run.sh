@@ -36,6 +36,8 @@ done
 for c in exec_plain scm_plain; do
   t_run "$c/plain-client" "$T" $PY $TL run "$c" server tcp
 done
+t_run exec_static/both "$T" $PY $TL run exec_static both tcp
+t_run exec_static/unix "$T" $PY $TL run exec_static both unix
 t_run exec_plain/big "$T" env T_BIG=1 $PY $TL run exec_plain both tcp
 t_run exec_plain/epoll "$T" env T_EPOLL=1 $PY $TL run exec_plain both tcp
 t_run exec_plain/forked-peer "$T" env T_FORKED_PEER=1 $PY $TL run exec_plain both unix

@@ -610,6 +610,21 @@ def s_exec_plain(c):
     s_handback_common(c, give)
 
 
+def s_exec_static(c):
+    # exec of a statically linked program, with LD_PRELOAD still naming the
+    # library: the loader never runs, so the connection must be handed back
+    def give(c):
+        c.set_inheritable(True)
+        pid = os.fork()
+        if pid == 0:
+            prog = os.environ["T_STATIC_ECHO"]
+            os.execve(prog, [prog, str(c.fileno())], dict(os.environ))
+        c.close()
+        _, st = os.waitpid(pid, 0)
+        check(st == 0, "static echo failed (%d)" % st)
+    s_handback_common(c, give)
+
+
 def s_scm_plain(c):
     # SCM_RIGHTS to a process without the library (connected over a named socket)
     def give(c):
@@ -844,6 +859,7 @@ CASES = {
     "subprocess": (s_subprocess, c_subprocess),
     "exec_plain": (s_exec_plain, c_handback),
     "scm_plain": (s_scm_plain, c_handback),
+    "exec_static": (s_exec_static, c_handback),
     "scm_spawned": (s_scm_spawned, c_handback),
     "anc": (s_anc, c_anc),
     "passcred": (s_passcred, c_passcred),
@@ -851,6 +867,8 @@ CASES = {
 
 # Cases for one family only (run.sh runs them there).
 UNIX_ONLY = ("anc", "passcred")
+# Cases run.sh gives their own line (they need something from it).
+OWN_LINE = ("exec_static",)
 
 
 # Cases that start streaming at once, so the switch to the ring happens in
@@ -1060,7 +1078,7 @@ def main():
     elif sys.argv[1] == "scm_worker_fd":
         scm_worker_main(fd=int(sys.argv[2]))
     elif sys.argv[1] == "list":
-        print(" ".join(c for c in CASES if c not in UNIX_ONLY))
+        print(" ".join(c for c in CASES if c not in UNIX_ONLY + OWN_LINE))
 
 
 if __name__ == "__main__":
