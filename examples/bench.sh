@@ -138,3 +138,7 @@ names=()
 for ((i = 0; i < ${#VARIANTS[@]}; i++)); do names+=("$(v_field "$i" 0)"); done
 python3 "$HERE/bench_report.py" --raw "$RAW" --out "$OUT" --variants "$(IFS=,; echo "${names[*]}")" \
   --goals "$GOALS" --rounds "$ROUNDS"
+echo
+# What a blocking round trip cannot go below here, whatever carries it: the
+# 1-byte round trips above (zcsock: a futex wake per hop) compare to this.
+"$ZC_BUILD/wake_floor" "$([ "${QUICK:-}" = 1 ] && echo 3 || echo 5)" 2000
