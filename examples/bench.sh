@@ -141,4 +141,24 @@ python3 "$HERE/bench_report.py" --raw "$RAW" --out "$OUT" --variants "$(IFS=,; e
 echo
 # What a blocking round trip cannot go below here, whatever carries it: the
 # 1-byte round trips above (zcsock: a futex wake per hop) compare to this.
-"$ZC_BUILD/wake_floor" "$([ "${QUICK:-}" = 1 ] && echo 3 || echo 5)" 2000
+PROBE_ROUNDS=$([ "${QUICK:-}" = 1 ] && echo 3 || echo 5)
+"$ZC_BUILD/wake_floor" "$PROBE_ROUNDS" 2000
+
+# Event-driven request/response (non-blocking sockets and epoll), kernel and
+# zcsock runs side by side; ratio: median over rounds of zcsock/kernel.
+echo
+echo "Event-driven ping-pong (epoll, non-blocking), round trip us (examples/epoll_pingpong.c)"
+for tport in tcp unix; do
+  for size in 1 4096 65536; do
+    ratios=(); ks=(); zs=()
+    for ((r = 1; r <= PROBE_ROUNDS; r++)); do
+      k=$("$ZC_BUILD/epoll_pingpong" "$tport" "$size" 2000 | awk '{print $3}')
+      z=$(env LD_PRELOAD="$ZC_LIB" ZCSOCK_LOCAL_UNIX=1 "$ZC_BUILD/epoll_pingpong" "$tport" "$size" 2000 |
+          awk '{print $3}')
+      ks+=("$k"); zs+=("$z"); ratios+=("$(awk -v a="$z" -v b="$k" 'BEGIN {printf "%.3f", a / b}')")
+    done
+    med() { printf '%s\n' "$@" | sort -g | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}'; }
+    printf '%-5s %6s  kernel %8.2f  zcsock %8.2f  zcsock/kernel %6.3f\n' "$tport" "$size" \
+      "$(med "${ks[@]}")" "$(med "${zs[@]}")" "$(med "${ratios[@]}")"
+  done
+done

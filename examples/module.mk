@@ -12,14 +12,16 @@ $(BUILD)/zcbench: $(ZCBENCH_OBJS)
 	$(quiet) LD $@
 	$(Q)$(CC) $(ZC_LDFLAGS) -o $@ $(ZCBENCH_OBJS) -ldl
 
-# The wake-up floor of a blocking round trip (examples/wake_floor.c).
-all: $(BUILD)/wake_floor
-$(BUILD)/wake_floor: examples/wake_floor.c
+# Small probes make bench runs after zcbench: the wake-up floor of a
+# blocking round trip, and an event-driven (epoll) ping-pong.
+BENCH_PROBES := $(BUILD)/wake_floor $(BUILD)/epoll_pingpong
+all: $(BENCH_PROBES)
+$(BENCH_PROBES): $(BUILD)/%: examples/%.c
 	$(quiet) CC $@
 	$(Q)$(CC) $(ZC_CFLAGS) $(ZC_LDFLAGS) -o $@ $<
 
 # Kernel and zcsock variants interleaved; QUICK=1 for a short run.
-bench: $(LIB) $(BUILD)/zcbench $(BUILD)/wake_floor
+bench: $(LIB) $(BUILD)/zcbench $(BENCH_PROBES)
 	$(Q)ZC_BUILD=$(BUILD) ZC_LIB=$(abspath $(LIB)) QUICK=$(QUICK) examples/bench.sh
 
 # The README's first command: a short validated run under the launcher with

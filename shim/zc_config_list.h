@@ -32,9 +32,10 @@
       "pin-down cache: most bytes referenced by receives in flight (0: unlimited)") \
     X(local, BOOL, 1, 0, 1,                                                         \
       "pair same-host zcsock connections and move their bytes through shared memory") \
-    X(local_unix, BOOL, 1, 0, 1,                                                    \
-      "also pair AF_UNIX stream connections (one that carries ancillary data or "   \
-      "sets SO_PASSCRED goes back to the kernel for good)")                         \
+    X(local_unix, BOOL, 0, 0, 1,                                                    \
+      "also pair AF_UNIX stream connections (off by default: small event-driven "   \
+      "messages cost more than on a kernel AF_UNIX socket; one that carries "       \
+      "ancillary data or sets SO_PASSCRED goes back to the kernel for good)")       \
     X(local_ring, SIZE, 4194304, 65536, 1ULL << 30,                                 \
       "local path: ring bytes per direction of each connection (a power of two)") \
     X(spin_us, UINT, 0, 0, 1000000,                                                 \

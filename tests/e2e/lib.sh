@@ -85,7 +85,7 @@ e2e_cleanup() {
 # from here on, each writing its statistics to $E2E_STATS/stats.<pid>.
 e2e_mode() {
   E2E_MODE=$1
-  unset ZCSOCK_STATS ZCSOCK_LOG_FILE
+  unset ZCSOCK_STATS ZCSOCK_LOG_FILE ZCSOCK_LOCAL_UNIX
   if [ -n "$E2E_BASE_PRELOAD" ]; then export LD_PRELOAD=$E2E_BASE_PRELOAD; else unset LD_PRELOAD; fi
   [ "$1" = zc ] || return 0
   E2E_RUN_ID=$((${E2E_RUN_ID:-0} + 1))
@@ -97,6 +97,9 @@ e2e_mode() {
   [ "$active" = 1 ] || e2e_die "zcsock_is_active() under LD_PRELOAD gave: $active"
   export LD_PRELOAD="$ZC_LIB${E2E_BASE_PRELOAD:+ $E2E_BASE_PRELOAD}"
   export ZCSOCK_STATS=1 ZCSOCK_LOG_FILE=$E2E_STATS/stats.%p
+  # AF_UNIX pairing too (opt-in for users): the suites' unix sockets, their
+  # SCM_RIGHTS and credentials included, run through the local path
+  export ZCSOCK_LOCAL_UNIX=1
 }
 
 e2e_plain() {
