@@ -24,22 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static double ep_now(void)
-{
-    struct timespec t;
-
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-static void ep_pin(int cpu)
-{
-    cpu_set_t s;
-
-    CPU_ZERO(&s);
-    CPU_SET(cpu, &s);
-    sched_setaffinity(0, sizeof(s), &s);
-}
+#include "probe.h"
 
 static int ep_send_all(int fd, const char *p, int n)
 {
@@ -124,7 +109,7 @@ static int ep_connect_pair(int unix_, int *srv, int *cli_pid, int n, int size)
     if (pid == 0) {
         int c = socket(unix_ ? AF_UNIX : AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 
-        ep_pin(1);
+        probe_pin(1);
         if (!unix_)
             setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
         if (c < 0 || connect(c, (struct sockaddr *)&a, len))
@@ -158,11 +143,11 @@ int main(int argc, char **argv)
         perror("epoll_pingpong: setup");
         return 1;
     }
-    ep_pin(0);
+    probe_pin(0);
     /* The accepted side plays the client role (sends first). */
-    t0 = ep_now();
+    t0 = probe_now();
     rc = ep_loop(fd, n, 1, size);
-    us = (ep_now() - t0) / n * 1e6;
+    us = (probe_now() - t0) / n * 1e6;
     waitpid(pid, &st, 0);
     if (rc || st) {
         fprintf(stderr, "epoll_pingpong: the exchange failed\n");

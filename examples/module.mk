@@ -16,7 +16,7 @@ $(BUILD)/zcbench: $(ZCBENCH_OBJS)
 # blocking round trip, and an event-driven (epoll) ping-pong.
 BENCH_PROBES := $(BUILD)/wake_floor $(BUILD)/epoll_pingpong
 all: $(BENCH_PROBES)
-$(BENCH_PROBES): $(BUILD)/%: examples/%.c
+$(BENCH_PROBES): $(BUILD)/%: examples/%.c examples/probe.h
 	$(quiet) CC $@
 	$(Q)$(CC) $(ZC_CFLAGS) $(ZC_LDFLAGS) -o $@ $<
 

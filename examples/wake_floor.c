@@ -20,22 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static double wf_now(void)
-{
-    struct timespec t;
-
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-static void wf_pin(int cpu)
-{
-    cpu_set_t s;
-
-    CPU_ZERO(&s);
-    CPU_SET(cpu, &s);
-    sched_setaffinity(0, sizeof(s), &s);    /* best effort: one CPU machines too */
-}
+#include "probe.h"
 
 /* Wait until *w == want, sleeping on the futex. */
 static void wf_wait(volatile uint32_t *w, uint32_t want)
@@ -65,20 +50,20 @@ static double wf_futex(int n)
     *w = 0;
     pid = fork();
     if (pid == 0) {
-        wf_pin(1);
+        probe_pin(1);
         for (int i = 0; i < n; i++) {
             wf_wait(w, 1);
             wf_set(w, 2);
         }
         _exit(0);
     }
-    wf_pin(0);
-    t0 = wf_now();
+    probe_pin(0);
+    t0 = probe_now();
     for (int i = 0; i < n; i++) {
         wf_set(w, 1);
         wf_wait(w, 2);
     }
-    us = (wf_now() - t0) / n * 1e6;
+    us = (probe_now() - t0) / n * 1e6;
     waitpid(pid, NULL, 0);
     munmap((void *)w, 4096);
     return us;
@@ -95,18 +80,18 @@ static double wf_unix(int n)
         return -1;
     pid = fork();
     if (pid == 0) {
-        wf_pin(1);
+        probe_pin(1);
         for (int i = 0; i < n; i++)
             if (read(sv[1], &c, 1) != 1 || write(sv[1], &c, 1) != 1)
                 _exit(1);
         _exit(0);
     }
-    wf_pin(0);
-    t0 = wf_now();
+    probe_pin(0);
+    t0 = probe_now();
     for (int i = 0; i < n; i++)
         if (write(sv[0], &c, 1) != 1 || read(sv[0], &c, 1) != 1)
             break;
-    us = (wf_now() - t0) / n * 1e6;
+    us = (probe_now() - t0) / n * 1e6;
     waitpid(pid, NULL, 0);
     close(sv[0]);
     close(sv[1]);

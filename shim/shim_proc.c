@@ -150,6 +150,23 @@ int shim_proc_children(int *pids, int max)
 
 /* --- exec targets --- */
 
+/* 1 when the program headers (phnum of phentsize bytes at phoff) include
+ * PT_INTERP, 0 when not, -1 unreadable.  p_type is the first 32-bit word of
+ * a program header in both ELF classes. */
+static int shim_elf_has_interp(int fd, uint64_t phoff, unsigned phnum, unsigned phentsize)
+{
+    for (unsigned i = 0; i < phnum && i < 128; i++) {
+        uint32_t type;
+
+        if (syscall(SYS_pread64, fd, &type, sizeof(type), phoff + (uint64_t)i * phentsize) !=
+            (long)sizeof(type))
+            return -1;
+        if (type == PT_INTERP)
+            return 1;
+    }
+    return 0;
+}
+
 /* The image behind descriptor fd: 1 dynamically linked, 0 static or
  * set-ID to someone else, -1 unknown; a script's interpreter in interp. */
 static int shim_image_kind(int fd, char *interp, size_t isz)
@@ -178,30 +195,12 @@ static int shim_image_kind(int fd, char *interp, size_t isz)
     if (h[EI_CLASS] == ELFCLASS64) {
         const Elf64_Ehdr *e = (const Elf64_Ehdr *)h;
 
-        for (unsigned i = 0; i < e->e_phnum && i < 128; i++) {
-            Elf64_Phdr ph;
-
-            if (syscall(SYS_pread64, fd, &ph, sizeof(ph), e->e_phoff + (uint64_t)i * e->e_phentsize)
-                != (long)sizeof(ph))
-                return -1;
-            if (ph.p_type == PT_INTERP)
-                return 1;
-        }
-        return 0;
+        return shim_elf_has_interp(fd, e->e_phoff, e->e_phnum, e->e_phentsize);
     }
     if (h[EI_CLASS] == ELFCLASS32) {
         const Elf32_Ehdr *e = (const Elf32_Ehdr *)h;
 
-        for (unsigned i = 0; i < e->e_phnum && i < 128; i++) {
-            Elf32_Phdr ph;
-
-            if (syscall(SYS_pread64, fd, &ph, sizeof(ph), e->e_phoff + (uint64_t)i * e->e_phentsize)
-                != (long)sizeof(ph))
-                return -1;
-            if (ph.p_type == PT_INTERP)
-                return 1;
-        }
-        return 0;
+        return shim_elf_has_interp(fd, e->e_phoff, e->e_phnum, e->e_phentsize);
     }
     return -1;
 }

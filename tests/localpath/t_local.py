@@ -596,33 +596,29 @@ def echo_epoll(c, out, want, secs=60):
     c.setblocking(True)
 
 
+def fork_exec_with(c, argv, env):
+    """Fork a child that execs argv with connection c inherited (its number
+    appended), close ours, wait for the child to succeed."""
+    c.set_inheritable(True)
+    pid = os.fork()
+    if pid == 0:
+        os.execve(argv[0], argv + [str(c.fileno())], env)
+    c.close()
+    _, st = os.waitpid(pid, 0)
+    check(st == 0, "exec'd child %s failed (%d)" % (os.path.basename(argv[-1]), st))
+
+
 def s_exec_plain(c):
     # exec of a program that does not load the library, with data unread both ways
-    def give(c):
-        c.set_inheritable(True)
-        pid = os.fork()
-        if pid == 0:
-            os.execve(sys.executable, [sys.executable, HERE, "echo_plain", str(c.fileno())],
-                      env_without_lib())
-        c.close()
-        _, st = os.waitpid(pid, 0)
-        check(st == 0, "exec'd child failed (%d)" % st)
-    s_handback_common(c, give)
+    s_handback_common(c, lambda c: fork_exec_with(
+        c, [sys.executable, HERE, "echo_plain"], env_without_lib()))
 
 
 def s_exec_static(c):
     # exec of a statically linked program, with LD_PRELOAD still naming the
     # library: the loader never runs, so the connection must be handed back
-    def give(c):
-        c.set_inheritable(True)
-        pid = os.fork()
-        if pid == 0:
-            prog = os.environ["T_STATIC_ECHO"]
-            os.execve(prog, [prog, str(c.fileno())], dict(os.environ))
-        c.close()
-        _, st = os.waitpid(pid, 0)
-        check(st == 0, "static echo failed (%d)" % st)
-    s_handback_common(c, give)
+    s_handback_common(c, lambda c: fork_exec_with(
+        c, [os.environ["T_STATIC_ECHO"]], dict(os.environ)))
 
 
 def s_scm_plain(c):
