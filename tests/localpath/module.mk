@@ -11,4 +11,11 @@ $(LOCALPATH_STATIC_ECHO): tests/localpath/static_echo.c
 test-localpath: $(LIB) $(LOCALPATH_STATIC_ECHO)
 	$(Q)$(TEST_ENV) T_STATIC_ECHO=$(abspath $(LOCALPATH_STATIC_ECHO)) tests/localpath/run.sh
 
-.PHONY: test-localpath
+# The same under AddressSanitizer (a subset: run_asan.sh).
+TEST_TIERS += localpath-asan
+test-localpath-asan: $(LIB)
+	$(Q)$(MAKE) --no-print-directory SANITIZE=address build/san-address/libzcsock.so
+	$(Q)$(TEST_ENV) ZC_ASAN_LIB=$(abspath build/san-address/libzcsock.so) \
+		tests/localpath/run_asan.sh
+
+.PHONY: test-localpath test-localpath-asan

@@ -1,0 +1,31 @@
+#!/bin/bash
+# Tier "localpath-asan": the local path's trickiest cases (hand-back, process
+# model, ancillary data, streams with the switch-over in the middle) with the
+# library built under AddressSanitizer (make SANITIZE=address), preloaded
+# after the ASan runtime in every process of both ends.  ZC_ASAN_LIB is that
+# library; the cases are those of run.sh (t_local.py), smaller.
+cd "$(dirname "$0")/../.." || exit 1
+. tests/lib/harness.sh
+T=${TEST_TIMEOUT:-300}; [ "$T" -gt 240 ] && T=240
+PY=${PYTHON:-python3}
+TL=tests/localpath/t_local.py
+RT=$(${CC:-cc} -print-file-name=libasan.so)
+
+t_begin localpath-asan
+if [ ! -e "$RT" ] || [ ! -e "$ZC_ASAN_LIB" ]; then
+  t_run setup 10 sh -c "echo 'ASan runtime ($RT) or library ($ZC_ASAN_LIB) missing' >&2; exit 1"
+  t_end
+  exit
+fi
+export ZC_LIB="$RT $ZC_ASAN_LIB" ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:exitcode=99
+export T_BYTES=$((32 << 20))
+for c in stream_both sizes epoll fork exec scm subprocess exec_plain scm_plain scm_spawned; do
+  t_run "$c/tcp" "$T" $PY $TL run "$c" both tcp
+done
+for c in anc passcred poll_truth; do
+  t_run "$c/unix" "$T" $PY $TL run "$c" both unix
+done
+t_run exec_plain/forked-peer "$T" env T_FORKED_PEER=1 $PY $TL run exec_plain both unix
+t_run exec_plain/epoll-big "$T" env T_EPOLL=1 T_BIG=1 $PY $TL run exec_plain both tcp
+t_run killed-peer/tcp "$T" $PY $TL run killed_peer - tcp
+t_end
