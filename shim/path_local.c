@@ -19,6 +19,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <limits.h>
 #include <string.h>
@@ -83,6 +84,7 @@ typedef struct lp_conn {
     int fds[4];                     /* descriptors referring to it (first few) */
     int forked;                     /* pending across a fork: requeue */
     unsigned pickups;
+    int pickup_busy;                /* a thread is looking for the offer (lp_pickup_try) */
     uint32_t plock[2];              /* before the channel exists */
     uint32_t *held[2];              /* the lock word each role holds now */
     uint8_t tx_ring, rx_ring;       /* direction switched to the ring */
@@ -540,6 +542,42 @@ static void lp_pickup_done(lp_conn_t *c, int rc, int memfd)
     }
 }
 
+/* A pending client looks for the server's offer.  The send path (under the
+ * TX lock) and rule R3 of the receive path (under the RX lock) may do so at
+ * once from two threads: one at a time, or the one that finds the offer
+ * already taken would decline a connection the other just attached.  r3:
+ * server bytes arrived, so the offer is there or never comes (waits for a
+ * pickup in progress, and a missing offer means plain TCP); otherwise a
+ * busy or empty look changes nothing. */
+static void lp_pickup_try(lp_conn_t *c, int fd, int r3)
+{
+    int memfd = -1, rc;
+
+    while (__atomic_exchange_n(&c->pickup_busy, 1, __ATOMIC_ACQUIRE)) {
+        if (!r3)
+            return;
+        sched_yield();
+    }
+    if (c->state == LP_PENDING && c->ann >= 0) {
+        rc = local_pair_channel_recv(fd, c->ann, c->forked ? LOCAL_PAIR_F_REQUEUE : 0, &c->ch,
+                                     &memfd);
+        if (rc != -EAGAIN || r3)
+            lp_pickup_done(c, rc, memfd);
+    }
+    __atomic_store_n(&c->pickup_busy, 0, __ATOMIC_RELEASE);
+}
+
+/* A pending client gives up the offer for good (shutdown, hand-back): plain
+ * TCP, after any pickup in progress in another thread. */
+static void lp_pending_end(lp_conn_t *c)
+{
+    while (__atomic_exchange_n(&c->pickup_busy, 1, __ATOMIC_ACQUIRE))
+        sched_yield();
+    if (c->state == LP_PENDING)
+        lp_pickup_done(c, -ECANCELED, -1);
+    __atomic_store_n(&c->pickup_busy, 0, __ATOMIC_RELEASE);
+}
+
 /* --- doorbells ------------------------------------------------------------------ */
 
 /* Our sending direction to the ring, when rule S1 allows.  TX lock held. */
@@ -849,12 +887,7 @@ static void lp_revert(lp_conn_t *c, int fd, const char *why)
 
     if (c->state == LP_PENDING) {
         lp_lock(c, LP_TX);
-        if (c->state == LP_PENDING) {   /* never attach: it is plain TCP for good */
-            local_pair_fd_close(c->ann);
-            c->ann = -1;
-            c->state = LP_PLAIN;
-            lp_decline(LOCAL_PAIR_R_NOT_ZCSOCK);
-        }
+        lp_pending_end(c);              /* never attach: it is plain TCP for good */
         lp_unlock(c, LP_TX);
     }
     if (c->state != LP_PAIRED)
@@ -1175,13 +1208,8 @@ static ssize_t lp_recv_kernel(lp_conn_t *c, shim_fd_t *f, int fd, struct msghdr 
         pm.msg_name = NULL;
         pm.msg_namelen = 0;
         n = zc_real.recvmsg(fd, &pm, (flags & ~MSG_WAITALL) | MSG_PEEK);
-        if (n > 0 && c->state == LP_PENDING) {
-            int memfd = -1;
-            int rc = local_pair_channel_recv(fd, c->ann, c->forked ? LOCAL_PAIR_F_REQUEUE : 0,
-                                             &c->ch, &memfd);
-
-            lp_pickup_done(c, rc, memfd);
-        }
+        if (n > 0 && c->state == LP_PENDING)
+            lp_pickup_try(c, fd, 1);    /* R3 */
         if (n <= 0) {
             msg->msg_flags = pm.msg_flags;
             msg->msg_controllen = 0;
@@ -1207,13 +1235,8 @@ static ssize_t lp_recv_kernel(lp_conn_t *c, shim_fd_t *f, int fd, struct msghdr 
         shim_copy_account(f, 0, n, 1);
         return n < 0 ? -errno : 0;
     }
-    if (c->state == LP_PENDING) {       /* R3: the offer precedes the server's first byte */
-        int memfd = -1;
-        int rc = local_pair_channel_recv(fd, c->ann, c->forked ? LOCAL_PAIR_F_REQUEUE : 0,
-                                         &c->ch, &memfd);
-
-        lp_pickup_done(c, rc, memfd);
-    }
+    if (c->state == LP_PENDING)         /* R3: the offer precedes the server's first byte */
+        lp_pickup_try(c, fd, 1);
     data = local_pair_rx_split(c->state == LP_PAIRED ? &c->ch : NULL, lp_rxdir(c),
                                c->rx_kernel, (size_t)n);
     if (!(flags & MSG_PEEK)) {
@@ -1427,8 +1450,6 @@ static ssize_t lp_recvmsg(shim_fd_t *f, int fd, struct msghdr *msg, int flags)
 /* Pending client: look for the server's offer without waiting. */
 static void lp_pickup(lp_conn_t *c, int fd)
 {
-    int memfd = -1, rc;
-
     if (c->state != LP_PENDING || c->ann < 0)
         return;
     /* Look at the 1st, 2nd, 4th, 8th ... send: a client that streams
@@ -1437,11 +1458,7 @@ static void lp_pickup(lp_conn_t *c, int fd)
     c->pickups++;
     if (c->pickups & (c->pickups - 1))
         return;
-    rc = local_pair_channel_recv(fd, c->ann, c->forked ? LOCAL_PAIR_F_REQUEUE : 0, &c->ch,
-                                 &memfd);
-    if (rc == -EAGAIN)
-        return;
-    lp_pickup_done(c, rc, memfd);
+    lp_pickup_try(c, fd, 0);
 }
 
 /* The peer is gone for good (its last holder closed or it crashed): sends
@@ -1707,11 +1724,7 @@ int path_local_shutdown(shim_fd_t *f, int fd, int how)
         return 1;
     lp_lock(c, LP_TX);
     if (c->state == LP_PENDING) {
-        /* Never attach now: we could not ring a switched peer any more. */
-        local_pair_fd_close(c->ann);
-        c->ann = -1;
-        c->state = LP_PLAIN;
-        lp_decline(LOCAL_PAIR_R_NOT_ZCSOCK);
+        lp_pending_end(c);  /* never attach now: we could not ring a switched peer any more */
     } else if (!c->wr_shut) {
         if (!lp_tx_switch(c) && local_pair_switch_refuse(&c->ch, lp_rxdir(c)) == -EALREADY)
             lp_tx_switch(c);    /* the peer switched: it attached, so may we */
