@@ -417,6 +417,14 @@ SHIM_EXPORT int epoll_create1(int flags)
     return zc_real.epoll_create1(flags);
 }
 
+/* What the kernel registration of claimed descriptor f asks for, for the
+ * application's events. */
+static uint32_t shim_ep_kernel_events(shim_fd_t *f, uint32_t events)
+{
+    return (uint32_t)(unsigned short)path_local_kernel_events(f, (short)events) |
+           (events & SHIM_EP_KERNEL_KEEP);
+}
+
 SHIM_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 {
     shim_fd_t *f;
@@ -450,8 +458,7 @@ SHIM_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
         shim_ep_unlock();
         return zc_real.epoll_ctl(epfd, op, fd, ev);     /* MOD of an unknown one */
     }
-    kev.events = (uint32_t)(unsigned short)path_local_kernel_events(f, (short)ev->events) |
-                 (ev->events & SHIM_EP_KERNEL_KEEP);
+    kev.events = shim_ep_kernel_events(f, ev->events);
     kev.data.u64 = g->tag;
     rc = zc_real.epoll_ctl(epfd, op, fd, &kev);
     if (rc == 0) {
@@ -474,15 +481,15 @@ SHIM_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
     return rc;
 }
 
-/* The kernel registration asks for what the connection needs now (it
- * changes when a connection is handed back to the kernel).  Lock held. */
-static void shim_ep_refresh(shim_ep_reg_t *g, shim_fd_t *f)
+/* Register g with the kernel again for what the connection needs now:
+ * always (a one-shot that fired), or only when that changed (a connection
+ * handed back to the kernel).  Lock held. */
+static void shim_ep_rearm(shim_ep_reg_t *g, shim_fd_t *f, int always)
 {
-    struct epoll_event re = { 0, { .u64 = g->tag } };
+    struct epoll_event re = { shim_ep_kernel_events(f, g->events), { .u64 = g->tag } };
 
-    re.events = (uint32_t)(unsigned short)path_local_kernel_events(f, (short)g->events) |
-                (g->events & SHIM_EP_KERNEL_KEEP);
-    if (re.events != g->kevents && !zc_real.epoll_ctl(g->epfd, EPOLL_CTL_MOD, g->fd, &re))
+    if ((always || re.events != g->kevents) &&
+        !zc_real.epoll_ctl(g->epfd, EPOLL_CTL_MOD, g->fd, &re))
         g->kevents = re.events;
 }
 
@@ -498,7 +505,7 @@ static uint32_t shim_ep_ready(shim_ep_reg_t *g, int kev, int arm)
     if (g->disabled || g->seen || !path_local_claimed(f))
         return 0;
     rev = (uint16_t)path_local_revents(f, g->fd, (short)(want | EPOLLRDHUP), kev, arm);
-    shim_ep_refresh(g, f);
+    shim_ep_rearm(g, f, 0);
     rev &= want | EPOLLERR | EPOLLHUP;
     if (!rev)
         return 0;
@@ -570,14 +577,8 @@ static int shim_epoll_local(int epfd, struct epoll_event *evs, int max, int time
                 uint32_t rev = shim_ep_ready(g, (int)(e->events & 0xffff), 0);
 
                 if (!rev) {
-                    if ((g->events & EPOLLONESHOT) && !g->disabled) {
-                        struct epoll_event re = { 0, { .u64 = g->tag } };
-
-                        re.events = (uint32_t)(unsigned short)path_local_kernel_events(
-                                        shim_fd_get(g->fd), (short)g->events) |
-                                    (g->events & SHIM_EP_KERNEL_KEEP);
-                        zc_real.epoll_ctl(epfd, EPOLL_CTL_MOD, g->fd, &re);
-                    }
+                    if ((g->events & EPOLLONESHOT) && !g->disabled)
+                        shim_ep_rearm(g, shim_fd_get(g->fd), 1);
                     continue;
                 }
                 e->events = rev;

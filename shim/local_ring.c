@@ -483,20 +483,28 @@ int local_ring_peer_state(local_ring_t *ch)
 /* --- producer --- */
 
 /* After publishing: does the consumer sleep?  (P2/P3 of the proof above.) */
+/* Claim the announcement in waiting word w (it is ours to answer from now
+ * on): how to wake its owner, 0 when nobody waited. */
+static int lr_claim(uint32_t *w)
+{
+    uint32_t old;
+
+    if (!LR_LOAD(w) || !(old = LR_XCHG(w, 0)))
+        return 0;
+    return old == LOCAL_RING_WAIT_FUTEX ? LOCAL_RING_F_FUTEX : LOCAL_RING_F_DOORBELL;
+}
+
 static int lr_wake_consumer(local_ring_t *ch, int dir)
 {
-    uint32_t *w = &ch->hdr->ctl[dir].cons_waiting;
-
-    uint32_t old;
+    int flags;
 
     if (ch->quiet)
         return 0;
     LR_FENCE();
-    if (LR_LOAD(w) && (old = LR_XCHG(w, 0))) {
+    flags = lr_claim(&ch->hdr->ctl[dir].cons_waiting);
+    if (flags)
         LR_STAT(ch, doorbells_data, 1);
-        return old == LOCAL_RING_WAIT_FUTEX ? LOCAL_RING_F_FUTEX : LOCAL_RING_F_DOORBELL;
-    }
-    return 0;
+    return flags;
 }
 
 /* Publish one record of rec_bytes ring bytes starting at s->head. */
@@ -638,11 +646,7 @@ int local_ring_mark_write(local_ring_t *ch, int dir, uint32_t kind)
 
 int local_ring_claim(local_ring_t *ch, int dir, int role)
 {
-    uint32_t *w = local_ring_wait_word(ch, dir, role), old;
-
-    if (lr_check(ch, dir) || !LR_LOAD(w) || !(old = LR_XCHG(w, 0)))
-        return 0;
-    return old == LOCAL_RING_WAIT_FUTEX ? LOCAL_RING_F_FUTEX : LOCAL_RING_F_DOORBELL;
+    return lr_check(ch, dir) ? 0 : lr_claim(local_ring_wait_word(ch, dir, role));
 }
 
 int64_t local_ring_writable(local_ring_t *ch, int dir)
@@ -678,12 +682,11 @@ static int lr_wake_producer(local_ring_t *ch, int dir, uint64_t tail)
     used = LR_LOAD(&ctl->head) - tail;
     room = used > ch->ring_size ? ch->ring_size : (ch->ring_size - used) & ~(uint64_t)7;
     if (room >= lr_round8(want) + LR_REC_HDR) {
-        uint32_t old = LR_XCHG(&ctl->prod_waiting, 0);
+        int flags = lr_claim(&ctl->prod_waiting);
 
-        if (old) {
+        if (flags)
             LR_STAT(ch, doorbells_space, 1);
-            return old == LOCAL_RING_WAIT_FUTEX ? LOCAL_RING_F_FUTEX : LOCAL_RING_F_DOORBELL;
-        }
+        return flags;
     }
     return 0;
 }

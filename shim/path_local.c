@@ -818,6 +818,21 @@ static void lp_rv_rx_done(lp_conn_t *c, int fd)
     lp_rv_check_done(c);
 }
 
+/* The initiator's MARK at our read position: take it and read the kernel
+ * stream from here.  RX lock held.  1 taken, 0 not there (something else
+ * is), -1 the record cannot be taken. */
+static int lp_rv_take_mark(lp_conn_t *c, int fd)
+{
+    local_ring_frame_t fr;
+
+    if (local_ring_frame_next(&c->ch, lp_rxdir(c), &fr) || fr.type != LOCAL_RING_REC_MARK)
+        return 0;
+    if (local_ring_frame_consume(&c->ch, lp_rxdir(c), &fr) < 0)
+        return -1;
+    lp_rv_rx_done(c, fd);
+    return 1;
+}
+
 /* Our sending direction goes to the kernel for good: the ring's unread
  * bytes first (the initiator will not read them), copied in order.
  * wait_ms: 0 do not wait for kernel room, -1 wait as a blocking send would,
@@ -1281,12 +1296,8 @@ static ssize_t lp_recv_ring(lp_conn_t *c, int fd, struct msghdr *msg, int flags,
     if ((rc & LOCAL_RING_F_RECORD) && (!done || !(flags & MSG_PEEK))) {
         /* At a record: the initiator's MARK of a hand-back (page exchange
          * is not produced yet). */
-        local_ring_frame_t fr;
-
-        if (local_ring_frame_next(&c->ch, lp_rxdir(c), &fr) || fr.type != LOCAL_RING_REC_MARK ||
-            local_ring_frame_consume(&c->ch, lp_rxdir(c), &fr) < 0)
+        if (lp_rv_take_mark(c, fd) <= 0)
             return lp_broken(c);
-        lp_rv_rx_done(c, fd);
         rc &= ~(LOCAL_RING_F_DOORBELL | LOCAL_RING_F_FUTEX);
     }
     lp_wake(c, fd, rc, local_ring_wait_word(&c->ch, lp_rxdir(c), LOCAL_RING_ROLE_PROD));
@@ -2041,15 +2052,9 @@ static int lp_rv_progress(lp_conn_t *c, int fd, short ev, int kev)
         changed = 1;
     } else if (c->state == LP_PAIRED && !c->rx_plain) {
         uint64_t sw = local_pair_switch_get(&c->ch, lp_rxdir(c));
-        local_ring_frame_t fr;
 
         if (c->rx_ring) {
-            if (local_ring_frame_next(&c->ch, lp_rxdir(c), &fr) == 0 &&
-                fr.type == LOCAL_RING_REC_MARK &&
-                local_ring_frame_consume(&c->ch, lp_rxdir(c), &fr) >= 0) {
-                lp_rv_rx_done(c, fd);
-                changed = 1;
-            }
+            changed |= lp_rv_take_mark(c, fd) > 0;
         } else if (sw == LOCAL_PAIR_SWITCH_UNSET || sw == LOCAL_PAIR_SWITCH_NEVER) {
             local_pair_switch_refuse(&c->ch, lp_rxdir(c));
             if (local_pair_switch_get(&c->ch, lp_rxdir(c)) == LOCAL_PAIR_SWITCH_NEVER) {

@@ -53,23 +53,6 @@ int shim_proc_each_num(const char *path, int (*fn)(int dirfd, long num, void *ar
     return rc;
 }
 
-/* "socket:[<ino>]" */
-static int shim_fmt_socket(char *out, uint64_t ino)
-{
-    char d[24];
-    int n = 0, k = 0;
-
-    do
-        d[n++] = (char)('0' + ino % 10);
-    while ((ino /= 10) && n < (int)sizeof(d));
-    for (const char *p = "socket:["; *p; p++)
-        out[k++] = *p;
-    while (n)
-        out[k++] = d[--n];
-    out[k++] = ']';
-    return k;
-}
-
 typedef struct {
     char want[40];
     int len;
@@ -78,23 +61,12 @@ typedef struct {
 static int shim_holds_fn(int dirfd, long num, void *arg)
 {
     shim_holds_t *h = arg;
-    char name[24], link[40];
-    int n = 0, k = 0;
-    long v = num;
+    char name[24], target[40];
+    long n;
 
-    do
-        name[n++] = (char)('0' + v % 10);
-    while ((v /= 10) && n < 20);
-    while (n)
-        link[k++] = name[--n];
-    link[k] = 0;
-    n = (int)syscall(SYS_readlinkat, dirfd, link, name, sizeof(name));
-    if (n != h->len)
-        return 0;
-    for (k = 0; k < n; k++)
-        if (name[k] != h->want[k])
-            return 0;
-    return 1;
+    zc_fmt(name, sizeof(name), "%ld", num);
+    n = syscall(SYS_readlinkat, dirfd, name, target, sizeof(target));
+    return n == h->len && !memcmp(target, h->want, (size_t)n);
 }
 
 int shim_proc_holds_socket(int pid, uint64_t ino)
@@ -102,7 +74,7 @@ int shim_proc_holds_socket(int pid, uint64_t ino)
     shim_holds_t h;
     char path[40] = "/proc/self/fd";
 
-    h.len = shim_fmt_socket(h.want, ino);
+    h.len = (int)zc_fmt(h.want, sizeof(h.want), "socket:[%llu]", (unsigned long long)ino);
     if (pid > 0)
         zc_fmt(path, sizeof(path), "/proc/%d/fd", pid);
     return shim_proc_each_num(path, shim_holds_fn, &h) == 1;
