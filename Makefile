@@ -42,7 +42,7 @@ SAN_FLAGS += -fno-sanitize-recover=all
 endif
 endif
 
-ZC_CFLAGS = -std=gnu11 -Wall -Wextra -Wstrict-prototypes -Wmissing-prototypes \
+ZC_CFLAGS = -std=gnu11 -Icommon -Wall -Wextra -Wstrict-prototypes -Wmissing-prototypes \
 	-fPIC -fvisibility=hidden -ftls-model=initial-exec -D_GNU_SOURCE \
 	-DZCSOCK_VERSION='"$(VERSION)"' -Iinclude -MMD -MP $(SAN_FLAGS) $(CFLAGS)
 ZC_LDFLAGS = $(SAN_FLAGS) $(LDFLAGS)
@@ -68,6 +68,7 @@ all: lib
 # malloc-hooks is always linked in (shim/shim_mem.c wires it to the cache).
 MH ?= 1
 
+include common/module.mk
 include shim/module.mk
 -include malloc-hooks/module.mk
 -include pindown-cache/module.mk

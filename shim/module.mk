@@ -1,6 +1,7 @@
-# shim/: interposition, per-fd state, configuration, logging, statistics.
-SHIM_SRCS := $(wildcard shim/*.c)
-LIB_OBJS  += $(SHIM_SRCS:%.c=$(BUILD)/obj/%.o)
+# shim/: interposition, per-fd state, the readiness engine, and the data
+# paths (shim/paths/<name>/, each registering itself through shim_path.h).
+SHIM_SRCS := $(COMMON_SRCS) $(wildcard shim/*.c) $(wildcard shim/paths/local/*.c)
+LIB_OBJS  += $(filter-out $(COMMON_SRCS:%.c=$(BUILD)/obj/%.o),$(SHIM_SRCS:%.c=$(BUILD)/obj/%.o))
 # shim_mem.c wires malloc-hooks and pindown-cache together.
-$(BUILD)/obj/shim/%.o: OBJ_EXTRA = -Imalloc-hooks -Ipindown-cache
+$(BUILD)/obj/shim/%.o: OBJ_EXTRA = -Ishim -Ishim/paths/local -Imalloc-hooks -Ipindown-cache
 EXPORTS   += shim/exports.txt

@@ -17,7 +17,7 @@ SHIM_UNIT_OBJS := $(filter-out %/shim_mem.o,$(SHIM_SRCS:%.c=$(BUILD)/obj/%.o))
 $(BUILD)/tests/unit/%: tests/unit/%.c $(SHIM_UNIT_OBJS)
 	@mkdir -p $(@D)
 	$(quiet) TEST $@
-	$(Q)$(CC) $(ZC_CFLAGS) -Ishim $(ZC_LDFLAGS) -o $@ $< $(SHIM_UNIT_OBJS) -lcmocka -ldl -lpthread
+	$(Q)$(CC) $(ZC_CFLAGS) -Ishim -Ishim/paths/local $(ZC_LDFLAGS) -o $@ $< $(SHIM_UNIT_OBJS) -lcmocka -ldl -lpthread
 
 -include tests/local/module.mk
 -include tests/pair/module.mk

@@ -1,4 +1,4 @@
-# tests/local/: the shared-memory channel of the local path (shim/local_ring.c).
+# tests/local/: the shared-memory channel of the local path (shim/paths/local/local_ring.c).
 #   unit tests (cmocka, linked with the shim's objects, also under ASan/UBSan):
 #     test_local_ring    ring semantics, waiting protocol, corrupted state
 #     test_local_stream  two processes, 1 GiB (QUICK/sanitizers: 256 MiB)
@@ -15,20 +15,20 @@ UNIT_TESTS += $(LOCAL_UNIT_BINS)
 # without the memory wiring that needs malloc-hooks and the cache).
 LOCAL_SHIM_OBJS := $(or $(SHIM_UNIT_OBJS),$(filter-out %/shim_mem.o,$(SHIM_SRCS:%.c=$(BUILD)/obj/%.o)))
 
-$(BUILD)/tests/local/test_%: tests/local/test_%.c tests/local/t_ring.h shim/local_ring.h \
+$(BUILD)/tests/local/test_%: tests/local/test_%.c tests/local/t_ring.h shim/paths/local/local_ring.h \
 		$(LOCAL_SHIM_OBJS)
 	@mkdir -p $(@D)
 	$(quiet) TEST $@
-	$(Q)$(CC) $(ZC_CFLAGS) -Ishim -Itests/local -Wno-missing-prototypes $(ZC_LDFLAGS) -o $@ $< \
+	$(Q)$(CC) $(ZC_CFLAGS) -Ishim/paths/local -Itests/local -Wno-missing-prototypes $(ZC_LDFLAGS) -o $@ $< \
 		$(LOCAL_SHIM_OBJS) -lcmocka -ldl -lpthread
 
 # --- benchmark: the ring module alone plus the real-function resolver ---
-LOCAL_RING_OBJS = $(BUILD)/obj/shim/local_ring.o $(BUILD)/obj/shim/zc_real.o
+LOCAL_RING_OBJS = $(BUILD)/obj/shim/paths/local/local_ring.o $(BUILD)/obj/common/zc_real.o
 
-$(BUILD)/bench_ring: tests/local/bench_ring.c tests/local/t_ring.h shim/local_ring.h $(LOCAL_RING_OBJS)
+$(BUILD)/bench_ring: tests/local/bench_ring.c tests/local/t_ring.h shim/paths/local/local_ring.h $(LOCAL_RING_OBJS)
 	@mkdir -p $(@D)
 	$(quiet) LD $@
-	$(Q)$(CC) $(ZC_CFLAGS) -Ishim -Itests/local -Wno-missing-prototypes $(ZC_LDFLAGS) -o $@ $< \
+	$(Q)$(CC) $(ZC_CFLAGS) -Ishim/paths/local -Itests/local -Wno-missing-prototypes $(ZC_LDFLAGS) -o $@ $< \
 		$(LOCAL_RING_OBJS) -ldl
 
 bench-ring: $(BUILD)/bench_ring
@@ -40,13 +40,13 @@ BENCH_EXTRA += bench-ring
 FUZZ_CC ?= clang
 FUZZ_SECONDS ?= 20
 FUZZ_DIR := build/fuzz
-FUZZ_FLAGS := -std=gnu11 -O1 -g -D_GNU_SOURCE -Iinclude -Ishim \
+FUZZ_FLAGS := -std=gnu11 -O1 -g -D_GNU_SOURCE -Iinclude -Icommon -Ishim/paths/local \
 	-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 
-$(FUZZ_DIR)/fuzz_ring: tests/local/fuzz_ring.c shim/local_ring.c shim/local_ring.h shim/zc_real.c
+$(FUZZ_DIR)/fuzz_ring: tests/local/fuzz_ring.c shim/paths/local/local_ring.c shim/paths/local/local_ring.h common/zc_real.c
 	@mkdir -p $(@D)
 	$(quiet) FUZZ $@
-	$(Q)$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ tests/local/fuzz_ring.c shim/local_ring.c shim/zc_real.c -ldl
+	$(Q)$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ tests/local/fuzz_ring.c shim/paths/local/local_ring.c common/zc_real.c -ldl
 
 fuzz-ring: $(FUZZ_DIR)/fuzz_ring
 	$(Q)mkdir -p $(FUZZ_DIR)/corpus-ring

@@ -5,7 +5,7 @@ MEM_TESTS := $(BUILD)/tests/mem/t_wiring $(BUILD)/tests/mem/t_storm
 $(BUILD)/tests/mem/%: tests/mem/%.c $(LIB_OBJS)
 	@mkdir -p $(@D)
 	$(quiet) TEST $@
-	$(Q)$(CC) $(ZC_CFLAGS) -Ishim -Ipindown-cache -Imalloc-hooks $(ZC_LDFLAGS) -o $@ $< \
+	$(Q)$(CC) $(ZC_CFLAGS) -Ishim -Ishim/paths/local -Ipindown-cache -Imalloc-hooks $(ZC_LDFLAGS) -o $@ $< \
 		$(LIB_OBJS) $(LIB_LIBS) -rdynamic
 
 test-mem: $(MEM_TESTS) $(MH_DLLIB)

@@ -1,4 +1,4 @@
-/* Unit tests for shim/zc_config.c: parsing, bounds, warnings, visiting. */
+/* Unit tests for common/zc_config.c: parsing, bounds, warnings, visiting. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>

@@ -1,4 +1,4 @@
-/* Unit tests for shim/zc_log.c: the formatter and the output target. */
+/* Unit tests for common/zc_log.c: the formatter and the output target. */
 #include <errno.h>
 #include <fcntl.h>
 #include <setjmp.h>

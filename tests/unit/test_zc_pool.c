@@ -1,4 +1,4 @@
-/* Unit tests for shim/zc_pool.c: classes, zeroing, reuse, large blocks,
+/* Unit tests for common/zc_pool.c: classes, zeroing, reuse, large blocks,
  * threads, fork. */
 #include <pthread.h>
 #include <setjmp.h>

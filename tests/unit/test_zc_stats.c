@@ -1,4 +1,4 @@
-/* Unit tests for shim/zc_stats.c: counters, sources, lookup, report. */
+/* Unit tests for common/zc_stats.c: counters, sources, lookup, report. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
