@@ -6,7 +6,6 @@
 #include <sys/uio.h>
 #include <fcntl.h>
 
-#include "path_local.h"
 #include "shim_int.h"
 
 void shim_copy_account(shim_fd_t *f, int is_send, ssize_t n, int must_be_socket)
@@ -27,11 +26,6 @@ void shim_copy_account(shim_fd_t *f, int is_send, ssize_t n, int must_be_socket)
         zc_stat_add(is_send ? ZC_STAT_COPY_SEND_BYTES : ZC_STAT_COPY_RECV_BYTES, (uint64_t)n);
 }
 
-static inline int shim_has_path(shim_fd_t *f)
-{
-    return f && shim_unlikely(f->path != NULL);
-}
-
 static ssize_t shim_path_send(shim_fd_t *f, int fd, const struct iovec *iov, size_t iovcnt,
                               int flags, const struct sockaddr *to, socklen_t tolen)
 {
@@ -40,7 +34,7 @@ static ssize_t shim_path_send(shim_fd_t *f, int fd, const struct iovec *iov, siz
         .msg_iov = (struct iovec *)iov, .msg_iovlen = iovcnt,
     };
 
-    return shim_ret(f->path->sendmsg(f, fd, &m, flags));
+    return shim_ret(f->path->ops->sendmsg(f, fd, &m, flags));
 }
 
 static ssize_t shim_path_recv(shim_fd_t *f, int fd, const struct iovec *iov, size_t iovcnt,
@@ -50,7 +44,7 @@ static ssize_t shim_path_recv(shim_fd_t *f, int fd, const struct iovec *iov, siz
         .msg_name = from, .msg_namelen = fromlen ? *fromlen : 0,
         .msg_iov = (struct iovec *)iov, .msg_iovlen = iovcnt,
     };
-    ssize_t n = f->path->recvmsg(f, fd, &m, flags);
+    ssize_t n = f->path->ops->recvmsg(f, fd, &m, flags);
 
     if (n >= 0 && fromlen)
         *fromlen = m.msg_namelen;
@@ -66,7 +60,7 @@ static ssize_t shim_path_recv(shim_fd_t *f, int fd, const struct iovec *iov, siz
                                                                       \
     SHIM_ENTER(name, -1);                                             \
     f = shim_fd_get(fd);                                              \
-    if (shim_has_path(f))                                             \
+    if (shim_fd_claimed(f))                                             \
         return path_call;                                             \
     n = zc_real.name(__VA_ARGS__);                                    \
     shim_copy_account(f, is_send, n, must_be_socket);                 \
@@ -94,8 +88,8 @@ SHIM_EXPORT ssize_t sendto(int fd, const void *buf, size_t len, int flags,
 SHIM_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 {
     if (shim_unlikely(msg && msg->msg_control && msg->msg_controllen >= sizeof(struct cmsghdr)))
-        path_local_scm_send(fd, msg);     /* paired sockets travel with their channel */
-    SHIM_DATA_HOOK(sendmsg, 1, 1, shim_ret(f->path->sendmsg(f, fd, msg, flags)),
+        shim_fds_passing(fd, msg);        /* claimed sockets may travel in it */
+    SHIM_DATA_HOOK(sendmsg, 1, 1, shim_ret(f->path->ops->sendmsg(f, fd, msg, flags)),
                    fd, msg, flags);
 }
 
@@ -107,9 +101,9 @@ SHIM_EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned vlen, int flags)
 
     SHIM_ENTER(sendmmsg, -1);
     f = shim_fd_get(fd);
-    if (shim_has_path(f)) {
+    if (shim_fd_claimed(f)) {
         for (i = 0; i < vlen; i++) {
-            ssize_t r = f->path->sendmsg(f, fd, &vec[i].msg_hdr, flags);
+            ssize_t r = f->path->ops->sendmsg(f, fd, &vec[i].msg_hdr, flags);
 
             if (r < 0)
                 return i ? (int)i : (int)shim_ret(r);
@@ -163,12 +157,12 @@ SHIM_EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
 
     SHIM_ENTER(recvmsg, -1);
     f = shim_fd_get(fd);
-    if (shim_has_path(f))
-        return shim_ret(f->path->recvmsg(f, fd, msg, flags));
+    if (shim_fd_claimed(f))
+        return shim_ret(f->path->ops->recvmsg(f, fd, msg, flags));
     n = zc_real.recvmsg(fd, msg, flags);
     shim_copy_account(f, 0, n, 1);
     if (n >= 0 && shim_unlikely(msg->msg_controllen >= sizeof(struct cmsghdr)))
-        path_local_scm_received(msg);     /* a paired socket's channel, if one came */
+        shim_fds_received(fd, msg);       /* claimed sockets may have come */
     return n;
 }
 
@@ -181,9 +175,9 @@ SHIM_EXPORT int recvmmsg(int fd, struct mmsghdr *vec, unsigned vlen, int flags,
 
     SHIM_ENTER(recvmmsg, -1);
     f = shim_fd_get(fd);
-    if (shim_has_path(f)) {
+    if (shim_fd_claimed(f)) {
         for (i = 0; i < vlen; i++) {
-            ssize_t r = f->path->recvmsg(f, fd, &vec[i].msg_hdr,
+            ssize_t r = f->path->ops->recvmsg(f, fd, &vec[i].msg_hdr,
                                          i ? flags | MSG_DONTWAIT : flags);
 
             if (r < 0)
@@ -251,15 +245,18 @@ SHIM_EXPORT ssize_t __read_chk(int fd, void *buf, size_t len, size_t buflen)
                    fd, buf, len, buflen);
 }
 
-/* --- sendfile and splice: always the kernel's; charged to the socket end. */
+/* --- sendfile and splice: the claiming path's, else the kernel's, charged
+ * to the socket end. */
 
 SHIM_EXPORT ssize_t sendfile(int out_fd, int in_fd, off_t *offset, size_t count)
 {
+    shim_fd_t *f;
     ssize_t n;
 
     SHIM_ENTER(sendfile, -1);
-    if (shim_unlikely(path_local_claimed(shim_fd_get(out_fd))))
-        return shim_ret(path_local_sendfile(shim_fd_get(out_fd), out_fd, in_fd, offset, count));
+    f = shim_fd_get(out_fd);
+    if (shim_fd_claimed(f))
+        return shim_ret(f->path->ops->sendfile(f, out_fd, in_fd, offset, count));
     n = zc_real.sendfile(out_fd, in_fd, offset, count);
     shim_copy_account(shim_fd_get(out_fd), 1, n, 0);
     return n;
@@ -267,11 +264,13 @@ SHIM_EXPORT ssize_t sendfile(int out_fd, int in_fd, off_t *offset, size_t count)
 
 SHIM_EXPORT ssize_t sendfile64(int out_fd, int in_fd, off_t *offset, size_t count)
 {
+    shim_fd_t *f;
     ssize_t n;
 
     SHIM_ENTER(sendfile64, -1);
-    if (shim_unlikely(path_local_claimed(shim_fd_get(out_fd))))
-        return shim_ret(path_local_sendfile(shim_fd_get(out_fd), out_fd, in_fd, offset, count));
+    f = shim_fd_get(out_fd);
+    if (shim_fd_claimed(f))
+        return shim_ret(f->path->ops->sendfile(f, out_fd, in_fd, offset, count));
     n = zc_real.sendfile64(out_fd, in_fd, offset, count);
     shim_copy_account(shim_fd_get(out_fd), 1, n, 0);
     return n;
@@ -280,12 +279,15 @@ SHIM_EXPORT ssize_t sendfile64(int out_fd, int in_fd, off_t *offset, size_t coun
 SHIM_EXPORT ssize_t splice(int fd_in, loff_t *off_in, int fd_out, loff_t *off_out,
                            size_t len, unsigned flags)
 {
+    shim_fd_t *fi, *fo;
     ssize_t n;
 
     SHIM_ENTER(splice, -1);
-    if (shim_unlikely(path_local_claimed(shim_fd_get(fd_in)) ||
-                      path_local_claimed(shim_fd_get(fd_out))))
-        return shim_ret(path_local_splice(fd_in, off_in, fd_out, off_out, len, flags));
+    fi = shim_fd_get(fd_in);
+    fo = shim_fd_get(fd_out);
+    if (shim_fd_claimed(fi) || shim_fd_claimed(fo))
+        return shim_ret((shim_fd_claimed(fi) ? fi : fo)->path->ops->splice(fd_in, off_in, fd_out,
+                                                                         off_out, len, flags));
     n = zc_real.splice(fd_in, off_in, fd_out, off_out, len, flags);
     shim_copy_account(shim_fd_get(fd_in), 0, n, 0);
     shim_copy_account(shim_fd_get(fd_out), 1, n, 0);

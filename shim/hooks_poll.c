@@ -20,7 +20,6 @@
 #include <sys/select.h>
 #include <time.h>
 
-#include "path_local.h"
 #include "shim_int.h"
 #include "zc_pool.h"
 
@@ -71,7 +70,7 @@ static int shim_poll_claims(const struct pollfd *fds, nfds_t n)
     nfds_t i;
 
     for (i = 0; i < n; i++)
-        if (path_local_claimed(shim_fd_get(fds[i].fd)))
+        if (shim_fd_claimed(shim_fd_get(fds[i].fd)))
             return 1;
     return 0;
 }
@@ -93,14 +92,15 @@ static int shim_poll_local(struct pollfd *fds, nfds_t n, const struct timespec *
     for (;;) {
         struct timespec left, zero = { 0, 0 };
         const struct timespec *tmo;
+        shim_ready_ask_t ask = { 0 };
         int ready = 0, pass, r;
 
         for (pass = 0; pass < 2 && !ready; pass++) {    /* look, then look and arm */
             for (i = 0; i < n; i++) {
                 shim_fd_t *f = shim_fd_get(fds[i].fd);
 
-                if (path_local_claimed(f) && fds[i].fd >= 0 &&
-                    path_local_revents(f, fds[i].fd, fds[i].events, -1, pass))
+                if (shim_fd_claimed(f) && fds[i].fd >= 0 &&
+                    f->path->ops->revents(f, fds[i].fd, fds[i].events, -1, pass, &ask))
                     ready++;
             }
         }
@@ -108,16 +108,16 @@ static int shim_poll_local(struct pollfd *fds, nfds_t n, const struct timespec *
             shim_fd_t *f = shim_fd_get(fds[i].fd);
 
             k[i] = fds[i];
-            if (path_local_claimed(f))
-                k[i].events = path_local_kernel_events(f, fds[i].events);
+            if (shim_fd_claimed(f))
+                k[i].events = f->path->ops->kernel_events(f, fds[i].events);
         }
         tmo = ready ? &zero : shim_left(deadline, &left);
-        if (!ready && path_local_poll_slice_ms) {
-            struct timespec slice = { 0, path_local_poll_slice_ms * 1000000L };
+        if (!ready && ask.recheck_ms) {
+            struct timespec slice = { ask.recheck_ms / 1000, (ask.recheck_ms % 1000) * 1000000L };
 
-            if (!tmo || tmo->tv_sec || tmo->tv_nsec > slice.tv_nsec)
+            if (!tmo || tmo->tv_sec > slice.tv_sec ||
+                (tmo->tv_sec == slice.tv_sec && tmo->tv_nsec > slice.tv_nsec))
                 left = slice, tmo = &left;
-            path_local_poll_slice_ms = 0;
         }
         r = zc_real.ppoll(k, n, tmo, mask);
         if (r < 0) {
@@ -129,8 +129,8 @@ static int shim_poll_local(struct pollfd *fds, nfds_t n, const struct timespec *
             shim_fd_t *f = shim_fd_get(fds[i].fd);
             short rev = k[i].revents;
 
-            if (path_local_claimed(f) && !(rev & POLLNVAL))
-                rev = path_local_revents(f, fds[i].fd, fds[i].events, rev, 0);
+            if (shim_fd_claimed(f) && !(rev & POLLNVAL))
+                rev = f->path->ops->revents(f, fds[i].fd, fds[i].events, rev, 0, NULL);
             fds[i].revents = rev;
             rc += rev != 0;
         }
@@ -183,7 +183,7 @@ static int shim_select_claims(int nfds, fd_set *r, fd_set *w, fd_set *e)
         nfds = FD_SETSIZE;
     for (fd = 0; fd < nfds; fd++)
         if (((r && FD_ISSET(fd, r)) || (w && FD_ISSET(fd, w)) || (e && FD_ISSET(fd, e))) &&
-            path_local_claimed(shim_fd_get(fd)))
+            shim_fd_claimed(shim_fd_get(fd)))
             return 1;
     return 0;
 }
@@ -295,7 +295,8 @@ typedef struct shim_ep_reg {
     uint32_t slot;
     uint64_t data;              /* the application's */
     uint64_t tag;               /* what the kernel holds instead */
-    uint64_t rx_gen, tx_gen;    /* edge-triggered: positions at the last report */
+    uint64_t change;            /* edge-triggered: the path's change counter at the
+                                 * last report */
     uint32_t kevents;           /* what the kernel registration asks for */
     int disabled;               /* EPOLLONESHOT fired */
     int seen;                   /* reported in the current epoll_wait */
@@ -421,7 +422,7 @@ SHIM_EXPORT int epoll_create1(int flags)
  * application's events. */
 static uint32_t shim_ep_kernel_events(shim_fd_t *f, uint32_t events)
 {
-    return (uint32_t)(unsigned short)path_local_kernel_events(f, (short)events) |
+    return (uint32_t)(unsigned short)f->path->ops->kernel_events(f, (short)events) |
            (events & SHIM_EP_KERNEL_KEEP);
 }
 
@@ -434,7 +435,7 @@ SHIM_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 
     SHIM_ENTER(epoll_ctl, -1);
     f = shim_fd_get(fd);
-    if (shim_likely(!path_local_claimed(f)) ||
+    if (shim_likely(!shim_fd_claimed(f)) ||
         ((op == EPOLL_CTL_ADD || op == EPOLL_CTL_MOD) && !ev))
         return zc_real.epoll_ctl(epfd, op, fd, ev);
     shim_ep_lock();
@@ -470,7 +471,7 @@ SHIM_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
         g->kevents = kev.events;
         g->data = ev->data.u64;
         g->disabled = 0;
-        g->rx_gen = g->tx_gen = UINT64_MAX;
+        g->change = UINT64_MAX;
     } else if (created) {
         int saved = errno;
 
@@ -496,26 +497,24 @@ static void shim_ep_rearm(shim_ep_reg_t *g, shim_fd_t *f, int always)
 /* The events registration g reports now (kev: the kernel's events for it, or
  * -1), 0 when none; updates its edge-triggered and one-shot state when it
  * reports.  Lock held. */
-static uint32_t shim_ep_ready(shim_ep_reg_t *g, int kev, int arm)
+static uint32_t shim_ep_ready(shim_ep_reg_t *g, int kev, int arm, shim_ready_ask_t *ask)
 {
     shim_fd_t *f = shim_fd_get(g->fd);
     uint32_t want = g->events & ~(uint32_t)SHIM_EP_KERNEL_KEEP, rev;
-    uint64_t rx, tx;
+    uint64_t ch;
 
-    if (g->disabled || g->seen || !path_local_claimed(f))
+    if (g->disabled || g->seen || !shim_fd_claimed(f))
         return 0;
-    rev = (uint16_t)path_local_revents(f, g->fd, (short)(want | EPOLLRDHUP), kev, arm);
+    rev = (uint16_t)f->path->ops->revents(f, g->fd, (short)(want | EPOLLRDHUP), kev, arm, ask);
     shim_ep_rearm(g, f, 0);
     rev &= want | EPOLLERR | EPOLLHUP;
     if (!rev)
         return 0;
     if (g->events & EPOLLET) {
-        rx = path_local_rx_gen(f);
-        tx = path_local_tx_gen(f);
-        if (kev <= 0 && rx == g->rx_gen && tx == g->tx_gen)
+        ch = f->path->ops->change(f);
+        if (kev <= 0 && ch == g->change)
             return 0;       /* nothing new since the last report */
-        g->rx_gen = rx;
-        g->tx_gen = tx;
+        g->change = ch;
     }
     if (g->events & EPOLLONESHOT)
         g->disabled = 1;
@@ -531,6 +530,7 @@ static int shim_epoll_local(int epfd, struct epoll_event *evs, int max, int time
     for (;;) {
         shim_ep_reg_t *g;
         struct timespec left;
+        shim_ready_ask_t ask = { 0 };
         int out = 0, pass, r, i, kept, tmo;
 
         shim_ep_lock();
@@ -542,7 +542,7 @@ static int shim_epoll_local(int epfd, struct epoll_event *evs, int max, int time
 
                 if (g->epfd != epfd)
                     continue;
-                rev = shim_ep_ready(g, -1, pass);
+                rev = shim_ep_ready(g, -1, pass, &ask);
                 if (rev) {
                     evs[out].events = rev;
                     evs[out].data.u64 = g->data;
@@ -560,11 +560,8 @@ static int shim_epoll_local(int epfd, struct epoll_event *evs, int max, int time
             shim_left(deadline, &left);
             tmo = (int)(left.tv_sec * 1000 + (left.tv_nsec + 999999) / 1000000);
         }
-        if (!out && path_local_poll_slice_ms) {
-            if (tmo < 0 || tmo > path_local_poll_slice_ms)
-                tmo = path_local_poll_slice_ms;
-            path_local_poll_slice_ms = 0;
-        }
+        if (!out && ask.recheck_ms && (tmo < 0 || tmo > ask.recheck_ms))
+            tmo = ask.recheck_ms;
         r = zc_real.epoll_pwait(epfd, evs + out, max - out, tmo, mask);
         if (r < 0)
             return out ? out : -1;
@@ -574,7 +571,7 @@ static int shim_epoll_local(int epfd, struct epoll_event *evs, int max, int time
 
             g = shim_ep_by_tag(epfd, e->data.u64);
             if (g) {
-                uint32_t rev = shim_ep_ready(g, (int)(e->events & 0xffff), 0);
+                uint32_t rev = shim_ep_ready(g, (int)(e->events & 0xffff), 0, NULL);
 
                 if (!rev) {
                     if ((g->events & EPOLLONESHOT) && !g->disabled)

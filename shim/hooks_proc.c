@@ -9,7 +9,6 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "path_local.h"
 #include "shim_int.h"
 
 extern char **environ;
@@ -20,32 +19,37 @@ SHIM_EXPORT pid_t fork(void)
 
     SHIM_ENTER(fork, -1);
     zc_stat_add(ZC_STAT_PROC_FORKS, 1);
-    path_local_fork_hold(1);
-    pid = zc_real.fork();    /* the child's bookkeeping runs in the atfork handler */
+    SHIM_PATHS_EACH(fork_hold, 1);
+    pid = zc_real.fork();    /* the child's bookkeeping runs in the atfork handlers */
     if (pid < 0) {
         int saved = errno;
 
-        path_local_fork_hold(-1);
+        SHIM_PATHS_EACH(fork_hold, -1);
         errno = saved;
     }
     return pid;
 }
 
-/* The environment the next image gets: the application's, plus the local
- * path's hand-over of connections that survive the exec (on our stack). */
+/* The environment the next image gets: the application's, plus what the
+ * paths hand over to it (shim_paths_exec_env; on our stack). */
+#define SHIM_EXEC_ENV_MAX 4096
 #define SHIM_EXEC_ENV(image, search, fd, in, out)                            \
     size_t envn_ = 0;                                                        \
     while ((in) && (in)[envn_])                                              \
         envn_++;                                                             \
-    char *envvec_[envn_ + 2];                                                \
-    char envbuf_[PATH_LOCAL_INHERIT_MAX];                                    \
-    char *const *out = path_local_exec_env((image), (search), (fd), (in), envvec_, \
-                                           envn_ + 2, envbuf_, sizeof(envbuf_))
+    char *envvec_[envn_ + 8];                                                \
+    char envbuf_[SHIM_EXEC_ENV_MAX];                                         \
+    char *const *out;                                                        \
+    shim_paths_exec_env(&(shim_exec_t){ (image), (search), (fd), (in) }, envvec_, \
+                        envn_ + 8, envbuf_, sizeof(envbuf_), &out)
 
 /* The exec returned: it failed, and what we prepared is undone. */
 static int shim_exec_failed(int rc)
 {
-    path_local_exec_failed();
+    int saved = errno;
+
+    SHIM_PATHS_EACH(exec_failed);
+    errno = saved;
     return rc;
 }
 
@@ -191,6 +195,6 @@ SHIM_EXPORT FILE *popen(const char *cmd, const char *mode)
     environ = (char **)env;
     fp = zc_real.popen(cmd, mode);
     environ = saved;
-    path_local_exec_failed();
+    shim_exec_failed(0);
     return fp;
 }

@@ -7,8 +7,6 @@
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 
-#include "local_pair.h"
-#include "path_local.h"
 #include "shim_int.h"
 #include "shim_mem.h"
 
@@ -19,9 +17,8 @@ SHIM_EXPORT int socket(int domain, int type, int protocol)
     SHIM_ENTER(socket, -1);
     fd = zc_real.socket(domain, type, protocol);
     if (fd >= 0) {
-        if (domain == AF_UNIX)
-            path_local_mbox_ensure();   /* descriptors may come through it */
         shim_fd_socket_track(fd, domain, type);
+        shim_socket_made(fd, domain, type);
         zc_stat_add(ZC_STAT_SOCKETS_CREATED, 1);
     }
     return fd;
@@ -34,10 +31,10 @@ SHIM_EXPORT int socketpair(int domain, int type, int protocol, int sv[2])
     SHIM_ENTER(socketpair, -1);
     rc = zc_real.socketpair(domain, type, protocol, sv);
     if (rc == 0) {
-        if (domain == AF_UNIX)
-            path_local_mbox_ensure();
         shim_fd_socket_track(sv[0], domain, type);
         shim_fd_socket_track(sv[1], domain, type);
+        shim_socket_made(sv[0], domain, type);
+        shim_socket_made(sv[1], domain, type);
         zc_stat_add(ZC_STAT_SOCKETS_CREATED, 2);
     }
     return rc;
@@ -48,14 +45,12 @@ SHIM_EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t len)
     int rc, saved;
 
     SHIM_ENTER(connect, -1);
-    if (shim_likely(!path_local_enabled()))
-        return zc_real.connect(fd, addr, len);
     saved = errno;
-    path_local_connect_prepare(fd, addr, len);
+    SHIM_PATHS_EACH(connect_before, fd, addr, len);
     errno = saved;
     rc = zc_real.connect(fd, addr, len);
     saved = errno;
-    path_local_connect_done(fd, rc, saved);
+    SHIM_PATHS_EACH(connect_after, fd, rc, saved);
     errno = saved;
     return rc;
 }
@@ -72,9 +67,9 @@ SHIM_EXPORT int listen(int fd, int backlog)
 
     SHIM_ENTER(listen, -1);
     rc = zc_real.listen(fd, backlog);
-    if (rc == 0 && path_local_enabled()) {
+    if (rc == 0) {
         saved = errno;
-        path_local_listened(fd);
+        SHIM_PATHS_EACH(listened, fd);
         errno = saved;
     }
     return rc;
@@ -85,15 +80,14 @@ SHIM_EXPORT int listen(int fd, int backlog)
 static void shim_accepted_track(int lfd, int fd)
 {
     shim_fd_t *l = shim_fd_get(lfd);
-    int family = 0, type = 0;
+    int family = 0, type = 0, saved;
     socklen_t len = sizeof(int);
 
     if (l && l->kind == SHIM_FD_SOCKET) {
         family = l->family;
         type = l->stream ? SOCK_STREAM : 0;
     } else {
-        int saved = errno;
-
+        saved = errno;
         if (zc_real.getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &family, &len) ||
             zc_real.getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &(socklen_t){ sizeof(int) }))
             family = AF_UNSPEC;
@@ -101,14 +95,10 @@ static void shim_accepted_track(int lfd, int fd)
     }
     shim_fd_socket_track(fd, family, type);
     zc_stat_add(ZC_STAT_SOCKETS_ACCEPTED, 1);
-    if (family == AF_UNIX)
-        path_local_mbox_ensure();
-    if (path_local_enabled()) {
-        int saved = errno;
-
-        path_local_accepted(lfd, fd);
-        errno = saved;
-    }
+    shim_socket_made(fd, family, type);
+    saved = errno;
+    SHIM_PATHS_EACH(accepted, lfd, fd);
+    errno = saved;
 }
 
 SHIM_EXPORT int accept(int fd, struct sockaddr *addr, socklen_t *len)
@@ -140,9 +130,9 @@ SHIM_EXPORT int shutdown(int fd, int how)
 
     SHIM_ENTER(shutdown, -1);
     f = shim_fd_get(fd);
-    if (shim_unlikely(path_local_claimed(f))) {
-        rc = path_local_shutdown(f, fd, how);
-        if (rc <= 0)
+    if (shim_fd_claimed(f)) {
+        rc = f->path->ops->shutdown(f, fd, how);
+        if (rc != SHIM_PATH_PASS)
             return (int)shim_ret(rc);
     }
     return zc_real.shutdown(fd, how);
@@ -156,10 +146,8 @@ static void shim_fd_release(int fd)
 
     if (!f || (f->kind != SHIM_FD_UNKNOWN && shim_vfork_child()))
         return;
-    if (f->path)
-        f->path->forget(f, fd);
-    if (f->aux_fd > 0)
-        local_pair_fd_close(f->aux_fd - 1);
+    if (f->path && f->kind == SHIM_FD_SOCKET)
+        f->path->ops->forget(f, fd);      /* claimed or watched */
     if (f->kind == SHIM_FD_EPOLL)
         shim_ep_forget_fd(fd);
     shim_fd_forget(fd);
@@ -198,7 +186,7 @@ static int shim_fd_make_room(int oldfd, int newfd)
     if (oldfd == newfd || shim_likely(!shim_fd_is_ours(newfd)))
         return 0;
     if (f && f->kind == SHIM_FD_INTERNAL)
-        return path_local_fd_move(newfd);
+        return shim_fd_internal_move(newfd);
     return shim_mem_fd_move(newfd);
 }
 
@@ -304,8 +292,8 @@ static int shim_fcntl_common(int (*real)(int, int, ...), int fd, int cmd, void *
 
     if (rc >= 0 && (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC))
         shim_fd_dup(fd, rc);
-    else if (cmd == F_SETFL && shim_unlikely(path_local_claimed(shim_fd_get(fd))))
-        path_local_settings_changed(shim_fd_get(fd));
+    else if (cmd == F_SETFL && shim_fd_claimed(shim_fd_get(fd)))
+        shim_fd_get(fd)->path->ops->flags_changed(shim_fd_get(fd), fd);
     return rc;
 }
 
@@ -339,18 +327,20 @@ SHIM_EXPORT int fcntl64(int fd, int cmd, ...)
 
 SHIM_EXPORT int ioctl(int fd, unsigned long req, ...)
 {
+    shim_fd_t *f;
     void *arg;
 
     SHIM_VA_WORD(req, arg);
     SHIM_ENTER(ioctl, -1);
-    if (shim_unlikely(path_local_claimed(shim_fd_get(fd)))) {
+    f = shim_fd_get(fd);
+    if (shim_fd_claimed(f)) {
         int rc;
 
-        if (path_local_ioctl(shim_fd_get(fd), fd, req, arg, &rc))
+        if (f->path->ops->ioctl && f->path->ops->ioctl(f, fd, req, arg, &rc) != SHIM_PATH_PASS)
             return rc;
         rc = zc_real.ioctl(fd, req, arg);
         if (req == FIONBIO)
-            path_local_settings_changed(shim_fd_get(fd));
+            f->path->ops->flags_changed(f, fd);
         return rc;
     }
     return zc_real.ioctl(fd, req, arg);
@@ -358,20 +348,25 @@ SHIM_EXPORT int ioctl(int fd, unsigned long req, ...)
 
 SHIM_EXPORT int getsockopt(int fd, int level, int name, void *val, socklen_t *len)
 {
+    shim_fd_t *f;
+
     SHIM_ENTER(getsockopt, -1);
-    if (shim_unlikely(path_local_claimed(shim_fd_get(fd))) &&
-        path_local_getsockopt(shim_fd_get(fd), level, name, val, len))
+    f = shim_fd_get(fd);
+    if (shim_fd_claimed(f) && f->path->ops->getsockopt &&
+        f->path->ops->getsockopt(f, fd, level, name, val, len) == 0)
         return 0;
     return zc_real.getsockopt(fd, level, name, val, len);
 }
 
 SHIM_EXPORT int setsockopt(int fd, int level, int name, const void *val, socklen_t len)
 {
+    shim_fd_t *f;
     int rc;
 
     SHIM_ENTER(setsockopt, -1);
     rc = zc_real.setsockopt(fd, level, name, val, len);
-    if (rc == 0 && shim_unlikely(path_local_claimed(shim_fd_get(fd))))
-        path_local_setsockopt(shim_fd_get(fd), fd, level, name, val, len);
+    f = shim_fd_get(fd);
+    if (rc == 0 && shim_fd_claimed(f))
+        f->path->ops->setsockopt(f, fd, level, name, val, len);
     return rc;
 }

@@ -47,6 +47,7 @@ void shim_fd_socket_track(int fd, int family, int type)
     f->family = (uint8_t)family;
     f->stream = type == SOCK_STREAM;
     f->copy_why = f->stream ? ZC_STAT_WHY_NO_FAST_PATH : ZC_STAT_WHY_NOT_STREAM;
+    f->claim = SHIM_CLAIM_NONE;
     f->path = NULL;
     f->path_ctx = NULL;
     __atomic_store_n(&f->kind, SHIM_FD_SOCKET, __ATOMIC_RELEASE);
@@ -68,9 +69,14 @@ void shim_fd_copy(int oldfd, int newfd)
         return;
     if (from && from->kind == SHIM_FD_SOCKET) {
         *to = *from;
-        to->aux_fd = 0;     /* the beacon stays with the original number */
-        if (to->path && to->path->dup)
-            to->path->dup(to, newfd);
+        if (to->claim == SHIM_CLAIM_DATA && to->path->ops->dup) {
+            to->path->ops->dup(to, newfd);
+        } else if (to->claim != SHIM_CLAIM_DATA) {
+            /* what a path watches stays with the original number */
+            to->claim = SHIM_CLAIM_NONE;
+            to->path = NULL;
+            to->path_ctx = NULL;
+        }
     } else {
         memset(to, 0, sizeof(*to));
     }

@@ -24,10 +24,17 @@ typedef enum {
     SHIM_FD_UNKNOWN = 0,
     SHIM_FD_SOCKET = 1,
     SHIM_FD_EPOLL = 2,      /* an epoll descriptor holding claimed registrations */
-    SHIM_FD_INTERNAL = 3,   /* the library's own (a local channel's memfd) */
+    SHIM_FD_INTERNAL = 3,   /* the library's own (a path's channel memfd, mailbox) */
 } shim_fd_kind_t;
 
-struct shim_path_ops;
+/* What the path in .path does with the descriptor (shim_path.h). */
+typedef enum {
+    SHIM_CLAIM_NONE = 0,    /* the copy path */
+    SHIM_CLAIM_DATA = 1,    /* every call goes to path->ops */
+    SHIM_CLAIM_WATCH = 2,   /* the path only hears the close (path->ops->forget) */
+} shim_claim_t;
+
+struct shim_path;
 struct shim_fd;
 
 extern struct shim_fd *shim_fd_table;
@@ -38,9 +45,10 @@ typedef struct shim_fd {
     uint8_t family;    /* AF_INET, AF_INET6, AF_UNIX, ... */
     uint8_t stream;    /* 1 for SOCK_STREAM */
     uint8_t copy_why;  /* ZC_STAT_WHY_* counter charged when this fd is copied */
-    int32_t aux_fd;    /* listener: its pairing beacon + 1 (-1: tried); not copied */
-    const struct shim_path_ops *path;   /* NULL: the copy path */
-    void *path_ctx;
+    uint8_t claim;     /* shim_claim_t */
+    const struct shim_path *path;   /* the path that claims or watches it, or NULL;
+                                     * for SHIM_FD_INTERNAL, the path keeping it */
+    void *path_ctx;    /* that path's state for it */
 } shim_fd_t;
 
 /* Map the table (idempotent).  Returns 0 or -errno; without a table every

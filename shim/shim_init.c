@@ -6,7 +6,6 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "path_local.h"
 #include "shim_int.h"
 #include "shim_mem.h"
 #include "zc_config.h"
@@ -80,9 +79,8 @@ static int shim_init_once(void)
         zc_log(ZC_LOG_NOTICE, "no descriptor table (%s): every socket counts as untracked",
                strerrordesc_np(-rc));
     pthread_atfork(NULL, NULL, shim_atfork_child);
-    path_local_init();
-    path_local_inherit();
-    pthread_atfork(path_local_fork_prepare, path_local_fork_parent, path_local_fork_child);
+    shim_paths_init();
+    shim_paths_start();
     if (zc_config.verbose)
         zc_config_visit(shim_config_print, NULL);
     if (shim_mem_init)

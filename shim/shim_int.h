@@ -60,6 +60,21 @@ static inline ssize_t shim_ret(ssize_t rc)
  * library knows are charged). */
 void shim_copy_account(shim_fd_t *f, int is_send, ssize_t n, int must_be_socket);
 
+/* Lifecycle dispatch to every registered path (shim_paths.c); errno kept. */
+void shim_socket_made(int fd, int domain, int type);
+void shim_fds_passing(int fd, const struct msghdr *msg);
+void shim_fds_received(int fd, struct msghdr *msg);
+/* Initialise the paths, let them adopt what the previous image left, and
+ * register their fork handlers (initialisation). */
+void shim_paths_start(void);
+/* The environment the next image gets: x->envp plus what the paths add,
+ * built in vec (vec_n entries) and buf (size bytes); *env_p is x->envp
+ * when nothing was added.  Returns the number of variables added. */
+size_t shim_paths_exec_env(const shim_exec_t *x, char **vec, size_t vec_n, char *buf,
+                           size_t size, char *const **env_p);
+/* dup2/dup3 onto internal descriptor fd: move it away.  0 or -errno. */
+int shim_fd_internal_move(int fd);
+
 /* Forget the epoll registrations of epoll descriptor fd (it is closing). */
 void shim_ep_forget_fd(int fd);
 

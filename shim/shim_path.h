@@ -1,35 +1,174 @@
-/* The interface every data path implements.
+/* The interface every data path implements, and the one table paths
+ * register in.
  *
- * A descriptor whose shim_fd_t.path is NULL takes the copy path: the hook
- * forwards the very call the application made to the kernel, so nothing about
- * it can differ from running without the library.  A path (the local
- * shared-memory path, the wire zero-copy path) claims a descriptor by setting
- * .path and .path_ctx when it has made sure it can keep every contract of
- * DESIGN.md §3 for it (at connect/accept time), and from then on the data hooks
- * hand it their call in the general msghdr form.  Adding a path is adding a
- * file that fills one of these tables; the hooks do not change.
+ * A descriptor no path claimed takes the copy path: the hook forwards the
+ * very call the application made to the kernel, so nothing about it can
+ * differ from running without the library.  A path (shim/paths/<name>/)
+ * claims a descriptor with shim_fd_claim() once it has made sure it can keep
+ * every contract of DESIGN.md §3 for it; from then on every hook hands the
+ * call to the path's per-descriptor operations (shim_path_ops_t).  The
+ * lifecycle operations (shim_path_t) let a path see sockets being made,
+ * listened on, connected, accepted, passed with SCM_RIGHTS, and the process
+ * fork and exec.  Hooks and the readiness engine (shim_ready.c, shim_epoll.c)
+ * never name a path: they iterate the registry or dispatch through the
+ * descriptor's entry.  Adding a path is adding a folder whose objects
+ * register a shim_path_t with SHIM_PATH_REGISTER; the hooks do not change.
  *
- * Every function returns what the call returns (>= 0) or -errno; the hook sets
- * errno.  Called from hooks: no process allocator, no stdio. */
+ * Conventions.  Per-descriptor operations return what the call returns
+ * (>= 0) or -errno; the hook sets errno.  Operations that may decline to
+ * handle a call return SHIM_PATH_PASS, and the hook then makes the real
+ * call.  Every operation may run inside a hook: no process allocator, no
+ * stdio, no getenv; socket calls through zc_real.  Lifecycle operations must
+ * leave errno as they found it (the hooks save it around them anyway). */
 #ifndef SHIM_PATH_H
 #define SHIM_PATH_H
 
+#include <stdint.h>
 #include <sys/socket.h>
 #include <sys/types.h>
 
 #include "shim_fd.h"
 
+#define SHIM_PATH_PASS 1
+
+/* What a readiness question may say back besides the revents. */
+typedef struct shim_ready_ask {
+    int recheck_ms;     /* > 0: the waiter must look again within this many
+                         * milliseconds even without a kernel event (0: no
+                         * limit); the engine keeps the smallest */
+} shim_ready_ask_t;
+
 typedef struct shim_path_ops {
-    const char *name;
-    /* send/sendto/sendmsg/write/writev (flags 0 for write). */
+    /* send/sendto/sendmsg/sendmmsg/write/writev (flags 0 for write). */
     ssize_t (*sendmsg)(shim_fd_t *f, int fd, const struct msghdr *msg, int flags);
-    /* recv/recvfrom/recvmsg/read/readv (flags 0 for read). */
+    /* recv/recvfrom/recvmsg/recvmmsg/read/readv and the fortify variants
+     * (flags 0 for read). */
     ssize_t (*recvmsg)(shim_fd_t *f, int fd, struct msghdr *msg, int flags);
+    /* sendfile/sendfile64 with claimed out_fd. */
+    ssize_t (*sendfile)(shim_fd_t *f, int out_fd, int in_fd, off_t *offset, size_t count);
+    /* splice with fd_in or fd_out (or both) claimed by this path. */
+    ssize_t (*splice)(int fd_in, loff_t *off_in, int fd_out, loff_t *off_out, size_t len,
+                      unsigned flags);
+    /* shutdown: the result, or SHIM_PATH_PASS for "the kernel's answer". */
+    int (*shutdown)(shim_fd_t *f, int fd, int how);
+    /* ioctl before the real call: SHIM_PATH_PASS, or the result in *rc_p and
+     * 0.  Optional. */
+    int (*ioctl)(shim_fd_t *f, int fd, unsigned long req, void *arg, int *rc_p);
+    /* getsockopt before the real call: SHIM_PATH_PASS or 0 (answered). */
+    int (*getsockopt)(shim_fd_t *f, int fd, int level, int name, void *val, socklen_t *len);
+    /* setsockopt after the real call succeeded. */
+    void (*setsockopt)(shim_fd_t *f, int fd, int level, int name, const void *val,
+                       socklen_t len);
+    /* The file status flags changed (fcntl F_SETFL, ioctl FIONBIO), after
+     * the real call. */
+    void (*flags_changed)(shim_fd_t *f, int fd);
+
+    /* Readiness (the engine in shim_ready.c / shim_epoll.c).
+     * revents: the poll events of ev (POLLIN, POLLOUT, POLLRDHUP, ...) the
+     * descriptor has now, given the kernel socket's revents kev for the
+     * events kernel_events asked for (-1: the kernel was not asked).  With
+     * arm set and nothing of ev ready, the path makes sure the waiter will
+     * be woken through the kernel events it asked for (or says in *ask when
+     * to look again).  kernel_events: what to ask the kernel socket for in
+     * place of ev.  change: a counter that moves whenever revents may have
+     * moved (edge-triggered epoll reports only after it moved). */
+    short (*revents)(shim_fd_t *f, int fd, short ev, int kev, int arm, shim_ready_ask_t *ask);
+    short (*kernel_events)(shim_fd_t *f, short ev);
+    uint64_t (*change)(shim_fd_t *f);
+
     /* fd is about to be closed (or replaced by dup2/dup3); the entry is
-     * cleared afterwards. */
+     * cleared afterwards.  Also called for descriptors the path watches. */
     void (*forget)(shim_fd_t *f, int fd);
     /* newfd now refers to the same socket as f (dup, dup2, dup3, F_DUPFD). */
     void (*dup)(shim_fd_t *f, int newfd);
 } shim_path_ops_t;
+
+/* The exec the process is about to make (shim_path_t.exec_prepare). */
+typedef struct shim_exec {
+    const char *image;      /* program path or name, NULL with image_fd */
+    int search;             /* image is searched in PATH */
+    int image_fd;           /* fexecve, else -1 */
+    char *const *envp;      /* the environment the application passes */
+} shim_exec_t;
+
+typedef struct shim_path {
+    const char *name;
+    int order;                      /* lower asks first at connect/accept */
+    const shim_path_ops_t *ops;     /* for descriptors it claims */
+
+    /* Lifecycle, every one optional. */
+    void (*init)(void);             /* once, configuration loaded */
+    void (*inherit)(void);          /* once after init: what the previous image left */
+    void (*socket_made)(int fd, int domain, int type);  /* socket, socketpair, accept */
+    void (*listened)(int fd);
+    void (*connect_before)(int fd, const struct sockaddr *addr, socklen_t len);
+    void (*connect_after)(int fd, int rc, int err);
+    void (*accepted)(int lfd, int fd);
+    /* sendmsg with SCM_RIGHTS on any socket, before the real call / recvmsg
+     * that received descriptors, after it. */
+    void (*fds_passing)(int fd, const struct msghdr *msg);
+    void (*fds_received)(int fd, struct msghdr *msg);
+    /* fork: before the real fork (delta +1: the child will hold what we
+     * hold), or after it failed (-1). */
+    void (*fork_hold)(int delta);
+    void (*fork_prepare)(void);     /* pthread_atfork handlers */
+    void (*fork_parent)(void);
+    void (*fork_child)(void);
+    /* exec: a "NAME=value" to add to the next image's environment (written
+     * to buf, its length returned; 0 for none; NAME= entries already in
+     * envp are dropped).  In a vfork child it changes only what the parent
+     * must see too. */
+    size_t (*exec_prepare)(const shim_exec_t *x, char *buf, size_t size);
+    void (*exec_failed)(void);      /* the exec returned */
+    /* dup2/dup3 onto a descriptor the path keeps (shim_fd_internal_keep):
+     * ctx's descriptor moved from one number to another. */
+    void (*internal_moved)(void *ctx, int from, int to);
+} shim_path_t;
+
+/* Register path p (one line at file scope in the path's folder).  The
+ * library holds every path whose objects it links: the test-only path is
+ * linked only into the test variant. */
+#define SHIM_PATH_REGISTER(p)                                                   \
+    static const shim_path_t *const shim_path_reg_##p                           \
+        __attribute__((used, section("zcsock_paths"), aligned(sizeof(void *)))) = &p
+
+/* The registered paths, in order (NULL-terminated); built at init. */
+extern const shim_path_t *shim_paths[];
+
+/* Call lifecycle operation op(args...) of every path that has it. */
+#define SHIM_PATHS_EACH(op, ...)                                                \
+    do {                                                                        \
+        for (const shim_path_t *const *pp_ = shim_paths; *pp_; pp_++)           \
+            if ((*pp_)->op)                                                     \
+                (*pp_)->op(__VA_ARGS__);                                        \
+    } while (0)
+
+/* Sort the registered paths into shim_paths[] (init). */
+void shim_paths_init(void);
+
+/* Claim descriptor fd for path p with per-descriptor state ctx: every hook
+ * hands its calls to p->ops from now on. */
+void shim_fd_claim(int fd, const shim_path_t *p, void *ctx);
+
+/* Let path p hear when fd closes (p->ops->forget) without claiming its
+ * data (a listener's pairing state). */
+void shim_fd_watch(int fd, const shim_path_t *p, void *ctx);
+
+/* Keep descriptor fd as the library's (high, close-on-exec, refused to the
+ * application by close and dup2, moved away by dup2 onto it, telling
+ * p->internal_moved(ctx, ...)).  Returns the (new) number. */
+int shim_fd_internal_keep(int fd, const shim_path_t *p, void *ctx);
+
+/* Give such a descriptor up (closes it). */
+void shim_fd_internal_drop(int fd);
+
+/* The lowest number the library's own descriptors take. */
+int shim_fd_internal_floor(void);
+
+/* 1 when f is claimed by a path (its data calls go to f->path->ops). */
+static inline int shim_fd_claimed(const shim_fd_t *f)
+{
+    return f && __builtin_expect(f->claim == SHIM_CLAIM_DATA, 0);
+}
 
 #endif

@@ -194,8 +194,10 @@ static void t_fake_forget(shim_fd_t *f, int fd)
 }
 
 static const shim_path_ops_t t_fake_ops = {
-    .name = "fake", .sendmsg = t_fake_sendmsg, .recvmsg = t_fake_recvmsg, .forget = t_fake_forget,
+    .sendmsg = t_fake_sendmsg, .recvmsg = t_fake_recvmsg, .forget = t_fake_forget,
 };
+
+static const shim_path_t t_fake_path = { .name = "fake", .ops = &t_fake_ops };
 
 static void t_path_dispatch(void **state)
 {
@@ -211,7 +213,7 @@ static void t_path_dispatch(void **state)
     (void)state;
     memset(&t_fake, 0, sizeof(t_fake));
     assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
-    shim_fd_get(sv[0])->path = &t_fake_ops;
+    shim_fd_claim(sv[0], &t_fake_path, NULL);
 
     assert_int_equal(send(sv[0], buf, 7, MSG_NOSIGNAL), 7);
     assert_int_equal(t_fake.last_flags, MSG_NOSIGNAL);

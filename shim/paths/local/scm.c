@@ -24,11 +24,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "local_pair.h"
-#include "path_local.h"
-#include "shim_int.h"
-#include "shim_proc.h"
-#include "zc_log.h"
+#include "lp_int.h"
 
 #define LP_MBOX_MAGIC 0x31786f624d637a5aULL   /* "ZczMbox1" */
 #define LP_MBOX_PENDING 16
@@ -82,7 +78,7 @@ void path_local_mbox_ensure(void)
     lp_mbox_lock();
     if (mbox.pid != pid) {
         if (mbox.parent_fd >= 0)        /* the grandparent's: one level is enough */
-            path_local_fd_release(mbox.parent_fd);
+            shim_fd_internal_drop(mbox.parent_fd);
         mbox.parent_fd = mbox.fd;       /* the parent's, inherited across fork */
         mbox.fd = -1;
         mbox.npending = 0;
@@ -94,7 +90,7 @@ void path_local_mbox_ensure(void)
             s = -1;
         }
         if (s >= 0)
-            mbox.fd = path_local_fd_keep_internal(s);
+            mbox.fd = shim_fd_internal_keep(s, &path_local, &mbox);
         __atomic_store_n(&mbox.pid, pid, __ATOMIC_RELEASE);
     }
     lp_mbox_unlock();
@@ -109,17 +105,16 @@ void path_local_mbox_fork_child(void)
         path_local_mbox_ensure();
 }
 
-int path_local_mbox_fd_is(int fd)
+/* Our descriptor moved (lp_internal_moved): 1 when it was a mailbox. */
+int path_local_mbox_moved(void *ctx, int from, int to)
 {
-    return fd >= 0 && (fd == mbox.fd || fd == mbox.parent_fd);
-}
-
-void path_local_mbox_moved(int from, int to)
-{
+    if (ctx != &mbox)
+        return 0;
     if (from == mbox.fd)
         mbox.fd = to;
     else if (from == mbox.parent_fd)
         mbox.parent_fd = to;
+    return 1;
 }
 
 /* Post one hand-over to process pid's mailbox.  0, or -errno (-ECONNREFUSED
@@ -204,7 +199,7 @@ void path_local_scm_send(int fd, const struct msghdr *msg)
             path_local_handover_t h;
             int memfd, rc;
 
-            if (!path_local_claimed(shim_fd_get(fds[i])) ||
+            if (!lp_claimed(shim_fd_get(fds[i])) ||
                 path_local_handover_prepare(shim_fd_get(fds[i]), fds[i], &h, &memfd))
                 continue;
             if (peer == -2)

@@ -1,0 +1,176 @@
+/* The local path: doorbells (one byte through the kernel socket for a peer
+ * waiting in poll/epoll, a futex wake for one blocked in a call), and
+ * draining the doorbells owed to us. */
+#include "lp_int.h"
+
+/* Our sending direction to the ring, when rule S1 allows.  TX lock held. */
+int lp_tx_switch(lp_conn_t *c)
+{
+    uint64_t at;
+    int rc;
+
+    if (c->tx_ring)
+        return 1;
+    if (c->state != LP_PAIRED || c->tx_never || c->kern_shut_wr || c->rv_seen)
+        return 0;
+    if (c->ch.side == LOCAL_RING_SIDE_A && !local_pair_peer_attached(&c->ch))
+        return 0;
+    rc = local_pair_switch_publish(&c->ch, lp_txdir(c), c->tx_kernel);
+    at = local_pair_switch_get(&c->ch, lp_txdir(c));
+    if (rc == -EALREADY && at == LOCAL_PAIR_SWITCH_NEVER) {
+        c->tx_never = 1;
+        return 0;
+    }
+    c->tx_ring = 1;     /* published by us, or by a holder in another process */
+    zc_stat_add(ZC_STAT_LOCAL_SWITCHES, 1);
+    return 1;
+}
+
+/* Ring the peer: one byte in the kernel stream.  Our sending direction is
+ * switched first (S2), so the byte can only be a doorbell to the peer. */
+void lp_bell(lp_conn_t *c, int fd)
+{
+    int saved = errno;
+    ssize_t n;
+
+    if (!c->tx_ring) {
+        lp_lock(c, LP_TX);
+        lp_tx_switch(c);
+        lp_unlock(c, LP_TX);
+        if (!c->tx_ring)
+            return;     /* cannot happen for an honest peer (see header) */
+    }
+    if (!c->bell_push) {
+        /* Nagle would hold a doorbell behind the previous unacknowledged
+         * one, whose ACK the peer delays (its replies go through the ring).
+         * getsockopt still reports the application's own setting. */
+        int one = 1, cur = 0;
+
+        if (!zc_real.getsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &cur, &(socklen_t){ sizeof(cur) }))
+            c->app_nodelay = cur != 0;
+        c->bell_push = 1;
+        zc_real.setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    }
+    do
+        n = zc_real.send(fd, "", 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+    while (n < 0 && errno == EINTR);
+    zc_stat_add(ZC_STAT_LOCAL_DOORBELLS, 1);
+    errno = saved;
+}
+
+/* The peer must be woken (flags of a ring call): a doorbell byte through the
+ * kernel socket for a peer waiting in poll/epoll, a futex wake for one
+ * sleeping in a blocking call.  word: the peer's waiting word. */
+void lp_wake(lp_conn_t *c, int fd, int flags, uint32_t *word)
+{
+    if (flags & LOCAL_RING_F_DOORBELL)
+        lp_bell(c, fd);
+    if (flags & LOCAL_RING_F_FUTEX) {
+        syscall(SYS_futex, word, FUTEX_WAKE, INT32_MAX, NULL, NULL, 0);
+        zc_stat_add(ZC_STAT_LOCAL_FUTEX_WAKES, 1);
+    }
+}
+
+/* The channel is unusable (a peer broke the rules): the connection reads as
+ * reset, like a TCP connection whose peer misbehaved. */
+ssize_t lp_broken(lp_conn_t *c)
+{
+    zc_stat_add(ZC_STAT_LOCAL_PROTO_ERRORS, 1);
+    c->kern_err = ECONNRESET;
+    return -ECONNRESET;
+}
+
+
+size_t lp_drain_ex(lp_conn_t *c, int fd, int full)
+{
+    char buf[256];
+    size_t total = 0;
+    int saved = errno, i;
+
+    for (i = 0; i < 16; i++) {
+        int rv = lp_rv(c);
+        size_t want = sizeof(buf);
+        ssize_t n;
+
+        if (rv) {       /* handed back: the peer's data follows the doorbells owed */
+            int64_t owed = lp_rv_owed(c);
+
+            if (owed <= 0)
+                break;
+            if ((uint64_t)owed < want)
+                want = (size_t)owed;
+        }
+        /* AF_UNIX: look first, so that a hand-back's descriptors or
+         * credentials are never read here (they would be lost). */
+        n = zc_real.recv(fd, buf, want, MSG_DONTWAIT | (c->is_unix ? MSG_PEEK : 0));
+        if (n > 0 && !rv && lp_rv(c)) {
+            /* Handed back while we read: past the doorbells owed it is data. */
+            if (!c->is_unix) {
+                total += lp_rv_keep(c, buf, (size_t)n);
+            } else {
+                int64_t owed = lp_rv_owed(c);
+
+                if (owed > 0 && lp_bells_take(c, fd, owed < n ? owed : n) == 0)
+                    total += (size_t)(owed < n ? owed : n);
+            }
+            break;
+        }
+        if (n > 0 && c->is_unix) {
+            ssize_t k = zc_real.recv(fd, buf, (size_t)n, MSG_DONTWAIT);
+
+            if (k != n) {       /* another reader took them: count what we read */
+                if (k > 0) {
+                    total += (size_t)k;
+                    c->bells_drained += (size_t)k;
+                }
+                break;
+            }
+        }
+        if (n > 0) {
+            total += (size_t)n;
+            c->bells_drained += (size_t)n;
+            if ((size_t)n < want && !full)
+                break;
+            continue;
+        }
+        if (n == 0)
+            c->kern_eof = 1;
+        else if (errno == EINTR)
+            continue;
+        else if (errno != EAGAIN && errno != EWOULDBLOCK)
+            c->kern_err = errno;
+        break;
+    }
+    errno = saved;
+    return total;
+}
+
+size_t lp_drain(lp_conn_t *c, int fd)
+{
+    return lp_drain_ex(c, fd, 0);
+}
+
+/* --- receive ---------------------------------------------------------------------- */
+
+/* Rule R2 outside a receive: our receiving direction reached the peer's
+ * switch point, so what follows in the kernel stream are doorbells.
+ * Returns 1 when the direction is (now) in the ring. */
+int lp_rx_catch_up(lp_conn_t *c)
+{
+    uint64_t sw;
+
+    if (c->rx_ring)
+        return 1;
+    if (c->state != LP_PAIRED || c->rx_plain)
+        return 0;
+    sw = local_pair_switch_get(&c->ch, lp_rxdir(c));
+    if (sw == LOCAL_PAIR_SWITCH_UNSET || sw == LOCAL_PAIR_SWITCH_NEVER)
+        return 0;
+    lp_lock(c, LP_RX);
+    if (!c->rx_ring && c->rx_kernel >= sw) {
+        c->rx_ring = 1;
+        local_ring_rx_wait_cancel(&c->ch, lp_rxdir(c));
+    }
+    lp_unlock(c, LP_RX);
+    return c->rx_ring;
+}

@@ -1,0 +1,327 @@
+/* The local path: small helpers, the role locks in the channel's header page,
+ * connection objects, cached socket settings. */
+#include "lp_int.h"
+
+lp_global_t lp = { .enabled = 1 };
+__thread int lp_tid;
+
+
+int lp_gettid(void)
+{
+    if (!lp_tid)
+        lp_tid = (int)syscall(SYS_gettid);
+    return lp_tid;
+}
+
+lp_side_t *lp_side(lp_conn_t *c, int side)
+{
+    return (lp_side_t *)(c->ch.base + LP_SIDE_OFF) + (side & 1);
+}
+
+/* The connection was handed back to the kernel (by either side). */
+int lp_rv(lp_conn_t *c)
+{
+    if (!c->ch.base)
+        return 0;
+    return ((__atomic_load_n(&lp_side(c, 0)->rv, __ATOMIC_ACQUIRE) |
+             __atomic_load_n(&lp_side(c, 1)->rv, __ATOMIC_ACQUIRE)) & LP_RV_REQ) != 0;
+}
+
+void lp_futex(uint32_t *w, int op, uint32_t val, const struct timespec *ts)
+{
+    syscall(SYS_futex, w, op, val, ts, NULL, 0);
+}
+
+/* A lock a crashed holder cannot wedge: waiters sleep at most 20 ms at a
+ * time and take over a lock whose holder thread is gone. */
+void lp_lock_word(uint32_t *w)
+{
+    uint32_t me = (uint32_t)lp_gettid(), cur = 0;
+    struct timespec ts = { 0, 20 * 1000 * 1000 };
+    int i;
+
+    for (i = 0;; i++) {
+        cur = 0;
+        if (__atomic_compare_exchange_n(w, &cur, me, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+            return;
+        if (i < 64) {
+            __builtin_ia32_pause();
+            continue;
+        }
+        if (!(cur & LP_LOCK_WAITERS) &&
+            !__atomic_compare_exchange_n(w, &cur, cur | LP_LOCK_WAITERS, 0, __ATOMIC_RELAXED,
+                                         __ATOMIC_RELAXED))
+            continue;
+        cur |= LP_LOCK_WAITERS;
+        lp_futex(w, FUTEX_WAIT, cur, &ts);
+        if ((i & 7) == 7 && kill((pid_t)(cur & ~LP_LOCK_WAITERS), 0) < 0 && errno == ESRCH)
+            __atomic_compare_exchange_n(w, &cur, 0, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+    }
+}
+
+void lp_unlock_word(uint32_t *w)
+{
+    if (__atomic_exchange_n(w, 0, __ATOMIC_RELEASE) & LP_LOCK_WAITERS)
+        lp_futex(w, FUTEX_WAKE, INT32_MAX, NULL);
+}
+
+uint32_t *lp_lockp(lp_conn_t *c, int role)
+{
+    return c->ch.base ? &lp_side(c, c->ch.side)->lock[role] : &c->plock[role];
+}
+
+/* The word is chosen before locking and remembered, so a channel that
+ * appears while the lock is held (the pickup) does not change what unlock
+ * releases. */
+void lp_lock(lp_conn_t *c, int role)
+{
+    int saved = errno;
+    uint32_t *w = lp_lockp(c, role);
+
+    lp_lock_word(w);
+    c->held[role] = w;
+    errno = saved;
+}
+
+void lp_unlock(lp_conn_t *c, int role)
+{
+    lp_unlock_word(c->held[role]);
+}
+
+int lp_txdir(lp_conn_t *c)
+{
+    return local_ring_dir_tx(&c->ch);
+}
+
+int lp_rxdir(lp_conn_t *c)
+{
+    return local_ring_dir_rx(&c->ch);
+}
+
+lp_conn_t *lp_conn(shim_fd_t *f)
+{
+    return (lp_conn_t *)f->path_ctx;
+}
+
+
+int lp_nonblocking(lp_conn_t *c, int fd, int flags)
+{
+    int64_t v;
+    int fl;
+
+    if (flags & MSG_DONTWAIT)
+        return 1;
+    if (lp_cached_get(c, &c->nonblock, &v))
+        return (int)v;
+    lp_cached_begin(c, &c->nonblock);
+    fl = zc_real.fcntl(fd, F_GETFL, 0);
+    if (fl < 0)
+        return 0;
+    lp_cached_set(&c->nonblock, (fl & O_NONBLOCK) != 0);
+    return (fl & O_NONBLOCK) != 0;
+}
+
+size_t lp_iov_total(const struct iovec *iov, size_t n)
+{
+    size_t t = 0, i;
+
+    for (i = 0; i < n; i++)
+        t += iov[i].iov_len;
+    return t;
+}
+
+/* What the kernel checks of a msghdr before anything else. */
+int lp_msg_check(const struct msghdr *msg)
+{
+    if (!msg)
+        return -EFAULT;
+    if (msg->msg_iovlen > IOV_MAX)
+        return -EMSGSIZE;
+    if (msg->msg_iovlen && !msg->msg_iov)
+        return -EFAULT;
+    return 0;
+}
+
+/* At most LP_IOV_WIN iovecs of iov, starting skip bytes in, holding at most
+ * limit bytes, into win.  Returns how many. */
+int lp_iov_window(const struct iovec *iov, size_t n, size_t skip, size_t limit,
+                         struct iovec *win)
+{
+    size_t i;
+    int k = 0;
+
+    for (i = 0; i < n && k < LP_IOV_WIN && limit; i++) {
+        size_t len = iov[i].iov_len;
+
+        if (skip >= len) {
+            skip -= len;
+            continue;
+        }
+        win[k].iov_base = (char *)iov[i].iov_base + skip;
+        win[k].iov_len = len - skip < limit ? len - skip : limit;
+        limit -= win[k].iov_len;
+        skip = 0;
+        k++;
+    }
+    return k;
+}
+
+
+/* --- connection objects ----------------------------------------------------- */
+
+void lp_list_lock(void)
+{
+    while (__atomic_exchange_n(&lp.list_lock, 1, __ATOMIC_ACQUIRE))
+        __builtin_ia32_pause();
+}
+
+void lp_list_unlock(void)
+{
+    __atomic_store_n(&lp.list_lock, 0, __ATOMIC_RELEASE);
+}
+
+lp_conn_t *lp_conn_new(int state)
+{
+    lp_conn_t *c = zc_pool_alloc(sizeof(*c));
+
+    if (!c)
+        return NULL;
+    c->refs = 1;
+    c->state = state;
+    c->ann = c->memfd = -1;
+    c->fds[0] = c->fds[1] = c->fds[2] = c->fds[3] = -1;
+    c->lowat = 1;
+    lp_list_lock();
+    c->next = lp.head;
+    if (lp.head)
+        lp.head->prev = c;
+    lp.head = c;
+    lp_list_unlock();
+    return c;
+}
+
+void lp_conn_free(lp_conn_t *c)
+{
+    lp_list_lock();
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        lp.head = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    lp_list_unlock();
+    zc_pool_free(c, sizeof(*c));
+}
+
+void lp_fds_note(lp_conn_t *c, int fd, int add)
+{
+    int i;
+
+    for (i = 0; i < 4; i++)
+        if (c->fds[i] == (add ? -1 : fd)) {
+            c->fds[i] = add ? fd : -1;
+            return;
+        }
+}
+
+void lp_claim(int fd, lp_conn_t *c)
+{
+    shim_fd_t *f = shim_fd_get(fd);
+
+    lp_fds_note(c, fd, 1);
+    if (!f) {
+        lp_conn_free(c);
+        return;
+    }
+    c->is_unix = f->family == AF_UNIX;
+    if (!c->cookie)
+        zc_real.getsockopt(fd, SOL_SOCKET, SO_COOKIE, &c->cookie,
+                           &(socklen_t){ sizeof(c->cookie) });
+    shim_fd_claim(fd, &path_local, c);
+}
+
+/* Count delta more (or fewer) processes holding our side; the new count. */
+uint32_t lp_holders_add(lp_conn_t *c, int delta)
+{
+    lp_side_t *s = lp_side(c, c->ch.side);
+    uint32_t n = __atomic_add_fetch(&s->holders, (uint32_t)delta, __ATOMIC_ACQ_REL);
+
+    __atomic_add_fetch(&s->hgen, 1, __ATOMIC_ACQ_REL);
+    return n;
+}
+
+/* A cached setting, when still valid (lp_cached_t): 1 and *v, else 0. */
+int lp_cached_get(lp_conn_t *c, const lp_cached_t *k, int64_t *v)
+{
+    lp_side_t *s;
+
+    if (!k->ok || !c->ch.base || k->lgen != __atomic_load_n(&c->lgen, __ATOMIC_ACQUIRE))
+        return 0;
+    s = lp_side(c, c->ch.side);
+    if (__atomic_load_n(&s->holders, __ATOMIC_ACQUIRE) != 1 ||
+        __atomic_load_n(&s->hgen, __ATOMIC_ACQUIRE) != k->hgen)
+        return 0;
+    *v = k->v;
+    return 1;
+}
+
+/* Before asking the kernel: the generations the answer will be valid for. */
+void lp_cached_begin(lp_conn_t *c, lp_cached_t *k)
+{
+    k->ok = 0;
+    k->lgen = __atomic_load_n(&c->lgen, __ATOMIC_ACQUIRE);
+    k->hgen = c->ch.base ? __atomic_load_n(&lp_side(c, c->ch.side)->hgen, __ATOMIC_ACQUIRE) : 0;
+}
+
+void lp_cached_set(lp_cached_t *k, int64_t v)
+{
+    k->v = v;
+    k->ok = 1;
+}
+
+/* A channel is ours: keep its memfd (for exec) and count this process as a
+ * holder of our side. */
+void lp_channel_adopt(lp_conn_t *c, int memfd)
+{
+    c->memfd = shim_fd_internal_keep(memfd, &path_local, c);
+    lp_holders_add(c, 1);
+}
+
+void lp_decline(int reason)
+{
+    if (reason > 0 && reason < LOCAL_PAIR_R_COUNT)
+        __atomic_add_fetch(&lp.declined[reason], 1, __ATOMIC_RELAXED);
+    zc_stat_add(ZC_STAT_LOCAL_DECLINED, 1);
+    zc_log(ZC_LOG_TRACE, "local path declined: %s", local_pair_reason_name(reason));
+}
+
+/* Payload bytes a write may add now: the ring's room, less what an
+ * application-set SO_SNDBUF leaves out (a program that shrinks its buffers
+ * expects sends to block or fail early, as on the kernel path). */
+int64_t lp_tx_room(lp_conn_t *c)
+{
+    int64_t room = local_ring_writable(&c->ch, lp_txdir(c));
+
+    if (room > 0 && c->sndcap && c->sndcap < c->ch.ring_size) {
+        int64_t keep_free = (int64_t)(c->ch.ring_size - c->sndcap);
+
+        room = room > keep_free ? room - keep_free : 0;
+    }
+    return room;
+}
+
+/* What to wait for (tx_wait_prepare's want) so that lp_tx_room reaches want:
+ * the room a cap keeps free and the record headers' share on top. */
+size_t lp_tx_want(lp_conn_t *c, size_t want)
+{
+    if (c->sndcap && c->sndcap < c->ch.ring_size) {
+        if (want > c->sndcap / 2)
+            want = c->sndcap / 2;
+        want += (size_t)(c->ch.ring_size - c->sndcap) + LP_ROOM_KEEP +
+                8 * (size_t)(c->ch.ring_size / (LOCAL_RING_CHUNK + 8) + 2);
+    }
+    return want;
+}
+
+/* A pending client's pickup ended with rc (local_pair_channel_recv's
+ * answer): attached, or plain TCP for good. */

@@ -1,0 +1,295 @@
+/* The local path across exec: the connections that survive an exec are
+ * described to the next image in ZCSOCK_INHERIT, or handed back to the
+ * kernel when it will not load the library. */
+#include "lp_int.h"
+
+#define LP_INHERIT_VAR "ZCSOCK_INHERIT="
+
+enum {
+    LP_F_TX_RING = 1, LP_F_RX_RING = 2, LP_F_TX_NEVER = 4, LP_F_WR_SHUT = 8,
+    LP_F_RD_SHUT = 16, LP_F_KERN_SHUT_WR = 32, LP_F_KERN_EOF = 64, LP_F_RX_PLAIN = 128,
+};
+
+unsigned lp_flags(const lp_conn_t *c)
+{
+    return (c->tx_ring ? LP_F_TX_RING : 0) | (c->rx_ring ? LP_F_RX_RING : 0) |
+           (c->tx_never ? LP_F_TX_NEVER : 0) | (c->wr_shut ? LP_F_WR_SHUT : 0) |
+           (c->rd_shut ? LP_F_RD_SHUT : 0) | (c->kern_shut_wr ? LP_F_KERN_SHUT_WR : 0) |
+           (c->kern_eof ? LP_F_KERN_EOF : 0) | (c->rx_plain ? LP_F_RX_PLAIN : 0);
+}
+
+static int lp_env_loads_us(char *const *envp)
+{
+    size_t i;
+
+    for (i = 0; envp && envp[i]; i++)
+        if (!strncmp(envp[i], "LD_PRELOAD=", 11) && strstr(envp[i], "libzcsock"))
+            return 1;
+    return 0;
+}
+
+#define LP_EXEC_FDS 256
+#define LP_INHERIT_FDS 8        /* descriptors per connection in ZCSOCK_INHERIT */
+
+/* The socket descriptors that survive an exec (no FD_CLOEXEC), from the
+ * kernel's table: a vfork child's is not the one the state table describes
+ * (Python's subprocess dup2()s and closes descriptors there). */
+typedef struct lp_exec_fds {
+    int n;
+    int fds[LP_EXEC_FDS];
+    uint64_t cookies[LP_EXEC_FDS];
+} lp_exec_fds_t;
+
+static int lp_exec_scan_fn(int dirfd, long fd, void *arg)
+{
+    lp_exec_fds_t *x = arg;
+    int fl = zc_real.fcntl((int)fd, F_GETFD, 0);
+
+    (void)dirfd;
+    if (fl >= 0 && !(fl & FD_CLOEXEC) &&
+        !zc_real.getsockopt((int)fd, SOL_SOCKET, SO_COOKIE, &x->cookies[x->n],
+                            &(socklen_t){ sizeof(uint64_t) }))
+        x->fds[x->n++] = (int)fd;
+    return x->n == LP_EXEC_FDS;
+}
+
+/* Describe connection c for the next image (its surviving descriptors in
+ * x) after buf[0, len): the new length.  Hands it back to the kernel
+ * instead when the next image will not load the library (loads == 0) or
+ * the description does not fit. */
+static size_t lp_exec_describe(lp_conn_t *c, const lp_exec_fds_t *x, int loads, int vforked,
+                               char *buf, size_t len, size_t bufsz, int *handed)
+{
+    size_t start = len;
+    int kept = 0, j;
+
+    for (j = 0; j < x->n; j++) {        /* one entry, every surviving descriptor */
+        int fd = x->fds[j];
+
+        if (x->cookies[j] != c->cookie)
+            continue;
+        if (!loads || len + 200 > bufsz || kept == LP_INHERIT_FDS) {
+            /* The next image reads the kernel socket itself: the
+             * connection goes back to the kernel first (HAND-BACK). */
+            lp_revert(c, fd, loads ? "exec, too many connections to describe"
+                                   : "exec of a program that will not load libzcsock");
+            break;
+        }
+        len += zc_fmt(buf + len, bufsz - len, "%s%d", kept ? "," : "", fd);
+        kept++;
+    }
+    if (!kept || c->state != LP_PAIRED)
+        return start;
+    len += zc_fmt(buf + len, bufsz - len, ":%d:%d:%x:%llx:%llx:%llx:%llx;", c->memfd,
+                  c->ch.side, lp_flags(c), (unsigned long long)c->tx_kernel,
+                  (unsigned long long)c->rx_kernel, (unsigned long long)c->bells_drained,
+                  (unsigned long long)c->ch.bells_claimed);
+    zc_real.fcntl(c->memfd, F_SETFD, 0);
+    if (vforked) {
+        /* No fork hook counted this child: the next image is a holder. */
+        lp_holders_add(c, 1);
+        c->vfork_held = 1;
+    }
+    (*handed)++;
+    return len;
+}
+
+size_t lp_exec_prepare(const shim_exec_t *e, char *buf, size_t bufsz)
+{
+    int loads, handed = 0, saved = errno, vforked;
+    lp_exec_fds_t x = { 0 };
+    lp_conn_t *c;
+    size_t len;
+
+    if (!__atomic_load_n(&lp.head, __ATOMIC_ACQUIRE))
+        return 0;
+    shim_proc_each_num("/proc/self/fd", lp_exec_scan_fn, &x);
+    loads = x.n && lp_env_loads_us(e->envp) &&
+            shim_exec_image_preloads(e->image, e->search, e->image_fd) != 0;
+    vforked = shim_vfork_child();
+    for (c = lp.head; c; c = c->next)
+        c->vfork_held = 0;
+    len = (size_t)zc_fmt(buf, bufsz, "%s", LP_INHERIT_VAR);
+    for (c = lp.head; c; c = c->next)
+        if (c->state == LP_PAIRED && c->memfd >= 0)
+            len = lp_exec_describe(c, &x, loads, vforked, buf, len, bufsz, &handed);
+    errno = saved;
+    return handed ? len : 0;
+}
+
+void path_local_exec_failed(void)
+{
+    lp_conn_t *c;
+    int saved = errno;
+
+    for (c = lp.head; c; c = c->next) {
+        if (c->memfd >= 0)
+            zc_real.fcntl(c->memfd, F_SETFD, FD_CLOEXEC);
+        if (c->vfork_held && c->ch.base)
+            lp_holders_add(c, -1);
+        c->vfork_held = 0;
+    }
+    errno = saved;
+}
+
+static uint64_t lp_hex(const char **p)
+{
+    uint64_t v = 0;
+
+    for (; **p && **p != ':' && **p != ';'; (*p)++) {
+        char ch = **p;
+
+        v = v * 16 + (uint64_t)(ch >= 'a' ? ch - 'a' + 10 : ch >= 'A' ? ch - 'A' + 10 : ch - '0');
+    }
+    if (**p == ':')
+        (*p)++;
+    return v;
+}
+
+static int64_t lp_dec(const char **p)
+{
+    int64_t v = 0;
+    int neg = **p == '-';
+
+    for (*p += neg; **p >= '0' && **p <= '9'; (*p)++)
+        v = v * 10 + (**p - '0');
+    if (**p == ':')
+        (*p)++;
+    return neg ? -v : v;
+}
+
+/* One handed-over connection: its descriptors, channel memfd and state. */
+void lp_inherit_one(const int *fds, int nfds, int memfd, int side, unsigned flags,
+                           const uint64_t v[4])
+{
+    struct stat st;
+    lp_conn_t *c;
+    int family = 0, fd = fds[0], i;
+
+    if (fstat(fd, &st) || !S_ISSOCK(st.st_mode) ||
+        zc_real.getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &family, &(socklen_t){ sizeof(int) })) {
+        local_pair_fd_close(memfd);
+        return;
+    }
+    c = lp_conn_new(LP_PAIRED);
+    if (!c || local_ring_adopt(memfd, side, &c->ch)) {
+        if (c)
+            lp_conn_free(c);
+        local_pair_fd_close(memfd);
+        return;
+    }
+    c->memfd = shim_fd_internal_keep(memfd, &path_local, c);
+    zc_real.fcntl(c->memfd, F_SETFD, FD_CLOEXEC);
+    c->tx_ring = !!(flags & LP_F_TX_RING);
+    c->rx_ring = !!(flags & LP_F_RX_RING);
+    c->tx_never = !!(flags & LP_F_TX_NEVER);
+    c->wr_shut = !!(flags & LP_F_WR_SHUT);
+    c->rd_shut = !!(flags & LP_F_RD_SHUT);
+    c->kern_shut_wr = !!(flags & LP_F_KERN_SHUT_WR);
+    c->kern_eof = !!(flags & LP_F_KERN_EOF);
+    c->rx_plain = !!(flags & LP_F_RX_PLAIN);
+    c->rv_seen = (uint8_t)lp_rv(c);
+    c->ch.quiet = c->rv_seen;
+    c->tx_kernel = v[0];
+    c->rx_kernel = v[1];
+    c->bells_drained = v[2];
+    c->ch.bells_claimed = v[3];
+    for (i = 0; i < nfds; i++) {
+        if (i && (fstat(fds[i], &st) || !S_ISSOCK(st.st_mode)))
+            continue;
+        shim_fd_socket_track(fds[i], family, SOCK_STREAM);
+        if (i)
+            c->refs++;
+        lp_claim(fds[i], c);
+    }
+    zc_stat_add(ZC_STAT_LOCAL_INHERITED, 1);
+}
+
+void path_local_inherit(void)
+{
+    extern char **environ;
+    const char *p = NULL;
+    size_t i;
+
+    for (i = 0; environ && environ[i]; i++)
+        if (!strncmp(environ[i], LP_INHERIT_VAR, sizeof(LP_INHERIT_VAR) - 1)) {
+            p = environ[i] + sizeof(LP_INHERIT_VAR) - 1;
+            break;
+        }
+    if (!p)
+        return;
+    while (*p) {
+        int fds[LP_INHERIT_FDS], nfds = 0, memfd, side, k, ok = 1;
+        unsigned flags;
+        uint64_t v[4];
+
+        do {
+            int fd = (int)lp_dec(&p);
+
+            if (nfds < LP_INHERIT_FDS)
+                fds[nfds++] = fd;
+        } while (*p == ',' && p++);
+        if (*p == ':')
+            p++;
+        memfd = (int)lp_dec(&p);
+        side = (int)lp_dec(&p);
+        flags = (unsigned)lp_hex(&p);
+        for (k = 0; k < 4; k++)
+            v[k] = lp_hex(&p);
+        if (*p != ';')
+            break;
+        p++;
+        /* the entries were written by our previous image: still check them */
+        for (k = 0; k < nfds; k++)
+            ok &= fds[k] >= 0 && fds[k] != memfd;
+        if (ok && memfd >= 0 && lp.enabled)
+            lp_inherit_one(fds, nfds, memfd, side, flags, v);
+        else if (memfd >= 0)
+            local_pair_fd_close(memfd);
+    }
+    /* The application's environment is its own again. */
+    for (; environ[i]; i++)
+        environ[i] = environ[i + 1];
+}
+
+
+/* --- SCM_RIGHTS hand-over (the mailbox itself is in path_local_scm.c) ------------- */
+
+int path_local_handover_prepare(shim_fd_t *f, int fd, path_local_handover_t *h, int *memfd_p)
+{
+    lp_conn_t *c = lp_conn(f);
+    socklen_t l = sizeof(h->cookie);
+
+    if (c->state != LP_PAIRED || c->memfd < 0 ||
+        zc_real.getsockopt(fd, SOL_SOCKET, SO_COOKIE, &h->cookie, &l))
+        return -EINVAL;
+    h->side = (uint32_t)c->ch.side;
+    h->flags = lp_flags(c);
+    h->tx_kernel = c->tx_kernel;
+    h->rx_kernel = c->rx_kernel;
+    h->bells_drained = c->bells_drained;
+    h->bells_claimed = c->ch.bells_claimed;
+    *memfd_p = c->memfd;
+    return 0;
+}
+
+void path_local_hand_back(shim_fd_t *f, int fd, const char *why)
+{
+    lp_revert(lp_conn(f), fd, why);
+}
+
+void path_local_handover_posted(shim_fd_t *f)
+{
+    lp_holders_add(lp_conn(f), 1);
+}
+
+void path_local_handover_adopt(int fd, const path_local_handover_t *h, int memfd)
+{
+    uint64_t v[4] = { h->tx_kernel, h->rx_kernel, h->bells_drained, h->bells_claimed };
+    shim_fd_t *f = shim_fd_get(fd);
+
+    if (lp_claimed(f))
+        lp_forget(f, fd);   /* a number reused behind our back */
+    lp_inherit_one(&fd, 1, memfd, (int)h->side, h->flags, v);
+}
+

@@ -1,0 +1,300 @@
+/* The local path: shutdown, close, fork, statistics, initialisation, and
+ * the interface tables the shim dispatches through. */
+#include "lp_int.h"
+
+/* --- shutdown, close -------------------------------------------------------------- */
+
+int path_local_shutdown(shim_fd_t *f, int fd, int how)
+{
+    lp_conn_t *c = lp_conn(f);
+    int rc = 1;
+
+    if (how != SHUT_RD && how != SHUT_WR && how != SHUT_RDWR)
+        return 1;
+    if (how != SHUT_WR) {
+        lp_lock(c, LP_RX);
+        c->rd_shut = 1;
+        lp_unlock(c, LP_RX);
+    }
+    if (how == SHUT_RD || c->state == LP_PLAIN)
+        return 1;
+    lp_lock(c, LP_TX);
+    if (c->state == LP_PENDING) {
+        lp_pending_end(c);  /* never attach now: we could not ring a switched peer any more */
+    } else if (!c->wr_shut) {
+        if (!lp_tx_switch(c) && local_pair_switch_refuse(&c->ch, lp_rxdir(c)) == -EALREADY)
+            lp_tx_switch(c);    /* the peer switched: it attached, so may we */
+        if (c->tx_ring) {
+            int w = local_ring_eof_write(&c->ch, lp_txdir(c));
+
+            if (w >= 0) {
+                c->wr_shut = 1;
+                lp_wake(c, fd, w, local_ring_wait_word(&c->ch, lp_txdir(c), LOCAL_RING_ROLE_CONS));
+                if (lp_rv(c))   /* the rest, then the FIN, later: readiness returns it */
+                    (void)lp_rv_tx(c, fd, 0);
+                /* The kernel socket stays open for doorbells; SHUT_RD and
+                 * SHUT_RDWR still reach it for the reading side. */
+                rc = how == SHUT_RDWR ? (int)shim_ret(zc_real.shutdown(fd, SHUT_RD)) : 0;
+                if (rc < 0)
+                    rc = -errno;
+            } else {
+                rc = lp_broken(c);
+            }
+        } else {
+            c->kern_shut_wr = 1;
+            c->wr_shut = 1;
+        }
+    }
+    lp_unlock(c, LP_TX);
+    return rc;
+}
+
+/* Doorbells the peer sent us (or is sending) and we have not read: reading
+ * them before the last close keeps the kernel from resetting the connection
+ * over "unread data" that was never the application's. */
+void lp_bells_settle(lp_conn_t *c, int fd)
+{
+    struct timespec t0, t;
+    int64_t owed;
+
+    local_ring_rx_wait_cancel(&c->ch, lp_rxdir(c));
+    local_ring_tx_wait_cancel(&c->ch, lp_txdir(c));
+    if (!lp_rx_catch_up(c))
+        return;     /* kernel bytes are still data: the kernel decides */
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (;;) {
+        lp_drain(c, fd);
+        owed = (int64_t)(c->ch.bells_claimed - c->bells_drained);
+        if (owed <= 0 || c->kern_eof || c->kern_err)
+            return;
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        if ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 > LP_BELL_WAIT_MS) {
+            zc_log(ZC_LOG_TRACE, "local path: fd %d closes with %lld doorbell(s) owed that did "
+                   "not come (claimed %llu, read %llu) side %d tx %d rx %d wr_shut %d kshut %d "
+                   "rd_shut %d", fd, (long long)owed,
+                   (unsigned long long)c->ch.bells_claimed, (unsigned long long)c->bells_drained,
+                   c->ch.side, c->tx_ring, c->rx_ring, c->wr_shut, c->kern_shut_wr, c->rd_shut);
+            return;
+        }
+        zc_real.poll(&(struct pollfd){ fd, POLLIN, 0 }, 1, 1);
+    }
+}
+
+void lp_conn_release(lp_conn_t *c, int fd)
+{
+    lp_fds_note(c, fd, 0);
+    if (--c->refs > 0)
+        return;
+    local_pair_fd_close(c->ann);
+    shim_fd_internal_drop(c->memfd);
+    if (c->ch.base) {
+        int last = lp_holders_add(c, -1) == 0;
+
+        if (last && c->state == LP_PAIRED && lp_rv(c)) {
+            /* Handed back: what the ring holds goes to the kernel before the
+             * close, as the kernel would still send its queue. */
+            lp_lock(c, LP_TX);
+            if (lp_rv_tx(c, fd, LP_RV_CLOSE_MS) == -EAGAIN)
+                zc_log(ZC_LOG_WARN, "local path: fd %d closed with ring data the kernel did "
+                       "not take within %d ms", fd, LP_RV_CLOSE_MS);
+            lp_unlock(c, LP_TX);
+        }
+        if (last && c->state == LP_PAIRED) {
+            int64_t unread = local_ring_readable(&c->ch, lp_rxdir(c));
+
+            lp_bells_settle(c, fd);
+            if (unread > 0 && !c->rd_shut && !c->linger0) {
+                /* The kernel resets a connection closed with unread data
+                 * (SO_LINGER {1, 0} already asks the kernel for it): the
+                 * peer reads what it has, then gets ECONNRESET, as on Linux. */
+                zc_real.setsockopt(fd, SOL_SOCKET, SO_LINGER,
+                                   &(struct linger){ 1, 0 }, sizeof(struct linger));
+            }
+        }
+        if (last) {
+            /* Gone first, then wake the peer's blocking sleepers: they find
+             * the side gone (or our data) instead of sleeping a slice. */
+            local_ring_side_gone(&c->ch);
+            syscall(SYS_futex, local_ring_wait_word(&c->ch, lp_txdir(c), LOCAL_RING_ROLE_CONS),
+                    FUTEX_WAKE, INT32_MAX, NULL, NULL, 0);
+            syscall(SYS_futex, local_ring_wait_word(&c->ch, lp_rxdir(c), LOCAL_RING_ROLE_PROD),
+                    FUTEX_WAKE, INT32_MAX, NULL, NULL, 0);
+        }
+        local_ring_close(&c->ch, 0);
+    }
+    lp_conn_free(c);
+}
+
+/* A claimed descriptor closes, or a watched listener (ctx: its beacon + 1,
+ * 0 when it has none). */
+void lp_forget(shim_fd_t *f, int fd)
+{
+    void *ctx = f->path_ctx;
+    int watched = f->claim == SHIM_CLAIM_WATCH;
+
+    f->claim = SHIM_CLAIM_NONE;
+    f->path = NULL;
+    f->path_ctx = NULL;
+    if (watched)
+        local_pair_fd_close((int)(intptr_t)ctx - 1);
+    else if (ctx)
+        lp_conn_release(ctx, fd);
+}
+
+void lp_dup(shim_fd_t *f, int fd)
+{
+    __atomic_add_fetch(&lp_conn(f)->refs, 1, __ATOMIC_RELAXED);
+    lp_fds_note(lp_conn(f), fd, 1);
+}
+
+/* --- fork, statistics, configuration ------------------------------------------ */
+
+/* The child holds every connection as soon as it exists: count it before
+ * the fork (a parent closing right after fork must not be "the last"), and
+ * take it back when the fork failed. */
+void lp_fork_hold(int delta)
+{
+    lp_conn_t *c;
+
+    lp_list_lock();
+    for (c = lp.head; c; c = c->next)
+        if (c->ch.base)
+            lp_holders_add(c, delta);
+    lp_list_unlock();
+}
+
+void lp_fork_prepare(void)
+{
+    lp_list_lock();
+}
+
+void lp_fork_parent(void)
+{
+    lp_list_unlock();
+}
+
+void lp_fork_child(void)
+{
+    lp_conn_t *c;
+
+    lp_tid = 0;
+    for (c = lp.head; c; c = c->next)
+        if (c->state == LP_PENDING)
+            c->forked = 1;
+    lp_list_unlock();
+    path_local_mbox_fork_child();
+}
+
+void lp_stats_visit(void *arg, zc_stats_emit_func_t emit, void *ctx)
+{
+    char key[64];
+    int r;
+
+    (void)arg;
+    for (r = 1; r < LOCAL_PAIR_R_COUNT; r++) {
+        uint64_t v = __atomic_load_n(&lp.declined[r], __ATOMIC_RELAXED);
+
+        if (!v)
+            continue;
+        zc_fmt(key, sizeof(key), "local.declined.%s", local_pair_reason_name(r));
+        emit(ctx, key, v);
+    }
+}
+
+static const zc_stats_source_t lp_stats_source = { lp_stats_visit, NULL };
+
+void lp_init(void)
+{
+    lp.enabled = (int)zc_config.local;
+    lp.spin_us = (unsigned)zc_config.spin_us;
+    lp.ring_size = (size_t)zc_config.local_ring;
+    if (lp.ring_size & (lp.ring_size - 1)) {
+        zc_log(ZC_LOG_WARN, "ZCSOCK_LOCAL_RING=%zu is not a power of two; using the default",
+               lp.ring_size);
+        lp.ring_size = 0;
+    }
+    zc_stats_source_add(&lp_stats_source);
+}
+
+/* --- the interface (shim_path.h) ------------------------------------------------ */
+
+static int lp_op_ioctl(shim_fd_t *f, int fd, unsigned long req, void *arg, int *rc_p)
+{
+    return path_local_ioctl(f, fd, req, arg, rc_p) ? 0 : SHIM_PATH_PASS;
+}
+
+static int lp_op_getsockopt(shim_fd_t *f, int fd, int level, int name, void *val,
+                            socklen_t *len)
+{
+    (void)fd;
+    return path_local_getsockopt(f, level, name, val, len) ? 0 : SHIM_PATH_PASS;
+}
+
+static void lp_op_flags_changed(shim_fd_t *f, int fd)
+{
+    (void)fd;
+    path_local_settings_changed(f);
+}
+
+/* Our descriptor (a channel memfd, ctx its connection; the mailbox, ctx
+ * &mbox) moved from one number to another. */
+static void lp_internal_moved(void *ctx, int from, int to)
+{
+    if (!path_local_mbox_moved(ctx, from, to))
+        ((lp_conn_t *)ctx)->memfd = to;
+}
+
+static void lp_socket_made(int fd, int domain, int type)
+{
+    (void)fd;
+    (void)type;
+    if (domain == AF_UNIX)
+        path_local_mbox_ensure();   /* descriptors may come through it */
+}
+
+static void lp_fds_received(int fd, struct msghdr *msg)
+{
+    (void)fd;
+    path_local_scm_received(msg);
+}
+
+static const shim_path_ops_t lp_ops = {
+    .sendmsg = lp_sendmsg,
+    .recvmsg = lp_recvmsg,
+    .sendfile = path_local_sendfile,
+    .splice = path_local_splice,
+    .shutdown = path_local_shutdown,
+    .ioctl = lp_op_ioctl,
+    .getsockopt = lp_op_getsockopt,
+    .setsockopt = path_local_setsockopt,
+    .flags_changed = lp_op_flags_changed,
+    .revents = lp_revents,
+    .kernel_events = lp_kernel_events,
+    .change = lp_change,
+    .forget = lp_forget,
+    .dup = lp_dup,
+};
+
+const shim_path_t path_local = {
+    .name = "local",
+    .order = 10,
+    .ops = &lp_ops,
+    .init = lp_init,
+    .inherit = path_local_inherit,
+    .socket_made = lp_socket_made,
+    .listened = path_local_listened,
+    .connect_before = path_local_connect_prepare,
+    .connect_after = path_local_connect_done,
+    .accepted = path_local_accepted,
+    .fds_passing = path_local_scm_send,
+    .fds_received = lp_fds_received,
+    .fork_hold = lp_fork_hold,
+    .fork_prepare = lp_fork_prepare,
+    .fork_parent = lp_fork_parent,
+    .fork_child = lp_fork_child,
+    .exec_prepare = lp_exec_prepare,
+    .exec_failed = path_local_exec_failed,
+    .internal_moved = lp_internal_moved,
+};
+
+SHIM_PATH_REGISTER(path_local);

@@ -1,0 +1,304 @@
+/* The local path's internal header: every file of shim/paths/local/ shares
+ * the connection object, the locks and the functions below (README.md in
+ * this folder has the files, invariants and lock order).
+ *
+ * One lp_conn_t per connection in this process.  Its fields are guarded by
+ * two locks in the channel's header page (so forked holders serialise too):
+ * the TX lock for everything about our sending direction, the RX lock for
+ * our receiving direction.  Before the channel exists (a client waiting for
+ * the offer) a process-local lock stands in for both.  No lock is held while
+ * sleeping.
+ *
+ * Doorbells travel in our kernel stream in both directions: "data for you"
+ * (the peer consumer slept) and "space for you" (the peer producer slept).
+ * Whoever sends one has switched its sending direction first (rule S2 of
+ * local_pair.h), so the receiver of a kernel byte always knows whether it is
+ * data (before the sender's switch point) or a doorbell (at or after it).
+ *
+ * Hook-safety: no process allocator (zc_pool), no stdio, no getenv; every
+ * socket call through zc_real.  Return convention: what the call returns
+ * (>= 0) or -errno. */
+#ifndef LP_INT_H
+#define LP_INT_H
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <limits.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "local_pair.h"
+#include "local_ring.h"
+#include "shim_int.h"
+#include "shim_proc.h"
+#include "zc_config.h"
+#include "zc_log.h"
+#include "zc_pool.h"
+
+#define LP_SIDE_OFF  2048u      /* per-side shared words in the header page */
+#define LP_IOV_WIN   64         /* iovecs handled per ring call */
+#define LP_ROOM_KEEP 64         /* ring bytes a write leaves for the EOF record */
+#define LP_BELL_WAIT_MS 50      /* close: most time spent draining owed doorbells */
+
+enum { LP_TX = 0, LP_RX = 1 };
+enum { LP_PENDING = 1, LP_PAIRED = 2, LP_PLAIN = 3 };
+
+/* Shared, one per side, written only by that side's holders. */
+typedef struct lp_side {
+    uint32_t lock[2];           /* LP_TX, LP_RX: holder tid | LP_LOCK_WAITERS */
+    uint32_t holders;           /* processes holding this side's socket */
+    uint32_t rv;                /* LP_RV_*: hand-back to the kernel (HAND-BACK below) */
+    uint32_t hgen;              /* bumped whenever holders changes (lp_cached_t) */
+} lp_side_t;
+
+#define LP_RV_REQ 1u            /* this side handed the connection back */
+#define LP_RV_TX  2u            /* this side sends through the kernel for good */
+#define LP_RV_RX  4u            /* this side reads the kernel stream for good */
+#define LP_RV_WAIT_MS 2000      /* most a hand-back waits for doorbells in flight */
+#define LP_RV_CLOSE_MS 2000     /* most a close waits to give its ring to the kernel */
+
+#define LP_LOCK_WAITERS 0x80000000u
+
+/* A socket setting the blocking paths need on every call (O_NONBLOCK,
+ * SO_RCVTIMEO, SO_SNDTIMEO), cached instead of asked with a system call each
+ * time: valid while this process is the only holder of the socket (nobody
+ * else can change it) and no hooked call of ours changed it (fcntl F_SETFL,
+ * ioctl FIONBIO, setsockopt bump lgen; a holder change bumps the shared
+ * hgen). */
+typedef struct lp_cached {
+    int64_t v;
+    uint32_t hgen, lgen;
+    int ok;
+} lp_cached_t;
+
+typedef struct lp_conn {
+    struct lp_conn *next, *prev;    /* all connections (fork) */
+    int refs;                       /* descriptors of this process */
+    int state;                      /* LP_* */
+    int ann;                        /* announcement (pending client), -1 */
+    int memfd;                      /* the channel (kept for exec), -1 */
+    int fds[4];                     /* descriptors referring to it (first few) */
+    int forked;                     /* pending across a fork: requeue */
+    unsigned pickups;
+    int pickup_busy;                /* a thread is looking for the offer (lp_pickup_try) */
+    uint32_t plock[2];              /* before the channel exists */
+    uint32_t *held[2];              /* the lock word each role holds now */
+    uint8_t tx_ring, rx_ring;       /* direction switched to the ring */
+    uint8_t tx_never;               /* our sending direction stays kernel */
+    uint8_t wr_shut, rd_shut;       /* shutdown(SHUT_WR / SHUT_RD) seen */
+    uint8_t kern_shut_wr;           /* the kernel socket's sending side is shut */
+    uint8_t linger0;                /* SO_LINGER {1, 0} set: close aborts */
+    uint8_t bell_push;              /* TCP_NODELAY set for the doorbells */
+    uint8_t app_nodelay;            /* TCP_NODELAY as the application set it */
+    uint8_t rx_plain;               /* handed back: every kernel byte is data */
+    uint8_t rv_seen;                /* handed back (by either side) */
+    uint8_t is_unix;                /* an AF_UNIX stream (ancillary data possible) */
+    uint16_t pb_off, pb_len;        /* pb: peer data a doorbell drain read */
+    uint64_t cookie;                /* SO_COOKIE of the socket (exec finds it by it) */
+    int vfork_held;                 /* a vfork child's exec counted a holder */
+    uint32_t lgen;                  /* bumped by hooked calls that change settings */
+    lp_cached_t nonblock, timeo[2]; /* O_NONBLOCK; SO_SNDTIMEO (LP_TX), SO_RCVTIMEO (LP_RX) ms */
+    uint8_t pb[256];
+    uint32_t sndcap;                /* SO_SNDBUF the application set (the kernel's
+                                     * doubled value), 0: the whole ring */
+    int kern_eof;                   /* kernel stream ended (peer closed) */
+    int kern_err;                   /* kernel error seen (ECONNRESET ...) */
+    int lowat;                      /* SO_RCVLOWAT */
+    uint64_t tx_kernel, rx_kernel;  /* application bytes on the kernel stream */
+    uint64_t bells_drained;         /* doorbell bytes read from the kernel stream */
+    local_ring_t ch;
+} lp_conn_t;
+
+/* Process-wide state of the path. */
+typedef struct lp_global {
+    int enabled;
+    unsigned spin_us;
+    size_t ring_size;
+    int list_lock;
+    lp_conn_t *head;
+    uint64_t declined[LOCAL_PAIR_R_COUNT];
+} lp_global_t;
+
+extern lp_global_t lp;
+extern __thread int lp_tid;
+extern const shim_path_t path_local;
+
+/* A blocking call's wait: its deadline from SO_RCVTIMEO / SO_SNDTIMEO (read
+ * at the first sleep), -1 for none. */
+typedef struct lp_wait {
+    int64_t deadline;
+    int init;
+} lp_wait_t;
+
+#define LP_WAIT_INIT { -1, 0 }
+#define LP_SLEEP_SLICE_MS 50
+
+/* The waiter must look again within ms (shim_ready_ask_t). */
+static inline void lp_recheck(shim_ready_ask_t *ask, int ms)
+{
+    if (ask && (!ask->recheck_ms || ms < ask->recheck_ms))
+        ask->recheck_ms = ms;
+}
+
+/* 1 when f is claimed by this path. */
+static inline int lp_claimed(const shim_fd_t *f)
+{
+    return shim_fd_claimed(f) && f->path == &path_local;
+}
+
+/* SCM_RIGHTS hand-over (scm.c): what travels with a passed socket. */
+typedef struct path_local_handover {
+    uint64_t cookie;            /* SO_COOKIE of the passed socket */
+    uint32_t side, flags;
+    uint64_t tx_kernel, rx_kernel, bells_drained, bells_claimed;
+} path_local_handover_t;
+
+#define PATH_LOCAL_INHERIT_MAX 4096
+
+/* bell.c */
+int lp_tx_switch(lp_conn_t *c);
+void lp_bell(lp_conn_t *c, int fd);
+void lp_wake(lp_conn_t *c, int fd, int flags, uint32_t *word);
+ssize_t lp_broken(lp_conn_t *c);
+size_t lp_drain_ex(lp_conn_t *c, int fd, int full);
+size_t lp_drain(lp_conn_t *c, int fd);
+int lp_rx_catch_up(lp_conn_t *c);
+
+/* conn.c */
+int lp_gettid(void);
+lp_side_t *lp_side(lp_conn_t *c, int side);
+int lp_rv(lp_conn_t *c);
+void lp_futex(uint32_t *w, int op, uint32_t val, const struct timespec *ts);
+void lp_lock_word(uint32_t *w);
+void lp_unlock_word(uint32_t *w);
+uint32_t *lp_lockp(lp_conn_t *c, int role);
+void lp_lock(lp_conn_t *c, int role);
+void lp_unlock(lp_conn_t *c, int role);
+int lp_txdir(lp_conn_t *c);
+int lp_rxdir(lp_conn_t *c);
+lp_conn_t *lp_conn(shim_fd_t *f);
+int lp_nonblocking(lp_conn_t *c, int fd, int flags);
+size_t lp_iov_total(const struct iovec *iov, size_t n);
+int lp_msg_check(const struct msghdr *msg);
+int lp_iov_window(const struct iovec *iov, size_t n, size_t skip, size_t limit,
+                         struct iovec *win);
+void lp_list_lock(void);
+void lp_list_unlock(void);
+lp_conn_t *lp_conn_new(int state);
+void lp_conn_free(lp_conn_t *c);
+void lp_fds_note(lp_conn_t *c, int fd, int add);
+void lp_claim(int fd, lp_conn_t *c);
+uint32_t lp_holders_add(lp_conn_t *c, int delta);
+int lp_cached_get(lp_conn_t *c, const lp_cached_t *k, int64_t *v);
+void lp_cached_begin(lp_conn_t *c, lp_cached_t *k);
+void lp_cached_set(lp_cached_t *k, int64_t v);
+void lp_channel_adopt(lp_conn_t *c, int memfd);
+void lp_decline(int reason);
+int64_t lp_tx_room(lp_conn_t *c);
+size_t lp_tx_want(lp_conn_t *c, size_t want);
+
+/* exec.c */
+unsigned lp_flags(const lp_conn_t *c);
+size_t lp_exec_prepare(const shim_exec_t *e, char *buf, size_t bufsz);
+void path_local_exec_failed(void);
+void lp_inherit_one(const int *fds, int nfds, int memfd, int side, unsigned flags,
+                           const uint64_t v[4]);
+void path_local_inherit(void);
+int path_local_handover_prepare(shim_fd_t *f, int fd, path_local_handover_t *h, int *memfd_p);
+void path_local_hand_back(shim_fd_t *f, int fd, const char *why);
+void path_local_handover_posted(shim_fd_t *f);
+void path_local_handover_adopt(int fd, const path_local_handover_t *h, int memfd);
+
+/* handback.c */
+int64_t lp_rv_owed(lp_conn_t *c);
+size_t lp_rv_keep(lp_conn_t *c, const char *buf, size_t n);
+size_t lp_pb_take(lp_conn_t *c, struct msghdr *msg, size_t skip, int peek);
+int lp_bells_take(lp_conn_t *c, int fd, int64_t n);
+void lp_rv_check_done(lp_conn_t *c);
+int lp_rv_sibling(lp_conn_t *c, int role);
+void lp_rv_rx_done(lp_conn_t *c, int fd);
+int lp_rv_take_mark(lp_conn_t *c, int fd);
+int lp_rv_tx(lp_conn_t *c, int fd, int wait_ms);
+void lp_revert(lp_conn_t *c, int fd, const char *why);
+
+/* life.c */
+int path_local_shutdown(shim_fd_t *f, int fd, int how);
+void lp_bells_settle(lp_conn_t *c, int fd);
+void lp_conn_release(lp_conn_t *c, int fd);
+void lp_forget(shim_fd_t *f, int fd);
+void lp_dup(shim_fd_t *f, int fd);
+void lp_fork_hold(int delta);
+void lp_fork_prepare(void);
+void lp_fork_parent(void);
+void lp_fork_child(void);
+void lp_stats_visit(void *arg, zc_stats_emit_func_t emit, void *ctx);
+void lp_init(void);
+
+/* pairing.c */
+void lp_pickup_done(lp_conn_t *c, int rc, int memfd);
+void lp_pickup_try(lp_conn_t *c, int fd, int r3);
+void lp_pending_end(lp_conn_t *c);
+int path_local_enabled(void);
+int lp_wants_creds(int fd);
+int lp_candidate(int fd);
+void path_local_listened(int fd);
+void path_local_connect_prepare(int fd, const struct sockaddr *addr, socklen_t len);
+void path_local_connect_done(int fd, int rc, int err);
+void path_local_accepted(int lfd, int fd);
+
+/* ready.c */
+short lp_kernel_events(shim_fd_t *f, short ev);
+uint64_t lp_change(shim_fd_t *f);
+int lp_kernel_revents(int fd, short ev);
+void lp_armed_recheck(lp_conn_t *c, shim_ready_ask_t *ask);
+int lp_rv_progress(lp_conn_t *c, int fd, short ev, int kev, shim_ready_ask_t *ask);
+short lp_revents(shim_fd_t *f, int fd, short ev, int kev, int arm, shim_ready_ask_t *ask);
+int path_local_ioctl(shim_fd_t *f, int fd, unsigned long req, void *arg, int *rc);
+void path_local_settings_changed(shim_fd_t *f);
+void path_local_setsockopt(shim_fd_t *f, int fd, int level, int name, const void *val,
+                           socklen_t len);
+int path_local_getsockopt(shim_fd_t *f, int level, int name, void *val, socklen_t *len);
+
+/* recv.c */
+int64_t lp_now_ms(void);
+int lp_interrupted(const lp_wait_t *w);
+void lp_kernel_look(lp_conn_t *c, int fd, int role);
+int lp_sleep(lp_conn_t *c, int fd, int role, lp_wait_t *w);
+ssize_t lp_recv_kernel(lp_conn_t *c, shim_fd_t *f, int fd, struct msghdr *msg, int flags,
+                              int *again);
+ssize_t lp_recv_ring(lp_conn_t *c, int fd, struct msghdr *msg, int flags, size_t skip,
+                            int *eof);
+int lp_rv_return(lp_conn_t *c, int fd, int flags, lp_wait_t *w);
+ssize_t lp_recvmsg(shim_fd_t *f, int fd, struct msghdr *msg, int flags);
+
+/* send.c */
+void lp_pickup(lp_conn_t *c, int fd);
+int lp_peer_gone(lp_conn_t *c);
+ssize_t lp_epipe(int flags);
+ssize_t lp_send_kernel(shim_fd_t *f, int fd, const struct msghdr *msg, int flags,
+                              lp_conn_t *c);
+ssize_t lp_sendmsg(shim_fd_t *f, int fd, const struct msghdr *msg, int flags);
+size_t lp_send_room(lp_conn_t *c, int fd, int flags, size_t want);
+ssize_t path_local_sendfile(shim_fd_t *f, int out_fd, int in_fd, off_t *offset, size_t count);
+ssize_t path_local_splice(int fd_in, loff_t *off_in, int fd_out, loff_t *off_out, size_t len,
+                          unsigned flags);
+
+/* scm.c */
+void path_local_mbox_ensure(void);
+void path_local_mbox_fork_child(void);
+int path_local_mbox_moved(void *ctx, int from, int to);
+void path_local_scm_send(int fd, const struct msghdr *msg);
+void path_local_scm_received(struct msghdr *msg);
+
+#endif

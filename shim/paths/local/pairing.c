@@ -1,0 +1,171 @@
+/* The local path: pairing decisions from the descriptor hooks (listen,
+ * connect, accept) and a pending client's pickup of the server's offer. */
+#include "lp_int.h"
+
+void lp_pickup_done(lp_conn_t *c, int rc, int memfd)
+{
+    local_pair_fd_close(c->ann);
+    c->ann = -1;
+    if (rc == 0) {
+        c->state = LP_PAIRED;
+        lp_channel_adopt(c, memfd);
+        zc_stat_add(ZC_STAT_LOCAL_PAIRED_CLIENT, 1);
+    } else {
+        c->state = LP_PLAIN;
+        lp_decline(LOCAL_PAIR_R_NOT_ZCSOCK);
+    }
+}
+
+/* A pending client looks for the server's offer.  The send path (under the
+ * TX lock) and rule R3 of the receive path (under the RX lock) may do so at
+ * once from two threads: one at a time, or the one that finds the offer
+ * already taken would decline a connection the other just attached.  r3:
+ * server bytes arrived, so the offer is there or never comes (waits for a
+ * pickup in progress, and a missing offer means plain TCP); otherwise a
+ * busy or empty look changes nothing. */
+void lp_pickup_try(lp_conn_t *c, int fd, int r3)
+{
+    int memfd = -1, rc;
+
+    while (__atomic_exchange_n(&c->pickup_busy, 1, __ATOMIC_ACQUIRE)) {
+        if (!r3)
+            return;
+        sched_yield();
+    }
+    if (c->state == LP_PENDING && c->ann >= 0) {
+        rc = local_pair_channel_recv(fd, c->ann, c->forked ? LOCAL_PAIR_F_REQUEUE : 0, &c->ch,
+                                     &memfd);
+        if (rc != -EAGAIN || r3)
+            lp_pickup_done(c, rc, memfd);
+    }
+    __atomic_store_n(&c->pickup_busy, 0, __ATOMIC_RELEASE);
+}
+
+/* A pending client gives up the offer for good (shutdown, hand-back): plain
+ * TCP, after any pickup in progress in another thread. */
+void lp_pending_end(lp_conn_t *c)
+{
+    while (__atomic_exchange_n(&c->pickup_busy, 1, __ATOMIC_ACQUIRE))
+        sched_yield();
+    if (c->state == LP_PENDING)
+        lp_pickup_done(c, -ECANCELED, -1);
+    __atomic_store_n(&c->pickup_busy, 0, __ATOMIC_RELEASE);
+}
+
+
+/* --- pairing from the descriptor hooks ------------------------------------------ */
+
+int path_local_enabled(void)
+{
+    return lp.enabled;
+}
+
+/* SO_PASSCRED / SO_PASSSEC on an AF_UNIX socket: every read returns the
+ * sender's credentials, which only kernel bytes carry. */
+int lp_wants_creds(int fd)
+{
+    int on = 0, sec = 0;
+
+    zc_real.getsockopt(fd, SOL_SOCKET, SO_PASSCRED, &on, &(socklen_t){ sizeof(on) });
+    zc_real.getsockopt(fd, SOL_SOCKET, SO_PASSSEC, &sec, &(socklen_t){ sizeof(sec) });
+    return on || sec;
+}
+
+int lp_candidate(int fd)
+{
+    shim_fd_t *f = shim_fd_get(fd);
+
+    if (!lp.enabled || !f || f->kind != SHIM_FD_SOCKET || !f->stream || f->claim ||
+        !(f->family == AF_INET || f->family == AF_INET6 ||
+          (f->family == AF_UNIX && zc_config.local_unix)))
+        return 0;
+    if (f->family == AF_UNIX && lp_wants_creds(fd)) {
+        lp_decline(LOCAL_PAIR_R_UNSUPPORTED);
+        return 0;
+    }
+    return 1;
+}
+
+void path_local_listened(int fd)
+{
+    shim_fd_t *f = shim_fd_get(fd);
+    int beacon = -1;
+
+    if (!lp_candidate(fd) || f->family == AF_UNIX)
+        return;
+    if (local_pair_listen(fd, &beacon) != 0)
+        beacon = -1;        /* tried: another process holds the name */
+    /* Watched, so the beacon goes with the listener (ctx: beacon + 1). */
+    shim_fd_watch(fd, &path_local, (void *)(intptr_t)(beacon + 1));
+}
+
+void path_local_connect_prepare(int fd, const struct sockaddr *addr, socklen_t len)
+{
+    int ann = -1, reason = LOCAL_PAIR_R_NONE, dec;
+    lp_conn_t *c;
+
+    if (!lp_candidate(fd))
+        return;
+    dec = local_pair_connect_prepare(fd, addr, len, &ann, &reason);
+    if (dec != LOCAL_PAIR_PENDING) {
+        lp_decline(reason);
+        return;
+    }
+    c = lp_conn_new(LP_PENDING);
+    if (!c) {
+        local_pair_fd_close(ann);
+        lp_decline(LOCAL_PAIR_R_ERROR);
+        return;
+    }
+    c->ann = ann;
+    c->state = LP_PENDING;
+    lp_claim(fd, c);
+}
+
+void path_local_connect_done(int fd, int rc, int err)
+{
+    shim_fd_t *f = shim_fd_get(fd);
+    lp_conn_t *c;
+    int reason = LOCAL_PAIR_R_NONE;
+
+    if (!lp_claimed(f))
+        return;
+    c = lp_conn(f);
+    if (c->state != LP_PENDING || c->ann < 0)
+        return;
+    if (rc < 0 && (err == EINPROGRESS || err == EALREADY || err == EINTR))
+        return;     /* decided on the first data call (connected or not) */
+    if (rc < 0 || local_pair_connected(fd, c->ann, &reason) != LOCAL_PAIR_PENDING) {
+        local_pair_fd_close(c->ann);
+        c->ann = -1;
+        c->state = LP_PLAIN;
+        lp_decline(rc < 0 ? LOCAL_PAIR_R_ERROR : reason);
+    }
+}
+
+void path_local_accepted(int lfd, int fd)
+{
+    shim_fd_t *l = shim_fd_get(lfd);
+    int memfd = -1, reason = LOCAL_PAIR_R_NONE, dec;
+    lp_conn_t *c;
+
+    if (!lp_candidate(fd))
+        return;
+    if (l && l->kind == SHIM_FD_SOCKET && l->claim == SHIM_CLAIM_NONE && l->family != AF_UNIX)
+        path_local_listened(lfd);   /* inherited listener: our beacon too */
+    c = lp_conn_new(LP_PAIRED);
+    if (!c) {
+        lp_decline(LOCAL_PAIR_R_ERROR);
+        return;
+    }
+    dec = local_pair_accepted(lfd, fd, lp.ring_size, &c->ch, &memfd, &reason);
+    if (dec != LOCAL_PAIR_PAIRED) {
+        lp_conn_free(c);
+        lp_decline(reason);
+        return;
+    }
+    lp_channel_adopt(c, memfd);
+    zc_stat_add(ZC_STAT_LOCAL_PAIRED_SERVER, 1);
+    lp_claim(fd, c);
+}
+

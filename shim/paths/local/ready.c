@@ -1,0 +1,254 @@
+/* The local path: readiness for the engine (revents, kernel events, the
+ * change counter), FIONREAD, socket options. */
+#include "lp_int.h"
+
+short lp_kernel_events(shim_fd_t *f, short ev)
+{
+    lp_conn_t *c = lp_conn(f);
+    short k = ev;
+
+    if (c->state != LP_PAIRED)
+        return ev;
+    if (c->tx_ring)
+        k &= ~(POLLOUT | POLLWRNORM | POLLWRBAND);
+    if (ev & (POLLOUT | POLLWRNORM))
+        k |= POLLIN;    /* space doorbells arrive as readable bytes */
+    return k;
+}
+
+/* Moves whenever data arrives or space frees: received stream positions
+ * (ring and kernel) plus the position the peer consumed up to. */
+uint64_t lp_change(shim_fd_t *f)
+{
+    lp_conn_t *c = lp_conn(f);
+
+    if (!c->ch.base)
+        return c->rx_kernel;
+    return __atomic_load_n(&c->ch.hdr->ctl[lp_rxdir(c)].bytes_head, __ATOMIC_ACQUIRE) +
+           c->rx_kernel +
+           __atomic_load_n(&c->ch.hdr->ctl[lp_txdir(c)].bytes_tail, __ATOMIC_ACQUIRE);
+}
+
+/* The kernel socket's readiness for ev, asked now. */
+int lp_kernel_revents(int fd, short ev)
+{
+    struct pollfd p = { fd, (short)(ev | POLLIN), 0 };
+
+    return zc_real.poll(&p, 1, 0) < 0 ? -1 : p.revents;
+}
+
+/* A poll/epoll waiter announced a wait for space: if the connection was
+ * handed back meanwhile the initiator may not have seen the announcement
+ * (HAND-BACK 4), so withdraw it and look again soon. */
+void lp_armed_recheck(lp_conn_t *c, shim_ready_ask_t *ask)
+{
+    if (lp_rv(c)) {
+        local_ring_tx_wait_cancel(&c->ch, lp_txdir(c));
+        lp_recheck(ask, 1);
+    }
+}
+
+/* Readiness of a connection handed back: move it on without blocking (give
+ * the ring to the kernel, take the initiator's MARK), then answer with the
+ * kernel's readiness when a direction changed.  Returns kev to use. */
+int lp_rv_progress(lp_conn_t *c, int fd, short ev, int kev, shim_ready_ask_t *ask)
+{
+    int changed = 0;
+
+    lp_lock(c, LP_TX);
+    if (c->state == LP_PAIRED && !(c->tx_never && !c->tx_ring)) {
+        if (lp_rv_tx(c, fd, 0) == -EAGAIN)
+            lp_recheck(ask, 10);        /* the kernel takes the rest later */
+        changed |= c->tx_never && !c->tx_ring;
+    }
+    lp_unlock(c, LP_TX);
+    lp_lock(c, LP_RX);
+    if (c->state == LP_PAIRED && !c->rx_plain && lp_rv_sibling(c, LP_RX)) {
+        changed = 1;
+    } else if (c->state == LP_PAIRED && !c->rx_plain) {
+        uint64_t sw = local_pair_switch_get(&c->ch, lp_rxdir(c));
+
+        if (c->rx_ring) {
+            changed |= lp_rv_take_mark(c, fd) > 0;
+        } else if (sw == LOCAL_PAIR_SWITCH_UNSET || sw == LOCAL_PAIR_SWITCH_NEVER) {
+            local_pair_switch_refuse(&c->ch, lp_rxdir(c));
+            if (local_pair_switch_get(&c->ch, lp_rxdir(c)) == LOCAL_PAIR_SWITCH_NEVER) {
+                lp_rv_rx_done(c, fd);   /* the peer never sent into the ring */
+                changed = 1;
+            }
+        }
+    }
+    lp_rv_check_done(c);
+    lp_unlock(c, LP_RX);
+    return changed || kev < 0 ? lp_kernel_revents(fd, ev) : kev;
+}
+
+short lp_revents(shim_fd_t *f, int fd, short ev, int kev, int arm, shim_ready_ask_t *ask)
+{
+    lp_conn_t *c = lp_conn(f);
+    short rev = 0, ein = ev & (POLLIN | POLLRDNORM), eout = ev & (POLLOUT | POLLWRNORM);
+    int64_t rd, wr;
+    int rc = 0;
+
+    if (c->state == LP_PAIRED && (c->rv_seen || lp_rv(c)))
+        kev = lp_rv_progress(c, fd, ev, kev, ask);
+    else if (c->rv_seen && kev < 0)
+        kev = lp_kernel_revents(fd, ev);        /* its epoll registration may be stale */
+    lp_rx_catch_up(c);
+    if (c->pb_off < c->pb_len)
+        rev |= ein;
+    if (c->state != LP_PAIRED || !c->rx_ring) {
+        /* Receiving in the kernel: its readiness is the truth, except for
+         * doorbells beyond the switch point, which the next read drops
+         * (they make at most one early wake-up). */
+        rev |= kev < 0 ? 0 : (short)(kev & (ev | POLLHUP | POLLERR | POLLNVAL));
+        if (c->state == LP_PAIRED && c->tx_ring) {
+            rev &= ~(POLLOUT | POLLWRNORM);
+            wr = lp_tx_room(c);
+            if (eout && (wr > LP_ROOM_KEEP || wr < 0 || lp_peer_gone(c)))
+                rev |= eout;
+            else if (eout && arm &&
+                     local_ring_tx_wait_prepare(&c->ch, lp_txdir(c),
+                                                lp_tx_want(c, LOCAL_RING_CHUNK)) == 1)
+                lp_armed_recheck(c, ask);
+        }
+        return rev;
+    }
+    lp_lock(c, LP_RX);
+    if (kev > 0 && (kev & POLLIN))
+        lp_drain(c, fd);
+    rd = local_ring_readable(&c->ch, lp_rxdir(c));
+    if (rd == 0) {
+        local_ring_frame_t fr;
+
+        if (local_ring_frame_next(&c->ch, lp_rxdir(c), &fr) == 0 && fr.type == LOCAL_RING_REC_EOF)
+            rev |= ein | (ev & POLLRDHUP);
+    }
+    if (rd < 0 || c->kern_err)
+        rev |= POLLERR | POLLHUP | ein;
+    else if (c->kern_eof)
+        rev |= ein | (ev & POLLRDHUP) | POLLHUP;
+    else if (rd >= (c->lowat > 0 ? c->lowat : 1) || (rd > 0 && c->rd_shut) || c->rd_shut)
+        rev |= ein;
+    if (ein && !(rev & ein) && arm) {
+        if (rd == 0) {
+            if (local_ring_rx_wait_prepare(&c->ch, lp_rxdir(c)) == 0 && c->lowat <= 1)
+                rev |= ein;
+        } else {
+            /* Some bytes, fewer than SO_RCVLOWAT: the ring cannot ring at a
+             * level, so the waiter looks again every few milliseconds. */
+            lp_recheck(ask, 5);
+        }
+    }
+    lp_unlock(c, LP_RX);
+    if (eout) {
+        if (!c->tx_ring) {
+            rev |= kev < 0 ? 0 : (short)(kev & eout);
+        } else {
+            wr = lp_tx_room(c);
+            if (wr > LP_ROOM_KEEP || wr < 0 || lp_peer_gone(c))
+                rev |= eout;
+            else if (arm && (rc = local_ring_tx_wait_prepare(&c->ch, lp_txdir(c),
+                                                             lp_tx_want(c, LOCAL_RING_CHUNK))) == 0)
+                rev |= eout;
+            else if (rc == 1)
+                lp_armed_recheck(c, ask);
+        }
+    }
+    if (kev > 0)
+        rev |= (short)(kev & (POLLERR | POLLNVAL));
+    return rev;
+}
+
+int path_local_ioctl(shim_fd_t *f, int fd, unsigned long req, void *arg, int *rc)
+{
+    lp_conn_t *c = lp_conn(f);
+    int64_t rd = 0;
+    uint64_t sw;
+    int k = 0;
+
+    if (req != FIONREAD || !arg || (c->state != LP_PAIRED && c->pb_off >= c->pb_len))
+        return 0;
+    lp_lock(c, LP_RX);
+    if (c->rx_plain) {
+        if (zc_real.ioctl(fd, FIONREAD, &k) < 0) {
+            lp_unlock(c, LP_RX);
+            return 0;
+        }
+        k += c->pb_len - c->pb_off;
+        lp_unlock(c, LP_RX);
+        *(int *)arg = k;
+        *rc = 0;
+        return 1;
+    }
+    sw = local_pair_switch_get(&c->ch, lp_rxdir(c));
+    if (!c->rx_ring) {
+        /* Kernel bytes before the switch point are data, the rest doorbells. */
+        if (zc_real.ioctl(fd, FIONREAD, &k) < 0) {
+            lp_unlock(c, LP_RX);
+            return 0;
+        }
+        if (sw != LOCAL_PAIR_SWITCH_UNSET && sw != LOCAL_PAIR_SWITCH_NEVER &&
+            (uint64_t)k > sw - c->rx_kernel)
+            k = (int)(sw - c->rx_kernel);
+    }
+    if (c->rx_ring || (sw != LOCAL_PAIR_SWITCH_UNSET && sw != LOCAL_PAIR_SWITCH_NEVER &&
+                       c->rx_kernel + (uint64_t)k == sw))
+        rd = local_ring_readable(&c->ch, lp_rxdir(c));
+    lp_unlock(c, LP_RX);
+    rd = rd < 0 ? 0 : rd + k;
+    *(int *)arg = rd > INT32_MAX ? INT32_MAX : (int)rd;
+    *rc = 0;
+    return 1;
+}
+
+void path_local_settings_changed(shim_fd_t *f)
+{
+    __atomic_add_fetch(&lp_conn(f)->lgen, 1, __ATOMIC_ACQ_REL);
+}
+
+void path_local_setsockopt(shim_fd_t *f, int fd, int level, int name, const void *val,
+                           socklen_t len)
+{
+    lp_conn_t *c = lp_conn(f);
+
+    path_local_settings_changed(f);
+    if (!val)
+        return;
+    if (level == IPPROTO_TCP && name == TCP_NODELAY && len >= sizeof(int)) {
+        c->app_nodelay = *(const int *)val != 0;
+        if (c->bell_push && !c->app_nodelay)    /* the doorbells still need it */
+            zc_real.setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &(int){ 1 }, sizeof(int));
+        return;
+    }
+    if (level != SOL_SOCKET)
+        return;
+    if ((name == SO_PASSCRED || name == SO_PASSSEC) && f->family == AF_UNIX &&
+        len >= sizeof(int) && *(const int *)val)
+        lp_revert(c, fd, name == SO_PASSCRED ? "SO_PASSCRED" : "SO_PASSSEC");
+    else if (name == SO_RCVLOWAT && len >= sizeof(int))
+        c->lowat = *(const int *)val;
+    else if ((name == SO_SNDBUF || name == SO_SNDBUFFORCE) && len >= sizeof(int)) {
+        int v = *(const int *)val;
+
+        v = v > INT_MAX / 2 ? INT_MAX : 2 * v;   /* what the kernel makes of it */
+        c->sndcap = (uint32_t)(v < 4608 ? 4608 : v);
+    }
+    else if (name == SO_LINGER && len >= sizeof(struct linger))
+        c->linger0 = ((const struct linger *)val)->l_onoff &&
+                     !((const struct linger *)val)->l_linger;
+}
+
+
+int path_local_getsockopt(shim_fd_t *f, int level, int name, void *val, socklen_t *len)
+{
+    lp_conn_t *c = lp_conn(f);
+
+    if (level != IPPROTO_TCP || name != TCP_NODELAY || !c->bell_push || !val || !len ||
+        *len < sizeof(int))
+        return 0;
+    *(int *)val = c->app_nodelay;
+    *len = sizeof(int);
+    return 1;
+}
+

@@ -1,0 +1,406 @@
+/* The local path: receiving (ring mode, kernel mode before the switch point,
+ * blocking sleeps on the futex word). */
+#include "lp_int.h"
+
+int64_t lp_now_ms(void)
+{
+    struct timespec t;
+
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+/* poll() was interrupted: would the application's blocking call have been?
+ * The kernel restarts a socket call after a handler with SA_RESTART unless
+ * the socket has a timeout; we cannot tell which signal it was, so any
+ * installed handler without SA_RESTART counts. */
+int lp_interrupted(const lp_wait_t *w)
+{
+    struct sigaction sa;
+    int sig;
+
+    if (w->deadline >= 0)
+        return 1;
+    for (sig = 1; sig < NSIG; sig++) {
+        if (sig == SIGKILL || sig == SIGSTOP || sigaction(sig, NULL, &sa))
+            continue;
+        if (sa.sa_handler != SIG_DFL && sa.sa_handler != SIG_IGN && !(sa.sa_flags & SA_RESTART))
+            return 1;
+    }
+    return 0;
+}
+
+/* What the kernel socket says, without taking data the application still
+ * has to read there: EOF, an error, a FIN while we send through the ring. */
+void lp_kernel_look(lp_conn_t *c, int fd, int role)
+{
+    struct pollfd p = { fd, POLLIN | POLLRDHUP, 0 };
+    char b;
+    ssize_t n;
+
+    if (lp_rx_catch_up(c)) {
+        lp_drain(c, fd);
+        return;
+    }
+    if (zc_real.poll(&p, 1, 0) <= 0)
+        return;
+    /* A FIN while we send through the ring means the peer closed (it would
+     * have ended its side with an EOF record otherwise). */
+    if (role == LP_TX && c->tx_ring && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)))
+        c->kern_eof = 1;
+    n = zc_real.recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n == 0)
+        c->kern_eof = 1;
+    else if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+        c->kern_err = errno;
+}
+
+/* Sleep in a blocking call until the peer wakes our futex word (announced
+ * with LOCAL_RING_WAIT_FUTEX for role LP_RX: data; LP_TX: space), after an
+ * optional spin (ZCSOCK_SPIN_US).  The sleep is cut in slices so a peer that
+ * died without waking us is noticed through the kernel socket.  Returns 0
+ * (look again) or -errno for the application (EINTR, EAGAIN on SO_*TIMEO). */
+int lp_sleep(lp_conn_t *c, int fd, int role, lp_wait_t *w)
+{
+    uint32_t *word = role == LP_RX
+                         ? local_ring_wait_word(&c->ch, lp_rxdir(c), LOCAL_RING_ROLE_CONS)
+                         : local_ring_wait_word(&c->ch, lp_txdir(c), LOCAL_RING_ROLE_PROD);
+    struct timespec ts = { 0, LP_SLEEP_SLICE_MS * 1000000L };
+    long r;
+
+    if (!w->init) {
+        lp_cached_t *k = &c->timeo[role];
+        int64_t ms;
+
+        w->init = 1;
+        if (!lp_cached_get(c, k, &ms)) {
+            struct timeval tv = { 0, 0 };
+
+            lp_cached_begin(c, k);
+            ms = -1;
+            if (!zc_real.getsockopt(fd, SOL_SOCKET, role == LP_RX ? SO_RCVTIMEO : SO_SNDTIMEO,
+                                    &tv, &(socklen_t){ sizeof(tv) })) {
+                ms = tv.tv_sec || tv.tv_usec ? tv.tv_sec * 1000 + (tv.tv_usec + 999) / 1000 : 0;
+                lp_cached_set(k, ms);
+            }
+        }
+        if (ms > 0)
+            w->deadline = lp_now_ms() + ms;
+    }
+    if (w->deadline >= 0) {
+        int64_t left = w->deadline - lp_now_ms();
+
+        if (left <= 0)
+            return -EAGAIN;
+        if (left < LP_SLEEP_SLICE_MS)
+            ts.tv_nsec = left * 1000000L;
+    }
+    if (lp.spin_us) {
+        struct timespec t0, t;
+        int i;
+
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        for (i = 0;; i++) {
+            if (__atomic_load_n(word, __ATOMIC_ACQUIRE) != LOCAL_RING_WAIT_FUTEX)
+                return 0;
+            __builtin_ia32_pause();
+            if ((i & 63) == 63) {
+                clock_gettime(CLOCK_MONOTONIC, &t);
+                if ((t.tv_sec - t0.tv_sec) * 1000000 + (t.tv_nsec - t0.tv_nsec) / 1000 >=
+                    (long)lp.spin_us)
+                    break;
+            }
+        }
+    }
+    zc_stat_add(ZC_STAT_LOCAL_SLEEPS, 1);
+    r = syscall(SYS_futex, word, FUTEX_WAIT, LOCAL_RING_WAIT_FUTEX, &ts, NULL, 0);
+    if (r < 0 && errno == EINTR)
+        return lp_interrupted(w) ? -EINTR : 0;
+    if (r < 0 && errno == ETIMEDOUT)
+        lp_kernel_look(c, fd, role);
+    return 0;
+}
+
+/* Kernel mode of our receiving direction (rule R1): receive from the kernel
+ * socket, never past the switch point, and keep only the data.  RX lock
+ * held; returns with it held. */
+ssize_t lp_recv_kernel(lp_conn_t *c, shim_fd_t *f, int fd, struct msghdr *msg, int flags,
+                              int *again)
+{
+    struct iovec win[LP_IOV_WIN];
+    struct msghdr m = *msg;
+    uint64_t sw = c->ch.base ? local_pair_switch_get(&c->ch, lp_rxdir(c))
+                             : LOCAL_PAIR_SWITCH_UNSET;
+    size_t limit = SIZE_MAX, data;
+    ssize_t n;
+
+    *again = 0;
+    if (c->rx_plain) {          /* handed back: kept bytes first, then the kernel's */
+        if (c->pb_off < c->pb_len) {
+            n = (ssize_t)lp_pb_take(c, msg, 0, flags & MSG_PEEK);
+            msg->msg_flags = 0;
+            msg->msg_controllen = 0;
+            msg->msg_namelen = 0;
+            shim_copy_account(f, 0, n, 1);
+            return n;
+        }
+        n = zc_real.recvmsg(fd, msg, flags & ~MSG_WAITALL);
+        shim_copy_account(f, 0, n, 1);
+        return n < 0 ? -errno : n;
+    }
+    if (sw != LOCAL_PAIR_SWITCH_UNSET && sw != LOCAL_PAIR_SWITCH_NEVER) {
+        if (c->rx_kernel >= sw) {
+            c->rx_ring = 1;
+            local_ring_rx_wait_cancel(&c->ch, lp_rxdir(c));   /* R2: take over S3 */
+            *again = 1;
+            return 0;
+        }
+        limit = (size_t)(sw - c->rx_kernel);
+        m.msg_iov = win;
+        m.msg_iovlen = (size_t)lp_iov_window(msg->msg_iov, msg->msg_iovlen, 0, limit, win);
+    }
+    else if (sw == LOCAL_PAIR_SWITCH_UNSET && !(flags & MSG_PEEK)) {
+        /* No switch point yet: look before taking.  One published while we
+         * wait makes what follows it doorbells, or, after a hand-back, data
+         * that comes after the ring's (which a read must not take, nor the
+         * descriptors that may travel with it). */
+        struct msghdr pm = m;
+
+        pm.msg_control = NULL;
+        pm.msg_controllen = 0;
+        pm.msg_name = NULL;
+        pm.msg_namelen = 0;
+        n = zc_real.recvmsg(fd, &pm, (flags & ~MSG_WAITALL) | MSG_PEEK);
+        if (n > 0 && c->state == LP_PENDING)
+            lp_pickup_try(c, fd, 1);    /* R3 */
+        if (n <= 0) {
+            msg->msg_flags = pm.msg_flags;
+            msg->msg_controllen = 0;
+            msg->msg_namelen = 0;
+            shim_copy_account(f, 0, n, 1);
+            return n < 0 ? -errno : 0;
+        }
+        data = local_pair_rx_split(c->state == LP_PAIRED ? &c->ch : NULL, lp_rxdir(c),
+                                   c->rx_kernel, (size_t)n);
+        if (!data) {
+            *again = 1;         /* all past the switch point: the ring's turn */
+            return 0;
+        }
+        m.msg_iov = win;
+        m.msg_iovlen = (size_t)lp_iov_window(msg->msg_iov, msg->msg_iovlen, 0, data, win);
+        flags |= MSG_DONTWAIT;  /* they are there */
+    }
+    n = zc_real.recvmsg(fd, &m, flags & ~MSG_WAITALL);
+    msg->msg_flags = m.msg_flags;
+    msg->msg_controllen = m.msg_controllen;
+    msg->msg_namelen = m.msg_namelen;
+    if (n <= 0) {
+        shim_copy_account(f, 0, n, 1);
+        return n < 0 ? -errno : 0;
+    }
+    if (c->state == LP_PENDING)         /* R3: the offer precedes the server's first byte */
+        lp_pickup_try(c, fd, 1);
+    data = local_pair_rx_split(c->state == LP_PAIRED ? &c->ch : NULL, lp_rxdir(c),
+                               c->rx_kernel, (size_t)n);
+    if (!(flags & MSG_PEEK)) {
+        c->rx_kernel += data;
+        c->bells_drained += (size_t)n - data;
+    } else if (data < (size_t)n) {
+        /* Peeked doorbells: consume them (they are not the application's). */
+        char buf[256];
+        size_t skip = (size_t)n - data;
+
+        if (!data)
+            while (skip) {
+                ssize_t k = zc_real.recv(fd, buf, skip < sizeof(buf) ? skip : sizeof(buf),
+                                         MSG_DONTWAIT);
+                if (k <= 0)
+                    break;
+                skip -= (size_t)k;
+                c->bells_drained += (size_t)k;
+            }
+    }
+    shim_copy_account(f, 0, (ssize_t)data, 1);
+    if (!data)
+        *again = 1;     /* only doorbells: the rest comes from the ring */
+    return (ssize_t)data;
+}
+
+/* Ring mode of our receiving direction.  RX lock held. */
+ssize_t lp_recv_ring(lp_conn_t *c, int fd, struct msghdr *msg, int flags, size_t skip,
+                            int *eof)
+{
+    struct iovec win[LP_IOV_WIN];
+    size_t done = 0;
+    int n = lp_iov_window(msg->msg_iov, msg->msg_iovlen, skip, SIZE_MAX, win);
+    int rc = local_ring_read(&c->ch, lp_rxdir(c), win, n,
+                             (flags & MSG_PEEK) ? LOCAL_RING_PEEK : 0, &done);
+
+    *eof = 0;
+    msg->msg_controllen = 0;    /* a stream through the ring: no address, no ancillary data */
+    msg->msg_namelen = 0;
+    if (rc < 0)
+        return lp_broken(c);
+    if ((rc & LOCAL_RING_F_RECORD) && (!done || !(flags & MSG_PEEK))) {
+        /* At a record: the initiator's MARK of a hand-back (page exchange
+         * is not produced yet). */
+        if (lp_rv_take_mark(c, fd) <= 0)
+            return lp_broken(c);
+        rc &= ~(LOCAL_RING_F_DOORBELL | LOCAL_RING_F_FUTEX);
+    }
+    lp_wake(c, fd, rc, local_ring_wait_word(&c->ch, lp_rxdir(c), LOCAL_RING_ROLE_PROD));
+    if (rc & LOCAL_RING_F_EOF)
+        *eof = 1;
+    zc_stat_add(ZC_STAT_LOCAL_RECV_BYTES, done);
+    return (ssize_t)done;
+}
+
+/* A receive on a connection handed back while our ring still holds bytes
+ * for the initiator: give them to the kernel first, and while the kernel
+ * takes no more and nothing is there to read, wait for either (the
+ * initiator's program may read only after our bytes reached it).  Returns
+ * 1 to look again after waiting, 0 to go on receiving. */
+int lp_rv_return(lp_conn_t *c, int fd, int flags, lp_wait_t *w)
+{
+    struct pollfd p = { fd, POLLIN | POLLOUT, 0 };
+    int rc;
+
+    lp_lock(c, LP_TX);
+    rc = c->tx_ring ? lp_rv_tx(c, fd, 0) : 0;
+    lp_unlock(c, LP_TX);
+    if (rc != -EAGAIN || !c->rx_plain || lp_nonblocking(c, fd, flags))
+        return 0;
+    if (zc_real.poll(&p, 1, LP_SLEEP_SLICE_MS) < 0 && errno == EINTR && lp_interrupted(w))
+        return 0;       /* the receive itself reports the signal */
+    return !(p.revents & (POLLIN | POLLHUP | POLLERR));
+}
+
+ssize_t lp_recvmsg(shim_fd_t *f, int fd, struct msghdr *msg, int flags)
+{
+    lp_conn_t *c = lp_conn(f);
+    size_t total, got = 0;
+    int waitall = (flags & MSG_WAITALL) && !(flags & MSG_PEEK);
+    int rc0 = lp_msg_check(msg);
+    lp_wait_t w = LP_WAIT_INIT;
+    size_t ctl0;
+    socklen_t name0;
+
+    if (rc0)
+        return rc0;
+    total = lp_iov_total(msg->msg_iov, msg->msg_iovlen);
+    ctl0 = msg->msg_controllen;
+    name0 = msg->msg_namelen;
+    if (flags & MSG_OOB) {      /* urgent data: the kernel's */
+        ssize_t n = zc_real.recvmsg(fd, msg, flags);
+
+        return n < 0 ? -errno : n;
+    }
+
+    if ((c->state == LP_PLAIN && c->pb_off >= c->pb_len) ||
+        (!c->rx_ring && c->state == LP_PENDING && c->ann < 0)) {
+        ssize_t n = zc_real.recvmsg(fd, msg, flags);
+
+        shim_copy_account(f, 0, n, 1);
+        return n < 0 ? -errno : n;
+    }
+    if (c->rx_ring)
+        zc_stat_add(ZC_STAT_LOCAL_RECV_CALLS, 1);
+    if (total == 0) {           /* the kernel returns at once for a zero-length read */
+        msg->msg_flags = 0;
+        msg->msg_controllen = 0;
+        return 0;
+    }
+    msg->msg_flags = 0;
+    for (;;) {
+        ssize_t n;
+        int again = 0, eof = 0, rc, nonblock;
+
+        if (c->state == LP_PAIRED && c->tx_ring && lp_rv(c) && lp_rv_return(c, fd, flags, &w))
+            continue;
+        lp_lock(c, LP_RX);
+        if (!c->rx_ring) {
+            struct iovec win[LP_IOV_WIN];
+            struct msghdr m = *msg;
+
+            m.msg_iov = win;
+            m.msg_iovlen = (size_t)lp_iov_window(msg->msg_iov, msg->msg_iovlen, got, SIZE_MAX,
+                                                 win);
+            m.msg_controllen = ctl0;    /* a ring read before may have cleared them */
+            m.msg_namelen = name0;
+            n = lp_recv_kernel(c, f, fd, &m, flags, &again);
+            lp_unlock(c, LP_RX);
+            msg->msg_flags = m.msg_flags;       /* what the kernel said goes back */
+            msg->msg_controllen = m.msg_controllen;
+            msg->msg_namelen = m.msg_namelen;
+            if (n < 0)
+                return got ? (ssize_t)got : n;
+            if (n == 0 && !again)
+                return (ssize_t)got;        /* EOF */
+            got += (size_t)n;
+            if (got && (!waitall || got == total))
+                return (ssize_t)got;
+            continue;
+        }
+        n = lp_recv_ring(c, fd, msg, flags, got, &eof);
+        if (n < 0) {
+            lp_unlock(c, LP_RX);
+            return got ? (ssize_t)got : n;
+        }
+        got += (size_t)n;
+        if ((got && (!waitall || got == total)) || eof || c->rd_shut) {
+            lp_unlock(c, LP_RX);
+            return (ssize_t)got;
+        }
+        if (!c->rx_ring || (!n && lp_rv(c) && lp_rv_sibling(c, LP_RX))) {
+            /* handed back at a MARK (here or in another holder): the kernel
+             * stream from here */
+            lp_unlock(c, LP_RX);
+            continue;
+        }
+        /* Empty.  What does the kernel socket say?  (A peer whose last holder
+         * closed marked its side gone before its kernel socket closed.)  A
+         * blocking call that is owed no doorbell skips the look: its sleep
+         * looks every slice, and an orderly close wakes it. */
+        nonblock = lp_nonblocking(c, fd, flags);
+        if (nonblock || c->ch.bells_claimed != c->bells_drained)
+            lp_drain(c, fd);
+        if (!c->kern_eof && !c->kern_err &&
+            local_ring_peer_state(&c->ch) == LOCAL_RING_PEER_GONE) {
+            /* Its last holder marked the side gone just before closing: the
+             * FIN or reset is behind the doorbells, or about to arrive. */
+            lp_drain_ex(c, fd, 1);
+            if (!c->kern_eof && !c->kern_err) {
+                zc_real.poll(&(struct pollfd){ fd, POLLIN | POLLRDHUP, 0 }, 1, 100);
+                lp_drain_ex(c, fd, 1);
+            }
+        }
+        if (c->kern_eof || c->kern_err ||
+            local_ring_peer_state(&c->ch) == LOCAL_RING_PEER_GONE) {
+            n = lp_recv_ring(c, fd, msg, flags, got, &eof);    /* written before it left */
+            lp_unlock(c, LP_RX);
+            if (n > 0)
+                return (ssize_t)(got + (size_t)n);
+            if (got)
+                return (ssize_t)got;
+            return c->kern_err ? -c->kern_err : 0;
+        }
+        if (nonblock) {
+            rc = local_ring_rx_wait_prepare(&c->ch, lp_rxdir(c));  /* arm for poll */
+            lp_unlock(c, LP_RX);
+            if (rc == 0)
+                continue;
+            return got ? (ssize_t)got : -EAGAIN;
+        }
+        rc = local_ring_rx_wait_prepare_kind(&c->ch, lp_rxdir(c), LOCAL_RING_WAIT_FUTEX);
+        lp_unlock(c, LP_RX);
+        if (rc < 0)
+            return got ? (ssize_t)got : lp_broken(c);
+        if (rc == 0)
+            continue;
+        rc = lp_sleep(c, fd, LP_RX, &w);
+        local_ring_rx_wait_cancel(&c->ch, lp_rxdir(c));
+        if (rc < 0)
+            return got ? (ssize_t)got : rc;
+    }
+}
+

@@ -1,0 +1,222 @@
+/* The registry of data paths and the descriptor claims they make
+ * (shim_path.h). */
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <pthread.h>
+#include <sys/resource.h>
+
+#include "shim_int.h"
+
+/* Every path's SHIM_PATH_REGISTER entry lands in this section; the linker
+ * provides its bounds (weak: a build may link no path at all). */
+extern const shim_path_t *const __start_zcsock_paths[] __attribute__((weak));
+extern const shim_path_t *const __stop_zcsock_paths[] __attribute__((weak));
+
+#define SHIM_PATHS_MAX 8
+
+const shim_path_t *shim_paths[SHIM_PATHS_MAX + 1];
+
+void shim_paths_init(void)
+{
+    const shim_path_t *const *p;
+    int n = 0, i, j;
+
+    for (p = __start_zcsock_paths; p && p < __stop_zcsock_paths && n < SHIM_PATHS_MAX; p++)
+        shim_paths[n++] = *p;
+    for (i = 1; i < n; i++)         /* insertion sort by order */
+        for (j = i; j > 0 && shim_paths[j]->order < shim_paths[j - 1]->order; j--) {
+            const shim_path_t *t = shim_paths[j];
+
+            shim_paths[j] = shim_paths[j - 1];
+            shim_paths[j - 1] = t;
+        }
+    shim_paths[n] = NULL;
+}
+
+void shim_fd_claim(int fd, const shim_path_t *p, void *ctx)
+{
+    shim_fd_t *f = shim_fd_get(fd);
+
+    if (!f)
+        return;
+    f->path = p;
+    f->path_ctx = ctx;
+    __atomic_store_n(&f->claim, SHIM_CLAIM_DATA, __ATOMIC_RELEASE);
+}
+
+void shim_fd_watch(int fd, const shim_path_t *p, void *ctx)
+{
+    shim_fd_t *f = shim_fd_get(fd);
+
+    if (!f || f->claim == SHIM_CLAIM_DATA)
+        return;
+    f->path = p;
+    f->path_ctx = ctx;
+    __atomic_store_n(&f->claim, SHIM_CLAIM_WATCH, __ATOMIC_RELEASE);
+}
+
+/* The lowest number our descriptors take: high, out of the application's
+ * way (the memory subsystem's arena descriptors sit above three quarters). */
+int shim_fd_internal_floor(void)
+{
+    struct rlimit rl;
+
+    if (getrlimit(RLIMIT_NOFILE, &rl) || rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur < 64)
+        return 0;
+    return (int)(rl.rlim_cur / 2);
+}
+
+int shim_fd_internal_keep(int fd, const shim_path_t *p, void *ctx)
+{
+    int floor = shim_fd_internal_floor(), hi = -1;
+    shim_fd_t *f;
+
+    if (floor > fd)
+        hi = zc_real.fcntl(fd, F_DUPFD_CLOEXEC, floor);
+    if (hi >= 0) {
+        zc_real.close(fd);
+        fd = hi;
+    }
+    f = shim_fd_get(fd);
+    if (f) {
+        memset(f, 0, sizeof(*f));
+        f->path = p;
+        f->path_ctx = ctx;
+        __atomic_store_n(&f->kind, SHIM_FD_INTERNAL, __ATOMIC_RELEASE);
+    }
+    return fd;
+}
+
+void shim_fd_internal_drop(int fd)
+{
+    shim_fd_t *f = shim_fd_get(fd);
+
+    if (fd < 0)
+        return;
+    if (f)
+        memset(f, 0, sizeof(*f));
+    zc_real.close(fd);
+}
+
+/* dup2/dup3 onto internal descriptor fd: move it away first.  0 or -errno. */
+int shim_fd_internal_move(int fd)
+{
+    shim_fd_t *f = shim_fd_get(fd);
+    const shim_path_t *p = f ? f->path : NULL;
+    void *ctx = f ? f->path_ctx : NULL;
+    int to;
+
+    if (!p)
+        return 0;
+    to = zc_real.fcntl(fd, F_DUPFD_CLOEXEC, shim_fd_internal_floor());
+    if (to < 0)
+        to = zc_real.fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    if (to < 0)
+        return -errno;
+    *shim_fd_get(to) = *f;
+    memset(f, 0, sizeof(*f));
+    if (p->internal_moved)
+        p->internal_moved(ctx, fd, to);
+    zc_real.close(fd);
+    return 0;
+}
+
+void shim_socket_made(int fd, int domain, int type)
+{
+    int saved = errno;
+
+    SHIM_PATHS_EACH(socket_made, fd, domain, type);
+    errno = saved;
+}
+
+void shim_fds_passing(int fd, const struct msghdr *msg)
+{
+    int saved = errno;
+
+    SHIM_PATHS_EACH(fds_passing, fd, msg);
+    errno = saved;
+}
+
+void shim_fds_received(int fd, struct msghdr *msg)
+{
+    int saved = errno;
+
+    SHIM_PATHS_EACH(fds_received, fd, msg);
+    errno = saved;
+}
+
+static void shim_paths_fork_prepare(void)
+{
+    SHIM_PATHS_EACH(fork_prepare);
+}
+
+static void shim_paths_fork_parent(void)
+{
+    /* in reverse order of prepare */
+    const shim_path_t *const *pp = shim_paths;
+
+    while (*pp)
+        pp++;
+    while (pp-- > shim_paths)
+        if ((*pp)->fork_parent)
+            (*pp)->fork_parent();
+}
+
+static void shim_paths_fork_child(void)
+{
+    const shim_path_t *const *pp = shim_paths;
+
+    while (*pp)
+        pp++;
+    while (pp-- > shim_paths)
+        if ((*pp)->fork_child)
+            (*pp)->fork_child();
+}
+
+void shim_paths_start(void)
+{
+    SHIM_PATHS_EACH(init);
+    SHIM_PATHS_EACH(inherit);
+    pthread_atfork(shim_paths_fork_prepare, shim_paths_fork_parent, shim_paths_fork_child);
+}
+
+size_t shim_paths_exec_env(const shim_exec_t *x, char **vec, size_t vec_n, char *buf,
+                           size_t size, char *const **env_p)
+{
+    const shim_path_t *const *pp;
+    size_t used = 0, nvars = 0, n = 0, i, k;
+    char *vars[SHIM_PATHS_MAX];
+
+    for (pp = shim_paths; *pp; pp++) {
+        size_t len;
+
+        if (!(*pp)->exec_prepare || used + 2 >= size)
+            continue;
+        len = (*pp)->exec_prepare(x, buf + used, size - used - 1);
+        if (!len)
+            continue;
+        buf[used + len] = '\0';
+        vars[nvars++] = buf + used;
+        used += len + 1;
+    }
+    *env_p = x->envp;
+    if (!nvars)
+        return 0;
+    /* the application's environment, less any NAME= a path sets */
+    for (i = 0; x->envp && x->envp[i] && n + nvars + 1 < vec_n; i++) {
+        for (k = 0; k < nvars; k++) {
+            size_t nl = (size_t)(strchr(vars[k], '=') - vars[k]) + 1;
+
+            if (!strncmp(x->envp[i], vars[k], nl))
+                break;
+        }
+        if (k == nvars)
+            vec[n++] = x->envp[i];
+    }
+    for (k = 0; k < nvars; k++)
+        vec[n++] = vars[k];
+    vec[n] = NULL;
+    *env_p = vec;
+    return nvars;
+}
