@@ -26,6 +26,12 @@ VARIANTS=(
   "zcsock-spin|LD_PRELOAD=$ZC_LIB ZCSOCK_LOCAL_UNIX=1 ZCSOCK_SPIN_US=50|active|pingpong"
   "zcsock-copy|LD_PRELOAD=$ZC_LIB ZCSOCK_LOCAL=0|active|"
 )
+# ZC_LIB_BEFORE=/path/libzcsock.so adds "zcsock-before": the same defaults with
+# another build of the library (for example the commit before a change), so
+# that a redesign's ratios are printed side by side from one run.
+if [ -n "${ZC_LIB_BEFORE:-}" ]; then
+  VARIANTS+=("zcsock-before|LD_PRELOAD=$ZC_LIB_BEFORE ZCSOCK_LOCAL_UNIX=1|active|")
+fi
 # Goals per variant (bench_report.py --goals): the local path's (issue #5:
 # TCP streaming >= 4x at 64 KiB and 1 MiB, >= 1.5x at 4 KiB, aligned and
 # unaligned; 1-byte round trip <= 0.5x, <= 0.15x spinning) and the copy

@@ -22,7 +22,7 @@ $(BENCH_PROBES): $(BUILD)/%: examples/%.c examples/probe.h
 
 # Kernel and zcsock variants interleaved; QUICK=1 for a short run.
 bench: $(LIB) $(BUILD)/zcbench $(BENCH_PROBES)
-	$(Q)ZC_BUILD=$(BUILD) ZC_LIB=$(abspath $(LIB)) QUICK=$(QUICK) examples/bench.sh
+	$(Q)ZC_BUILD=$(BUILD) ZC_LIB=$(abspath $(LIB)) ZC_LIB_BEFORE=$(ZC_LIB_BEFORE) QUICK=$(QUICK) examples/bench.sh
 
 # The README's first command: a short validated run under the launcher with
 # the library's statistics report.

@@ -74,7 +74,7 @@ typedef struct shim_path_ops {
      * moved (edge-triggered epoll reports only after it moved). */
     short (*revents)(shim_fd_t *f, int fd, short ev, int kev, int arm, shim_ready_ask_t *ask);
     short (*kernel_events)(shim_fd_t *f, short ev);
-    uint64_t (*change)(shim_fd_t *f);
+    uint64_t (*change)(shim_fd_t *f, int fd);
 
     /* fd is about to be closed (or replaced by dup2/dup3); the entry is
      * cleared afterwards.  Also called for descriptors the path watches. */

@@ -1,4 +1,4 @@
-/* libFuzzer target for the shared-memory side of shim/local_ring.c: the
+/* libFuzzer target for the shared-memory side of shim/paths/local/local_ring.c: the
  * header check (local_ring_view_init), the control-block snapshot and the
  * record parser (local_ring_ctl_snap, local_ring_frame_parse) and every
  * reader/writer built on them, driven over a channel image whose bytes the

@@ -1,4 +1,4 @@
-/* Unit tests of shim/local_ring.c: setup and attach validation, wrap-around,
+/* Unit tests of shim/paths/local/local_ring.c: setup and attach validation, wrap-around,
  * iovec gather/scatter across the wrap, PEEK, full ring and partial writes,
  * EOF and PAGES records, the waiting protocol, and corrupted shared state
  * (every case must give -EPROTO, never a crash or an access outside). */

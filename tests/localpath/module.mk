@@ -1,4 +1,4 @@
-# tests/localpath/: the local path end to end (shim/path_local.c); the cases
+# tests/localpath/: the local path end to end (shim/paths/local/); the cases
 # are listed in tests/README.md.  static_echo is linked statically on purpose
 # (case exec_static: a program LD_PRELOAD cannot reach).
 TEST_TIERS += localpath

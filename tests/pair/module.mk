@@ -1,4 +1,4 @@
-# tests/pair/: pairing of same-host zcsock connections (shim/local_pair.c).
+# tests/pair/: pairing of same-host zcsock connections (shim/paths/local/local_pair.c).
 #   test_pair CASE   one program, one case per run (tests/pair/README.md)
 #   test-pair        tier "pair": every case through tests/lib/harness.sh
 # Included from tests/module.mk after SHIM_UNIT_OBJS is defined.

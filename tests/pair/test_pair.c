@@ -1,4 +1,4 @@
-/* Pairing of same-host connections (shim/local_pair.c), one case per run:
+/* Pairing of same-host connections (shim/paths/local/local_pair.c), one case per run:
  *   test_pair CASE [args]     exit 0 pass, 1 fail, 77 skip
  * Cases (see tests/pair/README.md): paired-tcp4 paired-tcp6 paired-unix
  * paired-mapped nonblock accept4 plain-client plain-server plain-acceptor foreign-server

@@ -1,5 +1,5 @@
 /* Pairing of same-host zcsock connections: which connections may use the
- * local path, and how the channel (shim/local_ring.h) reaches both ends.
+ * local path, and how the channel (local_ring.h) reaches both ends.
  *
  * PROTOCOL (v1).  Names below are abstract AF_UNIX names; they live in the
  * network namespace, vanish when the last descriptor of their socket closes

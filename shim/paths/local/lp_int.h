@@ -142,6 +142,7 @@ typedef struct lp_wait {
 } lp_wait_t;
 
 #define LP_WAIT_INIT { -1, 0 }
+#define LP_CONTINUE ((ssize_t)INT64_MIN)    /* a step of a call loop: "look again" */
 #define LP_SLEEP_SLICE_MS 50
 
 /* The waiter must look again within ms (shim_ready_ask_t). */
@@ -259,7 +260,7 @@ void path_local_accepted(int lfd, int fd);
 
 /* ready.c */
 short lp_kernel_events(shim_fd_t *f, short ev);
-uint64_t lp_change(shim_fd_t *f);
+uint64_t lp_change(shim_fd_t *f, int fd);
 int lp_kernel_revents(int fd, short ev);
 void lp_armed_recheck(lp_conn_t *c, shim_ready_ask_t *ask);
 int lp_rv_progress(lp_conn_t *c, int fd, short ev, int kev, shim_ready_ask_t *ask);

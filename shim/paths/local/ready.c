@@ -18,10 +18,11 @@ short lp_kernel_events(shim_fd_t *f, short ev)
 
 /* Moves whenever data arrives or space frees: received stream positions
  * (ring and kernel) plus the position the peer consumed up to. */
-uint64_t lp_change(shim_fd_t *f)
+uint64_t lp_change(shim_fd_t *f, int fd)
 {
     lp_conn_t *c = lp_conn(f);
 
+    (void)fd;
     if (!c->ch.base)
         return c->rx_kernel;
     return __atomic_load_n(&c->ch.hdr->ctl[lp_rxdir(c)].bytes_head, __ATOMIC_ACQUIRE) +

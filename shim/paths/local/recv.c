@@ -121,6 +121,71 @@ int lp_sleep(lp_conn_t *c, int fd, int role, lp_wait_t *w)
     return 0;
 }
 
+/* Handed back: the bytes a drain kept first, then the kernel's.  RX lock
+ * held. */
+static ssize_t lp_recv_plain(lp_conn_t *c, shim_fd_t *f, int fd, struct msghdr *msg, int flags)
+{
+    ssize_t n;
+
+    if (c->pb_off < c->pb_len) {
+        n = (ssize_t)lp_pb_take(c, msg, 0, flags & MSG_PEEK);
+        msg->msg_flags = 0;
+        msg->msg_controllen = 0;
+        msg->msg_namelen = 0;
+        shim_copy_account(f, 0, n, 1);
+        return n;
+    }
+    n = zc_real.recvmsg(fd, msg, flags & ~MSG_WAITALL);
+    shim_copy_account(f, 0, n, 1);
+    return n < 0 ? -errno : n;
+}
+
+/* No switch point yet: look before taking.  One published while we wait
+ * makes what follows it doorbells, or, after a hand-back, data that comes
+ * after the ring's (which a read must not take, nor the descriptors that
+ * may travel with it).  Returns the bytes seen (> 0, *data_p of them data),
+ * or the end: 0 (EOF, msg filled in) or -errno.  RX lock held. */
+static ssize_t lp_recv_look(lp_conn_t *c, shim_fd_t *f, int fd, struct msghdr *msg, int flags,
+                            size_t *data_p)
+{
+    struct msghdr pm = *msg;
+    ssize_t n;
+
+    pm.msg_control = NULL;
+    pm.msg_controllen = 0;
+    pm.msg_name = NULL;
+    pm.msg_namelen = 0;
+    n = zc_real.recvmsg(fd, &pm, (flags & ~MSG_WAITALL) | MSG_PEEK);
+    if (n > 0 && c->state == LP_PENDING)
+        lp_pickup_try(c, fd, 1);    /* R3 */
+    if (n <= 0) {
+        msg->msg_flags = pm.msg_flags;
+        msg->msg_controllen = 0;
+        msg->msg_namelen = 0;
+        shim_copy_account(f, 0, n, 1);
+        return n < 0 ? -errno : 0;
+    }
+    *data_p = local_pair_rx_split(c->state == LP_PAIRED ? &c->ch : NULL, lp_rxdir(c),
+                                  c->rx_kernel, (size_t)n);
+    return n;
+}
+
+/* A MSG_PEEK saw only doorbells (n bytes): consume them, they are not the
+ * application's.  RX lock held. */
+static void lp_recv_skip_bells(lp_conn_t *c, int fd, size_t n)
+{
+    char buf[256];
+
+    while (n) {
+        ssize_t k = zc_real.recv(fd, buf, n < sizeof(buf) ? n : sizeof(buf), MSG_DONTWAIT);
+
+        if (k <= 0)
+            break;
+        n -= (size_t)k;
+        c->bells_drained += (size_t)k;
+    }
+}
+
 /* Kernel mode of our receiving direction (rule R1): receive from the kernel
  * socket, never past the switch point, and keep only the data.  RX lock
  * held; returns with it held. */
@@ -131,23 +196,12 @@ ssize_t lp_recv_kernel(lp_conn_t *c, shim_fd_t *f, int fd, struct msghdr *msg, i
     struct msghdr m = *msg;
     uint64_t sw = c->ch.base ? local_pair_switch_get(&c->ch, lp_rxdir(c))
                              : LOCAL_PAIR_SWITCH_UNSET;
-    size_t limit = SIZE_MAX, data;
+    size_t limit = SIZE_MAX, data = 0;
     ssize_t n;
 
     *again = 0;
-    if (c->rx_plain) {          /* handed back: kept bytes first, then the kernel's */
-        if (c->pb_off < c->pb_len) {
-            n = (ssize_t)lp_pb_take(c, msg, 0, flags & MSG_PEEK);
-            msg->msg_flags = 0;
-            msg->msg_controllen = 0;
-            msg->msg_namelen = 0;
-            shim_copy_account(f, 0, n, 1);
-            return n;
-        }
-        n = zc_real.recvmsg(fd, msg, flags & ~MSG_WAITALL);
-        shim_copy_account(f, 0, n, 1);
-        return n < 0 ? -errno : n;
-    }
+    if (c->rx_plain)
+        return lp_recv_plain(c, f, fd, msg, flags);
     if (sw != LOCAL_PAIR_SWITCH_UNSET && sw != LOCAL_PAIR_SWITCH_NEVER) {
         if (c->rx_kernel >= sw) {
             c->rx_ring = 1;
@@ -160,31 +214,10 @@ ssize_t lp_recv_kernel(lp_conn_t *c, shim_fd_t *f, int fd, struct msghdr *msg, i
         m.msg_iovlen = (size_t)lp_iov_window(msg->msg_iov, msg->msg_iovlen, 0, limit, win);
     }
     else if (sw == LOCAL_PAIR_SWITCH_UNSET && !(flags & MSG_PEEK)) {
-        /* No switch point yet: look before taking.  One published while we
-         * wait makes what follows it doorbells, or, after a hand-back, data
-         * that comes after the ring's (which a read must not take, nor the
-         * descriptors that may travel with it). */
-        struct msghdr pm = m;
-
-        pm.msg_control = NULL;
-        pm.msg_controllen = 0;
-        pm.msg_name = NULL;
-        pm.msg_namelen = 0;
-        n = zc_real.recvmsg(fd, &pm, (flags & ~MSG_WAITALL) | MSG_PEEK);
-        if (n > 0 && c->state == LP_PENDING)
-            lp_pickup_try(c, fd, 1);    /* R3 */
-        if (n <= 0) {
-            msg->msg_flags = pm.msg_flags;
-            msg->msg_controllen = 0;
-            msg->msg_namelen = 0;
-            shim_copy_account(f, 0, n, 1);
-            return n < 0 ? -errno : 0;
-        }
-        data = local_pair_rx_split(c->state == LP_PAIRED ? &c->ch : NULL, lp_rxdir(c),
-                                   c->rx_kernel, (size_t)n);
-        if (!data) {
-            *again = 1;         /* all past the switch point: the ring's turn */
-            return 0;
+        n = lp_recv_look(c, f, fd, msg, flags, &data);
+        if (n <= 0 || !data) {
+            *again = n > 0;     /* all past the switch point: the ring's turn */
+            return n > 0 ? 0 : n;
         }
         m.msg_iov = win;
         m.msg_iovlen = (size_t)lp_iov_window(msg->msg_iov, msg->msg_iovlen, 0, data, win);
@@ -205,20 +238,8 @@ ssize_t lp_recv_kernel(lp_conn_t *c, shim_fd_t *f, int fd, struct msghdr *msg, i
     if (!(flags & MSG_PEEK)) {
         c->rx_kernel += data;
         c->bells_drained += (size_t)n - data;
-    } else if (data < (size_t)n) {
-        /* Peeked doorbells: consume them (they are not the application's). */
-        char buf[256];
-        size_t skip = (size_t)n - data;
-
-        if (!data)
-            while (skip) {
-                ssize_t k = zc_real.recv(fd, buf, skip < sizeof(buf) ? skip : sizeof(buf),
-                                         MSG_DONTWAIT);
-                if (k <= 0)
-                    break;
-                skip -= (size_t)k;
-                c->bells_drained += (size_t)k;
-            }
+    } else if (!data) {
+        lp_recv_skip_bells(c, fd, (size_t)n);
     }
     shim_copy_account(f, 0, (ssize_t)data, 1);
     if (!data)
@@ -275,132 +296,164 @@ int lp_rv_return(lp_conn_t *c, int fd, int flags, lp_wait_t *w)
     return !(p.revents & (POLLIN | POLLHUP | POLLERR));
 }
 
+/* One receive call's state across the steps below. */
+typedef struct lp_rx {
+    struct msghdr *msg;
+    int flags, waitall;
+    size_t total, got, ctl0;
+    socklen_t name0;
+    lp_wait_t w;
+} lp_rx_t;
+
+/* What the call returns now: the bytes so far, else rc. */
+static ssize_t lp_rx_done(const lp_rx_t *r, ssize_t rc)
+{
+    return r->got ? (ssize_t)r->got : rc;
+}
+
+/* Our receiving direction still reads the kernel stream.  RX lock held;
+ * released on return. */
+static ssize_t lp_rx_kernel_step(lp_conn_t *c, shim_fd_t *f, int fd, lp_rx_t *r)
+{
+    struct iovec win[LP_IOV_WIN];
+    struct msghdr m = *r->msg;
+    int again = 0;
+    ssize_t n;
+
+    m.msg_iov = win;
+    m.msg_iovlen = (size_t)lp_iov_window(r->msg->msg_iov, r->msg->msg_iovlen, r->got, SIZE_MAX,
+                                         win);
+    m.msg_controllen = r->ctl0;     /* a ring read before may have cleared them */
+    m.msg_namelen = r->name0;
+    n = lp_recv_kernel(c, f, fd, &m, r->flags, &again);
+    lp_unlock(c, LP_RX);
+    r->msg->msg_flags = m.msg_flags;        /* what the kernel said goes back */
+    r->msg->msg_controllen = m.msg_controllen;
+    r->msg->msg_namelen = m.msg_namelen;
+    if (n < 0)
+        return lp_rx_done(r, n);
+    if (n == 0 && !again)
+        return (ssize_t)r->got;             /* EOF */
+    r->got += (size_t)n;
+    if (r->got && (!r->waitall || r->got == r->total))
+        return (ssize_t)r->got;
+    return LP_CONTINUE;
+}
+
+/* The peer's last holder marked its side gone (or the kernel socket ended):
+ * what it wrote before it left, then EOF or its error.  RX lock held;
+ * released on return. */
+static ssize_t lp_rx_gone(lp_conn_t *c, int fd, lp_rx_t *r)
+{
+    int eof = 0;
+    ssize_t n = lp_recv_ring(c, fd, r->msg, r->flags, r->got, &eof);
+
+    lp_unlock(c, LP_RX);
+    if (n > 0)
+        return (ssize_t)(r->got + (size_t)n);
+    return lp_rx_done(r, c->kern_err ? -c->kern_err : 0);
+}
+
+/* The ring is empty.  What does the kernel socket say?  (A peer whose last
+ * holder closed marked its side gone before its kernel socket closed.)  A
+ * blocking call that is owed no doorbell skips the look: its sleep looks
+ * every slice, and an orderly close wakes it.  Then wait, or say EAGAIN.
+ * RX lock held; released on return. */
+static ssize_t lp_rx_empty(lp_conn_t *c, int fd, lp_rx_t *r)
+{
+    int nonblock = lp_nonblocking(c, fd, r->flags), rc;
+
+    if (nonblock || c->ch.bells_claimed != c->bells_drained)
+        lp_drain(c, fd);
+    if (!c->kern_eof && !c->kern_err &&
+        local_ring_peer_state(&c->ch) == LOCAL_RING_PEER_GONE) {
+        /* Its last holder marked the side gone just before closing: the
+         * FIN or reset is behind the doorbells, or about to arrive. */
+        lp_drain_ex(c, fd, 1);
+        if (!c->kern_eof && !c->kern_err) {
+            zc_real.poll(&(struct pollfd){ fd, POLLIN | POLLRDHUP, 0 }, 1, 100);
+            lp_drain_ex(c, fd, 1);
+        }
+    }
+    if (c->kern_eof || c->kern_err || local_ring_peer_state(&c->ch) == LOCAL_RING_PEER_GONE)
+        return lp_rx_gone(c, fd, r);
+    if (nonblock) {
+        rc = local_ring_rx_wait_prepare(&c->ch, lp_rxdir(c));  /* arm for poll */
+        lp_unlock(c, LP_RX);
+        return rc == 0 ? LP_CONTINUE : lp_rx_done(r, -EAGAIN);
+    }
+    rc = local_ring_rx_wait_prepare_kind(&c->ch, lp_rxdir(c), LOCAL_RING_WAIT_FUTEX);
+    lp_unlock(c, LP_RX);
+    if (rc < 0)
+        return lp_rx_done(r, lp_broken(c));
+    if (rc == 0)
+        return LP_CONTINUE;
+    rc = lp_sleep(c, fd, LP_RX, &r->w);
+    local_ring_rx_wait_cancel(&c->ch, lp_rxdir(c));
+    return rc < 0 ? lp_rx_done(r, rc) : LP_CONTINUE;
+}
+
+/* One pass of the receive loop. */
+static ssize_t lp_rx_step(lp_conn_t *c, shim_fd_t *f, int fd, lp_rx_t *r)
+{
+    int eof = 0;
+    ssize_t n;
+
+    if (c->state == LP_PAIRED && c->tx_ring && lp_rv(c) &&
+        lp_rv_return(c, fd, r->flags, &r->w))
+        return LP_CONTINUE;
+    lp_lock(c, LP_RX);
+    if (!c->rx_ring)
+        return lp_rx_kernel_step(c, f, fd, r);
+    n = lp_recv_ring(c, fd, r->msg, r->flags, r->got, &eof);
+    if (n < 0) {
+        lp_unlock(c, LP_RX);
+        return lp_rx_done(r, n);
+    }
+    r->got += (size_t)n;
+    if ((r->got && (!r->waitall || r->got == r->total)) || eof || c->rd_shut) {
+        lp_unlock(c, LP_RX);
+        return (ssize_t)r->got;
+    }
+    if (!c->rx_ring || (!n && lp_rv(c) && lp_rv_sibling(c, LP_RX))) {
+        /* handed back at a MARK (here or in another holder): the kernel
+         * stream from here */
+        lp_unlock(c, LP_RX);
+        return LP_CONTINUE;
+    }
+    return lp_rx_empty(c, fd, r);
+}
+
 ssize_t lp_recvmsg(shim_fd_t *f, int fd, struct msghdr *msg, int flags)
 {
     lp_conn_t *c = lp_conn(f);
-    size_t total, got = 0;
-    int waitall = (flags & MSG_WAITALL) && !(flags & MSG_PEEK);
+    lp_rx_t r = { .msg = msg, .flags = flags, .w = LP_WAIT_INIT };
     int rc0 = lp_msg_check(msg);
-    lp_wait_t w = LP_WAIT_INIT;
-    size_t ctl0;
-    socklen_t name0;
+    ssize_t n;
 
     if (rc0)
         return rc0;
-    total = lp_iov_total(msg->msg_iov, msg->msg_iovlen);
-    ctl0 = msg->msg_controllen;
-    name0 = msg->msg_namelen;
-    if (flags & MSG_OOB) {      /* urgent data: the kernel's */
-        ssize_t n = zc_real.recvmsg(fd, msg, flags);
-
-        return n < 0 ? -errno : n;
-    }
-
-    if ((c->state == LP_PLAIN && c->pb_off >= c->pb_len) ||
+    r.total = lp_iov_total(msg->msg_iov, msg->msg_iovlen);
+    r.waitall = (flags & MSG_WAITALL) && !(flags & MSG_PEEK);
+    r.ctl0 = msg->msg_controllen;
+    r.name0 = msg->msg_namelen;
+    if ((flags & MSG_OOB) ||    /* urgent data: the kernel's */
+        (c->state == LP_PLAIN && c->pb_off >= c->pb_len) ||
         (!c->rx_ring && c->state == LP_PENDING && c->ann < 0)) {
-        ssize_t n = zc_real.recvmsg(fd, msg, flags);
-
-        shim_copy_account(f, 0, n, 1);
+        n = zc_real.recvmsg(fd, msg, flags);
+        if (!(flags & MSG_OOB))
+            shim_copy_account(f, 0, n, 1);
         return n < 0 ? -errno : n;
     }
     if (c->rx_ring)
         zc_stat_add(ZC_STAT_LOCAL_RECV_CALLS, 1);
-    if (total == 0) {           /* the kernel returns at once for a zero-length read */
-        msg->msg_flags = 0;
+    msg->msg_flags = 0;
+    if (r.total == 0) {         /* the kernel returns at once for a zero-length read */
         msg->msg_controllen = 0;
         return 0;
     }
-    msg->msg_flags = 0;
-    for (;;) {
-        ssize_t n;
-        int again = 0, eof = 0, rc, nonblock;
-
-        if (c->state == LP_PAIRED && c->tx_ring && lp_rv(c) && lp_rv_return(c, fd, flags, &w))
-            continue;
-        lp_lock(c, LP_RX);
-        if (!c->rx_ring) {
-            struct iovec win[LP_IOV_WIN];
-            struct msghdr m = *msg;
-
-            m.msg_iov = win;
-            m.msg_iovlen = (size_t)lp_iov_window(msg->msg_iov, msg->msg_iovlen, got, SIZE_MAX,
-                                                 win);
-            m.msg_controllen = ctl0;    /* a ring read before may have cleared them */
-            m.msg_namelen = name0;
-            n = lp_recv_kernel(c, f, fd, &m, flags, &again);
-            lp_unlock(c, LP_RX);
-            msg->msg_flags = m.msg_flags;       /* what the kernel said goes back */
-            msg->msg_controllen = m.msg_controllen;
-            msg->msg_namelen = m.msg_namelen;
-            if (n < 0)
-                return got ? (ssize_t)got : n;
-            if (n == 0 && !again)
-                return (ssize_t)got;        /* EOF */
-            got += (size_t)n;
-            if (got && (!waitall || got == total))
-                return (ssize_t)got;
-            continue;
-        }
-        n = lp_recv_ring(c, fd, msg, flags, got, &eof);
-        if (n < 0) {
-            lp_unlock(c, LP_RX);
-            return got ? (ssize_t)got : n;
-        }
-        got += (size_t)n;
-        if ((got && (!waitall || got == total)) || eof || c->rd_shut) {
-            lp_unlock(c, LP_RX);
-            return (ssize_t)got;
-        }
-        if (!c->rx_ring || (!n && lp_rv(c) && lp_rv_sibling(c, LP_RX))) {
-            /* handed back at a MARK (here or in another holder): the kernel
-             * stream from here */
-            lp_unlock(c, LP_RX);
-            continue;
-        }
-        /* Empty.  What does the kernel socket say?  (A peer whose last holder
-         * closed marked its side gone before its kernel socket closed.)  A
-         * blocking call that is owed no doorbell skips the look: its sleep
-         * looks every slice, and an orderly close wakes it. */
-        nonblock = lp_nonblocking(c, fd, flags);
-        if (nonblock || c->ch.bells_claimed != c->bells_drained)
-            lp_drain(c, fd);
-        if (!c->kern_eof && !c->kern_err &&
-            local_ring_peer_state(&c->ch) == LOCAL_RING_PEER_GONE) {
-            /* Its last holder marked the side gone just before closing: the
-             * FIN or reset is behind the doorbells, or about to arrive. */
-            lp_drain_ex(c, fd, 1);
-            if (!c->kern_eof && !c->kern_err) {
-                zc_real.poll(&(struct pollfd){ fd, POLLIN | POLLRDHUP, 0 }, 1, 100);
-                lp_drain_ex(c, fd, 1);
-            }
-        }
-        if (c->kern_eof || c->kern_err ||
-            local_ring_peer_state(&c->ch) == LOCAL_RING_PEER_GONE) {
-            n = lp_recv_ring(c, fd, msg, flags, got, &eof);    /* written before it left */
-            lp_unlock(c, LP_RX);
-            if (n > 0)
-                return (ssize_t)(got + (size_t)n);
-            if (got)
-                return (ssize_t)got;
-            return c->kern_err ? -c->kern_err : 0;
-        }
-        if (nonblock) {
-            rc = local_ring_rx_wait_prepare(&c->ch, lp_rxdir(c));  /* arm for poll */
-            lp_unlock(c, LP_RX);
-            if (rc == 0)
-                continue;
-            return got ? (ssize_t)got : -EAGAIN;
-        }
-        rc = local_ring_rx_wait_prepare_kind(&c->ch, lp_rxdir(c), LOCAL_RING_WAIT_FUTEX);
-        lp_unlock(c, LP_RX);
-        if (rc < 0)
-            return got ? (ssize_t)got : lp_broken(c);
-        if (rc == 0)
-            continue;
-        rc = lp_sleep(c, fd, LP_RX, &w);
-        local_ring_rx_wait_cancel(&c->ch, lp_rxdir(c));
-        if (rc < 0)
-            return got ? (ssize_t)got : rc;
-    }
+    do
+        n = lp_rx_step(c, f, fd, &r);
+    while (n == LP_CONTINUE);
+    return n;
 }
-

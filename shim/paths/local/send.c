@@ -42,16 +42,14 @@ ssize_t lp_send_kernel(shim_fd_t *f, int fd, const struct msghdr *msg, int flags
     return n < 0 ? -errno : n;
 }
 
-ssize_t lp_sendmsg(shim_fd_t *f, int fd, const struct msghdr *msg, int flags)
+/* Before the ring: the kernel's cases (plain, urgent data, not switched,
+ * ancillary data on AF_UNIX), the pickup, a hand-back's leftovers.  Returns
+ * the call's result, or LP_CONTINUE with the TX lock held and our sending
+ * direction in the ring. */
+static ssize_t lp_tx_begin(lp_conn_t *c, shim_fd_t *f, int fd, const struct msghdr *msg,
+                           int flags)
 {
-    lp_conn_t *c = lp_conn(f);
-    size_t total, sent = 0;
-    ssize_t n = lp_msg_check(msg);
-    lp_wait_t w = LP_WAIT_INIT;
-
-    if (n)
-        return n;
-    total = lp_iov_total(msg->msg_iov, msg->msg_iovlen);
+    ssize_t n;
 
     if (c->state == LP_PLAIN || (flags & MSG_OOB))     /* urgent data: the kernel's */
         return lp_send_kernel(f, fd, msg, flags, NULL);
@@ -81,75 +79,115 @@ ssize_t lp_sendmsg(shim_fd_t *f, int fd, const struct msghdr *msg, int flags)
         lp_revert(c, fd, "ancillary data");
         return lp_sendmsg(f, fd, msg, flags);
     }
-    zc_stat_add(ZC_STAT_LOCAL_SEND_CALLS, 1);
-    for (;;) {
-        struct iovec win[LP_IOV_WIN];
-        int64_t room;
-        size_t done = 0;
-        int k, rc, nonblock;
+    return LP_CONTINUE;
+}
 
-        if (lp_rv(c)) {         /* handed back meanwhile: start again on the kernel */
-            lp_unlock(c, LP_TX);
-            if (sent)
-                return (ssize_t)sent;
-            return lp_sendmsg(f, fd, msg, flags);
-        }
-        if (lp_peer_gone(c)) {
-            lp_unlock(c, LP_TX);
-            if (sent)
-                return (ssize_t)sent;
-            return lp_send_kernel(f, fd, msg, flags, NULL);
-        }
-        room = lp_tx_room(c);
-        if (room < 0) {
-            lp_unlock(c, LP_TX);
-            return sent ? (ssize_t)sent : lp_broken(c);
-        }
-        if (room > LP_ROOM_KEEP) {
-            k = lp_iov_window(msg->msg_iov, msg->msg_iovlen, sent,
-                              (size_t)(room - LP_ROOM_KEEP), win);
-            rc = local_ring_write(&c->ch, lp_txdir(c), win, k, &done);
-            if (rc < 0) {
-                lp_unlock(c, LP_TX);
-                return sent ? (ssize_t)sent : lp_broken(c);
-            }
-            lp_wake(c, fd, rc, local_ring_wait_word(&c->ch, lp_txdir(c), LOCAL_RING_ROLE_CONS));
-            sent += done;
-            zc_stat_add(ZC_STAT_LOCAL_SEND_BYTES, done);
-            if (sent == total)
-                break;
-            if (done)
-                continue;
-        }
-        /* Full. */
-        if (sent && lp_nonblocking(c, fd, flags))
-            break;
-        nonblock = lp_nonblocking(c, fd, flags);
-        rc = local_ring_tx_wait_prepare_kind(&c->ch, lp_txdir(c),
-                                             lp_tx_want(c, total - sent < LOCAL_RING_CHUNK
-                                                               ? total - sent + LP_ROOM_KEEP
-                                                               : LOCAL_RING_CHUNK),
-                                             nonblock ? LOCAL_RING_WAIT_SOCKET
-                                                      : LOCAL_RING_WAIT_FUTEX);
-        if (rc == 1 && lp_rv(c)) {      /* re-checked after announcing (HAND-BACK 4) */
-            local_ring_tx_wait_cancel(&c->ch, lp_txdir(c));
-            continue;
-        }
-        if (rc == 0)
-            continue;
+/* One send call's state. */
+typedef struct lp_tx {
+    const struct msghdr *msg;
+    int flags;
+    size_t total, sent;
+    lp_wait_t w;
+} lp_tx_t;
+
+/* The ring is full: wait for space (blocking), or stop (non-blocking, armed
+ * so poll sees the space).  TX lock held; LP_CONTINUE returns with it held,
+ * anything else without. */
+static ssize_t lp_tx_full(lp_conn_t *c, int fd, lp_tx_t *t)
+{
+    int nonblock = lp_nonblocking(c, fd, t->flags), rc;
+    size_t left = t->total - t->sent;
+
+    if (t->sent && nonblock) {
         lp_unlock(c, LP_TX);
-        if (rc < 0)
-            return sent ? (ssize_t)sent : lp_broken(c);
-        if (nonblock)
-            return sent ? (ssize_t)sent : -EAGAIN;     /* armed: poll will see the space */
-        rc = lp_sleep(c, fd, LP_TX, &w);
-        local_ring_tx_wait_cancel(&c->ch, lp_txdir(c));
-        if (rc < 0)
-            return sent ? (ssize_t)sent : (rc == -EAGAIN ? -EAGAIN : rc);
-        lp_lock(c, LP_TX);
+        return (ssize_t)t->sent;
     }
+    rc = local_ring_tx_wait_prepare_kind(&c->ch, lp_txdir(c),
+                                         lp_tx_want(c, left < LOCAL_RING_CHUNK
+                                                           ? left + LP_ROOM_KEEP
+                                                           : LOCAL_RING_CHUNK),
+                                         nonblock ? LOCAL_RING_WAIT_SOCKET
+                                                  : LOCAL_RING_WAIT_FUTEX);
+    if (rc == 1 && lp_rv(c)) {      /* re-checked after announcing (HAND-BACK 4) */
+        local_ring_tx_wait_cancel(&c->ch, lp_txdir(c));
+        return LP_CONTINUE;
+    }
+    if (rc == 0)
+        return LP_CONTINUE;
     lp_unlock(c, LP_TX);
-    return (ssize_t)sent;
+    if (rc < 0)
+        return t->sent ? (ssize_t)t->sent : lp_broken(c);
+    if (nonblock)
+        return t->sent ? (ssize_t)t->sent : -EAGAIN;
+    rc = lp_sleep(c, fd, LP_TX, &t->w);
+    local_ring_tx_wait_cancel(&c->ch, lp_txdir(c));
+    if (rc < 0)
+        return t->sent ? (ssize_t)t->sent : rc;
+    lp_lock(c, LP_TX);
+    return LP_CONTINUE;
+}
+
+/* One pass of the ring send loop.  TX lock held; LP_CONTINUE returns with
+ * it held, anything else without. */
+static ssize_t lp_tx_step(lp_conn_t *c, shim_fd_t *f, int fd, lp_tx_t *t)
+{
+    struct iovec win[LP_IOV_WIN];
+    size_t done = 0;
+    int64_t room;
+    int k, rc;
+
+    if (lp_rv(c) || lp_peer_gone(c)) {
+        /* handed back meanwhile: start again on the kernel; the peer is
+         * gone: the kernel answers (EPIPE, SIGPIPE) */
+        int rv = lp_rv(c);
+
+        lp_unlock(c, LP_TX);
+        if (t->sent)
+            return (ssize_t)t->sent;
+        return rv ? lp_sendmsg(f, fd, t->msg, t->flags)
+                  : lp_send_kernel(f, fd, t->msg, t->flags, NULL);
+    }
+    room = lp_tx_room(c);
+    if (room < 0) {
+        lp_unlock(c, LP_TX);
+        return t->sent ? (ssize_t)t->sent : lp_broken(c);
+    }
+    if (room <= LP_ROOM_KEEP)
+        return lp_tx_full(c, fd, t);
+    k = lp_iov_window(t->msg->msg_iov, t->msg->msg_iovlen, t->sent,
+                      (size_t)(room - LP_ROOM_KEEP), win);
+    rc = local_ring_write(&c->ch, lp_txdir(c), win, k, &done);
+    if (rc < 0) {
+        lp_unlock(c, LP_TX);
+        return t->sent ? (ssize_t)t->sent : lp_broken(c);
+    }
+    lp_wake(c, fd, rc, local_ring_wait_word(&c->ch, lp_txdir(c), LOCAL_RING_ROLE_CONS));
+    t->sent += done;
+    zc_stat_add(ZC_STAT_LOCAL_SEND_BYTES, done);
+    if (t->sent == t->total) {
+        lp_unlock(c, LP_TX);
+        return (ssize_t)t->sent;
+    }
+    return done ? LP_CONTINUE : lp_tx_full(c, fd, t);
+}
+
+ssize_t lp_sendmsg(shim_fd_t *f, int fd, const struct msghdr *msg, int flags)
+{
+    lp_conn_t *c = lp_conn(f);
+    lp_tx_t t = { .msg = msg, .flags = flags, .w = LP_WAIT_INIT };
+    ssize_t n = lp_msg_check(msg);
+
+    if (n)
+        return n;
+    t.total = lp_iov_total(msg->msg_iov, msg->msg_iovlen);
+    n = lp_tx_begin(c, f, fd, msg, flags);
+    if (n != LP_CONTINUE)
+        return n;
+    zc_stat_add(ZC_STAT_LOCAL_SEND_CALLS, 1);
+    do
+        n = lp_tx_step(c, f, fd, &t);
+    while (n == LP_CONTINUE);
+    return n;
 }
 
 /* --- sendfile and splice: through a bounce buffer and the ring ------------------ */

@@ -1,0 +1,317 @@
+/* The readiness engine's epoll (shim_ready.c has the principles): a table
+ * of registrations of claimed descriptors, each registered with the kernel
+ * under a tag naming its slot, so events carrying a tag are translated back
+ * to the application's data and the others pass through untouched.
+ * Edge-triggered registrations report when the path's change counter moved
+ * since the last report; EPOLLONESHOT ones once until the application
+ * re-arms them.  One spinlock guards the table; the kernel's epoll_wait runs
+ * without it. */
+#include <poll.h>
+#include <sys/epoll.h>
+#include <time.h>
+
+#include "shim_int.h"
+#include "shim_ready.h"
+#include "zc_pool.h"
+
+/* --- epoll ------------------------------------------------------------------ */
+
+#define SHIM_EP_SLOTS   (1u << 16)
+#define SHIM_EP_TAG     0x5a43000000000000ULL   /* "ZC" in the top bits */
+#define SHIM_EP_TAGMASK 0xffff000000000000ULL
+#define SHIM_EP_KERNEL_KEEP (EPOLLET | EPOLLONESHOT | EPOLLRDHUP | EPOLLWAKEUP | EPOLLEXCLUSIVE)
+
+typedef struct shim_ep_reg {
+    struct shim_ep_reg *next;
+    int epfd, fd;
+    uint32_t events;            /* the application's */
+    uint32_t slot;
+    uint64_t data;              /* the application's */
+    uint64_t tag;               /* what the kernel holds instead */
+    uint64_t change;            /* edge-triggered: the path's change counter at the
+                                 * last report */
+    uint32_t kevents;           /* what the kernel registration asks for */
+    int disabled;               /* EPOLLONESHOT fired */
+    int seen;                   /* reported in the current epoll_wait */
+} shim_ep_reg_t;
+
+static struct {
+    int lock;
+    uint32_t next_slot;
+    uint64_t gen;
+    shim_ep_reg_t *head;
+    shim_ep_reg_t **slots;      /* SHIM_EP_SLOTS entries, from zc_pool */
+} shim_ep;
+
+static void shim_ep_lock(void)
+{
+    while (__atomic_exchange_n(&shim_ep.lock, 1, __ATOMIC_ACQUIRE))
+        __builtin_ia32_pause();
+}
+
+static void shim_ep_unlock(void)
+{
+    __atomic_store_n(&shim_ep.lock, 0, __ATOMIC_RELEASE);
+}
+
+/* Lock held. */
+static shim_ep_reg_t *shim_ep_find(int epfd, int fd)
+{
+    shim_ep_reg_t *g;
+
+    for (g = shim_ep.head; g; g = g->next)
+        if (g->epfd == epfd && g->fd == fd)
+            return g;
+    return NULL;
+}
+
+/* Lock held. */
+static shim_ep_reg_t *shim_ep_new(int epfd, int fd)
+{
+    shim_ep_reg_t *g;
+    uint32_t i, s;
+
+    if (!shim_ep.slots) {
+        shim_ep.slots = zc_pool_alloc(SHIM_EP_SLOTS * sizeof(*shim_ep.slots));
+        if (!shim_ep.slots)
+            return NULL;
+    }
+    for (i = 0; i < SHIM_EP_SLOTS; i++) {
+        s = (shim_ep.next_slot + i) % SHIM_EP_SLOTS;
+        if (!shim_ep.slots[s])
+            break;
+    }
+    if (i == SHIM_EP_SLOTS)
+        return NULL;
+    g = zc_pool_alloc(sizeof(*g));
+    if (!g)
+        return NULL;
+    shim_ep.next_slot = s + 1;
+    g->epfd = epfd;
+    g->fd = fd;
+    g->slot = s;
+    g->tag = SHIM_EP_TAG | ((++shim_ep.gen & 0xffffffULL) << 24) | s;
+    g->next = shim_ep.head;
+    shim_ep.head = g;
+    shim_ep.slots[s] = g;
+    return g;
+}
+
+/* Lock held. */
+static void shim_ep_drop(shim_ep_reg_t *g)
+{
+    shim_ep_reg_t **pp;
+
+    for (pp = &shim_ep.head; *pp; pp = &(*pp)->next)
+        if (*pp == g) {
+            *pp = g->next;
+            break;
+        }
+    shim_ep.slots[g->slot] = NULL;
+    zc_pool_free(g, sizeof(*g));
+}
+
+/* Lock held. */
+static shim_ep_reg_t *shim_ep_by_tag(int epfd, uint64_t tag)
+{
+    shim_ep_reg_t *g;
+
+    if ((tag & SHIM_EP_TAGMASK) != SHIM_EP_TAG || !shim_ep.slots)
+        return NULL;
+    g = shim_ep.slots[tag & 0xffffff & (SHIM_EP_SLOTS - 1)];
+    return g && g->tag == tag && g->epfd == epfd ? g : NULL;
+}
+
+/* An epoll descriptor or one of its registered descriptors is closing:
+ * forget what the kernel forgets. */
+void shim_ep_forget_fd(int fd)
+{
+    shim_ep_reg_t *g, *next;
+
+    if (!__atomic_load_n(&shim_ep.head, __ATOMIC_RELAXED))
+        return;
+    shim_ep_lock();
+    for (g = shim_ep.head; g; g = next) {
+        next = g->next;
+        if (g->epfd == fd)
+            shim_ep_drop(g);
+    }
+    shim_ep_unlock();
+}
+
+/* What the kernel registration of claimed descriptor f asks for, for the
+ * application's events. */
+static uint32_t shim_ep_kernel_events(shim_fd_t *f, uint32_t events)
+{
+    return (uint32_t)(unsigned short)f->path->ops->kernel_events(f, (short)events) |
+           (events & SHIM_EP_KERNEL_KEEP);
+}
+
+/* Register g with the kernel again for what the connection needs now:
+ * always (a one-shot that fired), or only when that changed (a connection
+ * handed back to the kernel).  Lock held. */
+static void shim_ep_rearm(shim_ep_reg_t *g, shim_fd_t *f, int always)
+{
+    struct epoll_event re = { shim_ep_kernel_events(f, g->events), { .u64 = g->tag } };
+
+    if ((always || re.events != g->kevents) &&
+        !zc_real.epoll_ctl(g->epfd, EPOLL_CTL_MOD, g->fd, &re))
+        g->kevents = re.events;
+}
+
+/* The events registration g reports now (kev: the kernel's events for it, or
+ * -1), 0 when none; updates its edge-triggered and one-shot state when it
+ * reports.  Lock held. */
+static uint32_t shim_ep_ready(shim_ep_reg_t *g, int kev, int arm, shim_ready_ask_t *ask)
+{
+    shim_fd_t *f = shim_fd_get(g->fd);
+    uint32_t want = g->events & ~(uint32_t)SHIM_EP_KERNEL_KEEP, rev;
+    uint64_t ch;
+
+    if (g->disabled || g->seen || !shim_fd_claimed(f))
+        return 0;
+    rev = (uint16_t)f->path->ops->revents(f, g->fd, (short)(want | EPOLLRDHUP), kev, arm, ask);
+    shim_ep_rearm(g, f, 0);
+    rev &= want | EPOLLERR | EPOLLHUP;
+    if (!rev)
+        return 0;
+    if (g->events & EPOLLET) {
+        ch = f->path->ops->change(f, g->fd);
+        if (kev <= 0 && ch == g->change)
+            return 0;       /* nothing new since the last report */
+        g->change = ch;
+    }
+    if (g->events & EPOLLONESHOT)
+        g->disabled = 1;
+    g->seen = 1;
+    return rev;
+}
+
+int shim_ready_epoll_wait(int epfd, struct epoll_event *evs, int max, int timeout,
+                            const sigset_t *mask)
+{
+    int64_t deadline = timeout < 0 ? -1 : shim_now_ns() + (int64_t)timeout * 1000000;
+
+    for (;;) {
+        shim_ep_reg_t *g;
+        struct timespec left;
+        shim_ready_ask_t ask = { 0 };
+        int out = 0, pass, r, i, kept, tmo;
+
+        shim_ep_lock();
+        for (g = shim_ep.head; g; g = g->next)
+            g->seen = 0;
+        for (pass = 0; pass < 2 && !out; pass++)    /* look, then look and arm */
+            for (g = shim_ep.head; g && out < max; g = g->next) {
+                uint32_t rev;
+
+                if (g->epfd != epfd)
+                    continue;
+                rev = shim_ep_ready(g, -1, pass, &ask);
+                if (rev) {
+                    evs[out].events = rev;
+                    evs[out].data.u64 = g->data;
+                    out++;
+                }
+            }
+        shim_ep_unlock();
+        if (out == max)
+            return out;
+        if (out)
+            tmo = 0;
+        else if (deadline < 0)
+            tmo = -1;
+        else {
+            shim_left(deadline, &left);
+            tmo = (int)(left.tv_sec * 1000 + (left.tv_nsec + 999999) / 1000000);
+        }
+        if (!out && ask.recheck_ms && (tmo < 0 || tmo > ask.recheck_ms))
+            tmo = ask.recheck_ms;
+        r = zc_real.epoll_pwait(epfd, evs + out, max - out, tmo, mask);
+        if (r < 0)
+            return out ? out : -1;
+        shim_ep_lock();
+        for (i = 0, kept = 0; i < r; i++) {
+            struct epoll_event *e = &evs[out + i];
+
+            g = shim_ep_by_tag(epfd, e->data.u64);
+            if (g) {
+                uint32_t rev = shim_ep_ready(g, (int)(e->events & 0xffff), 0, NULL);
+
+                if (!rev) {
+                    if ((g->events & EPOLLONESHOT) && !g->disabled)
+                        shim_ep_rearm(g, shim_fd_get(g->fd), 1);
+                    continue;
+                }
+                e->events = rev;
+                e->data.u64 = g->data;
+            }
+            evs[out + kept++] = *e;
+        }
+        shim_ep_unlock();
+        if (out + kept || timeout == 0 || (deadline >= 0 && shim_expired(deadline)))
+            return out + kept;
+    }
+}
+
+int shim_ep_has(int epfd)
+{
+    shim_fd_t *e = shim_fd_get(epfd);
+
+    return e && e->kind == SHIM_FD_EPOLL;
+}
+
+/* epoll_ctl on a claimed descriptor: the registration is kept in the table
+ * and registered with the kernel under its tag.  Returns what epoll_ctl
+ * returns (-1 and errno on failure). */
+int shim_ep_ctl(int epfd, int op, int fd, struct epoll_event *ev)
+{
+    shim_fd_t *f;
+    shim_ep_reg_t *g;
+    struct epoll_event kev;
+    int rc, created = 0;
+
+    f = shim_fd_get(fd);
+    shim_ep_lock();
+    g = shim_ep_find(epfd, fd);
+    if (op == EPOLL_CTL_DEL) {
+        rc = zc_real.epoll_ctl(epfd, op, fd, ev);
+        if (rc == 0 && g)
+            shim_ep_drop(g);
+        shim_ep_unlock();
+        return rc;
+    }
+    if (op == EPOLL_CTL_ADD && g) {     /* stale: the kernel forgot it with the fd */
+        shim_ep_drop(g);
+        g = NULL;
+    }
+    if (!g && op == EPOLL_CTL_ADD) {
+        g = shim_ep_new(epfd, fd);
+        created = 1;
+    }
+    if (!g) {
+        shim_ep_unlock();
+        return zc_real.epoll_ctl(epfd, op, fd, ev);     /* MOD of an unknown one */
+    }
+    kev.events = shim_ep_kernel_events(f, ev->events);
+    kev.data.u64 = g->tag;
+    rc = zc_real.epoll_ctl(epfd, op, fd, &kev);
+    if (rc == 0) {
+        shim_fd_t *e = shim_fd_get(epfd);
+
+        if (e && e->kind == SHIM_FD_UNKNOWN)
+            e->kind = SHIM_FD_EPOLL;
+        g->events = ev->events;
+        g->kevents = kev.events;
+        g->data = ev->data.u64;
+        g->disabled = 0;
+        g->change = UINT64_MAX;
+    } else if (created) {
+        int saved = errno;
+
+        shim_ep_drop(g);
+        errno = saved;
+    }
+    shim_ep_unlock();
+    return rc;
+}

@@ -1,0 +1,221 @@
+/* The readiness engine: poll, select and epoll over descriptors that paths
+ * claimed (DESIGN.md §3.4).  It knows no path: it asks each descriptor's
+ * path through shim_path_ops_t (revents, kernel_events, change).
+ *
+ * For a claimed descriptor the bytes may be somewhere the kernel socket does
+ * not show (a shared ring), and the kernel socket may carry things that are
+ * no data (doorbells), so readiness comes from the path's revents(): what
+ * the path holds first (nothing to wait for when it is ready), then, before
+ * sleeping, a second look that arms the path's wake-up (it then makes the
+ * kernel events it asked for fire), then the kernel's answer filtered
+ * through the path.  A wake-up that turns out to be nothing for the
+ * application goes back to sleep for the rest of the timeout; a path that
+ * cannot arm a wake-up says how soon to look again (shim_ready_ask_t).
+ *
+ * poll and select (this file) rebuild the set with the kernel events each
+ * path asks for; epoll (shim_epoll.c) keeps a table of registrations. */
+#include <poll.h>
+#include <sys/epoll.h>
+#include <sys/select.h>
+#include <time.h>
+
+#include "shim_int.h"
+#include "shim_ready.h"
+#include "zc_pool.h"
+
+#define SHIM_POLL_STACK 64
+
+/* --- time ----------------------------------------------------------------- */
+
+int64_t shim_now_ns(void)
+{
+    struct timespec t;
+
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+/* Deadline from a timeout (NULL / negative: none, -1). */
+int64_t shim_deadline(const struct timespec *ts)
+{
+    if (!ts)
+        return -1;
+    return shim_now_ns() + (int64_t)ts->tv_sec * 1000000000 + ts->tv_nsec;
+}
+
+/* Time left until deadline into *ts; NULL when there is no deadline. */
+const struct timespec *shim_left(int64_t deadline, struct timespec *ts)
+{
+    int64_t left;
+
+    if (deadline < 0)
+        return NULL;
+    left = deadline - shim_now_ns();
+    if (left < 0)
+        left = 0;
+    ts->tv_sec = left / 1000000000;
+    ts->tv_nsec = left % 1000000000;
+    return ts;
+}
+
+int shim_expired(int64_t deadline)
+{
+    return deadline >= 0 && shim_now_ns() >= deadline;
+}
+
+/* --- poll ----------------------------------------------------------------- */
+
+int shim_poll_claims(const struct pollfd *fds, nfds_t n)
+{
+    nfds_t i;
+
+    for (i = 0; i < n; i++)
+        if (shim_fd_claimed(shim_fd_get(fds[i].fd)))
+            return 1;
+    return 0;
+}
+
+/* poll over a set holding claimed descriptors. */
+int shim_ready_poll(struct pollfd *fds, nfds_t n, const struct timespec *timeout,
+                           const sigset_t *mask)
+{
+    struct pollfd stack[SHIM_POLL_STACK], *k = stack;
+    int64_t deadline = shim_deadline(timeout);
+    int rc = 0;
+    nfds_t i;
+
+    if (n > SHIM_POLL_STACK) {
+        k = zc_pool_alloc(n * sizeof(*k));
+        if (!k)
+            return zc_real.ppoll(fds, n, timeout, mask);
+    }
+    for (;;) {
+        struct timespec left, zero = { 0, 0 };
+        const struct timespec *tmo;
+        shim_ready_ask_t ask = { 0 };
+        int ready = 0, pass, r;
+
+        for (pass = 0; pass < 2 && !ready; pass++) {    /* look, then look and arm */
+            for (i = 0; i < n; i++) {
+                shim_fd_t *f = shim_fd_get(fds[i].fd);
+
+                if (shim_fd_claimed(f) && fds[i].fd >= 0 &&
+                    f->path->ops->revents(f, fds[i].fd, fds[i].events, -1, pass, &ask))
+                    ready++;
+            }
+        }
+        for (i = 0; i < n; i++) {
+            shim_fd_t *f = shim_fd_get(fds[i].fd);
+
+            k[i] = fds[i];
+            if (shim_fd_claimed(f))
+                k[i].events = f->path->ops->kernel_events(f, fds[i].events);
+        }
+        tmo = ready ? &zero : shim_left(deadline, &left);
+        if (!ready && ask.recheck_ms) {
+            struct timespec slice = { ask.recheck_ms / 1000, (ask.recheck_ms % 1000) * 1000000L };
+
+            if (!tmo || tmo->tv_sec > slice.tv_sec ||
+                (tmo->tv_sec == slice.tv_sec && tmo->tv_nsec > slice.tv_nsec))
+                left = slice, tmo = &left;
+        }
+        r = zc_real.ppoll(k, n, tmo, mask);
+        if (r < 0) {
+            rc = -1;
+            break;
+        }
+        rc = 0;
+        for (i = 0; i < n; i++) {
+            shim_fd_t *f = shim_fd_get(fds[i].fd);
+            short rev = k[i].revents;
+
+            if (shim_fd_claimed(f) && !(rev & POLLNVAL))
+                rev = f->path->ops->revents(f, fds[i].fd, fds[i].events, rev, 0, NULL);
+            fds[i].revents = rev;
+            rc += rev != 0;
+        }
+        if (rc || ready || shim_expired(deadline) || (timeout && !timeout->tv_sec &&
+                                                      !timeout->tv_nsec))
+            break;
+    }
+    if (k != stack) {
+        int saved = errno;
+
+        zc_pool_free(k, n * sizeof(*k));
+        errno = saved;
+    }
+    return rc;
+}
+
+/* --- select: through the poll logic when a claimed descriptor is in a set --- */
+
+int shim_select_claims(int nfds, fd_set *r, fd_set *w, fd_set *e)
+{
+    int fd;
+
+    if (nfds > FD_SETSIZE)
+        nfds = FD_SETSIZE;
+    for (fd = 0; fd < nfds; fd++)
+        if (((r && FD_ISSET(fd, r)) || (w && FD_ISSET(fd, w)) || (e && FD_ISSET(fd, e))) &&
+            shim_fd_claimed(shim_fd_get(fd)))
+            return 1;
+    return 0;
+}
+
+int shim_ready_select(int nfds, fd_set *r, fd_set *w, fd_set *e,
+                             const struct timespec *timeout, const sigset_t *mask)
+{
+    struct pollfd *p;
+    size_t size;
+    int fd, n = 0, rc, i;
+
+    if (nfds > FD_SETSIZE)
+        nfds = FD_SETSIZE;
+    size = (size_t)nfds * sizeof(*p);
+    p = zc_pool_alloc(size ? size : 1);
+    if (!p) {
+        errno = ENOMEM;
+        return -1;
+    }
+    for (fd = 0; fd < nfds; fd++) {
+        short ev = (short)((r && FD_ISSET(fd, r) ? POLLIN : 0) |
+                           (w && FD_ISSET(fd, w) ? POLLOUT : 0) |
+                           (e && FD_ISSET(fd, e) ? POLLPRI : 0));
+
+        if (ev)
+            p[n++] = (struct pollfd){ fd, ev, 0 };
+    }
+    rc = shim_ready_poll(p, (nfds_t)n, timeout, mask);
+    if (rc >= 0) {
+        for (i = 0; i < n; i++)
+            if (p[i].revents & POLLNVAL) {
+                rc = -1;
+                errno = EBADF;
+                break;
+            }
+    }
+    if (rc >= 0) {
+        rc = 0;
+        if (r)
+            FD_ZERO(r);
+        if (w)
+            FD_ZERO(w);
+        if (e)
+            FD_ZERO(e);
+        for (i = 0; i < n; i++) {
+            short rev = p[i].revents;
+
+            if (r && (p[i].events & POLLIN) && (rev & (POLLIN | POLLHUP | POLLERR)))
+                FD_SET(p[i].fd, r), rc++;
+            if (w && (p[i].events & POLLOUT) && (rev & (POLLOUT | POLLERR)))
+                FD_SET(p[i].fd, w), rc++;
+            if (e && (p[i].events & POLLPRI) && (rev & POLLPRI))
+                FD_SET(p[i].fd, e), rc++;
+        }
+    }
+    i = errno;
+    zc_pool_free(p, size ? size : 1);
+    errno = i;
+    return rc;
+}
+

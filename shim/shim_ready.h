@@ -1,0 +1,39 @@
+/* The readiness engine (shim_ready.c, shim_epoll.c): poll, select and
+ * epoll over sets that hold descriptors a path claimed.  Called by the
+ * readiness hooks (hooks_poll.c) only when such a descriptor is involved.
+ * Every function returns what the libc call returns (-1 and errno). */
+#ifndef SHIM_READY_H
+#define SHIM_READY_H
+
+#include <poll.h>
+#include <signal.h>
+#include <stdint.h>
+#include <sys/epoll.h>
+#include <sys/select.h>
+#include <time.h>
+
+/* CLOCK_MONOTONIC in ns; a deadline from a timeout (NULL: none, -1); the
+ * time left until deadline into *ts (NULL when none); deadline passed. */
+int64_t shim_now_ns(void);
+int64_t shim_deadline(const struct timespec *ts);
+const struct timespec *shim_left(int64_t deadline, struct timespec *ts);
+int shim_expired(int64_t deadline);
+
+/* 1 when a claimed descriptor is in the poll set / select sets. */
+int shim_poll_claims(const struct pollfd *fds, nfds_t n);
+int shim_select_claims(int nfds, fd_set *r, fd_set *w, fd_set *e);
+
+/* ppoll / pselect over sets holding claimed descriptors. */
+int shim_ready_poll(struct pollfd *fds, nfds_t n, const struct timespec *timeout,
+                    const sigset_t *mask);
+int shim_ready_select(int nfds, fd_set *r, fd_set *w, fd_set *e,
+                      const struct timespec *timeout, const sigset_t *mask);
+
+/* epoll_ctl of a claimed descriptor; epoll_pwait on an epoll descriptor
+ * that holds claimed registrations (shim_ep_has). */
+int shim_ep_ctl(int epfd, int op, int fd, struct epoll_event *ev);
+int shim_ready_epoll_wait(int epfd, struct epoll_event *evs, int max, int timeout,
+                     const sigset_t *mask);
+int shim_ep_has(int epfd);
+
+#endif
