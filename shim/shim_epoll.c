@@ -32,6 +32,8 @@ typedef struct shim_ep_reg {
                                  * last report */
     uint32_t kevents;           /* what the kernel registration asks for */
     int disabled;               /* EPOLLONESHOT fired */
+    int released;               /* the path let the descriptor go: the kernel
+                                 * holds the application's data again */
     int seen;                   /* reported in the current epoll_wait */
 } shim_ep_reg_t;
 
@@ -153,10 +155,47 @@ static uint32_t shim_ep_kernel_events(shim_fd_t *f, uint32_t events)
 static void shim_ep_rearm(shim_ep_reg_t *g, shim_fd_t *f, int always)
 {
     struct epoll_event re = { shim_ep_kernel_events(f, g->events), { .u64 = g->tag } };
+    int saved = errno;
 
-    if ((always || re.events != g->kevents) &&
-        !zc_real.epoll_ctl(g->epfd, EPOLL_CTL_MOD, g->fd, &re))
+    if (!always && re.events == g->kevents)
+        return;
+    if (g->events & EPOLLEXCLUSIVE) {
+        /* the kernel refuses EPOLL_CTL_MOD of an exclusive registration:
+         * register it again */
+        zc_real.epoll_ctl(g->epfd, EPOLL_CTL_DEL, g->fd, NULL);
+        if (!zc_real.epoll_ctl(g->epfd, EPOLL_CTL_ADD, g->fd, &re))
+            g->kevents = re.events;
+    } else if (!zc_real.epoll_ctl(g->epfd, EPOLL_CTL_MOD, g->fd, &re)) {
         g->kevents = re.events;
+    }
+    errno = saved;
+}
+
+/* The path let g's descriptor go (it is on the copy path now): the kernel
+ * registration gets the application's own events and data back, so what
+ * the kernel reports from now on passes through untouched, and the event in
+ * flight (kev) is reported as the kernel said it.  Lock held. */
+static uint32_t shim_ep_released(shim_ep_reg_t *g, int kev)
+{
+    struct epoll_event e = { g->events, { .u64 = g->data } };
+    int saved = errno;
+
+    if (!g->released) {
+        g->released = 1;
+        if (g->events & EPOLLEXCLUSIVE) {
+            zc_real.epoll_ctl(g->epfd, EPOLL_CTL_DEL, g->fd, NULL);
+            zc_real.epoll_ctl(g->epfd, EPOLL_CTL_ADD, g->fd, &e);
+        } else {
+            zc_real.epoll_ctl(g->epfd, EPOLL_CTL_MOD, g->fd, &e);
+        }
+        errno = saved;
+    }
+    if (kev <= 0)
+        return 0;
+    if (g->events & EPOLLONESHOT)
+        g->disabled = 1;
+    g->seen = 1;
+    return (uint32_t)kev & (g->events | EPOLLERR | EPOLLHUP);
 }
 
 /* The events registration g reports now (kev: the kernel's events for it, or
@@ -168,8 +207,10 @@ static uint32_t shim_ep_ready(shim_ep_reg_t *g, int kev, int arm, shim_ready_ask
     uint32_t want = g->events & ~(uint32_t)SHIM_EP_KERNEL_KEEP, rev;
     uint64_t ch;
 
-    if (g->disabled || g->seen || !shim_fd_claimed(f))
+    if (g->disabled || g->seen)
         return 0;
+    if (!shim_fd_claimed(f))
+        return shim_ep_released(g, kev);
     rev = (uint16_t)f->path->ops->revents(f, g->fd, (short)(want | EPOLLRDHUP), kev, arm, ask);
     shim_ep_rearm(g, f, 0);
     rev &= want | EPOLLERR | EPOLLHUP;
@@ -281,17 +322,20 @@ int shim_ep_ctl(int epfd, int op, int fd, struct epoll_event *ev)
         shim_ep_unlock();
         return rc;
     }
-    if (op == EPOLL_CTL_ADD && g) {     /* stale: the kernel forgot it with the fd */
-        shim_ep_drop(g);
-        g = NULL;
-    }
-    if (!g && op == EPOLL_CTL_ADD) {
+    /* ADD of a known registration: the kernel's answer decides (EEXIST: it
+     * is live and stays as it is; success: the kernel had forgotten it
+     * with a closed descriptor of the same number).  MOD of an unknown one
+     * (registered before the descriptor was claimed): it gets a slot and
+     * our tag too.  Either way the kernel never holds the application's
+     * data for a claimed descriptor. */
+    if (!g) {
         g = shim_ep_new(epfd, fd);
         created = 1;
     }
     if (!g) {
         shim_ep_unlock();
-        return zc_real.epoll_ctl(epfd, op, fd, ev);     /* MOD of an unknown one */
+        errno = ENOMEM;
+        return -1;
     }
     kev.events = shim_ep_kernel_events(f, ev->events);
     kev.data.u64 = g->tag;
@@ -305,6 +349,7 @@ int shim_ep_ctl(int epfd, int op, int fd, struct epoll_event *ev)
         g->kevents = kev.events;
         g->data = ev->data.u64;
         g->disabled = 0;
+        g->released = 0;
         g->change = UINT64_MAX;
     } else if (created) {
         int saved = errno;
