@@ -89,7 +89,10 @@
     X(int, posix_spawnp, (pid_t *, const char *, const posix_spawn_file_actions_t *,  \
                           const posix_spawnattr_t *, char *const[], char *const[]), 1) \
     X(int, system, (const char *), 1)                                                 \
-    X(FILE *, popen, (const char *, const char *), 1)
+    X(FILE *, popen, (const char *, const char *), 1)                                 \
+    X(FILE *, fdopen, (int, const char *), 1)                                         \
+    X(int, prctl, (int, ...), 1)                                                      \
+    X(long, syscall, (long, ...), 1)
 
 /* The allocator and mapping family, interposed by malloc-hooks/. */
 #define ZC_REAL_MEM_LIST(X)                                                           \

@@ -241,6 +241,15 @@ SHIM_EXPORT int close_range(unsigned first, unsigned last, int flags)
     return shim_close_range_around_ours(first, last, flags);
 }
 
+/* A claimed socket on stdin, stdout or stderr meets glibc's stdio, which
+ * reads and writes through internal calls no hook sees (and so does every
+ * program an exec starts with it there). */
+static void shim_fd_stdio_check(int fd)
+{
+    if (fd <= 2 && shim_fd_claimed(shim_fd_get(fd)))
+        shim_fd_exposed(fd, "a descriptor on stdin/stdout/stderr (stdio)");
+}
+
 SHIM_EXPORT int dup(int oldfd)
 {
     int fd;
@@ -264,6 +273,7 @@ SHIM_EXPORT int dup2(int oldfd, int newfd)
     if (fd >= 0 && oldfd != newfd) {
         shim_fd_release(newfd);
         shim_fd_dup(oldfd, newfd);
+        shim_fd_stdio_check(newfd);
     }
     return fd;
 }
@@ -280,6 +290,7 @@ SHIM_EXPORT int dup3(int oldfd, int newfd, int flags)
     if (fd >= 0) {
         shim_fd_release(newfd);
         shim_fd_dup(oldfd, newfd);
+        shim_fd_stdio_check(newfd);
     }
     return fd;
 }

@@ -72,6 +72,10 @@ void shim_paths_start(void);
  * when nothing was added.  Returns the number of variables added. */
 size_t shim_paths_exec_env(const shim_exec_t *x, char **vec, size_t vec_n, char *buf,
                            size_t size, char *const **env_p);
+/* I/O the hooks cannot see may meet fd / every descriptor (shim_path_t
+ * fd_exposed / process_exposed); errno kept. */
+void shim_fd_exposed(int fd, const char *why);
+void shim_process_exposed(const char *why);
 /* dup2/dup3 onto internal descriptor fd: move it away.  0 or -errno. */
 int shim_fd_internal_move(int fd);
 

@@ -120,6 +120,14 @@ typedef struct shim_path {
      * must see too. */
     size_t (*exec_prepare)(const shim_exec_t *x, char *buf, size_t size);
     void (*exec_failed)(void);      /* the exec returned */
+    /* Visibility (DESIGN.md §3.10): I/O the hooks cannot see may meet
+     * descriptor fd from now on (fdopen, dup2 onto stdin/stdout/stderr) /
+     * any descriptor of the process (a seccomp filter that may refuse the
+     * library's own system calls, io_uring).  The path gives what it holds
+     * back to the kernel first, and for the process case claims nothing
+     * more. */
+    void (*fd_exposed)(int fd, const char *why);
+    void (*process_exposed)(const char *why);
     /* dup2/dup3 onto a descriptor the path keeps (shim_fd_internal_keep):
      * ctx's descriptor moved from one number to another. */
     void (*internal_moved)(void *ctx, int from, int to);

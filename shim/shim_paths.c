@@ -220,3 +220,22 @@ size_t shim_paths_exec_env(const shim_exec_t *x, char **vec, size_t vec_n, char 
     *env_p = vec;
     return nvars;
 }
+
+void shim_fd_exposed(int fd, const char *why)
+{
+    int saved = errno;
+
+    SHIM_PATHS_EACH(fd_exposed, fd, why);
+    errno = saved;
+}
+
+void shim_process_exposed(const char *why)
+{
+    static int done;
+    int saved = errno;
+
+    if (__atomic_exchange_n(&done, 1, __ATOMIC_ACQ_REL))
+        return;
+    SHIM_PATHS_EACH(process_exposed, why);
+    errno = saved;
+}

@@ -16,7 +16,7 @@ t_begin localpath
 for c in $($PY $TL list); do
   t_run "$c/both" "$T" env T_BYTES=$BIG $PY $TL run "$c" both tcp
 done
-for c in stream_both peek epoll halfclose exec sendfile epipe; do
+for c in stream_both peek epoll epoll_readd epoll_excl halfclose exec sendfile epipe stdio_filter fdopen seccomp; do
   t_run "$c/plain-client" "$T" env T_BYTES=$MID $PY $TL run "$c" server tcp
   t_run "$c/plain-server" "$T" env T_BYTES=$MID $PY $TL run "$c" client tcp
 done
@@ -43,6 +43,11 @@ t_run exec_plain/epoll "$T" env T_EPOLL=1 $PY $TL run exec_plain both tcp
 t_run exec_plain/forked-peer "$T" env T_FORKED_PEER=1 $PY $TL run exec_plain both unix
 t_run exec_plain/epoll-big "$T" env T_EPOLL=1 T_BIG=1 $PY $TL run exec_plain both unix
 t_run scm_plain/unix "$T" $PY $TL run scm_plain both unix
+# trust: the receiver's mailbox name squatted by another user / a same-user
+# process that is not the receiver: nothing reaches it, the connection goes
+# back to the kernel and the receiver reads every byte
+t_run scm_plain/squat-other-user "$T" env T_SQUAT=other $PY $TL run scm_plain both tcp
+t_run scm_plain/squat-same-user "$T" env T_SQUAT=same $PY $TL run scm_plain both tcp
 t_run scm_spawned/child-with-lib "$T" env T_CHILD_LIB=1 $PY $TL run scm_spawned both unix
 for c in anc passcred; do
   t_run "$c/unix" "$T" $PY $TL run "$c" both unix

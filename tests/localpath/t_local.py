@@ -279,6 +279,64 @@ def c_epoll(c):
     c.sendall(b"bye")
 
 
+def epoll_read_exact(c, ep, want, secs=10):
+    """Level-triggered, like libuv: wait, then read exactly what is due (a
+    read that returns less than asked is not followed by one that fails)."""
+    out = b""
+    end = time.time() + secs
+    while len(out) < want:
+        check(time.time() < end, "epoll: only %d of %d bytes" % (len(out), want))
+        if not ep.poll(1.0):
+            continue
+        try:
+            b = c.recv(want - len(out))
+        except BlockingIOError:
+            continue
+        check(b, "EOF in epoll read")
+        out += b
+    return out
+
+
+def s_epoll_readd(c):
+    # libuv's way: EPOLL_CTL_ADD of a descriptor already in the set gets
+    # EEXIST, then EPOLL_CTL_MOD; readiness must keep coming from the path
+    c.setblocking(False)
+    ep = select.epoll()
+    ep.register(c.fileno(), select.EPOLLIN)
+    try:
+        ep.register(c.fileno(), select.EPOLLIN)
+        fail("second EPOLL_CTL_ADD did not fail")
+    except FileExistsError:
+        pass
+    ep.modify(c.fileno(), select.EPOLLIN)
+    for i in range(50):
+        msg = epoll_read_exact(c, ep, 1000 + i)
+        check(msg == bytes([i % 251]) * (1000 + i), "epoll round %d" % i)
+        # nothing is due until our ack: level-triggered epoll must say so
+        check(ep.poll(0.01) == [], "EPOLLIN without data (round %d)" % i)
+        c.setblocking(True)
+        c.sendall(b"k")
+        c.setblocking(False)
+    c.setblocking(True)
+    check(recv_exact(c, 3) == b"bye", "no bye")
+
+
+def s_epoll_excl(c):
+    # EPOLLEXCLUSIVE registrations cannot be modified: re-arming must
+    # register them again, and readiness must follow the path
+    c.setblocking(False)
+    ep = select.epoll()
+    ep.register(c.fileno(), select.EPOLLIN | select.EPOLLOUT | select.EPOLLEXCLUSIVE)
+    for i in range(50):
+        msg = epoll_read_all(c, ep, 1000 + i)
+        check(msg == bytes([i % 251]) * (1000 + i), "epoll round %d" % i)
+        c.setblocking(True)
+        c.sendall(b"k")
+        c.setblocking(False)
+    c.setblocking(True)
+    check(recv_exact(c, 3) == b"bye", "no bye")
+
+
 def s_pollout(c):
     # fill our sending side until it would block, then wait for room
     c.setblocking(False)
@@ -419,6 +477,9 @@ def c_unread_close(c):
 
 
 def s_fork(c):
+    # a data call before the fork makes the offer (the server offers at its
+    # first one): the child inherits a paired connection
+    check(c.recv(1, socket.MSG_PEEK), "first byte")
     pid = os.fork()
     if pid == 0:
         try:
@@ -608,6 +669,182 @@ def fork_exec_with(c, argv, env):
     check(st == 0, "exec'd child %s failed (%d)" % (os.path.basename(argv[-1]), st))
 
 
+def s_exec_unswitched(c):
+    # the server offers (a data call that finds nothing), then a forked child
+    # execs a program without the library before the client attached: the
+    # hand-back cannot switch our sending direction and rings no doorbell
+    # (it used to wait forever for its own lock)
+    c.setblocking(False)
+    try:
+        c.recv(1)
+    except BlockingIOError:
+        pass
+    c.setblocking(True)
+    fork_exec_with(c, [sys.executable, HERE, "echo_plain"], env_without_lib())
+
+
+def c_exec_late(c):
+    time.sleep(0.3)                 # the server hands the connection back first
+    c_exec(c)
+
+
+STDIO_BYTES = 3 << 20
+
+
+def s_stdio_filter(c):
+    # inetd-style: the paired socket becomes a filter's stdin and stdout
+    # (dup2), and the filter (sha256sum, with the library) reads and writes
+    # through stdio, which no hook sees: the connection goes back to the
+    # kernel at the dup2
+    pid = os.fork()
+    if pid == 0:
+        os.dup2(c.fileno(), 0)
+        os.dup2(c.fileno(), 1)
+        os.execvp("sha256sum", ["sha256sum"])
+    c.close()
+    _, st = os.waitpid(pid, 0)
+    check(st == 0, "sha256sum failed (%d)" % st)
+
+
+def c_stdio_filter(c):
+    data = pattern(31, STDIO_BYTES)
+    c.sendall(data)
+    c.shutdown(socket.SHUT_WR)
+    out = b""
+    while True:
+        b = c.recv(4096)
+        if not b:
+            break
+        out += b
+    check(out.split()[0].decode() == hashlib.sha256(data).hexdigest(),
+          "sha256sum over the socket: %r" % out[:80])
+
+
+def s_fdopen(c):
+    # a server that reads its socket through fdopen + fgets and answers with
+    # fputs: glibc's stdio calls no hook, so fdopen hands the connection back
+    libc = ctypes.CDLL(None)
+    libc.fdopen.restype = ctypes.c_void_p
+    libc.fgets.restype = ctypes.c_char_p
+    libc.fgets.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_void_p]
+    libc.fputs.argtypes = [ctypes.c_char_p, ctypes.c_void_p]
+    libc.fflush.argtypes = [ctypes.c_void_p]
+    fp = libc.fdopen(os.dup(c.fileno()), b"r+")
+    check(fp, "fdopen")
+    buf = ctypes.create_string_buffer(256)
+    for i in range(200):
+        line = libc.fgets(buf, 256, fp)
+        check(line == b"line %d\n" % i, "fgets %d: %r" % (i, line))
+        libc.fputs(b"echo %d\n" % i, fp)
+        libc.fflush(fp)
+    if os.environ.get("T_MODE") == "both":
+        check(zc_stat("local.handed_back.fdopen") == 1, "fdopen did not hand the connection back")
+
+
+def c_fdopen(c):
+    f = c.makefile("rb")
+    for i in range(200):
+        c.send(b"line %d\n" % i)
+        check(f.readline() == b"echo %d\n" % i, "echo %d" % i)
+
+
+def seccomp_deny_getsockopt():
+    """Install a seccomp filter that kills the process on getsockopt (x86_64),
+    as sshd's sandbox would kill it on a system call it does not expect."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 38, 22, 2
+    ins = [(0x20, 0, 0, 0),                 # ld [nr]
+           (0x15, 0, 1, 55),                # jeq #getsockopt, kill, allow
+           (0x06, 0, 0, 0x80000000),        # ret KILL_PROCESS
+           (0x06, 0, 0, 0x7fff0000)]        # ret ALLOW
+    prog = b"".join(struct.pack("HBBI", *i) for i in ins)
+    buf = ctypes.create_string_buffer(prog, len(prog))
+    fprog = struct.pack("HxxxxxxQ", len(ins), ctypes.addressof(buf))
+    fbuf = ctypes.create_string_buffer(fprog, len(fprog))
+    u = ctypes.c_ulong
+    check(libc.prctl(PR_SET_NO_NEW_PRIVS, u(1), u(0), u(0), u(0)) == 0, "no_new_privs")
+    check(libc.prctl(PR_SET_SECCOMP, u(SECCOMP_MODE_FILTER), u(ctypes.addressof(fbuf)), u(0),
+                     u(0)) == 0, "seccomp: errno %d" % ctypes.get_errno())
+
+
+def s_seccomp(c):
+    # sshd's way: the process installs a seccomp filter that kills it for
+    # system calls the library would add; the connection goes back to the
+    # kernel before the filter is in place, and nothing the library does
+    # afterwards trips it
+    pid = os.fork()
+    if pid == 0:
+        try:
+            seccomp_deny_getsockopt()
+            for i in range(50):
+                n = struct.unpack("I", recv_exact(c, 4))[0]
+                c.sendall(recv_exact(c, n))
+            if os.environ.get("T_MODE") == "both":
+                check(zc_stat("local.handed_back.seccomp") == 1, "not handed back at seccomp")
+            os._exit(0)
+        except SystemExit:
+            os._exit(1)
+    c.close()
+    _, st = os.waitpid(pid, 0)
+    check(st == 0, "sandboxed child failed (%d)" % st)
+
+
+def c_seccomp(c):
+    for i in range(50):
+        msg = bytes([i]) * (1000 + 997 * i)
+        c.sendall(struct.pack("I", len(msg)) + msg)
+        check(recv_exact(c, len(msg)) == msg, "echo %d" % i)
+
+
+def s_scribble(c):
+    # a hostile peer: write garbage over every shared word of the channel it
+    # can reach (lock words set to a live thread id, indices, flags, ring
+    # bytes), then keep the connection open; the client must see data, an
+    # error or EOF on every call, never hang (DESIGN.md §3.9)
+    import mmap
+    fd = None
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            if "zcsock-ring" in os.readlink("/proc/self/fd/" + name):
+                fd = int(name)
+        except OSError:
+            pass
+    if os.environ.get("T_MODE") != "both":
+        c.sendall(b"s")
+        time.sleep(8)
+        return
+    check(fd is not None, "no channel memfd to scribble over")
+    m = mmap.mmap(fd, 4096 + 65536)
+    word = struct.pack("I", os.getpid())
+    rnd = random.Random(5)
+    m[0:4096] = word * 1024
+    m[4096:4096 + 65536] = rnd.randbytes(65536)
+    c.sendall(b"s")                 # through whatever the channel now is
+    time.sleep(8)                   # stay alive: the lock words name us
+
+
+def c_scribble(c):
+    t0 = time.time()
+    c.settimeout(20)
+    outcomes = []
+    for op in ("recv", "send", "poll", "recv"):
+        t = time.time()
+        try:
+            if op == "recv":
+                outcomes.append(len(c.recv(100)))
+            elif op == "send":
+                outcomes.append(c.send(b"x" * 1000))
+            else:
+                p = select.poll()
+                p.register(c, select.POLLIN | select.POLLOUT)
+                outcomes.append(p.poll(5000))
+        except (OSError, socket.timeout) as e:
+            outcomes.append(type(e).__name__)
+        check(time.time() - t < 10, "%s took %.1f s (%r)" % (op, time.time() - t, outcomes))
+    check(time.time() - t0 < 30, "calls on a scribbled channel took %.1f s" % (time.time() - t0))
+    check("timeout" not in outcomes, "a call waited out its timeout: %r" % outcomes)
+
+
 def s_exec_plain(c):
     # exec of a program that does not load the library, with data unread both ways
     s_handback_common(c, lambda c: fork_exec_with(
@@ -631,12 +868,62 @@ def s_scm_plain(c):
         ls.listen(1)
         w = subprocess.Popen([sys.executable, HERE, "scm_worker", path], env=env_without_lib())
         a, _ = ls.accept()
+        squat = mailbox_squatter(w.pid, os.environ.get("T_SQUAT"))
         socket.send_fds(a, [b"x"], [c.fileno()])
         c.close()
         a.close()
         ls.close()
         check(w.wait(timeout=120) == 0, "worker without the library failed")
+        if squat:
+            check(squat() == b"", "the squatter of the worker's mailbox name got a hand-over")
     s_handback_common(c, give)
+
+
+def mailbox_squatter(pid, who):
+    """T_SQUAT=other (another user) or same (this user, not the receiver):
+    bind the receiver's mailbox name before the hand-over and report whether
+    anything came.  Returns a function giving what it received, or None."""
+    if not who:
+        return None
+    r, w = os.pipe()
+    child = os.fork()
+    if child == 0:
+        os.close(r)
+        try:
+            if who == "other":
+                os.setgid(65534)
+                os.setuid(65534)
+            ls = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+            ls.bind(b"\0zcsock/v1/M/%d" % pid)
+            ls.listen(8)
+            os.write(w, b"R")
+            ls.settimeout(3)
+            got = b""
+            try:
+                while True:
+                    a, _ = ls.accept()
+                    msg, fds, _, _ = socket.recv_fds(a, 256, 4)
+                    if msg or fds:      # a connection that brings nothing is no leak
+                        got += msg + b"+%d fds;" % len(fds)
+            except (socket.timeout, OSError):
+                pass
+            os.write(w, got)
+        finally:
+            os._exit(0)
+    os.close(w)
+    check(os.read(r, 1) == b"R", "squatter did not start")
+
+    def result():
+        os.waitpid(child, 0)
+        out = b""
+        while True:
+            b = os.read(r, 4096)
+            if not b:
+                break
+            out += b
+        os.close(r)
+        return out
+    return result
 
 
 def s_scm_spawned(c):
@@ -838,6 +1125,8 @@ CASES = {
     "peek": (s_peek, c_peek),
     "lowat": (s_lowat, c_lowat),
     "epoll": (s_epoll, c_epoll),
+    "epoll_readd": (s_epoll_readd, c_epoll),
+    "epoll_excl": (s_epoll_excl, c_epoll),
     "pollout": (s_pollout, c_pollout),
     "poll_truth": (s_poll_truth, c_poll_truth),
     "halfclose": (s_halfclose, c_halfclose),
@@ -854,6 +1143,11 @@ CASES = {
     "dup": (s_dup, c_dup),
     "subprocess": (s_subprocess, c_subprocess),
     "exec_plain": (s_exec_plain, c_handback),
+    "exec_unswitched": (s_exec_unswitched, c_exec_late),
+    "stdio_filter": (s_stdio_filter, c_stdio_filter),
+    "fdopen": (s_fdopen, c_fdopen),
+    "seccomp": (s_seccomp, c_seccomp),
+    "scribble": (s_scribble, c_scribble),
     "scm_plain": (s_scm_plain, c_handback),
     "exec_static": (s_exec_static, c_handback),
     "scm_spawned": (s_scm_spawned, c_handback),
@@ -870,7 +1164,7 @@ OWN_LINE = ("exec_static",)
 # Cases that start streaming at once, so the switch to the ring happens in
 # the middle of the data; the others first exchange one byte each way, after
 # which both directions of a paired connection use the ring.
-UNSETTLED = ("stream_both", "sizes", "fork")
+UNSETTLED = ("stream_both", "sizes", "fork", "exec_unswitched")
 
 
 # --- roles ----------------------------------------------------------------------

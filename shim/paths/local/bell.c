@@ -63,7 +63,16 @@ void lp_bell(lp_conn_t *c, int fd)
  * sleeping in a blocking call.  word: the peer's waiting word. */
 void lp_wake(lp_conn_t *c, int fd, int flags, uint32_t *word)
 {
-    if (flags & LOCAL_RING_F_DOORBELL)
+    lp_wake_ex(c, fd, flags, word, 0);
+}
+
+/* lp_wake with our TX lock held by the caller (tx_held): a doorbell that
+ * would need our sending direction switched first cannot be rung then (the
+ * switch takes that lock; a hand-back that never switched has no doorbell
+ * to give: the peer reads the kernel stream in that direction). */
+void lp_wake_ex(lp_conn_t *c, int fd, int flags, uint32_t *word, int tx_held)
+{
+    if ((flags & LOCAL_RING_F_DOORBELL) && !(tx_held && !c->tx_ring))
         lp_bell(c, fd);
     if (flags & LOCAL_RING_F_FUTEX) {
         syscall(SYS_futex, word, FUTEX_WAKE, INT32_MAX, NULL, NULL, 0);

@@ -34,20 +34,29 @@ void lp_futex(uint32_t *w, int op, uint32_t val, const struct timespec *ts)
 
 /* A lock a crashed holder cannot wedge: waiters sleep at most 20 ms at a
  * time and take over a lock whose holder thread is gone. */
-void lp_lock_word(uint32_t *w)
+/* Take lock word w, which sits in memory the peer can write.  A crashed
+ * holder's lock is taken over (its thread is gone); a lock held past
+ * LP_LOCK_MAX_MS is taken by force and reported (1): no legitimate holder
+ * keeps it across a sleep, so only a hostile or broken peer (a live tid
+ * written there, a reused tid) gets that far, and the connection then reads
+ * as reset instead of this process hanging (DESIGN.md §3.9).  0 otherwise. */
+int lp_lock_word(uint32_t *w)
 {
     uint32_t me = (uint32_t)lp_gettid(), cur = 0;
     struct timespec ts = { 0, 20 * 1000 * 1000 };
+    int64_t t0 = 0;
     int i;
 
     for (i = 0;; i++) {
         cur = 0;
         if (__atomic_compare_exchange_n(w, &cur, me, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
-            return;
+            return 0;
         if (i < 64) {
             __builtin_ia32_pause();
             continue;
         }
+        if (i == 64)
+            t0 = lp_now_ms();
         if (!(cur & LP_LOCK_WAITERS) &&
             !__atomic_compare_exchange_n(w, &cur, cur | LP_LOCK_WAITERS, 0, __ATOMIC_RELAXED,
                                          __ATOMIC_RELAXED))
@@ -56,6 +65,10 @@ void lp_lock_word(uint32_t *w)
         lp_futex(w, FUTEX_WAIT, cur, &ts);
         if ((i & 7) == 7 && kill((pid_t)(cur & ~LP_LOCK_WAITERS), 0) < 0 && errno == ESRCH)
             __atomic_compare_exchange_n(w, &cur, 0, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+        else if ((i & 7) == 7 && lp_now_ms() - t0 > LP_LOCK_MAX_MS) {
+            __atomic_store_n(w, me, __ATOMIC_SEQ_CST);
+            return 1;
+        }
     }
 }
 
@@ -78,7 +91,11 @@ void lp_lock(lp_conn_t *c, int role)
     int saved = errno;
     uint32_t *w = lp_lockp(c, role);
 
-    lp_lock_word(w);
+    if (lp_lock_word(w) && c->ch.base) {
+        c->ch.broken = 1;           /* a peer that wedges its lock loses the channel */
+        c->kern_err = ECONNRESET;
+        zc_stat_add(ZC_STAT_LOCAL_PROTO_ERRORS, 1);
+    }
     c->held[role] = w;
     errno = saved;
 }

@@ -53,6 +53,17 @@ static int lp_exec_scan_fn(int dirfd, long fd, void *arg)
     return x->n == LP_EXEC_FDS;
 }
 
+/* 1 when a descriptor of c survives the exec. */
+static int lp_exec_survives(const lp_conn_t *c, const lp_exec_fds_t *x)
+{
+    int j;
+
+    for (j = 0; j < x->n; j++)
+        if (x->cookies[j] == c->cookie)
+            return 1;
+    return 0;
+}
+
 /* Describe connection c for the next image (its surviving descriptors in
  * x) after buf[0, len): the new length.  Hands it back to the kernel
  * instead when the next image will not load the library (loads == 0) or
@@ -110,9 +121,12 @@ size_t lp_exec_prepare(const shim_exec_t *e, char *buf, size_t bufsz)
     for (c = lp.head; c; c = c->next)
         c->vfork_held = 0;
     len = (size_t)zc_fmt(buf, bufsz, "%s", LP_INHERIT_VAR);
-    for (c = lp.head; c; c = c->next)
+    for (c = lp.head; c; c = c->next) {
+        if (c->state == LP_OFFER && lp_exec_survives(c, &x))
+            lp_offer_cancel(c);     /* the next image has it before we offered */
         if (c->state == LP_PAIRED && c->memfd >= 0)
             len = lp_exec_describe(c, &x, loads, vforked, buf, len, bufsz, &handed);
+    }
     errno = saved;
     return handed ? len : 0;
 }

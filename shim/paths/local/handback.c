@@ -237,6 +237,33 @@ int lp_rv_tx(lp_conn_t *c, int fd, int wait_ms)
     return 0;
 }
 
+const char *const lp_handback_names[LP_HB_COUNT] = {
+    "exec", "scm_rights", "ancillary", "passcred", "stdio", "fdopen", "seccomp", "io_uring",
+    "other",
+};
+
+/* Count a hand-back under its reason (the start of the why we log). */
+void lp_handback_count(const char *why)
+{
+    static const struct {
+        const char *prefix;
+        int reason;
+    } map[] = {
+        { "exec", LP_HB_EXEC }, { "SCM_RIGHTS", LP_HB_SCM }, { "ancillary", LP_HB_ANCILLARY },
+        { "SO_PASS", LP_HB_PASSCRED }, { "a descriptor on stdin", LP_HB_STDIO },
+        { "fdopen", LP_HB_FDOPEN }, { "a seccomp", LP_HB_SECCOMP }, { "io_uring", LP_HB_IO_URING },
+    };
+    size_t i;
+    int r = LP_HB_OTHER;
+
+    for (i = 0; why && i < sizeof(map) / sizeof(map[0]); i++)
+        if (!strncmp(why, map[i].prefix, strlen(map[i].prefix))) {
+            r = map[i].reason;
+            break;
+        }
+    __atomic_add_fetch(&lp.handed_back[r], 1, __ATOMIC_RELAXED);
+}
+
 /* Hand the connection back to the kernel (steps 1-5 above).  No lock held. */
 void lp_revert(lp_conn_t *c, int fd, const char *why)
 {
@@ -267,11 +294,12 @@ void lp_revert(lp_conn_t *c, int fd, const char *why)
         local_ring_tx_wait_cancel(&c->ch, lp_txdir(c));
         __atomic_or_fetch(&me->rv, LP_RV_REQ | LP_RV_TX | LP_RV_RX, __ATOMIC_SEQ_CST); /* 3 */
         c->rv_seen = 1;
-        lp_wake(c, fd, local_ring_claim(&c->ch, lp_txdir(c), LOCAL_RING_ROLE_CONS),  /* 4 */
-                local_ring_wait_word(&c->ch, lp_txdir(c), LOCAL_RING_ROLE_CONS));
-        lp_wake(c, fd, local_ring_claim(&c->ch, lp_rxdir(c), LOCAL_RING_ROLE_PROD),
-                local_ring_wait_word(&c->ch, lp_rxdir(c), LOCAL_RING_ROLE_PROD));
+        lp_wake_ex(c, fd, local_ring_claim(&c->ch, lp_txdir(c), LOCAL_RING_ROLE_CONS), /* 4 */
+                   local_ring_wait_word(&c->ch, lp_txdir(c), LOCAL_RING_ROLE_CONS), 1);
+        lp_wake_ex(c, fd, local_ring_claim(&c->ch, lp_rxdir(c), LOCAL_RING_ROLE_PROD),
+                   local_ring_wait_word(&c->ch, lp_rxdir(c), LOCAL_RING_ROLE_PROD), 1);
         zc_stat_add(ZC_STAT_LOCAL_HANDED_BACK, 1);
+        lp_handback_count(why);
         zc_log(ZC_LOG_NOTICE, "local path: fd %d handed back to the kernel (%s)", fd, why);
     }
     owed = lp_rv_owed(c);                                                       /* 5 */

@@ -11,6 +11,7 @@ int path_local_shutdown(shim_fd_t *f, int fd, int how)
 
     if (how != SHUT_RD && how != SHUT_WR && how != SHUT_RDWR)
         return 1;
+    lp_offer_cancel(c);     /* shut before its first data call: never paired */
     if (how != SHUT_WR) {
         lp_lock(c, LP_RX);
         c->rd_shut = 1;
@@ -168,8 +169,14 @@ void lp_fork_prepare(void)
     lp_list_lock();
 }
 
+/* The parent of a fork leaves the offers it had not made to the child (a
+ * forking server's handler): it reads such a connection as plain TCP. */
 void lp_fork_parent(void)
 {
+    lp_conn_t *c;
+
+    for (c = lp.head; c; c = c->next)
+        lp_offer_cancel(c);
     lp_list_unlock();
 }
 
@@ -179,8 +186,8 @@ void lp_fork_child(void)
 
     lp_tid = 0;
     for (c = lp.head; c; c = c->next)
-        if (c->state == LP_PENDING)
-            c->forked = 1;
+        if (c->state == LP_PENDING || c->state == LP_OFFER)
+            c->forked = 1;  /* requeue the pickup / offer only once the parent let go */
     lp_list_unlock();
     path_local_mbox_fork_child();
 }
@@ -197,6 +204,14 @@ void lp_stats_visit(void *arg, zc_stats_emit_func_t emit, void *ctx)
         if (!v)
             continue;
         zc_fmt(key, sizeof(key), "local.declined.%s", local_pair_reason_name(r));
+        emit(ctx, key, v);
+    }
+    for (r = 0; r < LP_HB_COUNT; r++) {
+        uint64_t v = __atomic_load_n(&lp.handed_back[r], __ATOMIC_RELAXED);
+
+        if (!v)
+            continue;
+        zc_fmt(key, sizeof(key), "local.handed_back.%s", lp_handback_names[r]);
         emit(ctx, key, v);
     }
 }
@@ -258,6 +273,43 @@ static void lp_fds_received(int fd, struct msghdr *msg)
     path_local_scm_received(msg);
 }
 
+/* I/O the hooks cannot see may meet the connection of fd: it is never
+ * paired, or goes back to the kernel now (HAND-BACK). */
+static void lp_release_to_kernel(lp_conn_t *c, int fd, const char *why)
+{
+    lp_offer_cancel(c);
+    if (c->state == LP_PENDING) {
+        lp_lock(c, LP_TX);
+        lp_pending_end(c);
+        lp_unlock(c, LP_TX);
+    }
+    if (c->state == LP_PAIRED)
+        lp_revert(c, fd, why);
+}
+
+static void lp_fd_exposed(int fd, const char *why)
+{
+    shim_fd_t *f = shim_fd_get(fd);
+
+    if (lp_claimed(f))
+        lp_release_to_kernel(lp_conn(f), fd, why);
+}
+
+/* The whole process: every connection, and no new pairing. */
+static void lp_process_exposed(const char *why)
+{
+    lp_conn_t *c;
+
+    lp.enabled = 0;
+    for (c = __atomic_load_n(&lp.head, __ATOMIC_ACQUIRE); c; c = c->next) {
+        int fd = c->fds[0] >= 0 ? c->fds[0] : c->fds[1];
+
+        if (fd >= 0)
+            lp_release_to_kernel(c, fd, why);
+    }
+    zc_log(ZC_LOG_NOTICE, "local path: off for this process (%s)", why);
+}
+
 static const shim_path_ops_t lp_ops = {
     .sendmsg = lp_sendmsg,
     .recvmsg = lp_recvmsg,
@@ -294,6 +346,8 @@ const shim_path_t path_local = {
     .fork_child = lp_fork_child,
     .exec_prepare = lp_exec_prepare,
     .exec_failed = path_local_exec_failed,
+    .fd_exposed = lp_fd_exposed,
+    .process_exposed = lp_process_exposed,
     .internal_moved = lp_internal_moved,
 };
 

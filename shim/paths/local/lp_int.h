@@ -52,7 +52,9 @@
 #define LP_BELL_WAIT_MS 50      /* close: most time spent draining owed doorbells */
 
 enum { LP_TX = 0, LP_RX = 1 };
-enum { LP_PENDING = 1, LP_PAIRED = 2, LP_PLAIN = 3 };
+/* Connection states.  LP_OFFER: accepted, the server's offer is due at its
+ * first data call on the connection (pairing.c, lp_offer_due). */
+enum { LP_PENDING = 1, LP_PAIRED = 2, LP_PLAIN = 3, LP_OFFER = 4 };
 
 /* Shared, one per side, written only by that side's holders. */
 typedef struct lp_side {
@@ -69,6 +71,7 @@ typedef struct lp_side {
 #define LP_RV_CLOSE_MS 2000     /* most a close waits to give its ring to the kernel */
 
 #define LP_LOCK_WAITERS 0x80000000u
+#define LP_LOCK_MAX_MS 3000     /* longest a role lock is waited for (lp_lock_word) */
 
 /* A socket setting the blocking paths need on every call (O_NONBLOCK,
  * SO_RCVTIMEO, SO_SNDTIMEO), cached instead of asked with a system call each
@@ -89,7 +92,8 @@ typedef struct lp_conn {
     int ann;                        /* announcement (pending client), -1 */
     int memfd;                      /* the channel (kept for exec), -1 */
     int fds[4];                     /* descriptors referring to it (first few) */
-    int forked;                     /* pending across a fork: requeue */
+    int forked;                     /* pending (requeue) or offer due across a fork */
+    uint8_t connect_check;          /* non-blocking connect: check once connected */
     unsigned pickups;
     int pickup_busy;                /* a thread is looking for the offer (lp_pickup_try) */
     uint32_t plock[2];              /* before the channel exists */
@@ -120,6 +124,10 @@ typedef struct lp_conn {
     local_ring_t ch;
 } lp_conn_t;
 
+/* Why connections were handed back to the kernel (local.handed_back.<name>). */
+enum { LP_HB_EXEC, LP_HB_SCM, LP_HB_ANCILLARY, LP_HB_PASSCRED, LP_HB_STDIO, LP_HB_FDOPEN,
+       LP_HB_SECCOMP, LP_HB_IO_URING, LP_HB_OTHER, LP_HB_COUNT };
+
 /* Process-wide state of the path. */
 typedef struct lp_global {
     int enabled;
@@ -128,6 +136,7 @@ typedef struct lp_global {
     int list_lock;
     lp_conn_t *head;
     uint64_t declined[LOCAL_PAIR_R_COUNT];
+    uint64_t handed_back[LP_HB_COUNT];  /* by reason (lp_handback_count) */
 } lp_global_t;
 
 extern lp_global_t lp;
@@ -171,6 +180,7 @@ typedef struct path_local_handover {
 int lp_tx_switch(lp_conn_t *c);
 void lp_bell(lp_conn_t *c, int fd);
 void lp_wake(lp_conn_t *c, int fd, int flags, uint32_t *word);
+void lp_wake_ex(lp_conn_t *c, int fd, int flags, uint32_t *word, int tx_held);
 ssize_t lp_broken(lp_conn_t *c);
 size_t lp_drain_ex(lp_conn_t *c, int fd, int full);
 size_t lp_drain(lp_conn_t *c, int fd);
@@ -181,7 +191,7 @@ int lp_gettid(void);
 lp_side_t *lp_side(lp_conn_t *c, int side);
 int lp_rv(lp_conn_t *c);
 void lp_futex(uint32_t *w, int op, uint32_t val, const struct timespec *ts);
-void lp_lock_word(uint32_t *w);
+int lp_lock_word(uint32_t *w);
 void lp_unlock_word(uint32_t *w);
 uint32_t *lp_lockp(lp_conn_t *c, int role);
 void lp_lock(lp_conn_t *c, int role);
@@ -232,6 +242,8 @@ void lp_rv_rx_done(lp_conn_t *c, int fd);
 int lp_rv_take_mark(lp_conn_t *c, int fd);
 int lp_rv_tx(lp_conn_t *c, int fd, int wait_ms);
 void lp_revert(lp_conn_t *c, int fd, const char *why);
+void lp_handback_count(const char *why);
+extern const char *const lp_handback_names[LP_HB_COUNT];
 
 /* life.c */
 int path_local_shutdown(shim_fd_t *f, int fd, int how);
@@ -250,6 +262,9 @@ void lp_init(void);
 void lp_pickup_done(lp_conn_t *c, int rc, int memfd);
 void lp_pickup_try(lp_conn_t *c, int fd, int r3);
 void lp_pending_end(lp_conn_t *c);
+int lp_offer_due(lp_conn_t *c, int fd);
+void lp_offer_cancel(lp_conn_t *c);
+void lp_connect_check(lp_conn_t *c, int fd);
 int path_local_enabled(void);
 int lp_wants_creds(int fd);
 int lp_candidate(int fd);

@@ -75,7 +75,8 @@ int lp_candidate(int fd)
 {
     shim_fd_t *f = shim_fd_get(fd);
 
-    if (!lp.enabled || !f || f->kind != SHIM_FD_SOCKET || !f->stream || f->claim ||
+    /* fds 0-2 meet stdio, which no hook sees (DESIGN.md §3.10) */
+    if (!lp.enabled || fd <= 2 || !f || f->kind != SHIM_FD_SOCKET || !f->stream || f->claim ||
         !(f->family == AF_INET || f->family == AF_INET6 ||
           (f->family == AF_UNIX && zc_config.local_unix)))
         return 0;
@@ -133,8 +134,10 @@ void path_local_connect_done(int fd, int rc, int err)
     c = lp_conn(f);
     if (c->state != LP_PENDING || c->ann < 0)
         return;
-    if (rc < 0 && (err == EINPROGRESS || err == EALREADY || err == EINTR))
-        return;     /* decided on the first data call (connected or not) */
+    if (rc < 0 && (err == EINPROGRESS || err == EALREADY || err == EINTR)) {
+        c->connect_check = 1;   /* checked at the first data call once connected */
+        return;
+    }
     if (rc < 0 || local_pair_connected(fd, c->ann, &reason) != LOCAL_PAIR_PENDING) {
         local_pair_fd_close(c->ann);
         c->ann = -1;
@@ -143,29 +146,115 @@ void path_local_connect_done(int fd, int rc, int err)
     }
 }
 
+/* A non-blocking connect completed since (or failed): the post-connect
+ * check path_local_connect_done could not make then (the server end must
+ * be in this namespace: a remote or NAT'd destination never pairs, and its
+ * announcement goes away).  Still connecting: look again next time. */
+void lp_connect_check(lp_conn_t *c, int fd)
+{
+    struct sockaddr_storage a;
+    socklen_t al = sizeof(a);
+    int err = 0, saved = errno;
+
+    if (!c->connect_check || c->state != LP_PENDING || c->ann < 0)
+        return;
+    zc_real.getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &(socklen_t){ sizeof(err) });
+    if (!err && getpeername(fd, (struct sockaddr *)&a, &al) < 0 && errno == ENOTCONN) {
+        errno = saved;
+        return;
+    }
+    c->connect_check = 0;
+    path_local_connect_done(fd, err ? -1 : 0, err);
+    errno = saved;
+}
+
+/* accept: the connection is claimed with its offer due (LP_OFFER).  The
+ * server offers at its first data call on it (lp_offer_due), so a
+ * connection that goes to another program before this one touches it (a
+ * forked and exec'd handler, a worker over SCM_RIGHTS) is never paired. */
 void path_local_accepted(int lfd, int fd)
 {
     shim_fd_t *l = shim_fd_get(lfd);
-    int memfd = -1, reason = LOCAL_PAIR_R_NONE, dec;
     lp_conn_t *c;
 
     if (!lp_candidate(fd))
         return;
     if (l && l->kind == SHIM_FD_SOCKET && l->claim == SHIM_CLAIM_NONE && l->family != AF_UNIX)
         path_local_listened(lfd);   /* inherited listener: our beacon too */
-    c = lp_conn_new(LP_PAIRED);
+    c = lp_conn_new(LP_OFFER);
     if (!c) {
         lp_decline(LOCAL_PAIR_R_ERROR);
         return;
     }
-    dec = local_pair_accepted(lfd, fd, lp.ring_size, &c->ch, &memfd, &reason);
-    if (dec != LOCAL_PAIR_PAIRED) {
-        lp_conn_free(c);
-        lp_decline(reason);
-        return;
-    }
-    lp_channel_adopt(c, memfd);
-    zc_stat_add(ZC_STAT_LOCAL_PAIRED_SERVER, 1);
     lp_claim(fd, c);
+}
+
+/* A connection whose offer was due is plain for good: when fd is its only
+ * descriptor it goes back to the copy path altogether. */
+static int lp_offer_plain(lp_conn_t *c, int fd)
+{
+    shim_fd_t *f = shim_fd_get(fd);
+
+    c->state = LP_PLAIN;
+    if (c->refs != 1 || !f || !lp_claimed(f) || f->path_ctx != c)
+        return 0;
+    f->claim = SHIM_CLAIM_NONE;
+    f->path = NULL;
+    f->path_ctx = NULL;
+    lp_conn_free(c);
+    return 1;
+}
+
+/* A server that shares the connection with the process it forked from
+ * offers only when that process no longer holds it (it closed its copy):
+ * two processes reading one stream cannot both follow the switch-over. */
+static int lp_offer_shared(lp_conn_t *c, int fd)
+{
+    struct stat st;
+
+    if (!c->forked || fstat(fd, &st))
+        return 0;
+    return shim_proc_holds_socket((int)getppid(), (uint64_t)st.st_ino) != 0;
+}
+
+/* The server's first data call on an accepted connection: offer the channel
+ * now (before its first byte, as local_pair.h requires), or make the
+ * connection plain for good.  Threads race here: one offers, the others
+ * wait for its answer.  Returns 1 when c is gone and fd is on the copy
+ * path (the caller makes the application's call itself), else 0. */
+int lp_offer_due(lp_conn_t *c, int fd)
+{
+    int memfd = -1, reason = LOCAL_PAIR_R_NONE, dec;
+
+    while (__atomic_exchange_n(&c->pickup_busy, 1, __ATOMIC_ACQUIRE))
+        sched_yield();
+    if (c->state != LP_OFFER) {
+        __atomic_store_n(&c->pickup_busy, 0, __ATOMIC_RELEASE);
+        return 0;
+    }
+    if (lp_offer_shared(c, fd)) {
+        dec = LOCAL_PAIR_DECLINED;
+        reason = LOCAL_PAIR_R_UNSUPPORTED;
+    } else {
+        dec = local_pair_accepted(-1, fd, lp.ring_size, &c->ch, &memfd, &reason);
+    }
+    if (dec == LOCAL_PAIR_PAIRED) {
+        lp_channel_adopt(c, memfd);
+        c->state = LP_PAIRED;
+        zc_stat_add(ZC_STAT_LOCAL_PAIRED_SERVER, 1);
+        __atomic_store_n(&c->pickup_busy, 0, __ATOMIC_RELEASE);
+        return 0;
+    }
+    lp_decline(reason);
+    __atomic_store_n(&c->pickup_busy, 0, __ATOMIC_RELEASE);
+    return lp_offer_plain(c, fd);
+}
+
+/* The connection leaves before the server offered (exec, SCM_RIGHTS,
+ * shutdown): it is never paired. */
+void lp_offer_cancel(lp_conn_t *c)
+{
+    if (c->state == LP_OFFER)
+        c->state = LP_PLAIN;
 }
 

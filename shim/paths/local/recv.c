@@ -437,6 +437,12 @@ ssize_t lp_recvmsg(shim_fd_t *f, int fd, struct msghdr *msg, int flags)
     r.waitall = (flags & MSG_WAITALL) && !(flags & MSG_PEEK);
     r.ctl0 = msg->msg_controllen;
     r.name0 = msg->msg_namelen;
+    if (c->state == LP_OFFER && lp_offer_due(c, fd)) {     /* the copy path now */
+        n = zc_real.recvmsg(fd, msg, flags);
+        shim_copy_account(f, 0, n, 1);
+        return n < 0 ? -errno : n;
+    }
+    lp_connect_check(c, fd);
     if ((flags & MSG_OOB) ||    /* urgent data: the kernel's */
         (c->state == LP_PLAIN && c->pb_off >= c->pb_len) ||
         (!c->rx_ring && c->state == LP_PENDING && c->ann < 0)) {

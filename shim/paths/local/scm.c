@@ -117,33 +117,46 @@ int path_local_mbox_moved(void *ctx, int from, int to)
     return 1;
 }
 
-/* Post one hand-over to process pid's mailbox.  0, or -errno (-ECONNREFUSED
- * / -ENOENT: that process has no mailbox). */
-static int lp_mbox_post(int pid, const path_local_handover_t *h, int memfd)
+/* Post one hand-over to process pid's mailbox: the channel memfd and, as
+ * proof that the poster holds the connection, its socket sock (the
+ * receiver compares its cookie).  The mailbox must be pid's own and of our
+ * user (SO_PEERCRED of the listener we reached): an abstract name is
+ * anyone's to bind first (DESIGN.md §3.9), and a squatter gets nothing.
+ * 0, or -errno (-ECONNREFUSED / -ENOENT: that process has no mailbox;
+ * -EPERM: the name is someone else's). */
+static int lp_mbox_post(int pid, const path_local_handover_t *h, int memfd, int sock)
 {
     struct sockaddr_un a;
-    socklen_t len = lp_mbox_addr(pid, &a);
+    socklen_t len = lp_mbox_addr(pid, &a), cl = sizeof(struct ucred);
     lp_mbox_msg_t m = { LP_MBOX_MAGIC, *h };
     union {
         struct cmsghdr h;
-        char buf[CMSG_SPACE(sizeof(int))];
+        char buf[CMSG_SPACE(2 * sizeof(int))];
     } u;
     struct iovec iov = { &m, sizeof(m) };
     struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
                           .msg_controllen = sizeof(u.buf) };
     int s = zc_real.socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0), rc = 0;
+    int fds[2] = { memfd, sock };
+    struct ucred cred;
 
     if (s < 0)
         return -errno;
     memset(&u, 0, sizeof(u));
     u.h.cmsg_level = SOL_SOCKET;
     u.h.cmsg_type = SCM_RIGHTS;
-    u.h.cmsg_len = CMSG_LEN(sizeof(int));
-    memcpy(CMSG_DATA(&u.h), &memfd, sizeof(int));
-    if (zc_real.connect(s, (struct sockaddr *)&a, len) < 0 ||
-        zc_real.sendmsg(s, &msg, MSG_NOSIGNAL | MSG_DONTWAIT) != (ssize_t)sizeof(m))
+    u.h.cmsg_len = CMSG_LEN(2 * sizeof(int));
+    memcpy(CMSG_DATA(&u.h), fds, sizeof(fds));
+    if (zc_real.connect(s, (struct sockaddr *)&a, len) < 0)
+        rc = -errno;
+    else if (zc_real.getsockopt(s, SOL_SOCKET, SO_PEERCRED, &cred, &cl) ||
+             cred.uid != geteuid() || cred.pid != pid)
+        rc = -EPERM;
+    else if (zc_real.sendmsg(s, &msg, MSG_NOSIGNAL | MSG_DONTWAIT) != (ssize_t)sizeof(m))
         rc = -errno;
     zc_real.close(s);
+    if (rc == -EPERM)
+        zc_stat_add(ZC_STAT_LOCAL_DECLINED, 1);
     return rc;
 }
 
@@ -199,12 +212,14 @@ void path_local_scm_send(int fd, const struct msghdr *msg)
             path_local_handover_t h;
             int memfd, rc;
 
+            if (lp_claimed(shim_fd_get(fds[i])))
+                lp_offer_cancel(lp_conn(shim_fd_get(fds[i])));  /* it leaves unoffered */
             if (!lp_claimed(shim_fd_get(fds[i])) ||
                 path_local_handover_prepare(shim_fd_get(fds[i]), fds[i], &h, &memfd))
                 continue;
             if (peer == -2)
                 peer = lp_scm_receiver(fd);
-            rc = peer > 0 ? lp_mbox_post(peer, &h, memfd) : -ENOTCONN;
+            rc = peer > 0 ? lp_mbox_post(peer, &h, memfd, fds[i]) : -ENOTCONN;
             if (rc == 0) {
                 path_local_handover_posted(shim_fd_get(fds[i]));
                 zc_stat_add(ZC_STAT_LOCAL_HANDED_OVER, 1);
@@ -221,6 +236,38 @@ void path_local_scm_send(int fd, const struct msghdr *msg)
 }
 
 /* Read every record waiting in mailbox lfd into the pending table.  Lock held. */
+/* The descriptors of one mailbox message: the memfd and the poster's copy
+ * of the socket (2 and only 2; anything else is closed and refused). */
+static int lp_mbox_fds(struct msghdr *msg, int *memfd_p, int *sock_p)
+{
+    struct cmsghdr *cm;
+    int got = 0, k;
+
+    *memfd_p = *sock_p = -1;
+    for (cm = CMSG_FIRSTHDR(msg); cm; cm = CMSG_NXTHDR(msg, cm)) {
+        int nfd;
+
+        if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
+            continue;
+        nfd = (int)((cm->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+        for (k = 0; k < nfd; k++, got++) {
+            int x;
+
+            memcpy(&x, CMSG_DATA(cm) + k * sizeof(int), sizeof(int));
+            if (got == 0)
+                *memfd_p = x;
+            else if (got == 1)
+                *sock_p = x;
+            else
+                zc_real.close(x);
+        }
+    }
+    return got == 2 ? 0 : -EPROTO;
+}
+
+/* Read every record waiting in mailbox lfd into the pending table.  A record
+ * counts only when its poster is of our user and proved it holds the very
+ * socket the record describes (it passed it: same SO_COOKIE).  Lock held. */
 static void lp_mbox_collect(int lfd)
 {
     int i;
@@ -234,35 +281,26 @@ static void lp_mbox_collect(int lfd)
         struct iovec iov = { &m, sizeof(m) };
         struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
                               .msg_controllen = sizeof(u.buf) };
-        struct cmsghdr *cm;
         struct ucred cred;
-        socklen_t cl = sizeof(cred);
-        int c = zc_real.accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK), memfd = -1;
+        socklen_t cl = sizeof(cred), kl = sizeof(uint64_t);
+        int c = zc_real.accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK), memfd, sock;
+        uint64_t cookie = 0;
         ssize_t n;
+        int ok;
 
         if (c < 0)
             return;
+        memfd = sock = -1;
         n = zc_real.recvmsg(c, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
-        for (cm = n > 0 ? CMSG_FIRSTHDR(&msg) : NULL; cm; cm = CMSG_NXTHDR(&msg, cm)) {
-            if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS) {
-                int k, nfd = (int)((cm->cmsg_len - CMSG_LEN(0)) / sizeof(int));
-
-                for (k = 0; k < nfd; k++) {
-                    int x;
-
-                    memcpy(&x, CMSG_DATA(cm) + k * sizeof(int), sizeof(int));
-                    if (memfd < 0)
-                        memfd = x;
-                    else
-                        zc_real.close(x);
-                }
-            }
-        }
-        /* Only the same user hands us channels (the memfd is checked again
-         * when it is mapped). */
-        if (n == (ssize_t)sizeof(m) && m.magic == LP_MBOX_MAGIC && memfd >= 0 &&
-            zc_real.getsockopt(c, SOL_SOCKET, SO_PEERCRED, &cred, &cl) == 0 &&
-            cred.uid == geteuid()) {
+        ok = n > 0 && !lp_mbox_fds(&msg, &memfd, &sock) && n == (ssize_t)sizeof(m) &&
+             m.magic == LP_MBOX_MAGIC &&
+             zc_real.getsockopt(c, SOL_SOCKET, SO_PEERCRED, &cred, &cl) == 0 &&
+             cred.uid == geteuid() &&
+             zc_real.getsockopt(sock, SOL_SOCKET, SO_COOKIE, &cookie, &kl) == 0 &&
+             cookie == m.h.cookie;
+        if (sock >= 0)
+            zc_real.close(sock);
+        if (ok) {
             mbox.pending[mbox.npending] = m.h;
             mbox.pending_memfd[mbox.npending++] = memfd;
         } else if (memfd >= 0) {

@@ -51,9 +51,12 @@ static ssize_t lp_tx_begin(lp_conn_t *c, shim_fd_t *f, int fd, const struct msgh
 {
     ssize_t n;
 
+    if (c->state == LP_OFFER && lp_offer_due(c, fd))
+        return lp_send_kernel(f, fd, msg, flags, NULL);     /* the copy path now */
     if (c->state == LP_PLAIN || (flags & MSG_OOB))     /* urgent data: the kernel's */
         return lp_send_kernel(f, fd, msg, flags, NULL);
     lp_lock(c, LP_TX);
+    lp_connect_check(c, fd);
     if (c->state == LP_PENDING)
         lp_pickup(c, fd);
     if (c->state == LP_PAIRED && lp_rv(c)) {
@@ -210,10 +213,16 @@ size_t lp_send_room(lp_conn_t *c, int fd, int flags, size_t want)
 ssize_t path_local_sendfile(shim_fd_t *f, int out_fd, int in_fd, off_t *offset, size_t count)
 {
     lp_conn_t *c = lp_conn(f);
-    char *buf = zc_pool_alloc(LP_BOUNCE);
+    char *buf;
     size_t total = 0;
     ssize_t rc = 0;
 
+    if ((c->state == LP_OFFER && lp_offer_due(c, out_fd)) || c->state == LP_PLAIN) {
+        rc = zc_real.sendfile(out_fd, in_fd, offset, count);    /* the kernel's */
+        shim_copy_account(f, 1, rc, 0);
+        return rc < 0 ? -errno : rc;
+    }
+    buf = zc_pool_alloc(LP_BOUNCE);
     if (!buf)
         return -ENOMEM;
     while (total < count) {
@@ -252,6 +261,13 @@ ssize_t path_local_splice(int fd_in, loff_t *off_in, int fd_out, loff_t *off_out
     char *buf;
     ssize_t r, w;
 
+    if ((lp_claimed(fi) && lp_conn(fi)->state == LP_OFFER && lp_offer_due(lp_conn(fi), fd_in)) ||
+        (lp_claimed(fo) && lp_conn(fo)->state == LP_OFFER && lp_offer_due(lp_conn(fo), fd_out)))
+        if (!lp_claimed(fi) && !lp_claimed(fo)) {
+            ssize_t n = zc_real.splice(fd_in, off_in, fd_out, off_out, len, flags);
+
+            return n < 0 ? -errno : n;
+        }
     if (off_out && lp_claimed(fo))
         return -ESPIPE;
     if (off_in && lp_claimed(fi))

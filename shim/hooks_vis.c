@@ -1,0 +1,62 @@
+/* Visibility hooks (DESIGN.md §3.10): the ways I/O can reach a descriptor
+ * without passing through the other hooks.  Each tells the paths first
+ * (shim_fd_exposed / shim_process_exposed), then makes the real call.
+ *   fdopen        the stream reads and writes through glibc-internal calls
+ *   prctl         PR_SET_SECCOMP: a filter that may kill the process for a
+ *                 system call the library adds (sshd's sandbox)
+ *   syscall       seccomp and io_uring_setup made through syscall(); other
+ *                 numbers pass straight through */
+#include <linux/seccomp.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+
+#include "shim_int.h"
+
+SHIM_EXPORT FILE *fdopen(int fd, const char *mode)
+{
+    SHIM_ENTER(fdopen, NULL);
+    if (shim_fd_claimed(shim_fd_get(fd)))
+        shim_fd_exposed(fd, "fdopen (stdio)");
+    return zc_real.fdopen(fd, mode);
+}
+
+SHIM_EXPORT int prctl(int option, ...)
+{
+    unsigned long a[4];
+    va_list ap;
+    int i;
+
+    va_start(ap, option);
+    for (i = 0; i < 4; i++)
+        a[i] = va_arg(ap, unsigned long);
+    va_end(ap);
+    SHIM_ENTER(prctl, -1);
+    if (option == PR_SET_SECCOMP && a[0] == SECCOMP_MODE_FILTER)
+        shim_process_exposed("a seccomp filter");
+    return zc_real.prctl(option, a[0], a[1], a[2], a[3]);
+}
+
+SHIM_EXPORT long syscall(long nr, ...)
+{
+    long a[6];
+    va_list ap;
+    int i;
+
+    va_start(ap, nr);
+    for (i = 0; i < 6; i++)
+        a[i] = va_arg(ap, long);
+    va_end(ap);
+    /* Not SHIM_ENTER: the library's own futex and gettid calls come through
+     * here too, and are no calls of the application's to count. */
+    if (__builtin_expect(!__atomic_load_n(&shim_ready, __ATOMIC_ACQUIRE), 0))
+        shim_init_slow();
+    if (__builtin_expect(!zc_real.syscall, 0)) {
+        errno = ENOSYS;
+        return -1;
+    }
+    if (__builtin_expect(nr == SYS_seccomp || nr == SYS_io_uring_setup, 0))
+        shim_process_exposed(nr == SYS_seccomp ? "a seccomp filter" : "io_uring");
+    return zc_real.syscall(nr, a[0], a[1], a[2], a[3], a[4], a[5]);
+}
