@@ -16,14 +16,15 @@ t_begin localpath
 for c in $($PY $TL list); do
   t_run "$c/both" "$T" env T_BYTES=$BIG $PY $TL run "$c" both tcp
 done
-for c in stream_both peek epoll epoll_readd epoll_excl halfclose exec sendfile epipe stdio_filter fdopen seccomp; do
+for c in stream_both peek epoll epoll_readd epoll_excl halfclose exec sendfile epipe stdio_filter fdopen seccomp \
+         oob shut_rd reset; do
   t_run "$c/plain-client" "$T" env T_BYTES=$MID $PY $TL run "$c" server tcp
   t_run "$c/plain-server" "$T" env T_BYTES=$MID $PY $TL run "$c" client tcp
 done
 for c in stream_both peek epoll; do
   t_run "$c/tcp6" "$T" env T_BYTES=$MID $PY $TL run "$c" both tcp6
 done
-for c in stream_both poll_truth halfclose epipe pollout subprocess; do
+for c in stream_both poll_truth halfclose epipe pollout subprocess shut_rd; do
   t_run "$c/unix" "$T" env T_BYTES=$MID $PY $TL run "$c" both unix
 done
 for c in stream_both epoll; do

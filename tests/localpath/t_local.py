@@ -796,36 +796,47 @@ def c_seccomp(c):
         check(recv_exact(c, len(msg)) == msg, "echo %d" % i)
 
 
+def ring_memfd():
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            if "zcsock-ring" in os.readlink("/proc/self/fd/" + name):
+                return int(name)
+        except OSError:
+            pass
+    return None
+
+
 def s_scribble(c):
     # a hostile peer: write garbage over every shared word of the channel it
     # can reach (lock words set to a live thread id, indices, flags, ring
     # bytes), then keep the connection open; the client must see data, an
     # error or EOF on every call, never hang (DESIGN.md §3.9)
     import mmap
-    fd = None
-    for name in os.listdir("/proc/self/fd"):
-        try:
-            if "zcsock-ring" in os.readlink("/proc/self/fd/" + name):
-                fd = int(name)
-        except OSError:
-            pass
+    c.sendall(b"h")                 # first data call: the offer goes out
+    check(c.recv(1) == b"a", "no answer from the client")
     if os.environ.get("T_MODE") != "both":
         c.sendall(b"s")
         time.sleep(8)
         return
+    fd = ring_memfd()
     check(fd is not None, "no channel memfd to scribble over")
     m = mmap.mmap(fd, 4096 + 65536)
     word = struct.pack("I", os.getpid())
     rnd = random.Random(5)
     m[0:4096] = word * 1024
     m[4096:4096 + 65536] = rnd.randbytes(65536)
-    c.sendall(b"s")                 # through whatever the channel now is
+    try:
+        c.sendall(b"s")             # through whatever the channel now is
+    except OSError:
+        pass                        # our own library may call the channel broken
     time.sleep(8)                   # stay alive: the lock words name us
 
 
 def c_scribble(c):
-    t0 = time.time()
     c.settimeout(20)
+    check(c.recv(1) == b"h", "no greeting")     # pairs here when both ends run the library
+    c.sendall(b"a")
+    t0 = time.time()
     outcomes = []
     for op in ("recv", "send", "poll", "recv"):
         t = time.time()
@@ -843,6 +854,76 @@ def c_scribble(c):
         check(time.time() - t < 10, "%s took %.1f s (%r)" % (op, time.time() - t, outcomes))
     check(time.time() - t0 < 30, "calls on a scribbled channel took %.1f s" % (time.time() - t0))
     check("timeout" not in outcomes, "a call waited out its timeout: %r" % outcomes)
+
+
+def s_oob(c):
+    # urgent data: the ring cannot carry it, so the sender hands the
+    # connection back before it; the bytes before it (ring), its inline part
+    # and the bytes after (kernel) arrive in order
+    c.sendall(pattern(40, 300000))
+    check(recv_exact(c, 1) == b"r", "client's go")
+    check(c.send(b"ab!", socket.MSG_OOB) == 3, "send MSG_OOB")
+    c.sendall(pattern(41, 200000))
+    check(recv_exact(c, 1) == b"d", "client done")
+    check(c.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) == 0,
+          "TCP_NODELAY, never set by the application, reads as set")
+    if os.environ.get("T_MODE") == "both":
+        check(zc_stat("local.handed_back.oob"), "MSG_OOB was not counted as a hand-back")
+
+
+def c_oob(c):
+    check(recv_exact(c, 300000) == pattern(40, 300000), "data before the urgent byte")
+    c.sendall(b"r")
+    check(recv_exact(c, 2) == b"ab", "inline part of the MSG_OOB send")
+    p = select.poll()
+    p.register(c, select.POLLPRI)
+    check(p.poll(5000), "no POLLPRI for the urgent byte")
+    check(c.recv(1, socket.MSG_OOB) == b"!", "urgent byte")
+    check(recv_exact(c, 200000) == pattern(41, 200000), "data after the urgent byte")
+    c.sendall(b"d")
+
+
+def s_shut_rd(c):
+    # shutdown(SHUT_RD): the kernel decides what reads return from then on,
+    # so the connection goes back to it; what the server sends after still
+    # arrives whole
+    check(recv_exact(c, 100000) == pattern(42, 100000), "client's data")
+    c.shutdown(socket.SHUT_RD)
+    check(c.recv(100) == b"", "a read after SHUT_RD")
+    c.sendall(pattern(43, 500000))
+    c.shutdown(socket.SHUT_WR)
+    if os.environ.get("T_MODE") == "both":
+        check(zc_stat("local.handed_back.shut_rd"), "SHUT_RD was not counted as a hand-back")
+    time.sleep(0.3)
+
+
+def c_shut_rd(c):
+    c.sendall(pattern(42, 100000))
+    check(recv_exact(c, 500000) == pattern(43, 500000), "data sent after SHUT_RD")
+    expect_eof(c)
+
+
+def s_reset(c):
+    # the server resets the connection (SO_LINGER {1, 0}); the client's poll
+    # sees it, and getsockopt(SO_ERROR) still says ECONNRESET after the
+    # library's own reads of the socket
+    c.sendall(pattern(44, 70000))
+    check(recv_exact(c, 1) == b"r", "client's go")
+    c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    c.close()
+
+
+def c_reset(c):
+    check(recv_exact(c, 70000) == pattern(44, 70000), "data before the reset")
+    c.sendall(b"r")
+    p = select.poll()
+    p.register(c, select.POLLIN)
+    check(p.poll(5000), "the reset never made the socket readable")
+    time.sleep(0.2)
+    p.poll(0)
+    err = c.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+    check(err == errno.ECONNRESET, "SO_ERROR after a reset: %d" % err)
+    check(c.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR) == 0, "SO_ERROR twice")
 
 
 def s_exec_plain(c):
@@ -1148,6 +1229,9 @@ CASES = {
     "fdopen": (s_fdopen, c_fdopen),
     "seccomp": (s_seccomp, c_seccomp),
     "scribble": (s_scribble, c_scribble),
+    "oob": (s_oob, c_oob),
+    "shut_rd": (s_shut_rd, c_shut_rd),
+    "reset": (s_reset, c_reset),
     "scm_plain": (s_scm_plain, c_handback),
     "exec_static": (s_exec_static, c_handback),
     "scm_spawned": (s_scm_spawned, c_handback),

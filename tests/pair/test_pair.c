@@ -722,6 +722,91 @@ static int is_listener(int fd)
     return acc;
 }
 
+/* Send offer o with descriptors fds[0..n) on announcement connection d, as
+ * a server (or an impostor) would. */
+static ssize_t offer_send(int d, const local_pair_offer_t *o, const int *fds, int n)
+{
+    union { struct cmsghdr h; char b[CMSG_SPACE(4 * sizeof(int))]; } cm;
+    struct iovec iov = { (void *)o, sizeof(*o) };
+    struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.b,
+                         .msg_controllen = CMSG_SPACE((size_t)n * sizeof(int)) };
+    struct cmsghdr *h = CMSG_FIRSTHDR(&mh);
+
+    memset(&cm, 0, sizeof(cm));
+    h->cmsg_level = SOL_SOCKET;
+    h->cmsg_type = SCM_RIGHTS;
+    h->cmsg_len = CMSG_LEN((size_t)n * sizeof(int));
+    memcpy(CMSG_DATA(h), fds, (size_t)n * sizeof(int));
+    return sendmsg(d, &mh, 0);
+}
+
+/* A valid-looking channel for client c as an impostor would build it: every
+ * cookie right (they are public through sock_diag). */
+static int forged_channel(const end_t *c, int server_sock, local_pair_offer_t *o,
+                          local_ring_t *ch)
+{
+    uint64_t ck;
+    socklen_t l = sizeof(ck);
+    int memfd = local_ring_create(1 << 14, ch);
+    local_pair_ctl_t *ctl;
+
+    CHECK(memfd >= 0);
+    ctl = (local_pair_ctl_t *)(ch->base + LOCAL_PAIR_CTL_OFF);
+    o->magic = LOCAL_PAIR_OFFER_MAGIC;
+    CHECK(getsockopt(server_sock, SOL_SOCKET, SO_COOKIE, &ck, &l) == 0);
+    o->server_cookie = ctl->server_cookie = ck;
+    CHECK(getsockopt(c->fd, SOL_SOCKET, SO_COOKIE, &ck, &l) == 0);
+    o->client_cookie = ctl->client_cookie = ck;
+    ctl->switch_at[0] = ctl->switch_at[1] = LOCAL_PAIR_SWITCH_UNSET;
+    ctl->magic = LOCAL_PAIR_CTL_MAGIC;
+    return memfd;
+}
+
+/* A same-user process that does not hold the server's socket forges an
+ * offer (correct cookies, a channel of its own): without the server socket,
+ * or with another socket in its place, the client refuses it and stays on
+ * the kernel stream; the real server's offer that follows is taken. */
+static int case_forged_offer(void)
+{
+    struct sockaddr_storage ss;
+    socklen_t len;
+    int lfd = listener(AF_INET, 0, &ss, &len, 1);
+    end_t c, srv;
+    local_pair_offer_t o;
+    local_ring_t ch;
+
+    client_connect(&c, &ss, len, 0, 1);
+    CHECK(c.dec == LOCAL_PAIR_PENDING);
+    int s = accept(lfd, NULL, NULL);
+    int other = socket(AF_INET, SOCK_STREAM, 0);
+    int memfd = forged_channel(&c, s, &o, &ch);
+    int d = ann_dial(c.fd);
+    CHECK(offer_send(d, &o, &memfd, 1) == sizeof(o));          /* old format */
+    close(d);
+    CHECK(local_pair_channel_recv(c.fd, c.ann, 0, &c.ch, &c.memfd) == -EPROTO);
+    d = ann_dial(c.fd);
+    CHECK(offer_send(d, &o, (int[]){ memfd, other }, 2) == sizeof(o));
+    close(d);
+    CHECK(local_pair_channel_recv(c.fd, c.ann, 0, &c.ch, &c.memfd) == -EPERM);
+    d = ann_dial(c.fd);
+    CHECK(offer_send(d, &o, (int[]){ memfd, c.fd }, 2) == sizeof(o));  /* our own end */
+    close(d);
+    CHECK(local_pair_channel_recv(c.fd, c.ann, 0, &c.ch, &c.memfd) == -EPERM);
+    CHECK(!local_pair_peer_attached(&ch));
+    local_ring_close(&ch, 1);
+    close(memfd);
+    close(s);
+    close(other);
+    /* the real server's offer still pairs */
+    client_connect(&c, &ss, len, 0, 1);
+    server_accept(&srv, lfd, 0, 1);
+    CHECK(srv.dec == LOCAL_PAIR_PAIRED);
+    CHECK(local_pair_channel_recv(c.fd, c.ann, 0, &c.ch, &c.memfd) == 0);
+    printf("forged offer: without the server socket -EPROTO, with another socket -EPERM; "
+           "the real server's offer pairs\n");
+    return 0;
+}
+
 /* The server connected to the announcement but has not sent its offer yet
  * when the client looks: the client keeps that connection (-EAGAIN), then
  * takes the offer from it; and a server that gives up closes it (EOF:
@@ -755,17 +840,7 @@ static int case_late_offer(void)
     o.client_cookie = ctl->client_cookie = ck;
     ctl->switch_at[0] = ctl->switch_at[1] = LOCAL_PAIR_SWITCH_UNSET;
     ctl->magic = LOCAL_PAIR_CTL_MAGIC;
-    union { struct cmsghdr h; char b[CMSG_SPACE(sizeof(int))]; } cm;
-    struct iovec iov = { &o, sizeof(o) };
-    struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.b,
-                         .msg_controllen = sizeof(cm.b) };
-    memset(&cm, 0, sizeof(cm));
-    struct cmsghdr *h = CMSG_FIRSTHDR(&mh);
-    h->cmsg_level = SOL_SOCKET;
-    h->cmsg_type = SCM_RIGHTS;
-    h->cmsg_len = CMSG_LEN(sizeof(int));
-    memcpy(CMSG_DATA(h), &memfd, sizeof(int));
-    CHECK(sendmsg(d, &mh, 0) == sizeof(o));
+    CHECK(offer_send(d, &o, (int[]){ memfd, s }, 2) == sizeof(o));
     close(d);
     CHECK(local_pair_channel_recv(c.fd, c.ann, 0, &c.ch, &c.memfd) == 0);
     CHECK(local_pair_peer_attached(&ch));
@@ -826,7 +901,7 @@ static int case_fork_requeue(void)
 /* Another user squats the client's announcement name: the client cannot
  * announce (declines), the server finds a foreign owner (other_user) and
  * sends it nothing. */
-static int case_squatter(void)
+static int case_squatter(int same_user)
 {
     struct sockaddr_storage ss;
     socklen_t len;
@@ -835,7 +910,7 @@ static int case_squatter(void)
     uint64_t ck;
     socklen_t l = sizeof(ck);
 
-    if (geteuid() != 0) {
+    if (!same_user && geteuid() != 0) {
         printf("SKIP: needs root to switch uid\n");
         return 77;
     }
@@ -849,7 +924,9 @@ static int case_squatter(void)
         struct sockaddr_un u = { .sun_family = AF_UNIX };
         int n = snprintf(u.sun_path + 1, sizeof(u.sun_path) - 1, "zcsock/v1/C/%016llx",
                          (unsigned long long)ck);
-        CHECK(setgid(65534) == 0 && setuid(65534) == 0);
+        close(c.fd);        /* a squatter does not hold the client's socket */
+        if (!same_user)
+            CHECK(setgid(65534) == 0 && setuid(65534) == 0);
         int q = socket(AF_UNIX, SOCK_SEQPACKET, 0);
         CHECK(bind(q, (struct sockaddr *)&u,
                    (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n)) == 0);
@@ -870,11 +947,13 @@ static int case_squatter(void)
     CHECK(c.dec == LOCAL_PAIR_DECLINED && c.ann < 0);
     CHECK(connect(c.fd, (struct sockaddr *)&ss, len) == 0);
     server_accept(&s, lfd, 0, 1);
-    if (s.dec != LOCAL_PAIR_DECLINED || s.reason != LOCAL_PAIR_R_OTHER_USER)
+    int want = same_user ? LOCAL_PAIR_R_UNVERIFIED : LOCAL_PAIR_R_OTHER_USER;
+    if (s.dec != LOCAL_PAIR_DECLINED || s.reason != want)
         FAIL("server: dec %d reason %s", s.dec, local_pair_reason_name(s.reason));
     CHECK(wait_child(pid) == 0);
-    printf("squatter: client declined (%s), server declined (other_user), squatter got "
-           "nothing\n", local_pair_reason_name(c.reason));
+    printf("squatter (%s user): client declined (%s), server declined (%s), squatter got "
+           "nothing\n", same_user ? "same" : "other", local_pair_reason_name(c.reason),
+           local_pair_reason_name(s.reason));
     return 0;
 }
 
@@ -1033,7 +1112,11 @@ int main(int argc, char **argv)
     if (!strcmp(c, "fork-requeue"))
         return case_fork_requeue();
     if (!strcmp(c, "squatter"))
-        return case_squatter();
+        return case_squatter(0);
+    if (!strcmp(c, "squatter-same"))
+        return case_squatter(1);
+    if (!strcmp(c, "forged-offer"))
+        return case_forged_offer();
     if (!strcmp(c, "netns-unix"))
         return case_netns_unix();
     if (!strcmp(c, "timing"))

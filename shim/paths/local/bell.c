@@ -31,7 +31,6 @@ int lp_tx_switch(lp_conn_t *c)
 void lp_bell(lp_conn_t *c, int fd)
 {
     int saved = errno;
-    ssize_t n;
 
     if (!c->tx_ring) {
         lp_lock(c, LP_TX);
@@ -51,11 +50,56 @@ void lp_bell(lp_conn_t *c, int fd)
         c->bell_push = 1;
         zc_real.setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     }
-    do
-        n = zc_real.send(fd, "", 1, MSG_DONTWAIT | MSG_NOSIGNAL);
-    while (n < 0 && errno == EINTR);
+    __atomic_add_fetch(&c->bells_unsent, 1, __ATOMIC_ACQ_REL);
+    lp_bells_send(c, fd);
     zc_stat_add(ZC_STAT_LOCAL_DOORBELLS, 1);
     errno = saved;
+}
+
+/* Send every doorbell owed (bells_unsent) without blocking.  One the kernel
+ * refuses (a full send buffer: the peer is not reading) stays owed and goes
+ * with the next: the peer counts every doorbell claimed, so a lost one would
+ * make it take one of our later data bytes for a doorbell.  Returns what is
+ * still owed; errors other than EAGAIN drop them (the connection is gone). */
+uint32_t lp_bells_send(lp_conn_t *c, int fd)
+{
+    static const char zeros[64];
+    uint32_t k = __atomic_exchange_n(&c->bells_unsent, 0, __ATOMIC_ACQ_REL);
+
+    while (k > 0) {
+        ssize_t n = zc_real.send(fd, zeros, k < sizeof(zeros) ? k : sizeof(zeros),
+                                 MSG_DONTWAIT | MSG_NOSIGNAL);
+
+        if (n > 0) {
+            k -= (uint32_t)n;
+        } else if (n < 0 && errno == EINTR) {
+            continue;
+        } else {
+            if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+                return __atomic_add_fetch(&c->bells_unsent, k, __ATOMIC_ACQ_REL);
+            break;
+        }
+    }
+    return __atomic_load_n(&c->bells_unsent, __ATOMIC_ACQUIRE);
+}
+
+int lp_bells_flush(lp_conn_t *c, int fd)
+{
+    struct timespec t0, t;
+    int saved = errno;
+
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    while (lp_bells_send(c, fd)) {
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        if ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 > LP_RV_WAIT_MS) {
+            errno = saved;
+            lp_broken(c);
+            return -1;
+        }
+        zc_real.poll(&(struct pollfd){ fd, POLLOUT, 0 }, 1, 10);
+    }
+    errno = saved;
+    return 0;
 }
 
 /* The peer must be woken (flags of a ring call): a doorbell byte through the

@@ -192,6 +192,8 @@ int lp_rv_tx(lp_conn_t *c, int fd, int wait_ms)
     c->rv_seen = 1;
     if (lp_rv_sibling(c, LP_TX))
         return 0;
+    if (lp_bells_flush(c, fd) < 0)
+        return -ECONNRESET;
     if (!c->tx_ring) {
         if (local_pair_switch_refuse(&c->ch, lp_txdir(c)) == -EALREADY &&
             local_pair_switch_get(&c->ch, lp_txdir(c)) != LOCAL_PAIR_SWITCH_NEVER)
@@ -239,7 +241,7 @@ int lp_rv_tx(lp_conn_t *c, int fd, int wait_ms)
 
 const char *const lp_handback_names[LP_HB_COUNT] = {
     "exec", "scm_rights", "ancillary", "passcred", "stdio", "fdopen", "seccomp", "io_uring",
-    "other",
+    "oob", "shut_rd", "posix_spawn", "other",
 };
 
 /* Count a hand-back under its reason (the start of the why we log). */
@@ -252,6 +254,8 @@ void lp_handback_count(const char *why)
         { "exec", LP_HB_EXEC }, { "SCM_RIGHTS", LP_HB_SCM }, { "ancillary", LP_HB_ANCILLARY },
         { "SO_PASS", LP_HB_PASSCRED }, { "a descriptor on stdin", LP_HB_STDIO },
         { "fdopen", LP_HB_FDOPEN }, { "a seccomp", LP_HB_SECCOMP }, { "io_uring", LP_HB_IO_URING },
+        { "MSG_OOB", LP_HB_OOB }, { "shutdown(SHUT_RD", LP_HB_SHUT_RD },
+        { "posix_spawn", LP_HB_SPAWN },
     };
     size_t i;
     int r = LP_HB_OTHER;
@@ -298,6 +302,7 @@ void lp_revert(lp_conn_t *c, int fd, const char *why)
                    local_ring_wait_word(&c->ch, lp_txdir(c), LOCAL_RING_ROLE_CONS), 1);
         lp_wake_ex(c, fd, local_ring_claim(&c->ch, lp_rxdir(c), LOCAL_RING_ROLE_PROD),
                    local_ring_wait_word(&c->ch, lp_rxdir(c), LOCAL_RING_ROLE_PROD), 1);
+        lp_bells_flush(c, fd);          /* every doorbell before our kernel bytes */
         zc_stat_add(ZC_STAT_LOCAL_HANDED_BACK, 1);
         lp_handback_count(why);
         zc_log(ZC_LOG_NOTICE, "local path: fd %d handed back to the kernel (%s)", fd, why);
@@ -315,6 +320,9 @@ void lp_revert(lp_conn_t *c, int fd, const char *why)
     c->tx_never = 1;
     c->rx_plain = 1;
     c->state = LP_PLAIN;
+    if (c->bell_push && !c->app_nodelay && !c->is_unix)   /* Nagle as the app had it */
+        zc_real.setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &(int){ 0 }, sizeof(int));
+    c->bell_push = 0;
     lp_unlock(c, LP_RX);
     lp_unlock(c, LP_TX);
 }

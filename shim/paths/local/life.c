@@ -12,6 +12,11 @@ int path_local_shutdown(shim_fd_t *f, int fd, int how)
     if (how != SHUT_RD && how != SHUT_WR && how != SHUT_RDWR)
         return 1;
     lp_offer_cancel(c);     /* shut before its first data call: never paired */
+    if (how != SHUT_WR && c->state != LP_PLAIN) {
+        /* What the kernel does with bytes that arrive after SHUT_RD (and
+         * what recv then returns) is the kernel's to say: plain first. */
+        lp_release_to_kernel(c, fd, how == SHUT_RD ? "shutdown(SHUT_RD)" : "shutdown(SHUT_RDWR)");
+    }
     if (how != SHUT_WR) {
         lp_lock(c, LP_RX);
         c->rd_shut = 1;
@@ -241,8 +246,7 @@ static int lp_op_ioctl(shim_fd_t *f, int fd, unsigned long req, void *arg, int *
 static int lp_op_getsockopt(shim_fd_t *f, int fd, int level, int name, void *val,
                             socklen_t *len)
 {
-    (void)fd;
-    return path_local_getsockopt(f, level, name, val, len) ? 0 : SHIM_PATH_PASS;
+    return path_local_getsockopt(f, fd, level, name, val, len) ? 0 : SHIM_PATH_PASS;
 }
 
 static void lp_op_flags_changed(shim_fd_t *f, int fd)
@@ -275,7 +279,7 @@ static void lp_fds_received(int fd, struct msghdr *msg)
 
 /* I/O the hooks cannot see may meet the connection of fd: it is never
  * paired, or goes back to the kernel now (HAND-BACK). */
-static void lp_release_to_kernel(lp_conn_t *c, int fd, const char *why)
+void lp_release_to_kernel(lp_conn_t *c, int fd, const char *why)
 {
     lp_offer_cancel(c);
     if (c->state == LP_PENDING) {

@@ -20,6 +20,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "shim_proc.h"
 #include "zc_real.h"
 
 _Static_assert(sizeof(local_ring_hdr_t) <= LOCAL_PAIR_CTL_OFF,
@@ -51,6 +52,7 @@ static const char *const lp_reason_names[LOCAL_PAIR_R_COUNT] = {
     [LOCAL_PAIR_R_UNSUPPORTED] = "unsupported",
     [LOCAL_PAIR_R_DISABLED] = "disabled",
     [LOCAL_PAIR_R_ERROR] = "error",
+    [LOCAL_PAIR_R_UNVERIFIED] = "unverified",
 };
 
 const char *local_pair_reason_name(int reason)
@@ -104,15 +106,23 @@ static int lp_cookie(int fd, uint64_t *c)
     return 0;
 }
 
+static int lp_peer_cred(int s, struct ucred *cr)
+{
+    socklen_t l = sizeof(*cr);
+
+    if (zc_real.getsockopt(s, SOL_SOCKET, SO_PEERCRED, cr, &l) < 0)
+        return -errno;
+    return 0;
+}
+
 static int lp_peer_uid(int s, uint32_t *uid)
 {
     struct ucred cr;
-    socklen_t l = sizeof(cr);
+    int rc = lp_peer_cred(s, &cr);
 
-    if (zc_real.getsockopt(s, SOL_SOCKET, SO_PEERCRED, &cr, &l) < 0)
-        return -errno;
-    *uid = cr.uid;
-    return 0;
+    if (!rc)
+        *uid = cr.uid;
+    return rc;
 }
 
 /* Kind of socket: AF_INET/AF_INET6 for TCP stream, AF_UNIX for unix stream,
@@ -537,13 +547,16 @@ int local_pair_connect_prepare(int fd, const struct sockaddr *addr, socklen_t le
 
 int local_pair_connected(int fd, int ann, int *reason_p)
 {
+    struct sockaddr_storage a;
+    socklen_t al = sizeof(a);
     lp_peer_t p;
-    int kind = lp_kind(fd), err = 0, rc;
+    int kind = lp_kind(fd), rc;
 
     *reason_p = LOCAL_PAIR_R_NONE;
     if (ann < 0 || kind < 0)
         return lp_decline(reason_p, LOCAL_PAIR_R_UNSUPPORTED);
-    if (lp_sockopt_int(fd, SOL_SOCKET, SO_ERROR, &err) || err)
+    /* connected?  (not SO_ERROR: that would take an error from the app) */
+    if (getpeername(fd, (struct sockaddr *)&a, &al) < 0)
         return lp_decline(reason_p, LOCAL_PAIR_R_ERROR);
     if (kind == AF_UNIX)
         return LOCAL_PAIR_PENDING;
@@ -577,13 +590,15 @@ static void lp_ctl_init(local_ring_t *ch, uint64_t server_cookie, uint64_t clien
     __atomic_store_n(&c->magic, LOCAL_PAIR_CTL_MAGIC, __ATOMIC_RELEASE);
 }
 
-/* Send the offer {o} + memfd on connected announcement socket s. */
-static int lp_offer_send(int s, const lp_offer_t *o, int memfd)
+/* Send the offer {o} + memfd + the server's socket on connected
+ * announcement socket s. */
+static int lp_offer_send(int s, const lp_offer_t *o, int memfd, int sock)
 {
     union {
         struct cmsghdr h;
-        char buf[CMSG_SPACE(sizeof(int))];
+        char buf[CMSG_SPACE(2 * sizeof(int))];
     } cm;
+    int fds[2] = { memfd, sock };
     struct iovec iov = { (void *)o, sizeof(*o) };
     struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1,
                          .msg_control = cm.buf, .msg_controllen = sizeof(cm.buf) };
@@ -592,19 +607,21 @@ static int lp_offer_send(int s, const lp_offer_t *o, int memfd)
     memset(&cm, 0, sizeof(cm));
     c->cmsg_level = SOL_SOCKET;
     c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int));
-    memcpy(CMSG_DATA(c), &memfd, sizeof(int));
+    c->cmsg_len = CMSG_LEN(sizeof(fds));
+    memcpy(CMSG_DATA(c), fds, sizeof(fds));
     if (zc_real.sendmsg(s, &mh, MSG_DONTWAIT | MSG_NOSIGNAL) != (ssize_t)sizeof(*o))
         return errno ? -errno : -EIO;
     return 0;
 }
 
-/* Connect to the announcement of client cookie c; checks its owner. */
-static int lp_ann_connect(uint64_t c, int *s_p, int *reason_p)
+/* Connect to the announcement of client cookie c; checks its owner: our
+ * user, and with ino != 0 a process that holds socket inode ino (the name is
+ * public and could be bound first by anyone of the same user). */
+static int lp_ann_connect(uint64_t c, uint32_t ino, int *s_p, int *reason_p)
 {
     struct sockaddr_un sun;
     socklen_t len = lp_name(&sun, 'C', c);
-    uint32_t uid;
+    struct ucred cr;
     int s;
 
     s = zc_real.socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
@@ -618,8 +635,13 @@ static int lp_ann_connect(uint64_t c, int *s_p, int *reason_p)
         zc_real.close(s);
         return -1;
     }
-    if (lp_peer_uid(s, &uid) || uid != geteuid()) {
+    if (lp_peer_cred(s, &cr) || cr.uid != geteuid()) {
         *reason_p = LOCAL_PAIR_R_OTHER_USER;
+        zc_real.close(s);
+        return -1;
+    }
+    if (ino && (cr.pid <= 0 || !shim_proc_holds_socket(cr.pid, ino))) {
+        *reason_p = LOCAL_PAIR_R_UNVERIFIED;
         zc_real.close(s);
         return -1;
     }
@@ -652,7 +674,9 @@ int local_pair_accepted(int listen_fd, int fd, size_t ring_size, local_ring_t *c
     o.client_cookie = p.cookie;
     if (lp_cookie(fd, &o.server_cookie))
         return lp_decline(reason_p, LOCAL_PAIR_R_ERROR);
-    if (lp_ann_connect(p.cookie, &s, reason_p))
+    if (!p.ino)
+        return lp_decline(reason_p, LOCAL_PAIR_R_ERROR);
+    if (lp_ann_connect(p.cookie, p.ino, &s, reason_p))
         return LOCAL_PAIR_DECLINED;
     memfd = local_ring_create(ring_size, ch);
     if (memfd < 0) {
@@ -660,7 +684,7 @@ int local_pair_accepted(int listen_fd, int fd, size_t ring_size, local_ring_t *c
         return lp_decline(reason_p, LOCAL_PAIR_R_ERROR);
     }
     lp_ctl_init(ch, o.server_cookie, o.client_cookie);
-    rc = lp_offer_send(s, &o, memfd);
+    rc = lp_offer_send(s, &o, memfd, fd);
     zc_real.close(s);
     if (rc == 0) {
         *memfd_p = memfd;
@@ -675,8 +699,8 @@ int local_pair_accepted(int listen_fd, int fd, size_t ring_size, local_ring_t *c
 /* --- pickup (client) --- */
 
 /* Receive one offer from accepted announcement connection c: the message
- * and exactly one descriptor. */
-static int lp_offer_recv(int c, lp_offer_t *o, int *memfd_p)
+ * and exactly two descriptors (memfd, the sender's socket). */
+static int lp_offer_recv(int c, lp_offer_t *o, int *memfd_p, int *sock_p)
 {
     union {
         struct cmsghdr h;
@@ -701,13 +725,14 @@ static int lp_offer_recv(int c, lp_offer_t *o, int *memfd_p)
         for (size_t i = 0; i < k && nfd < 4; i++)
             memcpy(&fds[nfd++], CMSG_DATA(h) + i * sizeof(int), sizeof(int));
     }
-    if (n != (ssize_t)sizeof(*o) || nfd != 1 || (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) ||
+    if (n != (ssize_t)sizeof(*o) || nfd != 2 || (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) ||
         o->magic != LP_MSG_MAGIC) {
         for (int i = 0; i < nfd; i++)
             zc_real.close(fds[i]);
         return -EPROTO;
     }
     *memfd_p = fds[0];
+    *sock_p = fds[1];
     return 0;
 }
 
@@ -715,15 +740,38 @@ static int lp_offer_recv(int c, lp_offer_t *o, int *memfd_p)
  * (LOCAL_PAIR_F_REQUEUE): a new connection to our own name, carrying the
  * same offer, waits in the listener every forked holder shares.  The name
  * is gone only when no other holder is left: nothing to do then. */
-static int lp_requeue(uint64_t client_cookie, const lp_offer_t *o, int memfd)
+static int lp_requeue(int fd, uint64_t client_cookie, const lp_offer_t *o, int memfd,
+                      int sock)
 {
+    struct stat st;
     int s, reason, rc;
 
-    if (lp_ann_connect(client_cookie, &s, &reason))
+    if (fstat(fd, &st) < 0)
+        return -errno;
+    if (lp_ann_connect(client_cookie, (uint32_t)st.st_ino, &s, &reason))
         return reason == LOCAL_PAIR_R_NOT_ZCSOCK ? 0 : -EPERM;
-    rc = lp_offer_send(s, o, memfd);
+    rc = lp_offer_send(s, o, memfd, sock);
     zc_real.close(s);
     return rc;
+}
+
+/* The offer's second descriptor must be the socket at the other end of fd:
+ * its cookie is the offer's server cookie and sock_diag's peer of fd.  Only
+ * a process holding the server's socket can pass it (a same-user impostor
+ * that forges an offer has everything else). */
+static int lp_offer_proof(int fd, int sock, const lp_offer_t *o)
+{
+    lp_peer_t p;
+    uint64_t theirs;
+    int kind = lp_kind(fd);
+
+    /* kinds: AF_INET6 meets AF_INET through a v4-mapped address */
+    if (kind < 0 || (lp_kind(sock) == AF_UNIX) != (kind == AF_UNIX) || lp_cookie(sock, &theirs) ||
+        theirs != o->server_cookie)
+        return -EPERM;
+    if (lp_peer_of(kind, fd, &p) || p.cookie != theirs)
+        return -EPERM;
+    return 0;
 }
 
 /* Receive, validate and attach the offer on connection c (accepted from the
@@ -735,16 +783,21 @@ static int lp_offer_take(int fd, int c, int flags, local_ring_t *ch, int *memfd_
     const local_pair_ctl_t *ctl;
     lp_offer_t o;
     uint64_t mine;
-    int memfd = -1, rc;
+    int memfd = -1, sock = -1, rc;
 
-    rc = lp_offer_recv(c, &o, &memfd);
+    rc = lp_offer_recv(c, &o, &memfd, &sock);
     if (rc)
         return rc;
     rc = -EPROTO;
     if (lp_cookie(fd, &mine) || o.client_cookie != mine)
         goto err;
-    if ((flags & LOCAL_PAIR_F_REQUEUE) && (rc = lp_requeue(mine, &o, memfd)))
+    rc = lp_offer_proof(fd, sock, &o);
+    if (rc)
         goto err;
+    if ((flags & LOCAL_PAIR_F_REQUEUE) && (rc = lp_requeue(fd, mine, &o, memfd, sock)))
+        goto err;
+    zc_real.close(sock);
+    sock = -1;
     rc = local_ring_attach(memfd, ch);
     if (rc)
         goto err;
@@ -759,6 +812,8 @@ static int lp_offer_take(int fd, int c, int flags, local_ring_t *ch, int *memfd_
     return 0;
 err:
     zc_real.close(memfd);
+    if (sock >= 0)
+        zc_real.close(sock);
     return rc;
 }
 

@@ -28,16 +28,21 @@
  *    sock_diag (inet_diag exact 4-tuple; unix_diag peer), giving its cookie
  *    and owner uid; requires uid == our euid, connects to the peer's
  *    announcement name (absent: peer is not zcsock), requires SO_PEERCRED uid
- *    == our euid (a squatter of the name is refused), creates the channel,
- *    and sends ONE handover message {magic, server cookie, client cookie} +
- *    SCM_RIGHTS(memfd) non-blockingly.  A successful sendmsg is the
+ *    == our euid and that the SO_PEERCRED pid holds the connecting socket
+ *    (/proc/PID/fd: a squatter of the name, same user or not, is refused),
+ *    creates the channel, and sends ONE handover message {magic, server
+ *    cookie, client cookie} + SCM_RIGHTS(memfd, server socket)
+ *    non-blockingly.  A successful sendmsg is the
  *    decision PAIRED; any failure is DECLINED and nothing ever reaches the
  *    peer.  It must run before the server's first byte on the connection:
  *    inside accept(), or (to spare connections that never carry data) at
  *    the server's first data call on it, before any byte is written.
  * 4. pickup (client): local_pair_channel_recv() (non-blocking: accept4 +
  *    recvmsg on the announcement) validates the sender's SO_PEERCRED uid,
- *    the magic, exactly one descriptor, our own cookie in the offer, the
+ *    the magic, exactly two descriptors, our own cookie in the offer, that
+ *    the second descriptor is the very socket at the other end of ours
+ *    (its SO_COOKIE is the offer's server cookie and the sock_diag peer's:
+ *    only a holder of the server socket can send it), the
  *    memfd seals (local_ring_attach) and the cookies in the shared control
  *    block, and attaches as side B, which marks side B ATTACHED in the
  *    shared header.  The server connects before it sends: a pickup that
@@ -134,6 +139,9 @@ enum {
     LOCAL_PAIR_R_UNSUPPORTED,   /* family/type not paired (UDP, raw, ...) */
     LOCAL_PAIR_R_DISABLED,      /* caller's configuration */
     LOCAL_PAIR_R_ERROR,         /* a resource failed (fd limit, memory, ...) */
+    LOCAL_PAIR_R_UNVERIFIED,    /* the announcement's owner does not hold the
+                                 * connecting socket (a squatter, or the
+                                 * announcer exited after a fork) */
     LOCAL_PAIR_R_COUNT
 };
 
@@ -155,8 +163,9 @@ typedef struct local_pair_ctl {
     uint64_t switch_at[2];      /* per direction (LOCAL_RING_AB / _BA) */
 } local_pair_ctl_t;
 
-/* The offer message (one SOCK_SEQPACKET record, with exactly one
- * SCM_RIGHTS descriptor: the channel memfd). */
+/* The offer message (one SOCK_SEQPACKET record, with exactly two
+ * SCM_RIGHTS descriptors: the channel memfd, then the server's own socket
+ * of the connection, which proves the sender holds it). */
 #define LOCAL_PAIR_OFFER_MAGIC 0x3176666f50637a5aULL  /* "ZcPoffv1" */
 typedef struct local_pair_offer {
     uint64_t magic;

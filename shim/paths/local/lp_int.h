@@ -118,15 +118,20 @@ typedef struct lp_conn {
                                      * doubled value), 0: the whole ring */
     int kern_eof;                   /* kernel stream ended (peer closed) */
     int kern_err;                   /* kernel error seen (ECONNRESET ...) */
+    uint8_t err_told;               /* kern_err returned to the application */
     int lowat;                      /* SO_RCVLOWAT */
     uint64_t tx_kernel, rx_kernel;  /* application bytes on the kernel stream */
     uint64_t bells_drained;         /* doorbell bytes read from the kernel stream */
+    uint32_t bells_unsent;          /* doorbells owed to the peer that the kernel
+                                     * refused (EAGAIN): sent before any later
+                                     * byte of ours (lp_bells_flush) */
     local_ring_t ch;
 } lp_conn_t;
 
 /* Why connections were handed back to the kernel (local.handed_back.<name>). */
 enum { LP_HB_EXEC, LP_HB_SCM, LP_HB_ANCILLARY, LP_HB_PASSCRED, LP_HB_STDIO, LP_HB_FDOPEN,
-       LP_HB_SECCOMP, LP_HB_IO_URING, LP_HB_OTHER, LP_HB_COUNT };
+       LP_HB_SECCOMP, LP_HB_IO_URING, LP_HB_OOB, LP_HB_SHUT_RD, LP_HB_SPAWN, LP_HB_OTHER,
+       LP_HB_COUNT };
 
 /* Process-wide state of the path. */
 typedef struct lp_global {
@@ -242,6 +247,13 @@ void lp_rv_rx_done(lp_conn_t *c, int fd);
 int lp_rv_take_mark(lp_conn_t *c, int fd);
 int lp_rv_tx(lp_conn_t *c, int fd, int wait_ms);
 void lp_revert(lp_conn_t *c, int fd, const char *why);
+/* Send the doorbells the kernel refused earlier, waiting (bounded) for
+ * room: before anything of ours that is not a doorbell enters the kernel
+ * stream.  0, or -1 (the connection is then broken). */
+int lp_bells_flush(lp_conn_t *c, int fd);
+uint32_t lp_bells_send(lp_conn_t *c, int fd);
+/* Whatever the state (offer due, pending, paired): plain from now on. */
+void lp_release_to_kernel(lp_conn_t *c, int fd, const char *why);
 void lp_handback_count(const char *why);
 extern const char *const lp_handback_names[LP_HB_COUNT];
 
@@ -284,7 +296,7 @@ int path_local_ioctl(shim_fd_t *f, int fd, unsigned long req, void *arg, int *rc
 void path_local_settings_changed(shim_fd_t *f);
 void path_local_setsockopt(shim_fd_t *f, int fd, int level, int name, const void *val,
                            socklen_t len);
-int path_local_getsockopt(shim_fd_t *f, int level, int name, void *val, socklen_t *len);
+int path_local_getsockopt(shim_fd_t *f, int fd, int level, int name, void *val, socklen_t *len);
 
 /* recv.c */
 int64_t lp_now_ms(void);

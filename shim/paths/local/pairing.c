@@ -153,18 +153,26 @@ void path_local_connect_done(int fd, int rc, int err)
 void lp_connect_check(lp_conn_t *c, int fd)
 {
     struct sockaddr_storage a;
-    socklen_t al = sizeof(a);
-    int err = 0, saved = errno;
+    struct tcp_info ti;
+    socklen_t al = sizeof(a), tl = sizeof(ti);
+    int saved = errno;
 
     if (!c->connect_check || c->state != LP_PENDING || c->ann < 0)
         return;
-    zc_real.getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &(socklen_t){ sizeof(err) });
-    if (!err && getpeername(fd, (struct sockaddr *)&a, &al) < 0 && errno == ENOTCONN) {
-        errno = saved;
-        return;
+    /* Not SO_ERROR: reading it would take a failed connect's error from
+     * the application.  Connected, still connecting (SYN_SENT), or not. */
+    if (getpeername(fd, (struct sockaddr *)&a, &al) < 0) {
+        if (!c->is_unix && zc_real.getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &tl) == 0 &&
+            ti.tcpi_state == TCP_SYN_SENT) {
+            errno = saved;
+            return;
+        }
+        c->connect_check = 0;
+        path_local_connect_done(fd, -1, ECONNREFUSED);
+    } else {
+        c->connect_check = 0;
+        path_local_connect_done(fd, 0, 0);
     }
-    c->connect_check = 0;
-    path_local_connect_done(fd, err ? -1 : 0, err);
     errno = saved;
 }
 

@@ -241,10 +241,28 @@ void path_local_setsockopt(shim_fd_t *f, int fd, int level, int name, const void
 }
 
 
-int path_local_getsockopt(shim_fd_t *f, int level, int name, void *val, socklen_t *len)
+/* SO_ERROR: an internal read (a doorbell drain) that met the kernel's
+ * pending error took it from the socket; the application gets it once, as
+ * the kernel would have given it. */
+static int lp_so_error(lp_conn_t *c, int fd, void *val, socklen_t *len)
+{
+    int k = 0;
+
+    if (!c->kern_err || c->err_told || !val || !len || *len < sizeof(int) ||
+        zc_real.getsockopt(fd, SOL_SOCKET, SO_ERROR, &k, &(socklen_t){ sizeof(k) }) < 0)
+        return 0;
+    *(int *)val = k ? k : c->kern_err;
+    *len = sizeof(int);
+    c->err_told = 1;
+    return 1;
+}
+
+int path_local_getsockopt(shim_fd_t *f, int fd, int level, int name, void *val, socklen_t *len)
 {
     lp_conn_t *c = lp_conn(f);
 
+    if (level == SOL_SOCKET && name == SO_ERROR)
+        return lp_so_error(c, fd, val, len);
     if (level != IPPROTO_TCP || name != TCP_NODELAY || !c->bell_push || !val || !len ||
         *len < sizeof(int))
         return 0;

@@ -351,6 +351,8 @@ static ssize_t lp_rx_gone(lp_conn_t *c, int fd, lp_rx_t *r)
     lp_unlock(c, LP_RX);
     if (n > 0)
         return (ssize_t)(r->got + (size_t)n);
+    if (c->kern_err && !r->got)
+        c->err_told = 1;
     return lp_rx_done(r, c->kern_err ? -c->kern_err : 0);
 }
 

@@ -53,7 +53,9 @@ static ssize_t lp_tx_begin(lp_conn_t *c, shim_fd_t *f, int fd, const struct msgh
 
     if (c->state == LP_OFFER && lp_offer_due(c, fd))
         return lp_send_kernel(f, fd, msg, flags, NULL);     /* the copy path now */
-    if (c->state == LP_PLAIN || (flags & MSG_OOB))     /* urgent data: the kernel's */
+    if ((flags & MSG_OOB) && c->state != LP_PLAIN)
+        lp_release_to_kernel(c, fd, "MSG_OOB");     /* urgent data only the kernel carries */
+    if (c->state == LP_PLAIN)
         return lp_send_kernel(f, fd, msg, flags, NULL);
     lp_lock(c, LP_TX);
     lp_connect_check(c, fd);
