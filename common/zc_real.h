@@ -90,6 +90,7 @@
                           const posix_spawnattr_t *, char *const[], char *const[]), 1) \
     X(int, system, (const char *), 1)                                                 \
     X(FILE *, popen, (const char *, const char *), 1)                                 \
+    X(int, posix_spawn_file_actions_adddup2, (posix_spawn_file_actions_t *, int, int), 1) \
     X(FILE *, fdopen, (int, const char *), 1)                                         \
     X(int, prctl, (int, ...), 1)                                                      \
     X(long, syscall, (long, ...), 1)

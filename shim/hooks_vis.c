@@ -2,11 +2,16 @@
  * without passing through the other hooks.  Each tells the paths first
  * (shim_fd_exposed / shim_process_exposed), then makes the real call.
  *   fdopen        the stream reads and writes through glibc-internal calls
+ *   posix_spawn_file_actions_adddup2
+ *                 the child gets the descriptor under another number even
+ *                 when ours is close-on-exec (Rust's Command, Python's
+ *                 os.posix_spawn), which no exec scan of ours sees
  *   prctl         PR_SET_SECCOMP: a filter that may kill the process for a
  *                 system call the library adds (sshd's sandbox)
  *   syscall       seccomp and io_uring_setup made through syscall(); other
  *                 numbers pass straight through */
 #include <linux/seccomp.h>
+#include <spawn.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <sys/prctl.h>
@@ -20,6 +25,15 @@ SHIM_EXPORT FILE *fdopen(int fd, const char *mode)
     if (shim_fd_claimed(shim_fd_get(fd)))
         shim_fd_exposed(fd, "fdopen (stdio)");
     return zc_real.fdopen(fd, mode);
+}
+
+SHIM_EXPORT int posix_spawn_file_actions_adddup2(posix_spawn_file_actions_t *fa, int fd,
+                                                 int newfd)
+{
+    SHIM_ENTER(posix_spawn_file_actions_adddup2, ENOSYS);
+    if (shim_fd_claimed(shim_fd_get(fd)))
+        shim_fd_exposed(fd, "posix_spawn file action (dup2)");
+    return zc_real.posix_spawn_file_actions_adddup2(fa, fd, newfd);
 }
 
 SHIM_EXPORT int prctl(int option, ...)

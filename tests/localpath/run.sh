@@ -34,7 +34,7 @@ for c in stream_both poll_truth threads; do
   t_run "$c/self" "$T" env T_BYTES=$MID $PY $TL run "$c" self tcp
 done
 # hand-back: exec / SCM_RIGHTS to a program without the library, ancillary data
-for c in exec_plain scm_plain; do
+for c in exec_plain scm_plain spawn_dup2; do
   t_run "$c/plain-client" "$T" $PY $TL run "$c" server tcp
 done
 t_run exec_static/both "$T" $PY $TL run exec_static both tcp

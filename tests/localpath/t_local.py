@@ -932,6 +932,22 @@ def s_exec_plain(c):
         c, [sys.executable, HERE, "echo_plain"], env_without_lib()))
 
 
+def s_spawn_dup2(c):
+    # posix_spawn with a file action that dup2()s our close-on-exec socket
+    # to a number the child keeps (Rust's Command does this for stdio): the
+    # child, without the library, must read every byte from the kernel
+    def give(c):
+        pid = os.posix_spawn(sys.executable, [sys.executable, HERE, "echo_plain", "50"],
+                             env_without_lib(),
+                             file_actions=[(os.POSIX_SPAWN_DUP2, c.fileno(), 50)])
+        c.close()
+        _, st = os.waitpid(pid, 0)
+        check(st == 0, "spawned echo failed")
+    s_handback_common(c, give)
+    if os.environ.get("T_MODE") == "both":
+        check(zc_stat("local.handed_back.posix_spawn"), "the spawn was not counted as a hand-back")
+
+
 def s_exec_static(c):
     # exec of a statically linked program, with LD_PRELOAD still naming the
     # library: the loader never runs, so the connection must be handed back
@@ -1233,6 +1249,7 @@ CASES = {
     "shut_rd": (s_shut_rd, c_shut_rd),
     "reset": (s_reset, c_reset),
     "scm_plain": (s_scm_plain, c_handback),
+    "spawn_dup2": (s_spawn_dup2, c_handback),
     "exec_static": (s_exec_static, c_handback),
     "scm_spawned": (s_scm_spawned, c_handback),
     "anc": (s_anc, c_anc),
