@@ -139,8 +139,18 @@ static int shim_elf_has_interp(int fd, uint64_t phoff, unsigned phnum, unsigned 
     return 0;
 }
 
-/* The image behind descriptor fd: 1 dynamically linked, 0 static or
- * set-ID to someone else, -1 unknown; a script's interpreter in interp. */
+#if defined(__x86_64__)
+#define SHIM_ELF_MACHINE EM_X86_64
+#elif defined(__aarch64__)
+#define SHIM_ELF_MACHINE EM_AARCH64
+#elif defined(__riscv)
+#define SHIM_ELF_MACHINE EM_RISCV
+#endif
+
+/* The image behind descriptor fd: 1 dynamically linked for our class and
+ * machine, 0 one that cannot load this library (static, set-ID to someone
+ * else, file capabilities: secure-exec ignores LD_PRELOAD paths; another
+ * ELF class or machine), -1 unknown; a script's interpreter in interp. */
 static int shim_image_kind(int fd, char *interp, size_t isz)
 {
     unsigned char h[256] __attribute__((aligned(8)));
@@ -151,6 +161,8 @@ static int shim_image_kind(int fd, char *interp, size_t isz)
     if (syscall(SYS_fstat, fd, &st) == 0 &&
         (((st.st_mode & S_ISUID) && st.st_uid != geteuid()) ||
          ((st.st_mode & S_ISGID) && st.st_gid != getegid())))
+        return 0;
+    if (syscall(SYS_fgetxattr, fd, "security.capability", NULL, 0) > 0)
         return 0;
     if (n >= 2 && h[0] == '#' && h[1] == '!') {
         size_t i = 2, k = 0;
@@ -164,17 +176,21 @@ static int shim_image_kind(int fd, char *interp, size_t isz)
     }
     if (n < (long)sizeof(Elf64_Ehdr) || memcmp(h, ELFMAG, SELFMAG))
         return -1;
-    if (h[EI_CLASS] == ELFCLASS64) {
+    if (h[EI_CLASS] != (sizeof(void *) == 8 ? ELFCLASS64 : ELFCLASS32))
+        return 0;       /* the loader of the other class cannot load us */
+    if (sizeof(void *) == 8) {
         const Elf64_Ehdr *e = (const Elf64_Ehdr *)h;
 
+#ifdef SHIM_ELF_MACHINE
+        if (e->e_machine != SHIM_ELF_MACHINE)
+            return 0;
+#endif
         return shim_elf_has_interp(fd, e->e_phoff, e->e_phnum, e->e_phentsize);
-    }
-    if (h[EI_CLASS] == ELFCLASS32) {
+    } else {
         const Elf32_Ehdr *e = (const Elf32_Ehdr *)h;
 
         return shim_elf_has_interp(fd, e->e_phoff, e->e_phnum, e->e_phentsize);
     }
-    return -1;
 }
 
 static int shim_open_exe(const char *path)
@@ -218,6 +234,8 @@ int shim_exec_image_preloads(const char *file, int search, int fd)
     char interp[256];
     int own = fd < 0, k;
 
+    if (getuid() != geteuid() || getgid() != getegid())
+        return 0;       /* secure-exec: LD_PRELOAD paths are ignored */
     if (own) {
         if (!file || !*file)
             return -1;

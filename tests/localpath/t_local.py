@@ -948,6 +948,14 @@ def s_spawn_dup2(c):
         check(zc_stat("local.handed_back.posix_spawn"), "the spawn was not counted as a hand-back")
 
 
+def s_exec_badlib(c):
+    # exec with LD_PRELOAD naming the library by a path that does not exist:
+    # the loader goes on without it, so the connection must be handed back
+    e = env_without_lib()
+    e["LD_PRELOAD"] = "/nonexistent/zcsock/libzcsock.so"
+    s_handback_common(c, lambda c: fork_exec_with(c, [sys.executable, HERE, "echo_plain"], e))
+
+
 def s_exec_static(c):
     # exec of a statically linked program, with LD_PRELOAD still naming the
     # library: the loader never runs, so the connection must be handed back
@@ -1250,6 +1258,7 @@ CASES = {
     "reset": (s_reset, c_reset),
     "scm_plain": (s_scm_plain, c_handback),
     "spawn_dup2": (s_spawn_dup2, c_handback),
+    "exec_badlib": (s_exec_badlib, c_handback),
     "exec_static": (s_exec_static, c_handback),
     "scm_spawned": (s_scm_spawned, c_handback),
     "anc": (s_anc, c_anc),

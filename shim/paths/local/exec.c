@@ -18,13 +18,32 @@ unsigned lp_flags(const lp_conn_t *c)
            (c->kern_eof ? LP_F_KERN_EOF : 0) | (c->rx_plain ? LP_F_RX_PLAIN : 0);
 }
 
+/* LD_PRELOAD in envp names this library by a path that exists (a bare
+ * name is searched by the loader: not known, so no). */
 static int lp_env_loads_us(char *const *envp)
 {
     size_t i;
 
-    for (i = 0; envp && envp[i]; i++)
-        if (!strncmp(envp[i], "LD_PRELOAD=", 11) && strstr(envp[i], "libzcsock"))
-            return 1;
+    for (i = 0; envp && envp[i]; i++) {
+        const char *p;
+
+        if (strncmp(envp[i], "LD_PRELOAD=", 11))
+            continue;
+        for (p = envp[i] + 11; *p;) {
+            char path[512];
+            size_t n = strcspn(p, " :");
+
+            if (n && n < sizeof(path) && p[0] == '/') {
+                memcpy(path, p, n);
+                path[n] = 0;
+                if (strstr(path, "libzcsock") &&
+                    syscall(SYS_faccessat, AT_FDCWD, path, R_OK) == 0)
+                    return 1;
+            }
+            p += n;
+            p += strspn(p, " :");
+        }
+    }
     return 0;
 }
 
@@ -115,8 +134,9 @@ size_t lp_exec_prepare(const shim_exec_t *e, char *buf, size_t bufsz)
     if (!__atomic_load_n(&lp.head, __ATOMIC_ACQUIRE))
         return 0;
     shim_proc_each_num("/proc/self/fd", lp_exec_scan_fn, &x);
+    /* an image we cannot be sure loads us gets the connection back */
     loads = x.n && lp_env_loads_us(e->envp) &&
-            shim_exec_image_preloads(e->image, e->search, e->image_fd) != 0;
+            shim_exec_image_preloads(e->image, e->search, e->image_fd) == 1;
     vforked = shim_vfork_child();
     for (c = lp.head; c; c = c->next)
         c->vfork_held = 0;
