@@ -38,6 +38,7 @@
     X(int, accept4, (int, struct sockaddr *, socklen_t *, int), 1)                    \
     X(int, close, (int), 1)                                                           \
     X(int, close_range, (unsigned, unsigned, int), 0)                                 \
+    X(void, closefrom, (int), 0)                                                      \
     X(int, shutdown, (int, int), 1)                                                   \
     X(int, dup, (int), 1)                                                             \
     X(int, dup2, (int, int), 1)                                                       \

@@ -235,10 +235,28 @@ SHIM_EXPORT int close_range(unsigned first, unsigned last, int flags)
         if (last < end)
             end = last + 1;
         for (fd = first; fd < end; fd++)
-            if (shim_fd_table[fd].kind != SHIM_FD_UNKNOWN)
+            if (shim_fd_table[fd].kind != SHIM_FD_UNKNOWN && !shim_fd_is_ours((int)fd))
                 shim_fd_release((int)fd);
     }
     return shim_close_range_around_ours(first, last, flags);
+}
+
+/* glibc's closefrom calls its internal close_range, which no hook sees: it
+ * would close the library's own descriptors and leave the table describing
+ * closed numbers.  The hooked close_range instead; the real closefrom only
+ * where close_range is missing (kernels before 5.9), as glibc would. */
+SHIM_EXPORT void closefrom(int lowfd)
+{
+    if (shim_unlikely(!__atomic_load_n(&shim_ready, __ATOMIC_ACQUIRE)))
+        shim_init_slow();
+    if (!zc_real.closefrom)
+        return;
+    zc_stat_add(ZC_STAT_CALLS_closefrom, 1);
+    if (lowfd < 0)
+        lowfd = 0;
+    if (zc_real.close_range && close_range((unsigned)lowfd, ~0U, 0) == 0)
+        return;
+    zc_real.closefrom(lowfd);
 }
 
 /* A claimed socket on stdin, stdout or stderr meets glibc's stdio, which

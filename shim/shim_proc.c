@@ -80,6 +80,19 @@ int shim_proc_holds_socket(int pid, uint64_t ino)
     return shim_proc_each_num(path, shim_holds_fn, &h) == 1;
 }
 
+int shim_proc_fd_is_socket(int pid, int fd, uint64_t ino)
+{
+    char path[48], want[40], target[40];
+    long n, w;
+
+    if (pid <= 0 || fd < 0)
+        return 0;
+    w = (long)zc_fmt(want, sizeof(want), "socket:[%llu]", (unsigned long long)ino);
+    zc_fmt(path, sizeof(path), "/proc/%d/fd/%d", pid, fd);
+    n = syscall(SYS_readlinkat, AT_FDCWD, path, target, sizeof(target));
+    return n == w && !memcmp(target, want, (size_t)n);
+}
+
 typedef struct {
     int *pids, max, n;
 } shim_children_t;

@@ -16,6 +16,10 @@ int shim_proc_each_num(const char *path, int (*fn)(int dirfd, long num, void *ar
  * inode ino. */
 int shim_proc_holds_socket(int pid, uint64_t ino);
 
+/* Does descriptor fd of process pid refer to socket inode ino?  (One
+ * readlink of /proc/PID/fd/FD.) */
+int shim_proc_fd_is_socket(int pid, int fd, uint64_t ino);
+
 /* The children of this process (every thread's), up to max of them into
  * pids; returns how many. */
 int shim_proc_children(int *pids, int max);

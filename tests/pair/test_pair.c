@@ -762,10 +762,29 @@ static int forged_channel(const end_t *c, int server_sock, local_pair_offer_t *o
     return memfd;
 }
 
-/* A same-user process that does not hold the server's socket forges an
- * offer (correct cookies, a channel of its own): without the server socket,
- * or with another socket in its place, the client refuses it and stays on
- * the kernel stream; the real server's offer that follows is taken. */
+/* From a child that holds neither end of connection c (s: the server
+ * end), send offer o + memfd with fd_hint hint, and n descriptors. */
+static void forge_from_child(const end_t *c, int s, local_pair_offer_t o, int memfd,
+                             uint64_t hint, int n)
+{
+    pid_t pid = fork();
+
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        int d = ann_dial(c->fd);
+
+        close(s);
+        close(c->fd);
+        o.fd_hint = hint;
+        _exit(d >= 0 && offer_send(d, &o, (int[]){ memfd, memfd }, n) == sizeof(o) ? 0 : 1);
+    }
+    CHECK(wait_child(pid) == 0);
+}
+
+/* A same-user process that holds neither end forges offers (every cookie
+ * right, a channel of its own, the number of the server's descriptor as
+ * its hint): refused (-EPERM; -EPROTO with two descriptors) and the client
+ * stays on the kernel stream; the real server's offer then pairs. */
 static int case_forged_offer(void)
 {
     struct sockaddr_storage ss;
@@ -778,32 +797,25 @@ static int case_forged_offer(void)
     client_connect(&c, &ss, len, 0, 1);
     CHECK(c.dec == LOCAL_PAIR_PENDING);
     int s = accept(lfd, NULL, NULL);
-    int other = socket(AF_INET, SOCK_STREAM, 0);
     int memfd = forged_channel(&c, s, &o, &ch);
-    int d = ann_dial(c.fd);
-    CHECK(offer_send(d, &o, &memfd, 1) == sizeof(o));          /* old format */
-    close(d);
+    forge_from_child(&c, s, o, memfd, (uint64_t)s, 1);
+    CHECK(local_pair_channel_recv(c.fd, c.ann, 0, &c.ch, &c.memfd) == -EPERM);
+    forge_from_child(&c, s, o, memfd, (uint64_t)c.fd, 1);
+    CHECK(local_pair_channel_recv(c.fd, c.ann, 0, &c.ch, &c.memfd) == -EPERM);
+    forge_from_child(&c, s, o, memfd, (uint64_t)s, 2);
     CHECK(local_pair_channel_recv(c.fd, c.ann, 0, &c.ch, &c.memfd) == -EPROTO);
-    d = ann_dial(c.fd);
-    CHECK(offer_send(d, &o, (int[]){ memfd, other }, 2) == sizeof(o));
-    close(d);
-    CHECK(local_pair_channel_recv(c.fd, c.ann, 0, &c.ch, &c.memfd) == -EPERM);
-    d = ann_dial(c.fd);
-    CHECK(offer_send(d, &o, (int[]){ memfd, c.fd }, 2) == sizeof(o));  /* our own end */
-    close(d);
-    CHECK(local_pair_channel_recv(c.fd, c.ann, 0, &c.ch, &c.memfd) == -EPERM);
     CHECK(!local_pair_peer_attached(&ch));
     local_ring_close(&ch, 1);
     close(memfd);
     close(s);
-    close(other);
     /* the real server's offer still pairs */
     client_connect(&c, &ss, len, 0, 1);
     server_accept(&srv, lfd, 0, 1);
     CHECK(srv.dec == LOCAL_PAIR_PAIRED);
     CHECK(local_pair_channel_recv(c.fd, c.ann, 0, &c.ch, &c.memfd) == 0);
-    printf("forged offer: without the server socket -EPROTO, with another socket -EPERM; "
-           "the real server's offer pairs\n");
+    printf("forged offer from a process holding neither end: -EPERM (server's or client's "
+           "descriptor number as hint), -EPROTO (two descriptors); the real server's offer "
+           "pairs\n");
     return 0;
 }
 
@@ -840,7 +852,8 @@ static int case_late_offer(void)
     o.client_cookie = ctl->client_cookie = ck;
     ctl->switch_at[0] = ctl->switch_at[1] = LOCAL_PAIR_SWITCH_UNSET;
     ctl->magic = LOCAL_PAIR_CTL_MAGIC;
-    CHECK(offer_send(d, &o, (int[]){ memfd, s }, 2) == sizeof(o));
+    o.fd_hint = (uint64_t)s;
+    CHECK(offer_send(d, &o, &memfd, 1) == sizeof(o));
     close(d);
     CHECK(local_pair_channel_recv(c.fd, c.ann, 0, &c.ch, &c.memfd) == 0);
     CHECK(local_pair_peer_attached(&ch));

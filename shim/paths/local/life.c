@@ -295,8 +295,14 @@ static void lp_fd_exposed(int fd, const char *why)
 {
     shim_fd_t *f = shim_fd_get(fd);
 
-    if (lp_claimed(f))
-        lp_release_to_kernel(lp_conn(f), fd, why);
+    if (lp_claimed(f)) {
+        lp_conn_t *c = lp_conn(f);
+        int had_channel = c->ch.base != NULL;
+
+        lp_release_to_kernel(c, fd, why);
+        if (!had_channel)
+            lp_unclaim_plain(c, fd);
+    }
 }
 
 /* The whole process: every connection, and no new pairing. */

@@ -590,15 +590,14 @@ static void lp_ctl_init(local_ring_t *ch, uint64_t server_cookie, uint64_t clien
     __atomic_store_n(&c->magic, LOCAL_PAIR_CTL_MAGIC, __ATOMIC_RELEASE);
 }
 
-/* Send the offer {o} + memfd + the server's socket on connected
- * announcement socket s. */
-static int lp_offer_send(int s, const lp_offer_t *o, int memfd, int sock)
+/* Send the offer {o} + memfd on connected announcement socket s. */
+static int lp_offer_send(int s, const lp_offer_t *o, int memfd)
 {
     union {
         struct cmsghdr h;
-        char buf[CMSG_SPACE(2 * sizeof(int))];
+        char buf[CMSG_SPACE(sizeof(int))];
     } cm;
-    int fds[2] = { memfd, sock };
+    int fds[1] = { memfd };
     struct iovec iov = { (void *)o, sizeof(*o) };
     struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1,
                          .msg_control = cm.buf, .msg_controllen = sizeof(cm.buf) };
@@ -684,7 +683,8 @@ int local_pair_accepted(int listen_fd, int fd, size_t ring_size, local_ring_t *c
         return lp_decline(reason_p, LOCAL_PAIR_R_ERROR);
     }
     lp_ctl_init(ch, o.server_cookie, o.client_cookie);
-    rc = lp_offer_send(s, &o, memfd, fd);
+    o.fd_hint = (uint64_t)fd;
+    rc = lp_offer_send(s, &o, memfd);
     zc_real.close(s);
     if (rc == 0) {
         *memfd_p = memfd;
@@ -699,8 +699,8 @@ int local_pair_accepted(int listen_fd, int fd, size_t ring_size, local_ring_t *c
 /* --- pickup (client) --- */
 
 /* Receive one offer from accepted announcement connection c: the message
- * and exactly two descriptors (memfd, the sender's socket). */
-static int lp_offer_recv(int c, lp_offer_t *o, int *memfd_p, int *sock_p)
+ * and exactly one descriptor. */
+static int lp_offer_recv(int c, lp_offer_t *o, int *memfd_p)
 {
     union {
         struct cmsghdr h;
@@ -725,14 +725,13 @@ static int lp_offer_recv(int c, lp_offer_t *o, int *memfd_p, int *sock_p)
         for (size_t i = 0; i < k && nfd < 4; i++)
             memcpy(&fds[nfd++], CMSG_DATA(h) + i * sizeof(int), sizeof(int));
     }
-    if (n != (ssize_t)sizeof(*o) || nfd != 2 || (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) ||
+    if (n != (ssize_t)sizeof(*o) || nfd != 1 || (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) ||
         o->magic != LP_MSG_MAGIC) {
         for (int i = 0; i < nfd; i++)
             zc_real.close(fds[i]);
         return -EPROTO;
     }
     *memfd_p = fds[0];
-    *sock_p = fds[1];
     return 0;
 }
 
@@ -740,9 +739,9 @@ static int lp_offer_recv(int c, lp_offer_t *o, int *memfd_p, int *sock_p)
  * (LOCAL_PAIR_F_REQUEUE): a new connection to our own name, carrying the
  * same offer, waits in the listener every forked holder shares.  The name
  * is gone only when no other holder is left: nothing to do then. */
-static int lp_requeue(int fd, uint64_t client_cookie, const lp_offer_t *o, int memfd,
-                      int sock)
+static int lp_requeue(int fd, uint64_t client_cookie, const lp_offer_t *o, int memfd)
 {
+    lp_offer_t q = *o;
     struct stat st;
     int s, reason, rc;
 
@@ -750,28 +749,34 @@ static int lp_requeue(int fd, uint64_t client_cookie, const lp_offer_t *o, int m
         return -errno;
     if (lp_ann_connect(client_cookie, (uint32_t)st.st_ino, &s, &reason))
         return reason == LOCAL_PAIR_R_NOT_ZCSOCK ? 0 : -EPERM;
-    rc = lp_offer_send(s, o, memfd, sock);
+    q.fd_hint = (uint64_t)fd;       /* a fellow holder of our socket re-queues it */
+    rc = lp_offer_send(s, &q, memfd);
     zc_real.close(s);
     return rc;
 }
 
-/* The offer's second descriptor must be the socket at the other end of fd:
- * its cookie is the offer's server cookie and sock_diag's peer of fd.  Only
- * a process holding the server's socket can pass it (a same-user impostor
- * that forges an offer has everything else). */
-static int lp_offer_proof(int fd, int sock, const lp_offer_t *o)
+/* The sender of the offer on connection c must hold the socket at the
+ * other end of fd (whose cookie the offer names) under fd_hint, or, for a
+ * re-queue, our own socket.  A same-user impostor that forges an offer has
+ * every cookie right, but not the descriptor.  Passing the socket itself
+ * would prove it too, but would keep the server's socket open while the
+ * offer waits (a close would then not reset or end the connection). */
+static int lp_offer_proof(int fd, int c, const lp_offer_t *o)
 {
+    struct ucred cr;
+    struct stat st;
     lp_peer_t p;
-    uint64_t theirs;
     int kind = lp_kind(fd);
 
-    /* kinds: AF_INET6 meets AF_INET through a v4-mapped address */
-    if (kind < 0 || (lp_kind(sock) == AF_UNIX) != (kind == AF_UNIX) || lp_cookie(sock, &theirs) ||
-        theirs != o->server_cookie)
+    if (kind < 0 || lp_peer_cred(c, &cr) || cr.pid <= 0 || o->fd_hint > INT32_MAX)
         return -EPERM;
-    if (lp_peer_of(kind, fd, &p) || p.cookie != theirs)
+    if (lp_peer_of(kind, fd, &p) || p.cookie != o->server_cookie)
         return -EPERM;
-    return 0;
+    if (shim_proc_fd_is_socket(cr.pid, (int)o->fd_hint, p.ino))
+        return 0;
+    if (fstat(fd, &st) == 0 && shim_proc_fd_is_socket(cr.pid, (int)o->fd_hint, st.st_ino))
+        return 0;
+    return -EPERM;
 }
 
 /* Receive, validate and attach the offer on connection c (accepted from the
@@ -783,21 +788,19 @@ static int lp_offer_take(int fd, int c, int flags, local_ring_t *ch, int *memfd_
     const local_pair_ctl_t *ctl;
     lp_offer_t o;
     uint64_t mine;
-    int memfd = -1, sock = -1, rc;
+    int memfd = -1, rc;
 
-    rc = lp_offer_recv(c, &o, &memfd, &sock);
+    rc = lp_offer_recv(c, &o, &memfd);
     if (rc)
         return rc;
     rc = -EPROTO;
     if (lp_cookie(fd, &mine) || o.client_cookie != mine)
         goto err;
-    rc = lp_offer_proof(fd, sock, &o);
+    rc = lp_offer_proof(fd, c, &o);
     if (rc)
         goto err;
-    if ((flags & LOCAL_PAIR_F_REQUEUE) && (rc = lp_requeue(fd, mine, &o, memfd, sock)))
+    if ((flags & LOCAL_PAIR_F_REQUEUE) && (rc = lp_requeue(fd, mine, &o, memfd)))
         goto err;
-    zc_real.close(sock);
-    sock = -1;
     rc = local_ring_attach(memfd, ch);
     if (rc)
         goto err;
@@ -812,8 +815,6 @@ static int lp_offer_take(int fd, int c, int flags, local_ring_t *ch, int *memfd_
     return 0;
 err:
     zc_real.close(memfd);
-    if (sock >= 0)
-        zc_real.close(sock);
     return rc;
 }
 

@@ -31,18 +31,17 @@
  *    == our euid and that the SO_PEERCRED pid holds the connecting socket
  *    (/proc/PID/fd: a squatter of the name, same user or not, is refused),
  *    creates the channel, and sends ONE handover message {magic, server
- *    cookie, client cookie} + SCM_RIGHTS(memfd, server socket)
- *    non-blockingly.  A successful sendmsg is the
+ *    cookie, client cookie, fd_hint} + SCM_RIGHTS(memfd) non-blockingly.  A successful sendmsg is the
  *    decision PAIRED; any failure is DECLINED and nothing ever reaches the
  *    peer.  It must run before the server's first byte on the connection:
  *    inside accept(), or (to spare connections that never carry data) at
  *    the server's first data call on it, before any byte is written.
  * 4. pickup (client): local_pair_channel_recv() (non-blocking: accept4 +
  *    recvmsg on the announcement) validates the sender's SO_PEERCRED uid,
- *    the magic, exactly two descriptors, our own cookie in the offer, that
- *    the second descriptor is the very socket at the other end of ours
- *    (its SO_COOKIE is the offer's server cookie and the sock_diag peer's:
- *    only a holder of the server socket can send it), the
+ *    the magic, exactly one descriptor, our own cookie in the offer, that
+ *    the sender holds the socket at the other end of ours (sock_diag's peer
+ *    has the offer's server cookie, and /proc/<SO_PEERCRED pid>/fd/<fd_hint>
+ *    is that socket; or, for a re-queue, our own socket), the
  *    memfd seals (local_ring_attach) and the cookies in the shared control
  *    block, and attaches as side B, which marks side B ATTACHED in the
  *    shared header.  The server connects before it sends: a pickup that
@@ -163,14 +162,16 @@ typedef struct local_pair_ctl {
     uint64_t switch_at[2];      /* per direction (LOCAL_RING_AB / _BA) */
 } local_pair_ctl_t;
 
-/* The offer message (one SOCK_SEQPACKET record, with exactly two
- * SCM_RIGHTS descriptors: the channel memfd, then the server's own socket
- * of the connection, which proves the sender holds it). */
+/* The offer message (one SOCK_SEQPACKET record, with exactly one
+ * SCM_RIGHTS descriptor: the channel memfd).  fd_hint: the number of the
+ * sender's descriptor of the server socket (a re-queue: of the client
+ * socket), which the receiver checks through /proc/<SO_PEERCRED pid>/fd. */
 #define LOCAL_PAIR_OFFER_MAGIC 0x3176666f50637a5aULL  /* "ZcPoffv1" */
 typedef struct local_pair_offer {
     uint64_t magic;
     uint64_t server_cookie;     /* SO_COOKIE of the accepted socket */
     uint64_t client_cookie;     /* SO_COOKIE of the connecting socket */
+    uint64_t fd_hint;
 } local_pair_offer_t;
 
 /* Flags of local_pair_channel_recv. */

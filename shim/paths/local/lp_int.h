@@ -254,6 +254,7 @@ int lp_bells_flush(lp_conn_t *c, int fd);
 uint32_t lp_bells_send(lp_conn_t *c, int fd);
 /* Whatever the state (offer due, pending, paired): plain from now on. */
 void lp_release_to_kernel(lp_conn_t *c, int fd, const char *why);
+int lp_unclaim_plain(lp_conn_t *c, int fd);
 void lp_handback_count(const char *why);
 extern const char *const lp_handback_names[LP_HB_COUNT];
 

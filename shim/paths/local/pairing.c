@@ -197,14 +197,17 @@ void path_local_accepted(int lfd, int fd)
     lp_claim(fd, c);
 }
 
-/* A connection whose offer was due is plain for good: when fd is its only
- * descriptor it goes back to the copy path altogether. */
-static int lp_offer_plain(lp_conn_t *c, int fd)
+/* A connection that never had a channel is plain for good: when fd is its
+ * only descriptor it goes back to the copy path altogether (a descriptor
+ * later closed behind our back, by fclose or an exec'd image, then leaves
+ * no claim for the number's next owner).  1 when c is gone. */
+int lp_unclaim_plain(lp_conn_t *c, int fd)
 {
     shim_fd_t *f = shim_fd_get(fd);
 
     c->state = LP_PLAIN;
-    if (c->refs != 1 || !f || !lp_claimed(f) || f->path_ctx != c)
+    if (c->refs != 1 || !f || !lp_claimed(f) || f->path_ctx != c || c->ch.base ||
+        c->ann >= 0 || c->pb_off < c->pb_len)
         return 0;
     f->claim = SHIM_CLAIM_NONE;
     f->path = NULL;
@@ -255,7 +258,7 @@ int lp_offer_due(lp_conn_t *c, int fd)
     }
     lp_decline(reason);
     __atomic_store_n(&c->pickup_busy, 0, __ATOMIC_RELEASE);
-    return lp_offer_plain(c, fd);
+    return lp_unclaim_plain(c, fd);
 }
 
 /* The connection leaves before the server offered (exec, SCM_RIGHTS,
