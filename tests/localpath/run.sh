@@ -17,7 +17,7 @@ for c in $($PY $TL list); do
   t_run "$c/both" "$T" env T_BYTES=$BIG $PY $TL run "$c" both tcp
 done
 for c in stream_both peek epoll epoll_readd epoll_excl halfclose exec sendfile epipe stdio_filter fdopen seccomp \
-         oob shut_rd reset closefrom fclose_reuse; do
+         oob shut_rd reset closefrom fclose_reuse raw_close; do
   t_run "$c/plain-client" "$T" env T_BYTES=$MID $PY $TL run "$c" server tcp
   t_run "$c/plain-server" "$T" env T_BYTES=$MID $PY $TL run "$c" client tcp
 done

@@ -966,6 +966,30 @@ def s_fclose_reuse(c):
     check(os.read(r, 100) == b"pipe data", "the reused number does not read as a pipe")
 
 
+def s_raw_close(c):
+    # a paired connection closed through syscall(SYS_close) (libuv does
+    # this); the number's next owner (a pipe) must work as a pipe, and the
+    # client sees the data, then EOF
+    c.sendall(pattern(48, 300000))
+    fd = c.detach()
+    libc = ctypes.CDLL(None, use_errno=True)
+    import platform
+    nr = {"x86_64": 3, "aarch64": 57, "riscv64": 57}[platform.machine()]     # SYS_close
+    check(libc.syscall(nr, fd) == 0, "syscall(SYS_close) failed")
+    for _ in range(16):
+        r, w = os.pipe()
+        if fd in (r, w):
+            break
+    check(fd in (r, w), "the number was not reused (%d: %d, %d)" % (fd, r, w))
+    os.write(w, b"pipe data")
+    check(os.read(r, 100) == b"pipe data", "the reused number does not read as a pipe")
+
+
+def c_raw_close(c):
+    check(recv_exact(c, 300000) == pattern(48, 300000), "data before the close")
+    expect_eof(c)
+
+
 def c_fclose_reuse(c):
     check(recv_exact(c, 6) == b"hello\n", "line written through stdio")
     expect_eof(c)
@@ -1306,6 +1330,7 @@ CASES = {
     "exec_badlib": (s_exec_badlib, c_handback),
     "closefrom": (s_closefrom, c_closefrom),
     "fclose_reuse": (s_fclose_reuse, c_fclose_reuse),
+    "raw_close": (s_raw_close, c_raw_close),
     "exec_static": (s_exec_static, c_handback),
     "scm_spawned": (s_scm_spawned, c_handback),
     "anc": (s_anc, c_anc),
