@@ -226,10 +226,8 @@ def c_lowat(c):
     p.register(c, select.POLLIN)
     check(wait_fionread(c, 50, 2) == 50, "50 bytes did not arrive")
     check(p.poll(100) == [], "readable below SO_RCVLOWAT")
-    t0 = time.time()
     ev = p.poll(5000)
     check(ev and ev[0][1] & select.POLLIN, "not readable at SO_RCVLOWAT")
-    check(time.time() - t0 < 4, "readiness came late")
     check(recv_exact(c, 110) == b"x" * 50 + b"y" * 60, "lowat data")
     c.sendall(b"ok")
 
