@@ -173,6 +173,10 @@ void shim_fd_internal_drop(int fd);
 /* The lowest number the library's own descriptors take. */
 int shim_fd_internal_floor(void);
 
+/* Copy up to n bytes of src into msg's buffers from byte skip of them on
+ * (a path's bytes of its own into a receive); returns the bytes copied. */
+size_t shim_msg_fill(struct msghdr *msg, size_t skip, const void *src, size_t n);
+
 /* 1 when f is claimed by a path (its data calls go to f->path->ops). */
 static inline int shim_fd_claimed(const shim_fd_t *f)
 {

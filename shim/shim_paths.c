@@ -221,6 +221,25 @@ size_t shim_paths_exec_env(const shim_exec_t *x, char **vec, size_t vec_n, char 
     return nvars;
 }
 
+size_t shim_msg_fill(struct msghdr *msg, size_t skip, const void *src, size_t n)
+{
+    size_t done = 0, i;
+
+    for (i = 0; i < msg->msg_iovlen && done < n; i++) {
+        size_t l = msg->msg_iov[i].iov_len, k;
+
+        if (skip >= l) {
+            skip -= l;
+            continue;
+        }
+        k = l - skip < n - done ? l - skip : n - done;
+        memcpy((char *)msg->msg_iov[i].iov_base + skip, (const char *)src + done, k);
+        done += k;
+        skip = 0;
+    }
+    return done;
+}
+
 void shim_fd_exposed(int fd, const char *why)
 {
     int saved = errno;

@@ -63,20 +63,8 @@ size_t lp_rv_keep(lp_conn_t *c, const char *buf, size_t n)
 /* Copy kept bytes into msg's iovecs from byte skip on (consume unless peek). */
 size_t lp_pb_take(lp_conn_t *c, struct msghdr *msg, size_t skip, int peek)
 {
-    size_t have = (size_t)(c->pb_len - c->pb_off), done = 0, i;
+    size_t done = shim_msg_fill(msg, skip, c->pb + c->pb_off, (size_t)(c->pb_len - c->pb_off));
 
-    for (i = 0; i < msg->msg_iovlen && done < have; i++) {
-        size_t l = msg->msg_iov[i].iov_len, k;
-
-        if (skip >= l) {
-            skip -= l;
-            continue;
-        }
-        k = l - skip < have - done ? l - skip : have - done;
-        memcpy((char *)msg->msg_iov[i].iov_base + skip, c->pb + c->pb_off + done, k);
-        done += k;
-        skip = 0;
-    }
     if (!peek)
         c->pb_off = (uint16_t)(c->pb_off + done);
     return done;

@@ -125,20 +125,8 @@ static void tp_accepted(int lfd, int fd)
  * peek.  Lock held.  Returns bytes copied. */
 static size_t tp_take(tp_shared_t *s, struct msghdr *msg, size_t skip, int peek)
 {
-    size_t have = s->len - s->off, done = 0, i;
+    size_t done = shim_msg_fill(msg, skip, s->buf + s->off, s->len - s->off);
 
-    for (i = 0; i < msg->msg_iovlen && done < have; i++) {
-        size_t l = msg->msg_iov[i].iov_len, k;
-
-        if (skip >= l) {
-            skip -= l;
-            continue;
-        }
-        k = l - skip < have - done ? l - skip : have - done;
-        memcpy((char *)msg->msg_iov[i].iov_base + skip, s->buf + s->off + done, k);
-        done += k;
-        skip = 0;
-    }
     if (!peek)
         s->off += (uint32_t)done;
     return done;
