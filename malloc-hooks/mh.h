@@ -116,7 +116,8 @@ void mh_fork_prepare(void);
 void mh_fork_parent(void);
 void mh_fork_child(void);
 
-/* Is [addr, addr+len) entirely inside one placed arena?  Then 1, with the
+/* Is [addr, addr+len) entirely inside one placed arena?  (No data path
+ * asks yet: page exchange will.)  Then 1, with the
  * arena's memfd in *memfd_p and the file offset of addr in *offset_p, and
  * *huge_p (may be NULL) 1 when the arena's pages are huge (2 MiB units).
  * 0 otherwise.  Hook-safe, lock-free, O(1). */
