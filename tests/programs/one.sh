@@ -2,8 +2,12 @@
 # One (case, mode) of the programs tier: run tests/programs/case_CASE.sh MODE,
 # then judge the statistics reports its preloaded processes left against the
 # expectation from expect.txt:
-#   pairs      both ends paired at least once (local.paired.accepted and
-#              local.paired.connected >= 1) and bytes took the local path
+#   pairs      connections paired (local.paired.connected >= 1: the client
+#              found the server's offer) and bytes took the local path
+#              (path.local.*bytes > 0).  local.paired.accepted is shown but
+#              not required: it is counted in the accepting process, and a
+#              daemon stopped by SIGTERM (rsync, git daemon, mosquitto ...)
+#              often leaves no report
 #   handsback  at least one connection was handed back (local.handed_back >= 1)
 #   plain      the library ran (reports with calls) but nothing paired and no
 #              byte took the local path; in mode none: no report at all
@@ -33,7 +37,7 @@ summary=$(cat "$P_ART"/stats/stats.* 2>/dev/null | awk '
 read -r reports calls acc con lb hb ho dec <<<"$summary"
 echo "stats: reports=$reports calls=$calls paired.accepted=$acc paired.connected=$con path.local.bytes=$lb handed_back=$hb handed_over=$ho declined:${dec:- none}"
 got=plain
-[ "$acc" -gt 0 ] && [ "$con" -gt 0 ] && [ "$lb" -gt 0 ] && got=pairs
+[ "$con" -gt 0 ] && [ "$lb" -gt 0 ] && got=pairs
 [ "$got" = plain ] && [ "$hb" -gt 0 ] && got=handsback
 ok=1
 case $mode in
