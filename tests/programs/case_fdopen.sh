@@ -14,9 +14,10 @@ round() {
   local r=$1 port spid rc=0
   port=$(p_free_port) || return 1
   p_gen "fd$r" $((1 << 20)) | od -An -v -tx1 >"$P_TMP/in"
+  rm -f "$P_TMP/srv.err"
   p_srv timeout -k 2 30 "$BIN" server "$port" >"$P_TMP/got" 2>"$P_TMP/srv.err" & spid=$!; P_PIDS+=($spid)
   p_wait_file "$P_TMP/srv.err" '^listening' 10 || { p_say "server never listened"; return 1; }
-  p_cli timeout -k 2 25 "$BIN" client "$port" <"$P_TMP/in" >"$P_TMP/ans" 2>>"$P_ART/client.log" || { p_say "client exited $?"; rc=1; }
+  p_t 25 p_cli "$BIN" client "$port" <"$P_TMP/in" >"$P_TMP/ans" 2>>"$P_ART/client.log" || { p_say "client exited $?"; rc=1; }
   p_wait "$spid" 10 || { p_say "server exited $?: $(cat "$P_TMP/srv.err")"; rc=1; }
   p_same "round $r lines" "$(p_sha256 "$P_TMP/in")" "$(p_sha256 "$P_TMP/got")" || rc=1
   [ "$(cat "$P_TMP/ans")" = "lines $(wc -l <"$P_TMP/in")" ] || { p_say "answer '$(head -c 80 "$P_TMP/ans")', want lines $(wc -l <"$P_TMP/in")"; rc=1; }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A fork-per-connection echo daemon (forksplit.py, CPython) and a client
 # that forks after connect: one process writes, the other reads the echo
-# (the socket shared by two processes on each end).  4 MiB per connection,
+# (the socket shared by two processes on each end).  2 MiB per connection,
 # 3 clients at once, repeated so that a 1-in-10 stall shows.
 set -u
 . "$(dirname "$0")/lib.sh"
@@ -15,10 +15,10 @@ p_wait_file "$P_ART/server.log" '^listening' 10 || p_die "server never listened:
 round() {
   local r=$1 i pids=() rc=0 a b
   for i in 1 2 3; do
-    p_cli timeout -k 2 30 "$PY" "$P_DIR/forksplit.py" client "$port" "$r.$i" $((4 << 20)) >"$P_TMP/o$i" 2>>"$P_ART/client.log" & pids+=($!)
+    p_cli timeout -k 2 90 "$PY" "$P_DIR/forksplit.py" client "$port" "$r.$i" $((2 << 20)) >"$P_TMP/o$i" 2>>"$P_ART/client.log" & pids+=($!)
   done
   for i in 1 2 3; do
-    wait "${pids[i-1]}" || { p_say "round $r client $i exited $?: $(cat "$P_TMP/o$i")"; rc=1; continue; }
+    p_wait "${pids[i-1]}" 25 || { p_say "round $r client $i exited $?: $(cat "$P_TMP/o$i")"; rc=1; continue; }
     read -r _ a _ b _ <"$P_TMP/o$i"; p_same "round $r client $i" "$a" "$b" || rc=1
   done
   return $rc

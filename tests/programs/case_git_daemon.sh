@@ -23,7 +23,7 @@ p_bg "$P_ART/daemon.log" p_srv git daemon --reuseaddr --listen=127.0.0.1 --port=
 dpid=$P_LAST_PID
 p_wait_listen "$port" 10 || p_die "git daemon never listened"
 URL=git://127.0.0.1:$port/repo.git
-g() { p_cli timeout -k 2 40 git "$@"; }
+g() { p_t 40 p_cli git "$@"; }
 
 round() {
   local r=$1 a=$P_TMP/a$1 b=$P_TMP/b$1

@@ -20,7 +20,7 @@ p_bg "$P_ART/server.log" runuser -u postgres -- env "${P_SRV_ENV[@]}" "$PGBIN/po
   -c listen_addresses=127.0.0.1 -c unix_socket_directories="$D" -c fsync=off -c logging_collector=off
 ppid_=$P_LAST_PID
 p_wait_listen "$port" 20 || p_die "postgres never listened: $(tail -3 "$P_ART/server.log")"
-cli() { runuser -u postgres -- env "${P_CLI_ENV[@]}" timeout -k 2 60 "$@"; }
+cli() { p_t 60 runuser -u postgres -- env "${P_CLI_ENV[@]}" "$@"; }
 PSQL=("$PGBIN/psql" -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$port" -U postgres)
 bench() {
   cli "$PGBIN/pgbench" -h 127.0.0.1 -p "$port" -U postgres -i -s 2 -q postgres >>"$P_ART/pgbench.log" 2>&1 || { p_say "pgbench -i exited $?"; return 1; }

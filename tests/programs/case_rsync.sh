@@ -27,7 +27,7 @@ p_bg "$P_ART/daemon.log" p_srv rsync --daemon --no-detach --address=127.0.0.1 --
 dpid=$P_LAST_PID
 p_wait_listen "$port" 10 || p_die "rsync daemon never listened"
 R=rsync://127.0.0.1:$port/m
-rs() { p_cli timeout -k 2 40 rsync -a --delete --timeout=30 "$@" 2>>"$P_ART/client.log"; }
+rs() { p_t 40 p_cli rsync -a --delete --timeout=30 "$@" 2>>"$P_ART/client.log"; }
 round() {
   local r=$1 i
   rs "$R/pull/" "$P_TMP/got/" || { p_say "pull exited $?"; return 1; }

@@ -40,7 +40,7 @@ O=(-i "$K/user" -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o B
 p_gen up "$SIZE" >"$P_TMP/up"; UP=$(p_sha256 "$P_TMP/up")
 p_gen down "$SIZE" >"$P_TMP/srv/down"; DOWN=$(p_sha256 "$P_TMP/srv/down")
 S=$P_TMP/srv
-t() { p_cli timeout -k 2 40 "$@"; }
+t() { p_t 40 p_cli "$@"; }
 ssh_up()   { t ssh "${O[@]}" -p "$port" root@127.0.0.1 "cat >$S/up1" <"$P_TMP/up" 2>>"$P_ART/ssh.log" && p_same "ssh cat upload" "$UP" "$(p_sha256 "$S/up1")"; }
 ssh_down() { p_same "ssh cat download" "$DOWN" "$(t ssh "${O[@]}" -p "$port" root@127.0.0.1 "cat $S/down" 2>>"$P_ART/ssh.log" </dev/null | p_sha256)"; }
 scp_up()   { t scp "${O[@]}" -P "$port" "$P_TMP/up" "root@127.0.0.1:$S/up2" 2>>"$P_ART/ssh.log" </dev/null && p_same "scp upload" "$UP" "$(p_sha256 "$S/up2")"; }

@@ -13,9 +13,10 @@ round() {
   local r=$1 port spid rc=0 src
   port=$(p_free_port) || return 1
   p_gen "ur$r" $((16 << 20)) >"$P_TMP/in"
+  rm -f "$P_TMP/srv.err"
   p_srv timeout -k 2 30 "$BIN" "$port" >"$P_TMP/got" 2>"$P_TMP/srv.err" & spid=$!; P_PIDS+=($spid)
   p_wait_file "$P_TMP/srv.err" '^listening' 10 || { p_say "server never listened"; return 1; }
-  p_cli timeout -k 2 25 socat -u -b 65536 STDIN "TCP4:127.0.0.1:$port" <"$P_TMP/in" 2>>"$P_ART/client.log" || { p_say "client exited $?"; rc=1; }
+  p_t 25 p_cli socat -u -b 65536 STDIN "TCP4:127.0.0.1:$port" <"$P_TMP/in" 2>>"$P_ART/client.log" || { p_say "client exited $?"; rc=1; }
   p_wait "$spid" 10; src=$?
   [ $src -eq 77 ] && { echo "skip: io_uring not available here"; exit 77; }
   [ $src -eq 0 ] || { p_say "server exited $src: $(cat "$P_TMP/srv.err")"; rc=1; }

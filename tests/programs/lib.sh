@@ -95,8 +95,25 @@ p_alive() {
   [ -n "$stat" ] && [ "$stat" != Z ]
 }
 
+# A daemon stopped by a signal leaves no statistics report: before stopping
+# one, note in $P_STATS/loaded.<pid> each process of its tree (3 levels)
+# that has the library mapped, so that one.sh can tell it ran.
+p_mark_loaded() {
+  local pids=$1 lvl p c kids
+  for ((lvl = 0; lvl < 3; lvl++)); do
+    kids=
+    for p in $pids; do
+      grep -q libzcsock "/proc/$p/maps" 2>/dev/null && echo "$(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | head -c 100)" >"$P_STATS/loaded.$p"
+      for c in $(cat "/proc/$p/task/"*/children 2>/dev/null); do kids+=" $c"; done
+    done
+    pids=$kids
+    [ -n "$pids" ] || break
+  done
+}
+
 p_stop() {
   local pid=$1 secs=${2:-5} i rc
+  p_mark_loaded "$pid"
   kill -TERM "$pid" 2>/dev/null
   for ((i = 0; i < secs * 10; i++)); do p_alive "$pid" || break; p_nap 0.1; done
   if p_alive "$pid"; then echo "pid $pid ignored TERM for ${secs}s, killing"; kill -KILL "$pid" 2>/dev/null; fi
@@ -107,11 +124,39 @@ p_stop() {
   return $rc
 }
 
+# Where every process under this case sleeps (pid, parent, state, kernel
+# wait channel, system call and its first argument): printed when a step
+# times out, before anything is killed.
+p_snapshot() {
+  local pids=$$ all= lvl p c kids sc nr
+  for ((lvl = 0; lvl < 6; lvl++)); do
+    kids=
+    for p in $pids; do for c in $(cat "/proc/$p/task/"*/children 2>/dev/null); do kids+=" $c"; done; done
+    all+=$kids; pids=$kids
+    [ -n "$pids" ] || break
+  done
+  echo "snapshot of the processes under the case (syscall: number name arg0):"
+  for p in $all; do
+    [ -r "/proc/$p/stat" ] || continue
+    read -r sc nr _ </proc/$p/syscall 2>/dev/null || sc=?
+    case $sc in
+      0) n=read ;; 1) n=write ;; 7) n=poll ;; 23) n=select ;; 44) n=sendto ;; 45) n=recvfrom ;;
+      46) n=sendmsg ;; 47) n=recvmsg ;; 61) n=wait4 ;; 202) n=futex ;; 232) n=epoll_wait ;;
+      270) n=pselect6 ;; 271) n=ppoll ;; 281) n=epoll_pwait ;; 426) n=io_uring_enter ;; 43) n=accept ;;
+      288) n=accept4 ;; 20) n=writev ;; 19) n=readv ;; 230) n=clock_nanosleep ;; 35) n=nanosleep ;; *) n= ;;
+    esac
+    printf '  pid %-7s ppid %-7s %s wchan=%-22s syscall=%s %s fd=%s  %s\n' "$p" "$(cut -d' ' -f4 /proc/$p/stat 2>/dev/null)" \
+      "$(cut -d' ' -f3 /proc/$p/stat 2>/dev/null)" "$(cat /proc/$p/wchan 2>/dev/null)" "$sc" "$n" "$((nr))" \
+      "$(tr '\0' ' ' </proc/$p/cmdline 2>/dev/null | head -c 70)"
+  done 2>/dev/null
+}
+
 p_wait() {
   local pid=$1 secs=$2 i
   for ((i = 0; i < secs * 10; i++)); do p_alive "$pid" || break; p_nap 0.1; done
   if p_alive "$pid"; then
     echo "pid $pid ($(tr '\0' ' ' </proc/$pid/cmdline 2>/dev/null | head -c 80)) still running after ${secs}s"
+    p_snapshot
     p_stop "$pid" 2
     return 124
   fi
@@ -198,4 +243,13 @@ p_step() {  # p_step NAME CMD..: run one step, count its failure
 p_end() {
   if [ "$P_FAILS" -eq 0 ]; then p_say "all steps ok"; exit 0; fi
   p_say "$P_FAILS step(s) failed"; exit 1
+}
+
+# p_t SECS CMD..: run CMD (stdin kept), wait at most SECS; on a timeout the
+# processes under the case are snapshot (p_snapshot) and CMD killed (124)
+p_t() {
+  local secs=$1 pid; shift
+  "$@" <&0 & pid=$!
+  P_PIDS+=("$pid")
+  p_wait "$pid" "$secs"
 }
