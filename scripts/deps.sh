@@ -12,6 +12,9 @@ PKGS=(
   # tests: real programs run with and without the library
   python3 libpython3.11-testsuite socat nginx-light curl procps iproute2 psmisc
   openssl redis-server redis-tools
+  # tests/programs: real daemons and clients with the library on both ends
+  nodejs mosquitto mosquitto-clients openssh-server openssh-client git rsync
+  openbsd-inetd postgresql memcached liburing-dev strace
   # malloc-hooks: a foreign allocator to detect (falls back to events only)
   libjemalloc2
   # benchmark plot
