@@ -13,12 +13,12 @@ p_bg "$P_ART/server.log" p_srv "$PY" "$P_DIR/forksplit.py" server "$port"
 spid=$P_LAST_PID
 p_wait_file "$P_ART/server.log" '^listening' 10 || p_die "server never listened: $(tail -3 "$P_ART/server.log")"
 round() {
-  local r=$1 i pids=() rc=0 a b
+  local r=$1 i pids=() rc=0 a b t0=$SECONDS
   for i in 1 2 3; do
     p_cli timeout -k 2 90 "$PY" "$P_DIR/forksplit.py" client "$port" "$r.$i" $((2 << 20)) >"$P_TMP/o$i" 2>>"$P_ART/client.log" & pids+=($!)
   done
   for i in 1 2 3; do
-    p_wait "${pids[i-1]}" 25 || { p_say "round $r client $i exited $?: $(cat "$P_TMP/o$i")"; rc=1; continue; }
+    p_wait "${pids[i-1]}" "$(p_left $((t0 + 25)))" || { p_say "round $r client $i exited $?: $(cat "$P_TMP/o$i")"; rc=1; continue; }
     read -r _ a _ b _ <"$P_TMP/o$i"; p_same "round $r client $i" "$a" "$b" || rc=1
   done
   return $rc

@@ -29,7 +29,7 @@ one() {  # one SERVICE ROUND
   # text with many a's for sed: hex of random bytes, 64 per line
   p_gen "$s$r" $((SIZE / 2)) | od -An -v -tx1 | tr -d ' ' >"$P_TMP/in"
   local c=(${CMD[$s]}); want=$("${c[@]:1}" <"$P_TMP/in" | p_sha256)
-  p_t 30 p_cli socat -t 25 -T 25 - "TCP4:127.0.0.1:${PORT[$s]}" <"$P_TMP/in" >"$P_TMP/out" 2>>"$P_ART/client.log" ||
+  p_t 25 p_cli socat -t 60 -T 60 - "TCP4:127.0.0.1:${PORT[$s]}" <"$P_TMP/in" >"$P_TMP/out" 2>>"$P_ART/client.log" ||
     { p_say "$s round $r: client exited $? after $(wc -c <"$P_TMP/out") bytes"; return 1; }
   p_same "$s round $r" "$want" "$(p_sha256 "$P_TMP/out")"
 }

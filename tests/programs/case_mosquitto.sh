@@ -31,7 +31,7 @@ round() {
   [ "$(wc -l <"$P_TMP/msgs")" -eq $N ] || { p_say "generator gave too few lines"; return 1; }
   p_cli timeout -k 2 90 mosquitto_sub -h 127.0.0.1 -p "$port" -q 1 -t "zc/t$r" -C $N -i "sub$r" >"$P_TMP/got" 2>"$P_ART/sub$r.log" &
   spid=$!; P_PIDS+=($spid)
-  p_wait_file "$P_ART/events.log" "SUBACK to sub$r" 15 || { p_say "subscriber never subscribed"; p_stop "$spid" 2; return 1; }
+  p_wait_file "$P_ART/events.log" "SUBACK to sub$r" 15 || { p_say "subscriber never subscribed"; p_snapshot; p_stop "$spid" 2; return 1; }
   p_t 30 p_cli mosquitto_pub -h 127.0.0.1 -p "$port" -q 1 -t "zc/t$r" -l -i "pub$r" <"$P_TMP/msgs" 2>"$P_ART/pub$r.log" || { p_say "mosquitto_pub exited $?"; rc=1; }
   p_wait "$spid" 25 || { p_say "mosquitto_sub exited $? after $(wc -l <"$P_TMP/got") lines"; rc=1; }
   p_same "round $r: $N messages" "$(p_sha256 "$P_TMP/msgs")" "$(p_sha256 "$P_TMP/got")" || rc=1

@@ -17,7 +17,7 @@ p_bg "$P_ART/server.log" p_srv node "$P_DIR/node_server.js" "$port" "$P_TMP/file
 spid=$P_LAST_PID
 p_wait_file "$P_ART/server.log" '^listening' 20 || p_die "node never listened: $(head -c 300 "$P_ART/server.log")"
 
-c() { p_t 30 p_cli curl -sS -f --max-time 25 "$@"; }
+c() { p_t 25 p_cli curl -sS -f --max-time 60 "$@"; }
 get_file() { p_same "GET /file" "$FILE_SHA" "$(c "http://127.0.0.1:$port/file" | p_sha256)"; }
 upload() { p_same "POST /upload" "$FILE_SHA" "$(c -H 'Expect:' --data-binary "@$P_TMP/file" "http://127.0.0.1:$port/upload")"; }
 echo_() {

@@ -13,14 +13,14 @@ p_need socat openssl
 SIZE=$((8 << 20)) CLIENTS=4 REPS=$(p_reps 6)
 
 round() {
-  local r=$1 port=$2 i cp=() rc=0 want got
+  local r=$1 port=$2 i cp=() rc=0 want got t0=$SECONDS
   for ((i = 1; i <= CLIENTS; i++)); do
     p_gen "r$r-c$i" "$SIZE" >"$P_TMP/in$i"
     p_cli timeout -k 2 90 socat -t 30 -T 30 - "TCP4:127.0.0.1:$port" <"$P_TMP/in$i" >"$P_TMP/out$i" 2>"$P_ART/client$r.$i.log" &
     cp+=($!); P_PIDS+=($!)
   done
   for ((i = 1; i <= CLIENTS; i++)); do
-    p_wait "${cp[i-1]}" 25 || { p_say "round $r client $i exited $?"; rc=1; }
+    p_wait "${cp[i-1]}" "$(p_left $((t0 + 25)))" || { p_say "round $r client $i exited $?"; rc=1; }
     want=$(p_sha256 "$P_TMP/in$i") got=$(cut -d' ' -f1 "$P_TMP/out$i")
     p_same "round $r client $i" "$want" "$got" || rc=1
   done

@@ -253,3 +253,6 @@ p_t() {
   P_PIDS+=("$pid")
   p_wait "$pid" "$secs"
 }
+
+# p_left DEADLINE: seconds from now to DEADLINE (a $SECONDS value), at least 1
+p_left() { local l=$(($1 - SECONDS)); [ $l -ge 1 ] || l=1; echo $l; }
