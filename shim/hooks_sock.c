@@ -153,6 +153,18 @@ static void shim_fd_release(int fd)
     shim_fd_forget(fd);
 }
 
+/* close made through syscall() (libuv's uv__close_nocancel does this): the
+ * table forgets the application's descriptor before the kernel closes it.
+ * The library's own temporary descriptors are not in the table, and its
+ * own entries are left alone (it closes some through syscall() too). */
+void shim_fd_closing_raw(int fd)
+{
+    shim_fd_t *f = shim_fd_get(fd);
+
+    if (f && f->kind != SHIM_FD_UNKNOWN && f->kind != SHIM_FD_INTERNAL)
+        shim_fd_release(fd);
+}
+
 /* newfd is a copy of oldfd now: so is its state (not in a vfork child,
  * whose table is not the one ours describes). */
 static void shim_fd_dup(int oldfd, int newfd)

@@ -8,8 +8,9 @@
  *                 os.posix_spawn), which no exec scan of ours sees
  *   prctl         PR_SET_SECCOMP: a filter that may kill the process for a
  *                 system call the library adds (sshd's sandbox)
- *   syscall       seccomp and io_uring_setup made through syscall(); other
- *                 numbers pass straight through */
+ *   syscall       seccomp and io_uring_setup made through syscall(); close
+ *                 and close_range (libuv closes through syscall()) keep the
+ *                 descriptor table true; other numbers pass straight through */
 #include <linux/seccomp.h>
 #include <spawn.h>
 #include <stdarg.h>
@@ -72,5 +73,9 @@ SHIM_EXPORT long syscall(long nr, ...)
     }
     if (__builtin_expect(nr == SYS_seccomp || nr == SYS_io_uring_setup, 0))
         shim_process_exposed(nr == SYS_seccomp ? "a seccomp filter" : "io_uring");
+    else if (__builtin_expect(nr == SYS_close, 0))
+        shim_fd_closing_raw((int)a[0]);
+    else if (__builtin_expect(nr == SYS_close_range, 0))
+        return close_range((unsigned)a[0], (unsigned)a[1], (int)a[2]);
     return zc_real.syscall(nr, a[0], a[1], a[2], a[3], a[4], a[5]);
 }

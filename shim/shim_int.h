@@ -75,6 +75,8 @@ size_t shim_paths_exec_env(const shim_exec_t *x, char **vec, size_t vec_n, char 
 /* I/O the hooks cannot see may meet fd / every descriptor (shim_path_t
  * fd_exposed / process_exposed); errno kept. */
 void shim_fd_exposed(int fd, const char *why);
+/* syscall(SYS_close, fd): forget fd's entry first (hooks_sock.c). */
+void shim_fd_closing_raw(int fd);
 void shim_process_exposed(const char *why);
 /* dup2/dup3 onto internal descriptor fd: move it away.  0 or -errno. */
 int shim_fd_internal_move(int fd);

@@ -15,6 +15,20 @@
 
 #define T_SKIP 77
 
+/* The feature a test exists for is missing: a skip only when no library was
+ * preloaded (the plain run), a failure when one was (it should publish it). */
+static inline int t_missing(const char *what)
+{
+    const char *pre = getenv("LD_PRELOAD");
+
+    if (pre && *pre) {
+        fprintf(stderr, "FAIL: preloaded (%s) but %s\n", pre, what);
+        return 1;
+    }
+    printf("skip: %s (no library preloaded)\n", what);
+    return T_SKIP;
+}
+
 #define T_CHECK(c)                                                              \
     do {                                                                        \
         if (!(c)) {                                                             \

@@ -11,8 +11,7 @@ int main(void)
     unsigned char *p;
 
     if (!st) {
-        printf("skip: library publishes no mh.status\n");
-        return T_SKIP;
+        return t_missing("the library publishes no mh.status");
     }
     T_CHECK(st & MH_ST_SELFTEST_FAILED);
     T_CHECK(!(st & MH_ST_EVENTS_OK));

@@ -162,8 +162,10 @@ static void t_hugetlb_block(void **state)
 
     (void)state;
     cfg.hugetlb_free = t_free_hugepages();
-    if (cfg.hugetlb_free < 4)
+    if (cfg.hugetlb_free < 4) {
+        print_message("skip: fewer than 4 free hugetlb pages (vm.nr_hugepages)\n");
         skip();
+    }
     mh_arena_reset_for_test();
     assert_int_equal(mh_arena_setup(&cfg), 0);
     p = mh_arena_alloc(3u << 20, 1, &dirty);

@@ -512,7 +512,8 @@ static void t_budget_blocking(void **state)
                                     &x), -EAGAIN);   /* bounded wait */
     clock_gettime(CLOCK_MONOTONIC, &t1);
     ms = (t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000;
-    assert_true(ms >= 25 && ms < 2000);
+    assert_true(ms >= 25);          /* it waited (how long at most is the bench's) */
+    assert_true(t_stat(e->cache, PDC_STAT_BUDGET_WAITS) >= 1);
     /* Another thread releases the budget: the blocked get proceeds. */
     e->params.budget_wait_ns = 5000 * 1000000ull;
     t_close(e);

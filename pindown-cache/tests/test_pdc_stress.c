@@ -257,6 +257,11 @@ static void t_stress(void **state)
                   (unsigned long)pdc_stats_get(s->cache, PDC_STAT_STALE_RETRIES),
                   (unsigned long)pdc_stats_get(s->cache, PDC_STAT_INFLIGHT_WAITS),
                   (unsigned long)pdc_stats_get(s->cache, PDC_STAT_BUDGET_WAITS));
+    /* what the limits above were set to force did happen */
+    assert_true(pdc_stats_get(s->cache, PDC_STAT_EVICTIONS) > 0);
+    assert_true(pdc_stats_get(s->cache, PDC_STAT_DEFERRED_INVALIDATIONS) > 0);
+    assert_true(pdc_stats_get(s->cache, PDC_STAT_DEFER_OVERFLOWS) > 0);
+    assert_true(pdc_stats_get(s->cache, PDC_STAT_BUDGET_WAITS) > 0);
     assert_int_equal(s->violations, 0);
     assert_int_equal(s->uncovered, 0);
     assert_true(s->gets > s->fails);

@@ -43,6 +43,7 @@ e2e_mode zc
 run_once; zc=$?
 e2e_mode plain
 e2e_check_active 2 $RUN_PIDS
+e2e_expect_path local asyncio $RUN_PIDS || e2e_die "the connections did not take the local path"
 
 word() { [ "$1" -eq 0 ] && echo "$CLIENTS/$CLIENTS clients ok" || echo "FAILED"; }
 echo "asyncio echo: without $(word $plain), with $(word $zc), added failures: $([ $plain -eq 0 ] && [ $zc -ne 0 ] && echo yes || echo 0)"

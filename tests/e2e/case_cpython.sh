@@ -115,4 +115,7 @@ echo "$TITLE: without [$(short "$PLAIN_COUNTS")], with [$(short "$WITH_COUNTS")]
 # last, as a crashed run leaves no report; with -j2 the tests run in
 # worker processes
 if [ "$SUITE" = socket ]; then e2e_check_active 1 "$zc_pid"; else e2e_check_active 2; fi
+# the suites' connections to themselves pair: some bytes took the local path
+e2e_expect_path some "$TITLE" $(ls "$E2E_STATS" | sed -n 's/^stats\.\([0-9]*\)$/\1/p') ||
+  e2e_die "no process of the suite took the local path"
 exit 0

@@ -58,6 +58,7 @@ e2e_mode zc
 run_once; zc=$?
 e2e_mode plain
 e2e_check_active 4 $RUN_PIDS
+e2e_expect_path some httpserver $RUN_PIDS || e2e_die "the connections did not take the local path"
 if ! cmp -s "$E2E_ART/plain-listing.html" "$E2E_ART/zc-listing.html"; then
   e2e_say "directory listing differs with the library"; zc=1
 fi

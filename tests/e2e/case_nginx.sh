@@ -94,6 +94,7 @@ e2e_mode plain
 # curl processes by pid, plus at least one nginx worker (the workers serve
 # the requests; the master does no socket I/O after startup).
 e2e_check_active 4 $E2E_CURL_PIDS
+e2e_expect_path local nginx $E2E_CURL_PIDS || e2e_die "the connections did not take the local path"
 wanted=0
 for w in $RUN_WORKERS; do [ -s "$E2E_STATS/stats.$w" ] && grep -qE '^calls\.[a-z0-9_]+: [1-9]' "$E2E_STATS/stats.$w" && wanted=1; done
 [ $wanted -eq 1 ] || e2e_die "no nginx worker ($RUN_WORKERS) reported calls"

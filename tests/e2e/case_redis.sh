@@ -104,6 +104,7 @@ e2e_mode zc
 run_once; zc=$?
 e2e_mode plain
 e2e_check_active 8 $RUN_PIDS
+e2e_expect_path some redis $RUN_PIDS || e2e_die "the connections did not take the local path"
 if [ "$PLAIN_DIGEST" != "$RUN_DIGEST" ]; then
   e2e_say "data set differs: without '$PLAIN_DIGEST', with '$RUN_DIGEST'"; zc=1
 fi

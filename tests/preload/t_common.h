@@ -35,6 +35,15 @@ int t_main(void);
         }                                                                        \
     } while (0)
 
+/* T_EXPECT_PATH: the path the test's paired connection must take when
+ * preloaded: "local" (default) or "copy" (ZCSOCK_LOCAL=0). */
+static inline int t_expect_local(void)
+{
+    const char *e = getenv("T_EXPECT_PATH");
+
+    return !e || strcmp(e, "copy") != 0;
+}
+
 static inline int t_preloaded(void)
 {
     const char *e = getenv("T_EXPECT_PRELOAD");

@@ -180,8 +180,11 @@ void lp_fork_parent(void)
 {
     lp_conn_t *c;
 
-    for (c = lp.head; c; c = c->next)
+    for (c = lp.head; c; c = c->next) {
         lp_offer_cancel(c);
+        if (c->state == LP_PENDING)
+            c->fork_shared = 1;
+    }
     lp_list_unlock();
 }
 
@@ -191,8 +194,10 @@ void lp_fork_child(void)
 
     lp_tid = 0;
     for (c = lp.head; c; c = c->next)
-        if (c->state == LP_PENDING || c->state == LP_OFFER)
+        if (c->state == LP_PENDING || c->state == LP_OFFER) {
             c->forked = 1;  /* requeue the pickup / offer only once the parent let go */
+            c->fork_shared = c->state == LP_PENDING;
+        }
     lp_list_unlock();
     path_local_mbox_fork_child();
 }

@@ -590,24 +590,25 @@ static void lp_ctl_init(local_ring_t *ch, uint64_t server_cookie, uint64_t clien
     __atomic_store_n(&c->magic, LOCAL_PAIR_CTL_MAGIC, __ATOMIC_RELEASE);
 }
 
-/* Send the offer {o} + memfd on connected announcement socket s. */
-static int lp_offer_send(int s, const lp_offer_t *o, int memfd)
+/* Send the offer {o} + memfd (+ sock, a re-queue's proof, when >= 0) on
+ * connected announcement socket s. */
+static int lp_offer_send(int s, const lp_offer_t *o, int memfd, int sock)
 {
     union {
         struct cmsghdr h;
-        char buf[CMSG_SPACE(sizeof(int))];
+        char buf[CMSG_SPACE(2 * sizeof(int))];
     } cm;
-    int fds[1] = { memfd };
+    int fds[2] = { memfd, sock }, nfd = sock >= 0 ? 2 : 1;
     struct iovec iov = { (void *)o, sizeof(*o) };
-    struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1,
-                         .msg_control = cm.buf, .msg_controllen = sizeof(cm.buf) };
+    struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.buf,
+                         .msg_controllen = CMSG_SPACE((size_t)nfd * sizeof(int)) };
     struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
 
     memset(&cm, 0, sizeof(cm));
     c->cmsg_level = SOL_SOCKET;
     c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(fds));
-    memcpy(CMSG_DATA(c), fds, sizeof(fds));
+    c->cmsg_len = CMSG_LEN((size_t)nfd * sizeof(int));
+    memcpy(CMSG_DATA(c), fds, (size_t)nfd * sizeof(int));
     if (zc_real.sendmsg(s, &mh, MSG_DONTWAIT | MSG_NOSIGNAL) != (ssize_t)sizeof(*o))
         return errno ? -errno : -EIO;
     return 0;
@@ -684,7 +685,7 @@ int local_pair_accepted(int listen_fd, int fd, size_t ring_size, local_ring_t *c
     }
     lp_ctl_init(ch, o.server_cookie, o.client_cookie);
     o.fd_hint = (uint64_t)fd;
-    rc = lp_offer_send(s, &o, memfd);
+    rc = lp_offer_send(s, &o, memfd, -1);
     zc_real.close(s);
     if (rc == 0) {
         *memfd_p = memfd;
@@ -699,8 +700,8 @@ int local_pair_accepted(int listen_fd, int fd, size_t ring_size, local_ring_t *c
 /* --- pickup (client) --- */
 
 /* Receive one offer from accepted announcement connection c: the message
- * and exactly one descriptor. */
-static int lp_offer_recv(int c, lp_offer_t *o, int *memfd_p)
+ * and exactly one descriptor (a re-queue: two, the second our socket). */
+static int lp_offer_recv(int c, lp_offer_t *o, int *memfd_p, int *sock_p)
 {
     union {
         struct cmsghdr h;
@@ -725,21 +726,26 @@ static int lp_offer_recv(int c, lp_offer_t *o, int *memfd_p)
         for (size_t i = 0; i < k && nfd < 4; i++)
             memcpy(&fds[nfd++], CMSG_DATA(h) + i * sizeof(int), sizeof(int));
     }
-    if (n != (ssize_t)sizeof(*o) || nfd != 1 || (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) ||
-        o->magic != LP_MSG_MAGIC) {
+    if (n != (ssize_t)sizeof(*o) || (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) ||
+        o->magic != LP_MSG_MAGIC ||
+        nfd != ((o->fd_hint & LOCAL_PAIR_HINT_REQUEUE) ? 2 : 1)) {
         for (int i = 0; i < nfd; i++)
             zc_real.close(fds[i]);
         return -EPROTO;
     }
     *memfd_p = fds[0];
+    *sock_p = nfd == 2 ? fds[1] : -1;
     return 0;
 }
 
 /* Re-queue offer o for the other holders of our announcement
  * (LOCAL_PAIR_F_REQUEUE): a new connection to our own name, carrying the
  * same offer, waits in the listener every forked holder shares.  The name
- * is gone only when no other holder is left: nothing to do then. */
-static int lp_requeue(int fd, uint64_t client_cookie, const lp_offer_t *o, int memfd)
+ * is gone only when no other holder is left: nothing to do then.  While we
+ * hold the listener (own_listener) the name is ours; otherwise its owner
+ * must prove it holds our socket, as the server checks. */
+static int lp_requeue(int fd, uint64_t client_cookie, const lp_offer_t *o, int memfd,
+                      int own_listener)
 {
     lp_offer_t q = *o;
     struct stat st;
@@ -747,59 +753,66 @@ static int lp_requeue(int fd, uint64_t client_cookie, const lp_offer_t *o, int m
 
     if (fstat(fd, &st) < 0)
         return -errno;
-    if (lp_ann_connect(client_cookie, (uint32_t)st.st_ino, &s, &reason))
+    if (lp_ann_connect(client_cookie, own_listener ? 0 : (uint32_t)st.st_ino, &s, &reason))
         return reason == LOCAL_PAIR_R_NOT_ZCSOCK ? 0 : -EPERM;
-    q.fd_hint = (uint64_t)fd;       /* a fellow holder of our socket re-queues it */
-    rc = lp_offer_send(s, &q, memfd);
+    /* A fellow holder re-queues it, with our socket as proof: that one does
+     * not depend on the re-queuer (or the server) still being alive when the
+     * others look, and once one holder attached, every other must too. */
+    q.fd_hint = LOCAL_PAIR_HINT_REQUEUE;
+    rc = lp_offer_send(s, &q, memfd, fd);
     zc_real.close(s);
     return rc;
 }
 
 /* The sender of the offer on connection c must hold the socket at the
- * other end of fd (whose cookie the offer names) under fd_hint, or, for a
- * re-queue, our own socket.  A same-user impostor that forges an offer has
- * every cookie right, but not the descriptor.  Passing the socket itself
- * would prove it too, but would keep the server's socket open while the
- * offer waits (a close would then not reset or end the connection). */
-static int lp_offer_proof(int fd, int c, const lp_offer_t *o)
+ * other end of fd (whose cookie the offer names) under fd_hint; a re-queue
+ * carries our own socket instead (sock), whose cookie must be ours.  A
+ * same-user impostor that forges an offer has every cookie right, but not
+ * the descriptor.  The server does not pass its socket: the offer would keep
+ * it open while it waits (a close would then not reset or end the
+ * connection); a re-queue may pass ours, whose listener closes with the
+ * last holder. */
+static int lp_offer_proof(int fd, int c, int sock, const lp_offer_t *o)
 {
     struct ucred cr;
-    struct stat st;
     lp_peer_t p;
+    uint64_t mine, theirs;
     int kind = lp_kind(fd);
 
-    if (kind < 0 || lp_peer_cred(c, &cr) || cr.pid <= 0 || o->fd_hint > INT32_MAX)
+    if (kind < 0)
+        return -EPERM;
+    if (o->fd_hint & LOCAL_PAIR_HINT_REQUEUE)
+        return sock >= 0 && !lp_cookie(sock, &theirs) && !lp_cookie(fd, &mine) &&
+               theirs == mine ? 0 : -EPERM;
+    if (lp_peer_cred(c, &cr) || cr.pid <= 0 || o->fd_hint > INT32_MAX)
         return -EPERM;
     if (lp_peer_of(kind, fd, &p) || p.cookie != o->server_cookie)
         return -EPERM;
-    if (shim_proc_fd_is_socket(cr.pid, (int)o->fd_hint, p.ino))
-        return 0;
-    if (fstat(fd, &st) == 0 && shim_proc_fd_is_socket(cr.pid, (int)o->fd_hint, st.st_ino))
-        return 0;
-    return -EPERM;
+    return shim_proc_fd_is_socket(cr.pid, (int)o->fd_hint, p.ino) ? 0 : -EPERM;
 }
 
 /* Receive, validate and attach the offer on connection c (accepted from the
  * announcement, or ann itself once it became a connection).  -EAGAIN: the
  * server connected but has not sent yet; -ECONNRESET: it closed without an
  * offer (none will come); -EPROTO: invalid offer (discarded). */
-static int lp_offer_take(int fd, int c, int flags, local_ring_t *ch, int *memfd_p)
+static int lp_offer_take(int fd, int c, int flags, int own_listener, local_ring_t *ch,
+                         int *memfd_p)
 {
     const local_pair_ctl_t *ctl;
     lp_offer_t o;
     uint64_t mine;
-    int memfd = -1, rc;
+    int memfd = -1, sock = -1, rc;
 
-    rc = lp_offer_recv(c, &o, &memfd);
+    rc = lp_offer_recv(c, &o, &memfd, &sock);
     if (rc)
         return rc;
     rc = -EPROTO;
     if (lp_cookie(fd, &mine) || o.client_cookie != mine)
         goto err;
-    rc = lp_offer_proof(fd, c, &o);
+    rc = lp_offer_proof(fd, c, sock, &o);
+    if (sock >= 0)
+        zc_real.close(sock);
     if (rc)
-        goto err;
-    if ((flags & LOCAL_PAIR_F_REQUEUE) && (rc = lp_requeue(fd, mine, &o, memfd)))
         goto err;
     rc = local_ring_attach(memfd, ch);
     if (rc)
@@ -811,6 +824,10 @@ static int lp_offer_take(int fd, int c, int flags, local_ring_t *ch, int *memfd_
         rc = -EPROTO;
         goto err;
     }
+    /* Attached: the other holders get it too.  Its failure does not undo
+     * ours (the server may already have switched to the ring for us). */
+    if (flags & LOCAL_PAIR_F_REQUEUE)
+        lp_requeue(fd, mine, &o, memfd, own_listener);
     *memfd_p = memfd;
     return 0;
 err:
@@ -827,7 +844,7 @@ int local_pair_channel_recv(int fd, int ann, int flags, local_ring_t *ch, int *m
     if (lp_kind(fd) < 0 || ann < 0 || lp_sockopt_int(ann, SOL_SOCKET, SO_ACCEPTCONN, &acc))
         return -EINVAL;
     if (!acc)                           /* ann is the server's connection now */
-        return lp_offer_take(fd, ann, flags, ch, memfd_p);
+        return lp_offer_take(fd, ann, flags, 0, ch, memfd_p);
     for (int i = 0; i < LP_PICKUP_MAX; i++) {
         int c = zc_real.accept4(ann, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
 
@@ -836,7 +853,7 @@ int local_pair_channel_recv(int fd, int ann, int flags, local_ring_t *ch, int *m
         if (lp_peer_uid(c, &uid) || uid != geteuid()) {
             rc = -EPERM;
         } else {
-            rc = lp_offer_take(fd, c, flags, ch, memfd_p);
+            rc = lp_offer_take(fd, c, flags, 1, ch, memfd_p);
             if (rc == -EAGAIN) {
                 /* Connected, offer still on its way: this connection takes
                  * the listener's place (only its offer can be valid now). */

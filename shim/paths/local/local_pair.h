@@ -41,7 +41,9 @@
  *    the magic, exactly one descriptor, our own cookie in the offer, that
  *    the sender holds the socket at the other end of ours (sock_diag's peer
  *    has the offer's server cookie, and /proc/<SO_PEERCRED pid>/fd/<fd_hint>
- *    is that socket; or, for a re-queue, our own socket), the
+ *    is that socket; a re-queue passes our own socket instead, so that
+ *    its proof does not depend on the re-queuer or the server being alive
+ *    when the other holders look: once one holder attached, all must), the
  *    memfd seals (local_ring_attach) and the cookies in the shared control
  *    block, and attaches as side B, which marks side B ATTACHED in the
  *    shared header.  The server connects before it sends: a pickup that
@@ -173,6 +175,10 @@ typedef struct local_pair_offer {
     uint64_t client_cookie;     /* SO_COOKIE of the connecting socket */
     uint64_t fd_hint;
 } local_pair_offer_t;
+
+/* fd_hint of a re-queued offer: it carries the client socket as a second
+ * descriptor, the proof that its sender holds the connection. */
+#define LOCAL_PAIR_HINT_REQUEUE (1ULL << 63)
 
 /* Flags of local_pair_channel_recv. */
 #define LOCAL_PAIR_F_REQUEUE 0x1

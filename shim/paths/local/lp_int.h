@@ -119,6 +119,7 @@ typedef struct lp_conn {
     int kern_eof;                   /* kernel stream ended (peer closed) */
     int kern_err;                   /* kernel error seen (ECONNRESET ...) */
     uint8_t err_told;               /* kern_err returned to the application */
+    uint8_t fork_shared;            /* forked while pending: attach only as the sole holder */
     int lowat;                      /* SO_RCVLOWAT */
     uint64_t tx_kernel, rx_kernel;  /* application bytes on the kernel stream */
     uint64_t bells_drained;         /* doorbell bytes read from the kernel stream */

@@ -2,6 +2,8 @@
  * connect, accept) and a pending client's pickup of the server's offer. */
 #include "lp_int.h"
 
+static int lp_held_elsewhere(int fd);
+
 void lp_pickup_done(lp_conn_t *c, int rc, int memfd)
 {
     local_pair_fd_close(c->ann);
@@ -27,6 +29,13 @@ void lp_pickup_try(lp_conn_t *c, int fd, int r3)
 {
     int memfd = -1, rc;
 
+    /* A pending connection forked: a holder attaches only while it is the
+     * only one (every holder must follow the switch-over, and one that looks
+     * while another is taking the offer would find none and call the
+     * connection plain).  Until then it stays pending, on the kernel
+     * stream, and the offer waits. */
+    if (c->fork_shared && lp_held_elsewhere(fd))
+        return;
     while (__atomic_exchange_n(&c->pickup_busy, 1, __ATOMIC_ACQUIRE)) {
         if (!r3)
             return;
@@ -216,16 +225,30 @@ int lp_unclaim_plain(lp_conn_t *c, int fd)
     return 1;
 }
 
+/* Does a process related by a fork (our parent, one of our children) hold
+ * socket fd too?  (Unreadable: assume so.) */
+static int lp_held_elsewhere(int fd)
+{
+    int kids[64], n, i;
+    struct stat st;
+
+    if (fstat(fd, &st))
+        return 1;
+    if (shim_proc_holds_socket((int)getppid(), (uint64_t)st.st_ino))
+        return 1;
+    n = shim_proc_children(kids, 64);
+    for (i = 0; i < n; i++)
+        if (shim_proc_holds_socket(kids[i], (uint64_t)st.st_ino))
+            return 1;
+    return 0;
+}
+
 /* A server that shares the connection with the process it forked from
  * offers only when that process no longer holds it (it closed its copy):
  * two processes reading one stream cannot both follow the switch-over. */
 static int lp_offer_shared(lp_conn_t *c, int fd)
 {
-    struct stat st;
-
-    if (!c->forked || fstat(fd, &st))
-        return 0;
-    return shim_proc_holds_socket((int)getppid(), (uint64_t)st.st_ino) != 0;
+    return c->forked && lp_held_elsewhere(fd);
 }
 
 /* The server's first data call on an accepted connection: offer the channel
