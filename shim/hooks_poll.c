@@ -86,8 +86,11 @@ SHIM_EXPORT int epoll_create1(int flags)
 SHIM_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 {
     SHIM_ENTER(epoll_ctl, -1);
-    if (shim_likely(!shim_fd_claimed(shim_fd_get(fd))) ||
-        ((op == EPOLL_CTL_ADD || op == EPOLL_CTL_MOD) && !ev))
+    if (shim_likely(!shim_fd_claimed(shim_fd_get(fd)))) {
+        shim_ep_unclaimed(epfd, fd);
+        return zc_real.epoll_ctl(epfd, op, fd, ev);
+    }
+    if ((op == EPOLL_CTL_ADD || op == EPOLL_CTL_MOD) && !ev)
         return zc_real.epoll_ctl(epfd, op, fd, ev);
     return shim_ep_ctl(epfd, op, fd, ev);
 }

@@ -305,6 +305,28 @@ int shim_ep_has(int epfd)
 /* epoll_ctl on a claimed descriptor: the registration is kept in the table
  * and registered with the kernel under its tag.  Returns what epoll_ctl
  * returns (-1 and errno on failure). */
+/* epoll_ctl on a descriptor no path claims (any more): a registration made
+ * while it was claimed first gets the application's events and data back in
+ * the kernel (as the wait would do), then leaves the table, so the
+ * application's call meets exactly the registration it made and the kernel
+ * answers it.  Without this, a MOD made after the release went to the
+ * kernel alone and the wait later restored the events of the first
+ * registration (PostgreSQL's backend then spun on EPOLLOUT). */
+void shim_ep_unclaimed(int epfd, int fd)
+{
+    shim_ep_reg_t *g;
+
+    if (!__atomic_load_n(&shim_ep.head, __ATOMIC_RELAXED))
+        return;
+    shim_ep_lock();
+    g = shim_ep_find(epfd, fd);
+    if (g) {
+        shim_ep_released(g, -1);
+        shim_ep_drop(g);
+    }
+    shim_ep_unlock();
+}
+
 int shim_ep_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 {
     shim_fd_t *f;

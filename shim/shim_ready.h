@@ -32,6 +32,10 @@ int shim_ready_select(int nfds, fd_set *r, fd_set *w, fd_set *e,
 /* epoll_ctl of a claimed descriptor; epoll_pwait on an epoll descriptor
  * that holds claimed registrations (shim_ep_has). */
 int shim_ep_ctl(int epfd, int op, int fd, struct epoll_event *ev);
+/* epoll_ctl on an unclaimed descriptor, before the real call: a
+ * registration left from when it was claimed gives the kernel the
+ * application's data back and leaves the table. */
+void shim_ep_unclaimed(int epfd, int fd);
 int shim_ready_epoll_wait(int epfd, struct epoll_event *evs, int max, int timeout,
                      const sigset_t *mask);
 int shim_ep_has(int epfd);

@@ -944,6 +944,33 @@ def c_closefrom(c):
     c.sendall(pattern(47, 100000))
 
 
+def s_epoll_released(c):
+    # registered for EPOLLOUT before the first data call, which makes the
+    # connection plain when the client has no library (PostgreSQL's backend
+    # does this): a later EPOLL_CTL_MOD to EPOLLIN must be what the kernel
+    # reports from then on, not the first registration's EPOLLOUT
+    ep = select.epoll()
+    ep.register(c.fileno(), select.EPOLLOUT)
+    c.setblocking(False)
+    try:
+        check(c.recv(100) is None, "data before the go")
+    except BlockingIOError:
+        pass
+    ep.modify(c.fileno(), select.EPOLLIN)
+    ev = ep.poll(0.3)
+    check(ev == [], "events before the client sent anything: %r" % ev)
+    c.sendall(b"g")
+    ev = ep.poll(5)
+    check(ev == [(c.fileno(), select.EPOLLIN)], "after the client's byte: %r" % ev)
+    check(c.recv(1) == b"x", "client's byte")
+    c.setblocking(True)
+
+
+def c_epoll_released(c):
+    check(recv_exact(c, 1) == b"g", "go")
+    c.sendall(b"x")
+
+
 def s_fclose_reuse(c):
     # fdopen + fclose close the socket behind the hooks' back; the number's
     # next owner (a pipe) must work as a pipe, not as the connection
@@ -1329,6 +1356,7 @@ CASES = {
     "closefrom": (s_closefrom, c_closefrom),
     "fclose_reuse": (s_fclose_reuse, c_fclose_reuse),
     "raw_close": (s_raw_close, c_raw_close),
+    "epoll_released": (s_epoll_released, c_epoll_released),
     "exec_static": (s_exec_static, c_handback),
     "scm_spawned": (s_scm_spawned, c_handback),
     "anc": (s_anc, c_anc),
@@ -1344,7 +1372,8 @@ OWN_LINE = ("exec_static",)
 # Cases that start streaming at once, so the switch to the ring happens in
 # the middle of the data; the others first exchange one byte each way, after
 # which both directions of a paired connection use the ring.
-UNSETTLED = ("stream_both", "sizes", "fork", "exec_unswitched", "fclose_reuse")
+UNSETTLED = ("stream_both", "sizes", "fork", "exec_unswitched", "fclose_reuse",
+             "epoll_released")
 # Cases whose connection leaves the hooks' sight before the server's first
 # data call: with both ends preloaded they must not pair.
 NEVER_PAIRED = ("fclose_reuse",)
