@@ -241,11 +241,11 @@ int lp_rv_tx(lp_conn_t *c, int fd, int wait_ms)
 
 const char *const lp_handback_names[LP_HB_COUNT] = {
     "exec", "scm_rights", "ancillary", "passcred", "stdio", "fdopen", "seccomp", "io_uring",
-    "oob", "shut_rd", "posix_spawn", "other",
+    "oob", "shut_rd", "posix_spawn", "shutdown", "fork", "other",
 };
 
-/* Count a hand-back under its reason (the start of the why we log). */
-void lp_handback_count(const char *why)
+/* The reason index of a why we log (its start). */
+int lp_handback_reason(const char *why)
 {
     static const struct {
         const char *prefix;
@@ -255,7 +255,7 @@ void lp_handback_count(const char *why)
         { "SO_PASS", LP_HB_PASSCRED }, { "a descriptor on stdin", LP_HB_STDIO },
         { "fdopen", LP_HB_FDOPEN }, { "a seccomp", LP_HB_SECCOMP }, { "io_uring", LP_HB_IO_URING },
         { "MSG_OOB", LP_HB_OOB }, { "shutdown(SHUT_RD", LP_HB_SHUT_RD },
-        { "posix_spawn", LP_HB_SPAWN },
+        { "posix_spawn", LP_HB_SPAWN }, { "shutdown", LP_HB_SHUTDOWN }, { "fork", LP_HB_FORK },
     };
     size_t i;
     int r = LP_HB_OTHER;
@@ -265,7 +265,13 @@ void lp_handback_count(const char *why)
             r = map[i].reason;
             break;
         }
-    __atomic_add_fetch(&lp.handed_back[r], 1, __ATOMIC_RELAXED);
+    return r;
+}
+
+/* Count a hand-back under its reason. */
+void lp_handback_count(const char *why)
+{
+    __atomic_add_fetch(&lp.handed_back[lp_handback_reason(why)], 1, __ATOMIC_RELAXED);
 }
 
 /* Hand the connection back to the kernel (steps 1-5 above).  No lock held. */

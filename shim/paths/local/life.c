@@ -11,7 +11,7 @@ int path_local_shutdown(shim_fd_t *f, int fd, int how)
 
     if (how != SHUT_RD && how != SHUT_WR && how != SHUT_RDWR)
         return 1;
-    lp_offer_cancel(c);     /* shut before its first data call: never paired */
+    lp_offer_cancel(c, "shutdown"); /* shut before its first data call: never paired */
     if (how != SHUT_WR && c->state != LP_PLAIN) {
         /* What the kernel does with bytes that arrive after SHUT_RD (and
          * what recv then returns) is the kernel's to say: plain first. */
@@ -181,7 +181,7 @@ void lp_fork_parent(void)
     lp_conn_t *c;
 
     for (c = lp.head; c; c = c->next) {
-        lp_offer_cancel(c);
+        lp_offer_cancel(c, "fork");
         if (c->state == LP_PENDING)
             c->fork_shared = 1;
     }
@@ -222,6 +222,14 @@ void lp_stats_visit(void *arg, zc_stats_emit_func_t emit, void *ctx)
         if (!v)
             continue;
         zc_fmt(key, sizeof(key), "local.handed_back.%s", lp_handback_names[r]);
+        emit(ctx, key, v);
+    }
+    for (r = 0; r < LP_HB_COUNT; r++) {
+        uint64_t v = __atomic_load_n(&lp.never_paired[r], __ATOMIC_RELAXED);
+
+        if (!v)
+            continue;
+        zc_fmt(key, sizeof(key), "local.never_paired.%s", lp_handback_names[r]);
         emit(ctx, key, v);
     }
 }
@@ -286,7 +294,7 @@ static void lp_fds_received(int fd, struct msghdr *msg)
  * paired, or goes back to the kernel now (HAND-BACK). */
 void lp_release_to_kernel(lp_conn_t *c, int fd, const char *why)
 {
-    lp_offer_cancel(c);
+    lp_offer_cancel(c, why);
     if (c->state == LP_PENDING) {
         lp_lock(c, LP_TX);
         lp_pending_end(c);

@@ -131,8 +131,8 @@ typedef struct lp_conn {
 
 /* Why connections were handed back to the kernel (local.handed_back.<name>). */
 enum { LP_HB_EXEC, LP_HB_SCM, LP_HB_ANCILLARY, LP_HB_PASSCRED, LP_HB_STDIO, LP_HB_FDOPEN,
-       LP_HB_SECCOMP, LP_HB_IO_URING, LP_HB_OOB, LP_HB_SHUT_RD, LP_HB_SPAWN, LP_HB_OTHER,
-       LP_HB_COUNT };
+       LP_HB_SECCOMP, LP_HB_IO_URING, LP_HB_OOB, LP_HB_SHUT_RD, LP_HB_SPAWN, LP_HB_SHUTDOWN,
+       LP_HB_FORK, LP_HB_OTHER, LP_HB_COUNT };
 
 /* Process-wide state of the path. */
 typedef struct lp_global {
@@ -143,6 +143,7 @@ typedef struct lp_global {
     lp_conn_t *head;
     uint64_t declined[LOCAL_PAIR_R_COUNT];
     uint64_t handed_back[LP_HB_COUNT];  /* by reason (lp_handback_count) */
+    uint64_t never_paired[LP_HB_COUNT]; /* left before the offer, by reason */
 } lp_global_t;
 
 extern lp_global_t lp;
@@ -277,7 +278,8 @@ void lp_pickup_done(lp_conn_t *c, int rc, int memfd);
 void lp_pickup_try(lp_conn_t *c, int fd, int r3);
 void lp_pending_end(lp_conn_t *c);
 int lp_offer_due(lp_conn_t *c, int fd);
-void lp_offer_cancel(lp_conn_t *c);
+void lp_offer_cancel(lp_conn_t *c, const char *why);
+int lp_handback_reason(const char *why);
 void lp_connect_check(lp_conn_t *c, int fd);
 int path_local_enabled(void);
 int lp_wants_creds(int fd);

@@ -286,9 +286,11 @@ int lp_offer_due(lp_conn_t *c, int fd)
 
 /* The connection leaves before the server offered (exec, SCM_RIGHTS,
  * shutdown): it is never paired. */
-void lp_offer_cancel(lp_conn_t *c)
+void lp_offer_cancel(lp_conn_t *c, const char *why)
 {
-    if (c->state == LP_OFFER)
+    if (c->state == LP_OFFER) {
         c->state = LP_PLAIN;
+        __atomic_add_fetch(&lp.never_paired[lp_handback_reason(why)], 1, __ATOMIC_RELAXED);
+    }
 }
 

@@ -213,7 +213,7 @@ void path_local_scm_send(int fd, const struct msghdr *msg)
             int memfd, rc;
 
             if (lp_claimed(shim_fd_get(fds[i])))
-                lp_offer_cancel(lp_conn(shim_fd_get(fds[i])));  /* it leaves unoffered */
+                lp_offer_cancel(lp_conn(shim_fd_get(fds[i])), "SCM_RIGHTS");  /* it leaves unoffered */
             if (!lp_claimed(shim_fd_get(fds[i])) ||
                 path_local_handover_prepare(shim_fd_get(fds[i]), fds[i], &h, &memfd))
                 continue;
