@@ -12,6 +12,9 @@ PKGS=(
   # tests: real programs run with and without the library
   python3 libpython3.11-testsuite socat nginx-light curl procps iproute2 psmisc
   openssl redis-server redis-tools
+  # tests/programs: real daemons and clients with the library on both ends
+  nodejs mosquitto mosquitto-clients openssh-server openssh-client git rsync
+  openbsd-inetd postgresql memcached liburing-dev strace
   # malloc-hooks: a foreign allocator to detect (falls back to events only)
   libjemalloc2
   # benchmark plot
@@ -32,4 +35,16 @@ fi
 echo "deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+# Daemons the tests start themselves (postgresql, openssh-server, inetd,
+# memcached, mosquitto, redis, nginx) must not be started by their package
+# scripts: in a container without an init system that fails the install.
+rc_policy=
+if [ ! -e /usr/sbin/policy-rc.d ]; then
+  printf '#!/bin/sh\nexit 101\n' | $SUDO tee /usr/sbin/policy-rc.d >/dev/null
+  $SUDO chmod 755 /usr/sbin/policy-rc.d
+  rc_policy=1
+fi
+rc=0
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" || rc=$?
+[ -z "$rc_policy" ] || $SUDO rm -f /usr/sbin/policy-rc.d
+exit $rc
