@@ -16,8 +16,9 @@
       "append logs and reports to this file instead of stderr; %p becomes the pid") \
     X(library, PATH, 0, 0, 0,                                                       \
       "(launcher) the libzcsock.so that zcsock run preloads")                      \
-    X(alloc_placement, BOOL, 1, 0, 1,                                               \
-      "place large allocations in shareable, page-aligned memory (0: events only)") \
+    X(alloc_placement, BOOL, 0, 0, 1,                                               \
+      "place large allocations in shareable, page-aligned memory (off until a "     \
+      "path consumes placed blocks; 0: events only)")                               \
     X(alloc_min, SIZE, 131072, 4096, 1ULL << 40,                                   \
       "allocations of at least this many bytes are placed")                         \
     X(alloc_huge_min, SIZE, 2097152, 4096, 1ULL << 40,                             \

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # make bench-mh: allocator overhead of the hooks, as ratios preload/plain.
 #   1. malloc/free pairs below the placement threshold (target <= 1.03)
-#   2. python3 running a fixed allocation-heavy script
+#   2. python3 running a fixed allocation-heavy script, with the defaults
+#      (placement off) and with ZCSOCK_ALLOC_PLACEMENT=1
 #   3. malloc + touch + free by size: glibc against the arena (everything
-#      placed: ZCSOCK_ALLOC_MIN=4096), the data behind ZCSOCK_ALLOC_MIN
+#      placed: ZCSOCK_ALLOC_PLACEMENT=1 ZCSOCK_ALLOC_MIN=4096), the data
+#      behind ZCSOCK_ALLOC_MIN
 # Runs alternate plain/preload; each figure is the median of R runs.
 # usage: bench_mh.sh BENCH_BIN   env: MH_LIB (preloaded library), MH_TESTLIB
 # (used instead when MH_LIB does not run the hooks yet), QUICK=1.
@@ -61,12 +63,13 @@ echo "bench-mh: library $lib, median of $R alternating runs"
 printf '  %-34s %12s %12s %8s\n' case plain preload ratio
 run_pair "malloc/free pairs 16B..64KiB (ns)" "$bin" pairs "$PAIRS"
 run_pair "malloc/free pairs 16B..1KiB (ns)" "$bin" small "$((PAIRS * 4))"
-run_pair "realloc 1KiB..8MiB (ns/call)" "$bin" realloc 200
+MH_ENV="ZCSOCK_ALLOC_PLACEMENT=1" run_pair "realloc 1KiB..8MiB, placed (ns/call)" "$bin" realloc 200
 run_pair "python3 fixed script (us)" bash -c pytime
+MH_ENV="ZCSOCK_ALLOC_PLACEMENT=1" run_pair "python3 fixed script, placed (us)" bash -c pytime
 echo "placement threshold data (ns per block), glibc vs arena (ZCSOCK_ALLOC_MIN=4096)"
 for kb in 16 32 64 128 256 512 1024 4096; do
   it=$(( 400000 / kb )); [ "$it" -lt 200 ] && it=200
-  MH_ENV="ZCSOCK_ALLOC_MIN=4096" run_pair "malloc+touch+free ${kb} KiB" "$bin" touch $((kb * 1024)) "$it"
+  MH_ENV="ZCSOCK_ALLOC_PLACEMENT=1 ZCSOCK_ALLOC_MIN=4096" run_pair "malloc+touch+free ${kb} KiB" "$bin" touch $((kb * 1024)) "$it"
   it=$(( 4000 / kb )); [ "$it" -lt 4 ] && it=4
-  MH_ENV="ZCSOCK_ALLOC_MIN=4096" run_pair "64 live, touch, free ${kb} KiB" "$bin" batch $((kb * 1024)) "$it"
+  MH_ENV="ZCSOCK_ALLOC_PLACEMENT=1 ZCSOCK_ALLOC_MIN=4096" run_pair "64 live, touch, free ${kb} KiB" "$bin" batch $((kb * 1024)) "$it"
 done

@@ -66,8 +66,9 @@ typedef struct mh_params {
 #define MH_ALLOC_MIN_DEFAULT ((size_t)128 << 10)
 #define MH_HUGE_MIN_DEFAULT  ((size_t)2 << 20)
 
-/* Initialise: detect a foreign allocator, read THP/hugetlb settings, create
- * the first arena when placement is on, run the self-test.  Call once from
+/* Initialise: detect a foreign allocator, read THP/hugetlb settings, reserve
+ * the arenas' address space when placement is on (no memfd until the first
+ * placed allocation), run the self-test.  Call once from
  * the shim's constructor after zc_real_resolve(), outside any hook.  May
  * allocate.  Returns 0, or -errno when the module cannot work at all (events
  * and placement are then off, the hooks pass through).  Failures of optional

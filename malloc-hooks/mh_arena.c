@@ -235,7 +235,9 @@ err_fd:
     return NULL;
 }
 
-/* Configure and create the first page arena.  Called by mh_init, outside
+/* Configure arenas and reserve their address space.  No arena (no memfd)
+ * exists until the first placed allocation asks for one: a process that
+ * never places holds no descriptor of ours.  Called by mh_init, outside
  * hooks.  Returns 0 or -errno. */
 int mh_arena_setup(const mh_arena_cfg_t *cfg)
 {
@@ -244,8 +246,6 @@ int mh_arena_setup(const mh_arena_cfg_t *cfg)
     pthread_mutex_lock(&mh_arena_lock);
     mh_arena_cfg = *cfg;
     if (!mh_arena_lo && mh_arena_reserve() < 0)
-        rc = -ENOMEM;
-    else if (mh_arena_n == 0 && !mh_arena_create(0))
         rc = -ENOMEM;
     pthread_mutex_unlock(&mh_arena_lock);
     return rc;
@@ -283,13 +283,23 @@ static void *mh_arena_carve(mh_arena_t *a, unsigned cls, size_t units, int *dirt
     return a->base + (idx << a->shift);
 }
 
+/* The first arena could not be made (no memfd here): placement off for
+ * good rather than a failed memfd_create at every large malloc.  Hook-safe. */
+static void mh_placement_fail(const char *reason)
+{
+    __atomic_store_n(&mh_g.placement_ready, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&mh_g.placement, 0, __ATOMIC_RELEASE);
+    __atomic_fetch_and(&mh_g.status, ~MH_ST_PLACEMENT_ACTIVE, __ATOMIC_RELAXED);
+    mh_g.reason = reason;
+}
+
 /* See mh_int.h.  Hook-safe (no allocator; may map a new arena). */
 void *mh_arena_alloc(size_t n, int huge, int *dirty_p)
 {
     unsigned shift = huge ? 21 : 12, cls;
     size_t units = (n + ((size_t)1 << shift) - 1) >> shift, cu;
     void *p = NULL;
-    int i, cnt;
+    int i, cnt, first_failed = 0;
 
     if (n == 0 || n > MH_PLACE_MAX)
         return NULL;
@@ -311,10 +321,14 @@ void *mh_arena_alloc(size_t n, int huge, int *dirty_p)
 
         if (a)
             p = mh_arena_carve(a, cls, cu, dirty_p);
+        else if (cnt == 0)
+            first_failed = 1;
     }
     pthread_mutex_unlock(&mh_arena_lock);
     if (!p) {
         MH_STAT_ADD(mh_st_fallbacks, 1);
+        if (first_failed)   /* no memfd at all: stop trying at every malloc */
+            mh_placement_fail("placement off: cannot create a memfd arena");
         return NULL;
     }
     MH_STAT_ADD(mh_st_placed_allocs, 1);

@@ -1,8 +1,10 @@
 /* Initialisation, status, self-test and fork handlers.
  *
  * mh_init runs once from the shim's constructor, outside any hook: it reads
- * the THP/hugetlb settings from sysfs, detects a foreign allocator, creates
- * the first arena, switches the hooks on and proves that events arrive.
+ * the THP/hugetlb settings from sysfs, detects a foreign allocator, reserves
+ * the arenas' address space (the first arena, and its memfd, comes with the
+ * first placed allocation), switches the hooks on and proves that events
+ * arrive.
  * Every optional part that fails degrades (placement off, events only) and
  * is reported through mh_status(); the library never logs.
  */
@@ -134,7 +136,7 @@ static void mh_init_placement(const mh_params_t *p, int foreign)
     cfg.thp = mh_thp_shmem_usable();
     cfg.hugetlb_free = cfg.thp ? 0 : mh_hugetlb_free();
     if (mh_arena_setup(&cfg) < 0) {
-        mh_status_set(0, "placement off: cannot create a memfd arena");
+        mh_status_set(0, "placement off: cannot reserve address space for arenas");
         return;
     }
     if (amin < MH_PAGE)
