@@ -4,10 +4,10 @@
 PDC_SRCS := pindown-cache/pdc_cache.c pindown-cache/pdc_range.c \
 	pindown-cache/pdc_defer.c pindown-cache/pdc_stats.c pindown-cache/pdc_uring.c
 PDC_OBJS := $(PDC_SRCS:%.c=$(BUILD)/obj/%.o)
-PDC_LIBS := -luring -lunwind -lpthread
+PDC_LIBS := -luring -lgcc_s -lpthread
 
 LIB_OBJS += $(PDC_OBJS)
-LIB_LIBS += -luring -lunwind
+LIB_LIBS += -luring -lgcc_s
 
 PDC_FAKE_OBJ := $(BUILD)/obj/pindown-cache/tests/pdc_fake.o
 PDC_TESTS := test_pdc_range test_pdc_cache test_pdc_stress test_pdc_uring

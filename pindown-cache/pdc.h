@@ -116,7 +116,7 @@ typedef uintptr_t (*pdc_site_func_t)(void *arg, pdc_site_kind_t kind);
 #define PDC_MEMLOCK_NONE SIZE_MAX    /* ignore RLIMIT_MEMLOCK */
 
 /* pdc_params_t.flags */
-#define PDC_P_UNWIND_SITES 0x1u  /* attribute misses with libunwind */
+#define PDC_P_UNWIND_SITES 0x1u  /* attribute misses by unwinding (_Unwind_Backtrace) */
 
 typedef struct pdc_params {
     size_t max_bytes;            /* registered bytes, 0: default */
@@ -272,8 +272,9 @@ uint64_t pdc_stats_read(void *cache, unsigned idx);
  * kept in a small fixed table per kind (space-saving: a new site replaces the
  * least counted one).  A site is a code address: what params.site_func
  * returns if set and non-zero; else for a miss the frame site_skip levels
- * above pdc_region_get()'s caller with PDC_P_UNWIND_SITES (libunwind, on
- * misses only, never inside a hook), or that caller itself; for an
+ * above pdc_region_get()'s caller with PDC_P_UNWIND_SITES (libgcc's
+ * _Unwind_Backtrace, on misses only, never inside a hook; it opens no
+ * descriptor), or that caller itself; for an
  * invalidation pdc_range_invalidate()'s caller.  Only invalidations that
  * kill a region are charged; deferred ones are not. */
 typedef struct pdc_site {
@@ -314,6 +315,11 @@ int pdc_uring_create(unsigned nr_slots, unsigned sq_entries,
                      pdc_alloc_func_t alloc, pdc_free_func_t free,
                      void *alloc_arg, pdc_uring_t **uring_p);
 void pdc_uring_destroy(pdc_uring_t *uring);
+/* Put the ring's descriptor at floor or above when it is made (the caller
+ * keeps its own descriptors out of the application's lowest numbers).
+ * 0 (the default): wherever the kernel puts it.  Call before the first
+ * registration. */
+void pdc_uring_fd_floor_set(pdc_uring_t *uring, int floor);
 /* The ring (struct io_uring *), set up on demand.  NULL with *err_p = -errno
  * when io_uring is unavailable. */
 void *pdc_uring_ring(pdc_uring_t *uring, int *err_p);

@@ -12,9 +12,7 @@
 #include <dlfcn.h>
 #include <stdio.h>
 #include <string.h>
-
-#define UNW_LOCAL_ONLY
-#include <libunwind.h>
+#include <unwind.h>
 
 #include "pdc_int.h"
 
@@ -36,13 +34,47 @@ uint64_t pdc_stats_read(void *cache, unsigned idx)
     return pdc_stats_get(cache, idx);
 }
 
-/* Run libunwind once outside any hook so that its lazy set-up (caches,
- * dl_iterate_phdr state) is done before a hook needs it. */
+/* Unwinding is libgcc's _Unwind_Backtrace, the unwinder C++ exceptions
+ * use: it follows only what each frame's CFI describes (a frame without
+ * any ends the walk) and never probes memory.  libunwind was used before:
+ * on x86_64 it opens a pipe at the lowest free descriptors when it
+ * initialises (fds 3 and 4 in every process) to validate addresses with
+ * write(2), and reopens it, again at the lowest free numbers, when a read
+ * of it fails (the application closed the number: it would then read from
+ * and write into whatever the application opened there). */
+typedef struct pdc_bt {
+    void **frames;
+    int n, max;
+} pdc_bt_t;
+
+static _Unwind_Reason_Code pdc_bt_step(struct _Unwind_Context *ctx, void *arg)
+{
+    pdc_bt_t *bt = arg;
+
+    if (bt->n >= bt->max)
+        return _URC_END_OF_STACK;
+    bt->frames[bt->n++] = (void *)_Unwind_GetIP(ctx);
+    return _URC_NO_REASON;
+}
+
+/* Return addresses of the innermost frames, at most max (the walk is
+ * bounded by max).  Returns how many. */
+static int pdc_backtrace(void **frames, int max)
+{
+    pdc_bt_t bt = { frames, 0, max };
+
+    _Unwind_Backtrace(pdc_bt_step, &bt);
+    return bt.n;
+}
+
+/* Unwind once outside any hook so that the unwinder's lazy set-up (its
+ * once-initialised object list, the loader's frame-header lookup) is done
+ * before a miss needs it.  Opens no descriptor. */
 void pdc_sites_warmup(void)
 {
     void *frames[4];
 
-    unw_backtrace(frames, 4);
+    pdc_backtrace(frames, 4);
 }
 
 #define PDC_UNWIND_DEPTH 32
@@ -63,7 +95,7 @@ uintptr_t pdc_site_capture(pdc_t *cache, pdc_site_kind_t kind, uintptr_t ra)
     if (kind != PDC_SITE_MISS || !(cache->params.flags & PDC_P_UNWIND_SITES) ||
         cache->params.site_skip == 0)
         return ra;
-    n = unw_backtrace(frames, PDC_UNWIND_DEPTH);
+    n = pdc_backtrace(frames, PDC_UNWIND_DEPTH);
     for (i = 0; i < n; i++) {
         if ((uintptr_t)frames[i] != ra)
             continue;

@@ -16,10 +16,12 @@
  * (PDC_MEMLOCK_AUTO), and an update the kernel refuses (-ENOMEM) is a
  * failed registration, never an error for the application. */
 #include <errno.h>
+#include <fcntl.h>
 #include <liburing.h>
 #include <pthread.h>
 #include <string.h>
 #include <sys/uio.h>
+#include <unistd.h>
 
 #include "pdc.h"
 
@@ -35,6 +37,7 @@ struct pdc_uring {
     int err;                 /* set-up failure (sticky until fork) */
     unsigned nr_slots;
     unsigned sq_entries;
+    int fd_floor;            /* the ring's descriptor goes at or above it */
     unsigned nfree;
     unsigned *free_slots;    /* stack of free slot numbers */
     uint64_t serial;         /* registrations made (handle.aux) */
@@ -90,6 +93,35 @@ void pdc_uring_destroy(pdc_uring_t *u)
     u->free(u->alloc_arg, u, sizeof(*u));
 }
 
+void pdc_uring_fd_floor_set(pdc_uring_t *u, int floor)
+{
+    u->fd_floor = floor > 0 ? floor : 0;
+}
+
+/* io_uring_queue_init, then the ring's descriptor moved to fd_floor or
+ * above (io_uring descriptors are always close-on-exec): ring_fd and
+ * enter_ring_fd are public fields of struct io_uring, and the ring's
+ * mappings do not depend on the descriptor's number.  liburing makes its
+ * system calls itself, not through syscall(3).  0 or -errno. */
+static int pdc_uring_ring_init(pdc_uring_t *u)
+{
+    int rc = io_uring_queue_init(u->sq_entries, &u->ring, 0), fd, hi;
+
+    if (rc < 0)
+        return rc;
+    fd = u->ring.ring_fd;
+    if (u->fd_floor > fd) {
+        hi = fcntl(fd, F_DUPFD_CLOEXEC, u->fd_floor);
+        if (hi >= 0) {
+            if (u->ring.enter_ring_fd == fd)     /* not a registered ring fd */
+                u->ring.enter_ring_fd = hi;
+            u->ring.ring_fd = hi;
+            close(fd);
+        }
+    }
+    return 0;
+}
+
 /* Set the ring up once.  Lock held.  0 or -errno. */
 static int pdc_uring_setup(pdc_uring_t *u)
 {
@@ -99,7 +131,7 @@ static int pdc_uring_setup(pdc_uring_t *u)
         return 0;
     if (u->err)
         return u->err;
-    rc = io_uring_queue_init(u->sq_entries, &u->ring, 0);
+    rc = pdc_uring_ring_init(u);
     if (rc < 0)
         goto err;
     rc = io_uring_register_buffers_sparse(&u->ring, u->nr_slots);

@@ -6,7 +6,7 @@ set -euo pipefail
 PKGS=(
   # build
   build-essential pkg-config
-  liburing-dev uthash-dev libunwind-dev libcmocka-dev
+  liburing-dev uthash-dev libcmocka-dev
   # sanitizer and fuzzer runtimes
   clang libclang-rt-14-dev
   # tests: real programs run with and without the library

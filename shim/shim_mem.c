@@ -15,6 +15,7 @@
 #include "mh.h"
 #include "pdc.h"
 #include "shim_mem.h"
+#include "shim_path.h"
 #include "zc_config.h"
 #include "zc_log.h"
 #include "zc_pool.h"
@@ -31,7 +32,8 @@ static void shim_mem_on_event(unsigned kind, void *addr, size_t len, void *arg)
 }
 
 /* Charge an invalidation to the application's free/munmap call site, not to
- * our callback; misses are left to pdc (libunwind, outside hooks). */
+ * our callback; misses are left to pdc (it unwinds, outside hooks, when a
+ * report is asked for). */
 static uintptr_t shim_mem_site(void *arg, pdc_site_kind_t kind)
 {
     (void)arg;
@@ -123,7 +125,10 @@ static int shim_mem_cache_start(void)
     pp.max_entries = (unsigned)zc_config.pdc_max_entries;
     pp.budget[PDC_SEND] = zc_config.pdc_send_budget;
     pp.budget[PDC_RECV] = zc_config.pdc_recv_budget;
-    pp.flags |= PDC_P_UNWIND_SITES;
+    /* Attribution of misses is printed only in the report: unwind only
+     * when one is asked for. */
+    if (zc_config.stats)
+        pp.flags |= PDC_P_UNWIND_SITES;
     pp.site_func = shim_mem_site;
     pp.alloc = zc_pool_alloc_cb;
     pp.free = zc_pool_free_cb;
@@ -131,6 +136,7 @@ static int shim_mem_cache_start(void)
                           &shim_uring);
     if (rc)
         return rc;
+    pdc_uring_fd_floor_set(shim_uring, shim_fd_internal_floor());
     pdc_uring_ops_init(shim_uring, &shim_uring_ops);
     rc = pdc_create(&pp, &shim_uring_ops, shim_uring, &shim_pdc);
     if (rc) {

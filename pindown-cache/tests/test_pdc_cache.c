@@ -821,13 +821,14 @@ static void t_stats_sites(void **state)
     assert_int_equal(pdc_stats_sites_format(e->cache, "pdc", 3, buf, 10), 9);
     assert_int_equal(pdc_stats_read(e->cache, PDC_STAT_MISSES), 5);
     t_close(e);
-    /* libunwind: charge the caller of t_site_helper instead. */
+    /* Unwinding: charge the caller of t_site_helper instead, so its two
+     * call sites are two sites (without unwinding both are one, above). */
     e->params.flags = PDC_P_UNWIND_SITES;
     e->params.site_skip = 1;
     t_open(e);
     r = t_site_helper(e, 0);
     pdc_region_put(e->cache, r, PDC_SEND);
-    r = t_get(e->cache, t_addr(e, 8 * T_PAGE), T_PAGE, PDC_SEND);
+    r = t_site_helper(e, 8 * T_PAGE);
     pdc_region_put(e->cache, r, PDC_SEND);
     n = pdc_stats_sites(e->cache, PDC_SITE_MISS, sites, 4);
     assert_int_equal(n, 2);

@@ -222,6 +222,16 @@ int main(void)
         printf("skip: io_uring unavailable (%s)\n", strerror(-err));
         return 77;
     }
+    {
+        /* the ring's descriptor is the library's: above half the soft
+         * RLIMIT_NOFILE (its floor), close-on-exec */
+        struct rlimit rl;
+
+        T_CHECK(getrlimit(RLIMIT_NOFILE, &rl) == 0);
+        T_CHECK(rl.rlim_cur < 64 || rl.rlim_cur == RLIM_INFINITY ||
+                (rlim_t)t_ring->ring_fd >= rl.rlim_cur / 2);
+        T_CHECK(fcntl(t_ring->ring_fd, F_GETFD) & FD_CLOEXEC);
+    }
     T_CHECK(pipe(t_pipe) == 0);
     /* a fixed mmap threshold keeps glibc from moving big chunks to the heap
      * after the first free, so the freed chunk's address comes back */
