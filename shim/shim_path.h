@@ -167,7 +167,14 @@ void shim_fd_watch(int fd, const shim_path_t *p, void *ctx);
  * p->internal_moved(ctx, ...)).  Returns the (new) number. */
 int shim_fd_internal_keep(int fd, const shim_path_t *p, void *ctx);
 
-/* Give such a descriptor up (closes it). */
+/* Move a descriptor the library holds for a while but does not keep in the
+ * table (a listener's beacon, a pending announcement) out of the
+ * application's range: a close-on-exec copy at shim_fd_internal_floor() or
+ * above, the original closed.  Returns the new number, or fd when it
+ * cannot move (no free number up there).  Hook-safe. */
+int shim_fd_internal_raise(int fd);
+
+/* Give a kept descriptor up (closes it). */
 void shim_fd_internal_drop(int fd);
 
 /* The lowest number the library's own descriptors take. */

@@ -67,17 +67,23 @@ int shim_fd_internal_floor(void)
     return (int)(rl.rlim_cur / 2);
 }
 
-int shim_fd_internal_keep(int fd, const shim_path_t *p, void *ctx)
+int shim_fd_internal_raise(int fd)
 {
     int floor = shim_fd_internal_floor(), hi = -1;
+
+    if (fd >= 0 && floor > fd)
+        hi = zc_real.fcntl(fd, F_DUPFD_CLOEXEC, floor);
+    if (hi < 0)
+        return fd;
+    zc_real.close(fd);
+    return hi;
+}
+
+int shim_fd_internal_keep(int fd, const shim_path_t *p, void *ctx)
+{
     shim_fd_t *f;
 
-    if (floor > fd)
-        hi = zc_real.fcntl(fd, F_DUPFD_CLOEXEC, floor);
-    if (hi >= 0) {
-        zc_real.close(fd);
-        fd = hi;
-    }
+    fd = shim_fd_internal_raise(fd);
     f = shim_fd_get(fd);
     if (f) {
         memset(f, 0, sizeof(*f));

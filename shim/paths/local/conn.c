@@ -219,6 +219,8 @@ lp_conn_t *lp_conn_new(int state)
 
 void lp_conn_free(lp_conn_t *c)
 {
+    int last;
+
     lp_list_lock();
     if (c->prev)
         c->prev->next = c->next;
@@ -226,8 +228,11 @@ void lp_conn_free(lp_conn_t *c)
         lp.head = c->next;
     if (c->next)
         c->next->prev = c->prev;
+    last = lp.head == NULL;
     lp_list_unlock();
     zc_pool_free(c, sizeof(*c));
+    if (last)
+        local_pair_idle();  /* no descriptor of ours outlives the connections */
 }
 
 void lp_fds_note(lp_conn_t *c, int fd, int add)

@@ -20,6 +20,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "shim_path.h"
 #include "shim_proc.h"
 #include "zc_real.h"
 
@@ -149,7 +150,9 @@ static int lp_kind(int fd)
  * with a try-lock (a thread finding it busy uses a temporary socket),
  * reopened after fork (pid changed) and whenever the descriptor no longer is
  * the socket we opened (the application closed the number and reused it:
- * inode check).  local_pair_fd_is_internal() lets the close hooks refuse it. */
+ * inode check).  local_pair_fd_is_internal() lets the close hooks refuse it.
+ * It sits above the library's descriptor floor, and goes when the process
+ * holds no local connection any more (local_pair_idle). */
 static struct {
     int fd;
     int pid;
@@ -180,7 +183,7 @@ static int lp_nl_get(int *cached)
     }
     /* Not ours any more (fork: the parent's copy stays, unused, in the
      * child; reuse: the number belongs to the application now). */
-    s = lp_nl_open();
+    s = shim_fd_internal_raise(lp_nl_open());
     if (s < 0 || fstat(s, &st) < 0) {
         __atomic_store_n(&lp_nl.busy, 0, __ATOMIC_RELEASE);
         return s < 0 ? s : (zc_real.close(s), -1);
@@ -198,6 +201,19 @@ static void lp_nl_put(int s, int cached)
         __atomic_store_n(&lp_nl.busy, 0, __ATOMIC_RELEASE);
     else if (s >= 0)
         zc_real.close(s);
+}
+
+void local_pair_idle(void)
+{
+    struct stat st;
+
+    if (__atomic_exchange_n(&lp_nl.busy, 1, __ATOMIC_ACQUIRE))
+        return;     /* in use: a query is under way, its pairing is not over */
+    if (lp_nl.fd >= 0 && fstat(lp_nl.fd, &st) == 0 && (uint64_t)st.st_ino == lp_nl.ino)
+        zc_real.close(lp_nl.fd);    /* ours (or, in a fork child, our copy) */
+    lp_nl.fd = -1;
+    lp_nl.pid = 0;
+    __atomic_store_n(&lp_nl.busy, 0, __ATOMIC_RELEASE);
 }
 
 int local_pair_fd_is_internal(int fd)

@@ -105,6 +105,7 @@ void path_local_listened(int fd)
         return;
     if (local_pair_listen(fd, &beacon) != 0)
         beacon = -1;        /* tried: another process holds the name */
+    beacon = shim_fd_internal_raise(beacon);  /* held while it listens */
     /* Watched, so the beacon goes with the listener (ctx: beacon + 1). */
     shim_fd_watch(fd, &path_local, (void *)(intptr_t)(beacon + 1));
 }
@@ -127,7 +128,7 @@ void path_local_connect_prepare(int fd, const struct sockaddr *addr, socklen_t l
         lp_decline(LOCAL_PAIR_R_ERROR);
         return;
     }
-    c->ann = ann;
+    c->ann = shim_fd_internal_raise(ann);   /* held until the pickup */
     c->state = LP_PENDING;
     lp_claim(fd, c);
 }
