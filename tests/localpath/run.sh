@@ -23,7 +23,7 @@ for c in $($PY $TL list); do
   t_run "$c/none" "$T" env T_BYTES=$MID $PY $TL run "$c" none tcp
 done
 for c in stream_both peek epoll epoll_readd epoll_excl halfclose exec sendfile epipe stdio_filter fdopen seccomp \
-         oob shut_rd reset closefrom fclose_reuse raw_close epoll_released; do
+         oob shut_rd reset_soerror closefrom fclose_reuse raw_close epoll_released; do
   t_run "$c/plain-client" "$T" env T_BYTES=$MID $PY $TL run "$c" server tcp
   t_run "$c/plain-server" "$T" env T_BYTES=$MID $PY $TL run "$c" client tcp
 done

@@ -6,7 +6,7 @@
 PAIR_SHIM_OBJS := $(or $(SHIM_UNIT_OBJS),$(filter-out %/shim_mem.o,$(SHIM_SRCS:%.c=$(BUILD)/obj/%.o)))
 PAIR_BIN := $(BUILD)/tests/pair/test_pair
 
-$(PAIR_BIN): tests/pair/test_pair.c shim/paths/local/local_pair.h shim/paths/local/local_ring.h $(PAIR_SHIM_OBJS)
+$(PAIR_BIN): tests/pair/test_pair.c tests/pair/pair_util.h shim/paths/local/local_pair.h shim/paths/local/local_ring.h $(PAIR_SHIM_OBJS)
 	@mkdir -p $(@D)
 	$(quiet) TEST $@
 	$(Q)$(CC) $(ZC_CFLAGS) -Ishim/paths/local -Wno-missing-prototypes $(ZC_LDFLAGS) -o $@ $< \

@@ -1,0 +1,126 @@
+"""Helpers of the localpath tier shared by t_local.py and its case modules."""
+import ctypes
+import errno
+import fcntl
+import hashlib
+import os
+import random
+import select
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import termios
+import threading
+import time
+
+HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "t_local.py")
+NBYTES = int(os.environ.get("T_BYTES", str(1 << 30)))
+UNIX_DIR = None
+
+
+def fail(msg):
+    sys.stderr.write("FAIL: %s\n" % msg)
+    sys.stderr.flush()
+    os._exit(1)
+
+
+def check(cond, msg):
+    if not cond:
+        fail(msg)
+
+
+def zc_stat(name):
+    try:
+        f = ctypes.CDLL(None).zcsock_stat_get
+    except AttributeError:
+        return None
+    v = ctypes.c_uint64()
+    if f(name.encode(), ctypes.byref(v)) != 0:
+        return None
+    return v.value
+
+
+def paired():
+    return (zc_stat("local.paired.accepted") or 0) + (zc_stat("local.paired.connected") or 0) + \
+        (zc_stat("local.inherited") or 0) > 0
+
+
+def pattern(seed, n=1 << 20):
+    return random.Random(seed).randbytes(n)
+
+
+# --- streaming helpers ------------------------------------------------------
+
+def send_stream(s, seed, total, sizes=(1, 7, 100, 4096, 65536, 1 << 20, 300001)):
+    """Send total bytes of the seed's pattern in mixed sizes, then its sha256."""
+    blk = pattern(seed)
+    blk2 = memoryview(blk + blk)
+    rnd = random.Random(seed + 1)
+    h = hashlib.sha256()
+    off = 0
+    while off < total:
+        n = min(rnd.choice(sizes), total - off, len(blk))
+        part = blk2[off % len(blk):off % len(blk) + n]
+        h.update(part)
+        s.sendall(part)
+        off += n
+    s.sendall(h.digest())
+
+
+def recv_stream(s, total):
+    """Receive total bytes + the sender's sha256 and compare."""
+    h = hashlib.sha256()
+    buf = bytearray(1 << 20)
+    mv = memoryview(buf)
+    rnd = random.Random(7)
+    got = 0
+    while got < total:
+        want = min(rnd.choice((1, 13, 4096, 65536, 1 << 20)), total - got)
+        n = s.recv_into(mv[:want])
+        check(n > 0, "stream ended early at %d of %d" % (got, total))
+        h.update(mv[:n])
+        got += n
+    digest = recv_exact(s, 32)
+    check(digest == h.digest(), "sha256 mismatch after %d bytes" % total)
+
+
+def recv_exact(s, n):
+    out = b""
+    while len(out) < n:
+        b = s.recv(n - len(out))
+        check(b, "EOF after %d of %d bytes" % (len(out), n))
+        out += b
+    return out
+
+
+def expect_eof(s):
+    check(s.recv(10) == b"", "expected EOF")
+
+
+def fionread(s):
+    b = fcntl.ioctl(s.fileno(), termios.FIONREAD, b"\0\0\0\0")
+    return struct.unpack("i", b)[0]
+
+
+def wait_fionread(s, n, secs=5):
+    end = time.time() + secs
+    while time.time() < end:
+        if fionread(s) >= n:
+            return fionread(s)
+        time.sleep(0.005)
+    return fionread(s)
+
+
+
+def c_exec(c):
+    for i in range(20):
+        msg = bytes([65 + i]) * (1 << i)
+        c.sendall(struct.pack("I", len(msg)) + msg)
+        check(recv_exact(c, len(msg)) == msg, "echo %d" % i)
+    c.sendall(struct.pack("I", 0))
+    expect_eof(c)
+
+
