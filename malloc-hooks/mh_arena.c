@@ -23,6 +23,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -126,7 +127,9 @@ static int mh_arena_memfd(size_t size, int hugetlb)
     if (fd < 0)
         return -errno;
     fd = mh_fd_move_high(fd);
-    if (ftruncate(fd, (off_t)size) < 0) {
+    /* mode 0: not reopenable through /proc/PID/fd (the ring's reason,
+     * shim/paths/local/local_ring.c) */
+    if (fchmod(fd, 0) < 0 || ftruncate(fd, (off_t)size) < 0) {
         int err = -errno;
 
         mh_sys_close(fd);

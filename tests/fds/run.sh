@@ -14,6 +14,14 @@ t_run library-stats "$T" env LD_PRELOAD="$ZC_LIB" ZCSOCK_STATS=1 "$B" start
 # placement on: no arena at start-up, the first placed allocation's above
 # the floor
 t_run library-placement "$T" env LD_PRELOAD="$ZC_LIB" ZCSOCK_ALLOC_PLACEMENT=1 "$B" start
+# as an unprivileged user (nobody) when run as root: a same-user process
+# must not open the library's memfds (rings, arenas) through /proc/PID/fd
+if [ "$(id -u)" = 0 ]; then
+  NOBODY=(setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all)
+  t_run unprivileged/library "$T" "${NOBODY[@]}" env LD_PRELOAD="$ZC_LIB" "$B" start
+  t_run unprivileged/library-placement "$T" "${NOBODY[@]}" env LD_PRELOAD="$ZC_LIB" \
+    ZCSOCK_ALLOC_PLACEMENT=1 "$B" start
+fi
 pyt() {
   python3 -c 'import test.test_subprocess' 2>/dev/null || { echo "skip: CPython test suite not installed"; exit 77; }
   python3 -m test test_subprocess -m '*pass_fds*' -v

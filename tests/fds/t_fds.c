@@ -23,6 +23,12 @@
  *      (with ZCSOCK_ALLOC_PLACEMENT=1 the allocations of 1 leave arena
  *      memfds, which must sit above the floor, close-on-exec; none exists
  *      at start-up either way)
+ *   2b. while the connection is paired, a same-user process (a child)
+ *      sees the library's memfds (the ring, arenas) in /proc/PID/fd but
+ *      cannot open them: EACCES (they are mode 0), so it cannot read or
+ *      write connection data or placed heap memory (issue 11: descriptors
+ *      as an exposure).  Only checked when not root (CAP_DAC_OVERRIDE opens
+ *      anything): run.sh runs the tier as an unprivileged user too;
  *   5. an AF_UNIX socket, a pipe and another paired connection (the
  *      library then holds a mailbox, a beacon, rings) take 3 to 8 in order,
  *      nothing of the library sits below the floor, and a child passed the
@@ -270,6 +276,50 @@ static int t_list(void)
     return 0;
 }
 
+/* In a forked child, a same-user process without privileges: every
+ * descriptor of the parent that is one of the library's memfds can be seen
+ * (readlink needs the same PTRACE_MODE_READ as open) but not opened.
+ * Returns how many there were, -1 when one could be opened, -2 as root
+ * (not checked: root opens anything). */
+static int t_memfds_closed_to_others(void)
+{
+    pid_t parent = getpid(), pid;
+    int status;
+
+    if (geteuid() == 0)
+        return -2;
+    pid = fork();
+    T_CHECK(pid >= 0);
+    if (pid == 0) {
+        char path[64], link[256];
+        int fds[T_MAXFD], n, seen = 0;
+
+        n = t_fds(fds, T_MAXFD);    /* the parent's numbers: inherited */
+        for (int i = 0; i < n; i++) {
+            ssize_t len;
+            int fd;
+
+            snprintf(path, sizeof(path), "/proc/%d/fd/%d", (int)parent, fds[i]);
+            len = readlink(path, link, sizeof(link) - 1);
+            if (len <= 0)
+                continue;   /* the child's own listing descriptor */
+            link[len] = 0;
+            if (strncmp(link, "/memfd:zcsock", 13))
+                continue;
+            seen++;
+            fd = open(path, O_RDONLY | O_CLOEXEC);
+            if (fd >= 0 || errno != EACCES) {
+                fprintf(stderr, "opened %s (%s) as a same-user process: %s\n", path, link,
+                        fd >= 0 ? "allowed" : strerror(errno));
+                _exit(121);
+            }
+        }
+        _exit(seen > 100 ? 100 : seen);
+    }
+    T_CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status));
+    return WEXITSTATUS(status) == 121 ? -1 : WEXITSTATUS(status);
+}
+
 /* A connection to ourselves; with the library it must have paired. */
 static void t_paired(int *l, int *c, int *a, long long before)
 {
@@ -310,6 +360,18 @@ static void t_clean(void)
     }
     printf("2. first socket() is 3; listener, client, accepted are 4 5 6 (%s)\n",
            lib ? "paired" : "no library");
+    {
+        int memfds = t_memfds_closed_to_others();
+
+        if (memfds == -2) {
+            printf("2b. as root: the same-user check runs in the unprivileged runs\n");
+        } else {
+            /* with the library the connection's ring is one at least */
+            T_EXPECT(memfds >= (lib ? 1 : 0));
+            printf("2b. %d memfd(s) of the library, none opened by a same-user process\n",
+                   memfds < 0 ? 0 : memfds);
+        }
+    }
 
     /* 5: the paired connection passed on: its hand-over only above the floor */
     {

@@ -377,7 +377,11 @@ int local_ring_create(size_t ring_size, local_ring_t *ch)
     fd = (int)syscall(SYS_memfd_create, "zcsock-ring", MFD_CLOEXEC | MFD_ALLOW_SEALING);
     if (fd < 0)
         return -errno;
-    if (syscall(SYS_ftruncate, fd, (off_t)total) < 0 ||
+    /* Mode 0: the descriptor (and the peer's, passed over SCM_RIGHTS) keeps
+     * working, but nobody without CAP_DAC_OVERRIDE can open it again
+     * through /proc/PID/fd, which PTRACE_MODE_READ alone would allow a
+     * same-user process that may not attach (Yama ptrace_scope=1). */
+    if (syscall(SYS_fchmod, fd, 0) < 0 || syscall(SYS_ftruncate, fd, (off_t)total) < 0 ||
         lr_fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0) {
         rc = -errno;
         goto err_close;
