@@ -6,8 +6,11 @@
 #                            cmocka skip() in a unit binary)
 #   t_end                    print the tier's counts, record them for
 #                            tests/summary.sh, return 1 when a test failed
-# Environment: ZC_BUILD (build directory, default build).
+# Environment: ZC_BUILD (build directory, default build), ZC_LIB (the
+# library under test, default $ZC_BUILD/libzcsock.so: a tier run by hand
+# tests the library, never nothing).
 ZC_BUILD=${ZC_BUILD:-build}
+ZC_LIB=${ZC_LIB:-$PWD/$ZC_BUILD/libzcsock.so}
 _t_tier= _t_pass=0 _t_fail=0 _t_skip=0
 
 t_begin() {

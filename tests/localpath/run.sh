@@ -36,6 +36,12 @@ done
 for c in stream_both epoll; do
   t_run "$c/nonblock-connect" "$T" env T_NONBLOCK_CONNECT=1 T_BYTES=$MID $PY $TL run "$c" both tcp
 done
+# a destination on another host (a network namespace) whose port a local
+# zcsock listener also uses: announced, then declined not_local once
+# connected, blocking and non-blocking (as root; tests/localpath/lp_remote.py)
+for m in blocking nonblock; do
+  t_run "remote/$m" "$T" $PY tests/localpath/lp_remote.py "$m"
+done
 for c in stream_both poll_truth threads; do
   t_run "$c/self" "$T" env T_BYTES=$MID $PY $TL run "$c" self tcp
 done
