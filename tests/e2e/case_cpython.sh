@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# CPython's own tests (regrtest, -v and a JUnit XML), once without and once
-# with the library.  Added failures are the tests that fail with the library
-# (FAIL, ERROR, unfinished) but did not without it.  Only when there are
+# CPython's own tests (regrtest, -v and a JUnit XML), once without the
+# library, once with it and AF_UNIX pairing on (ZCSOCK_LOCAL_UNIX=1), once
+# with its defaults.  Added failures are the tests that fail with the
+# library (FAIL, ERROR, unfinished) but did not without it.  Only when there are
 # some, those tests run once more without the library: the ones that fail
 # then too are flaky here, listed but not counted.  Zero added failures.
 #
@@ -17,7 +18,8 @@
 #                             (forking and threading servers), asyncio's
 #                             sock_*/streams/sendfile/server/unix tests,
 #                             http.client, urllib with a local server,
-#                             xmlrpc, ftplib (with TLS), test_ssl (not with
+#                             xmlrpc, ftplib (with TLS), subprocess
+#                             (and asyncio's), test_ssl (not with
 #                             QUICK=1, nor xmlrpc's slow MultiPathServer
 #                             tests).  -u network for test_socketserver;
 #                             the tests that would reach the internet are
@@ -38,7 +40,8 @@ case $SUITE in
     CASE=cpython_net TITLE="cpython net tests"
     TESTS=(test_socketserver test_asyncio.test_sock_lowlevel test_asyncio.test_streams
            test_asyncio.test_sendfile test_asyncio.test_server test_asyncio.test_unix_events
-           test_httplib test_urllib2_localnet test_xmlrpc test_ftplib)
+           test_httplib test_urllib2_localnet test_xmlrpc test_ftplib
+           test_subprocess test_asyncio.test_subprocess)
     [ "${QUICK:-0}" = 1 ] || TESTS=(test_ssl "${TESTS[@]}")
     ARGS=(-j2 -u network)
     IGNORE=(-i '*networked*' -i '*NetworkedTests*')
@@ -71,51 +74,72 @@ run_suite() {
 
 e2e_plain "$PY" -c 'import sys; print("python", sys.version.split()[0], sys.executable)'
 
+# added MODE LABEL: the tests that fail in run LABEL (library, MODE) but not
+# in the plain run, less the ones that fail again without the library when
+# rerun (flaky here).  Sets N_ADDED and N_FLAKY.
+added() {
+  local mode=$1 label=$2 n flaky=0
+  e2e_plain "$PY" "$OUTCOMES" diff "$E2E_ART/plain.tsv" "$E2E_ART/$label.tsv" \
+    "$E2E_ART/$label-added.txt" >"$E2E_ART/$label-added.log"
+  n=$(wc -l <"$E2E_ART/$label-added.txt")
+  if [ "$n" -gt 50 ]; then
+    e2e_say "$label: $n test(s) fail only with the library (first 30; too many to be flakiness, no rerun):"
+    head -n 30 "$E2E_ART/$label-added.log"
+  elif [ "$n" -gt 0 ]; then
+    e2e_say "$label: $n test(s) fail only with the library (first 30):"
+    head -n 30 "$E2E_ART/$label-added.log"
+    # Once more without the library, only those tests: failing again there
+    # means flaky on this machine, not the library's doing.
+    e2e_mode plain
+    run_suite "$label-plain-rerun" --matchfile "$E2E_ART/$label-added.txt"
+    e2e_plain "$PY" "$OUTCOMES" failed "$E2E_ART/$label-plain-rerun.tsv" >"$E2E_ART/$label-flaky.txt"
+    # a test the rerun did not run at all (not matched) counts as not flaky
+    flaky=$(grep -cxFf "$E2E_ART/$label-added.txt" "$E2E_ART/$label-flaky.txt")
+    if [ "$flaky" -gt 0 ]; then
+      e2e_say "flaky without the library too (listed, not counted):"
+      grep -xFf "$E2E_ART/$label-added.txt" "$E2E_ART/$label-flaky.txt" | sed 's/^/  /'
+    fi
+    grep -vxFf "$E2E_ART/$label-flaky.txt" "$E2E_ART/$label-added.txt" >"$E2E_ART/$label-added-real.txt"
+    n=$(wc -l <"$E2E_ART/$label-added-real.txt")
+    if [ "$n" -gt 0 ]; then
+      e2e_mode "$mode"
+      run_suite "$label-rerun" --matchfile "$E2E_ART/$label-added-real.txt"
+      e2e_say "rerun with the library of the $n added failure(s): $RUN_COUNTS"
+    fi
+    e2e_mode plain
+  fi
+  N_ADDED=$n N_FLAKY=$flaky
+}
+
+# with MODE LABEL: the whole suite with the library (MODE zc: AF_UNIX
+# pairing on; zcdef: the library's defaults); proves the library ran (with
+# -j2 the tests run in worker processes) and that some bytes took the local
+# path (the suites' connections to themselves pair).
+with() {
+  local mode=$1 label=$2 stats
+  e2e_mode "$mode"
+  run_suite "$label"
+  stats=$E2E_STATS
+  eval "COUNTS_$mode=\$RUN_COUNTS"
+  e2e_mode plain
+  E2E_STATS=$stats
+  if [ "$SUITE" = socket ]; then e2e_check_active 1 "$RUN_PID"; else e2e_check_active 2; fi
+  E2E_MODE=$mode e2e_expect_path some "$TITLE ($label)" \
+    $(ls "$E2E_STATS" | sed -n 's/^stats\.\([0-9]*\)$/\1/p') ||
+    e2e_die "no process of the suite took the local path ($label)"
+  E2E_MODE=plain
+}
+
 e2e_mode plain
 run_suite plain
 PLAIN_COUNTS=$RUN_COUNTS
-e2e_mode zc
-run_suite with
-WITH_COUNTS=$RUN_COUNTS
-zc_pid=$RUN_PID
-e2e_mode plain
-
-e2e_plain "$PY" "$OUTCOMES" diff "$E2E_ART/plain.tsv" "$E2E_ART/with.tsv" "$E2E_ART/added.txt" >"$E2E_ART/added.log"
-n_added=$(wc -l <"$E2E_ART/added.txt")
-flaky=0
-if [ "$n_added" -gt 50 ]; then
-  e2e_say "$n_added test(s) fail only with the library (first 30; too many to be flakiness, no rerun):"
-  head -n 30 "$E2E_ART/added.log"
-elif [ "$n_added" -gt 0 ]; then
-  e2e_say "$n_added test(s) fail only with the library (first 30):"
-  head -n 30 "$E2E_ART/added.log"
-  # Once more without the library, only those tests: failing again there
-  # means flaky on this machine, not the library's doing.
-  run_suite plain-rerun --matchfile "$E2E_ART/added.txt"
-  e2e_plain "$PY" "$OUTCOMES" failed "$E2E_ART/plain-rerun.tsv" >"$E2E_ART/flaky.txt"
-  # a test the rerun did not run at all (not matched) counts as not flaky
-  flaky=$(grep -cxFf "$E2E_ART/added.txt" "$E2E_ART/flaky.txt")
-  if [ "$flaky" -gt 0 ]; then
-    e2e_say "flaky without the library too (listed, not counted):"
-    grep -xFf "$E2E_ART/added.txt" "$E2E_ART/flaky.txt" | sed 's/^/  /'
-  fi
-  grep -vxFf "$E2E_ART/flaky.txt" "$E2E_ART/added.txt" >"$E2E_ART/added-real.txt"
-  n_added=$(wc -l <"$E2E_ART/added-real.txt")
-  if [ "$n_added" -gt 0 ]; then
-    e2e_mode zc
-    run_suite with-rerun --matchfile "$E2E_ART/added-real.txt"
-    e2e_mode plain
-    e2e_say "rerun with the library of the $n_added added failure(s): $RUN_COUNTS"
-  fi
-fi
+with zc with
+with zcdef with-defaults
 
 short() { echo "$1" | sed -E 's/^ran ([0-9]+), ok ([0-9]+), failed ([0-9]+), errors ([0-9]+), skipped ([0-9]+), unfinished ([0-9]+).*/ran \1: \2 ok, \3 failed, \4 errors, \5 skipped, \6 unfinished/'; }
-echo "$TITLE: without [$(short "$PLAIN_COUNTS")], with [$(short "$WITH_COUNTS")], added failures: $n_added (flaky without the library: $flaky)"
-[ "$n_added" -eq 0 ] || e2e_die "$n_added test(s) fail only with the library: $E2E_ART/added.log"
-# last, as a crashed run leaves no report; with -j2 the tests run in
-# worker processes
-if [ "$SUITE" = socket ]; then e2e_check_active 1 "$zc_pid"; else e2e_check_active 2; fi
-# the suites' connections to themselves pair: some bytes took the local path
-e2e_expect_path some "$TITLE" $(ls "$E2E_STATS" | sed -n 's/^stats\.\([0-9]*\)$/\1/p') ||
-  e2e_die "no process of the suite took the local path"
+added zc with; n_zc=$N_ADDED flaky=$N_FLAKY
+added zcdef with-defaults; n_def=$N_ADDED flaky=$((flaky + N_FLAKY))
+echo "$TITLE: without [$(short "$PLAIN_COUNTS")], with [$(short "$COUNTS_zc")], with defaults [$(short "$COUNTS_zcdef")], added failures: $((n_zc + n_def)) (flaky without the library: $flaky)"
+[ "$n_zc" -eq 0 ] || e2e_die "$n_zc test(s) fail only with the library (AF_UNIX pairing on): $E2E_ART/with-added.log"
+[ "$n_def" -eq 0 ] || e2e_die "$n_def test(s) fail only with the library's defaults: $E2E_ART/with-defaults-added.log"
 exit 0

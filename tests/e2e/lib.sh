@@ -82,12 +82,14 @@ e2e_cleanup() {
 }
 
 # plain: no library.  zc: the library preloaded in every process started
-# from here on, each writing its statistics to $E2E_STATS/stats.<pid>.
+# from here on, each writing its statistics to $E2E_STATS/stats.<pid>,
+# with AF_UNIX pairing on.  zcdef: the same with the library's defaults
+# (AF_UNIX connections stay on the copy path).
 e2e_mode() {
   E2E_MODE=$1
   unset ZCSOCK_STATS ZCSOCK_LOG_FILE ZCSOCK_LOCAL_UNIX
   if [ -n "$E2E_BASE_PRELOAD" ]; then export LD_PRELOAD=$E2E_BASE_PRELOAD; else unset LD_PRELOAD; fi
-  [ "$1" = zc ] || return 0
+  [ "$1" = zc ] || [ "$1" = zcdef ] || return 0
   E2E_RUN_ID=$((${E2E_RUN_ID:-0} + 1))
   E2E_STATS=$E2E_ART/stats-$E2E_RUN_ID
   rm -rf "$E2E_STATS"; mkdir -p "$E2E_STATS"
@@ -99,7 +101,40 @@ e2e_mode() {
   export ZCSOCK_STATS=1 ZCSOCK_LOG_FILE=$E2E_STATS/stats.%p
   # AF_UNIX pairing too (opt-in for users): the suites' unix sockets, their
   # SCM_RIGHTS and credentials included, run through the local path
-  export ZCSOCK_LOCAL_UNIX=1
+  [ "$1" = zcdef ] || export ZCSOCK_LOCAL_UNIX=1
+}
+
+# e2e_compare RUN CHECK: RUN (the case's function: one round of its
+# workload in the current mode; status 0 when every check of it passed)
+# without the library, with it (mode zc: AF_UNIX pairing on) and with its
+# defaults (zcdef).  After each library round, CHECK MODE (the case's
+# function) proves from $E2E_STATS that the library ran and which path
+# carried the bytes (it dies on a mismatch; other commands it starts run
+# without the library).  Leaves the statuses in E2E_RC_plain, E2E_RC_zc,
+# E2E_RC_zcdef.
+e2e_compare() {
+  local run=$1 check=$2 m rc
+  for m in plain zc zcdef; do
+    e2e_mode "$m"
+    "$run"; rc=$?
+    eval "E2E_RC_$m=$rc"
+    [ "$m" = plain ] && continue
+    e2e_mode plain              # keeps $E2E_STATS: the round's reports
+    E2E_MODE=$m "$check" "$m"   # (the mode's name only labels the lines)
+  done
+  e2e_mode plain
+}
+
+# e2e_summary TITLE WORD-FN [EXTRA]: the case's one-line result (the tier
+# prints it) and its verdict: "TITLE: without ..., with ..., with defaults
+# ..., EXTRA, added failures: N"; dies when a round failed.
+e2e_summary() {
+  local title=$1 word=$2 extra=${3:+, $3} added=0
+  [ "$E2E_RC_plain" -eq 0 ] && { [ "$E2E_RC_zc" -ne 0 ] || [ "$E2E_RC_zcdef" -ne 0 ]; } && added=yes
+  echo "$title: without $($word "$E2E_RC_plain"), with $($word "$E2E_RC_zc"), with defaults $($word "$E2E_RC_zcdef")$extra, added failures: $added"
+  [ "$E2E_RC_plain" -eq 0 ] || e2e_die "$title fails even without the library"
+  [ "$E2E_RC_zc" -eq 0 ] || e2e_die "$title fails with the library (AF_UNIX pairing on)"
+  [ "$E2E_RC_zcdef" -eq 0 ] || e2e_die "$title fails with the library's defaults"
 }
 
 e2e_plain() {
