@@ -491,6 +491,76 @@ def c_splice(c):
     c.sendall(data[::-1])
 
 
+SPLICE_FULL = 16 << 20
+
+
+def s_splice_full(c):
+    # pipe -> socket with SPLICE_F_NONBLOCK into a peer that does not read:
+    # each EAGAIN must leave the pipe as it was (a pipe cannot take bytes
+    # back); then blocking splices, interrupted by signals, move the rest,
+    # ending at the pipe's EOF with every byte counted exactly once
+    data = pattern(13, SPLICE_FULL)
+    r, w = os.pipe()
+    os.set_blocking(w, False)
+    c.setblocking(False)
+    fed = sent = eagain = 0
+    wopen = True
+
+    def feed():
+        nonlocal fed, wopen
+        try:
+            while fed < SPLICE_FULL:
+                fed += os.write(w, data[fed:fed + 65536])
+        except BlockingIOError:
+            pass
+        if fed == SPLICE_FULL and wopen:
+            os.close(w)
+            wopen = False
+    end = time.time() + 30
+    while eagain < 3 and sent < SPLICE_FULL and time.time() < end:
+        feed()
+        try:
+            sent += os.splice(r, c.fileno(), fed - sent, flags=os.SPLICE_F_NONBLOCK)
+        except BlockingIOError:
+            eagain += 1
+            time.sleep(0.01)
+    check(eagain == 3, "never got EAGAIN with %d of %d bytes spliced" % (sent, SPLICE_FULL))
+    c.setblocking(True)
+    # blocking now, interrupted by a timer signal every 20 ms while it waits
+    # for the peer (Python retries after EINTR): an interrupted splice must
+    # not have taken anything out of the pipe either
+    ticks = threading.current_thread() is threading.main_thread()
+    if ticks:
+        old = signal.signal(signal.SIGALRM, lambda *a: None)
+        signal.setitimer(signal.ITIMER_REAL, 0.02, 0.02)
+    try:
+        while True:
+            feed()
+            n = os.splice(r, c.fileno(), 1 << 20)
+            if n == 0:
+                break
+            sent += n
+    finally:
+        if ticks:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, old)
+    check(sent == SPLICE_FULL, "spliced %d of %d bytes (pipe bytes lost)" % (sent, SPLICE_FULL))
+    os.close(r)
+
+
+def c_splice_full(c):
+    # start reading once the sender is stuck (what is readable stops growing)
+    end, last = time.time() + 30, -1
+    while time.time() < end:
+        n = fionread(c)
+        if n == last and n > 0:
+            break
+        last = n
+        time.sleep(0.2)
+    got = recv_exact(c, SPLICE_FULL)
+    check(got == pattern(13, SPLICE_FULL), "spliced stream differs")
+
+
 def s_threads(c):
     def sender(tid):
         for i in range(300):
@@ -549,6 +619,7 @@ CASES = {
     "scm": (s_scm, c_exec),
     "sendfile": (s_sendfile, c_sendfile),
     "splice": (s_splice, c_splice),
+    "splice_full": (s_splice_full, c_splice_full),
     "threads": (s_threads, c_threads),
     "dup": (s_dup, c_dup),
     "subprocess": (s_subprocess, c_subprocess),

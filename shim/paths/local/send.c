@@ -255,64 +255,121 @@ ssize_t path_local_sendfile(shim_fd_t *f, int out_fd, int in_fd, off_t *offset, 
     return total ? (ssize_t)total : rc;
 }
 
+/* Wait until fd (not a claimed socket: a pipe or a file) is ready for ev,
+ * as the kernel's splice waits.  0, or -EINTR. */
+static int lp_splice_wait(int fd, short ev)
+{
+    int rc = zc_real.poll(&(struct pollfd){ fd, ev, 0 }, 1, -1);
+
+    return rc < 0 && errno == EINTR ? -EINTR : 0;
+}
+
+/* A pipe's bytes copied into buf without consuming them (tee into a
+ * short-lived private pipe, read back): what the send does not take must
+ * stay in the application's pipe, as with the kernel's splice.  Waits for
+ * data unless nonblocking.  Returns bytes, 0 at EOF, or -errno. */
+static ssize_t lp_pipe_peek(int fd_in, char *buf, size_t len, int nonblocking)
+{
+    int pp[2];
+    ssize_t t;
+
+    if (syscall(SYS_pipe2, pp, O_CLOEXEC) < 0)
+        return -errno;
+    for (;;) {
+        t = syscall(SYS_tee, fd_in, pp[1], len, SPLICE_F_NONBLOCK);
+        if (t >= 0 || errno != EAGAIN || nonblocking)
+            break;
+        if ((t = lp_splice_wait(fd_in, POLLIN)) < 0) {
+            errno = EINTR;
+            break;
+        }
+    }
+    if (t > 0)
+        t = zc_real.read(pp[0], buf, (size_t)t);
+    if (t < 0)
+        t = -errno;
+    zc_real.close(pp[0]);
+    zc_real.close(pp[1]);
+    return t;
+}
+
+/* Pipe or file to a claimed socket: only what the send took leaves the
+ * input (a file is read at its offset or seeked back, a pipe peeked and
+ * then consumed by exactly that much). */
+static ssize_t lp_splice_to_sock(shim_fd_t *fo, int fd_in, loff_t *off_in, int fd_out, size_t len,
+                                 int sflags, char *buf)
+{
+    struct stat st;
+    int pipe_in = fstat(fd_in, &st) == 0 && S_ISFIFO(st.st_mode);
+    ssize_t r, w;
+
+    if (pipe_in && off_in)
+        return -ESPIPE;
+    if (pipe_in)
+        r = lp_pipe_peek(fd_in, buf, len, (sflags & MSG_DONTWAIT) ||
+                         lp_nonblocking(lp_conn(fo), fd_out, 0));
+    else if ((r = off_in ? pread(fd_in, buf, len, *off_in) : zc_real.read(fd_in, buf, len)) < 0)
+        r = -errno;
+    if (r <= 0)
+        return r;
+    w = lp_sendmsg(fo, fd_out, &(struct msghdr){ .msg_iov = &(struct iovec){ buf, (size_t)r },
+                                                .msg_iovlen = 1 }, sflags);
+    if (pipe_in && w > 0)
+        zc_real.read(fd_in, buf, (size_t)w);    /* what went out, and only that */
+    else if (!pipe_in && off_in && w > 0)
+        *off_in += w;
+    else if (!pipe_in && !off_in && w < r)
+        lseek(fd_in, (off_t)(w < 0 ? 0 : w) - r, SEEK_CUR);
+    return w;
+}
+
+/* A claimed socket to a pipe or file: never take more than the pipe holds
+ * (waiting for room as the kernel does, unless nonblocking). */
+static ssize_t lp_splice_from_sock(shim_fd_t *fi, int fd_in, int fd_out, loff_t *off_out,
+                                   size_t len, int sflags, char *buf)
+{
+    int cap = zc_real.fcntl(fd_out, F_GETPIPE_SZ, 0), used = 0;
+    ssize_t r, w;
+
+    while (cap > 0 && zc_real.ioctl(fd_out, FIONREAD, &used) == 0 && used >= cap) {
+        if ((sflags & MSG_DONTWAIT) || lp_nonblocking(lp_conn(fi), fd_in, 0))
+            return -EAGAIN;
+        if (lp_splice_wait(fd_out, POLLOUT) < 0)
+            return -EINTR;
+    }
+    if (cap > 0 && (size_t)(cap - used) < len)
+        len = (size_t)(cap - used);
+    r = lp_recvmsg(fi, fd_in, &(struct msghdr){ .msg_iov = &(struct iovec){ buf, len },
+                                               .msg_iovlen = 1 }, sflags);
+    if (r <= 0)
+        return r;
+    w = off_out ? pwrite(fd_out, buf, (size_t)r, *off_out) : zc_real.write(fd_out, buf, (size_t)r);
+    if (w < 0)
+        return -errno;
+    if (off_out)
+        *off_out += w;
+    return w;
+}
+
 ssize_t path_local_splice(int fd_in, loff_t *off_in, int fd_out, loff_t *off_out, size_t len,
                           unsigned flags)
 {
     shim_fd_t *fi = shim_fd_get(fd_in), *fo = shim_fd_get(fd_out);
     int sflags = (flags & SPLICE_F_NONBLOCK) ? MSG_DONTWAIT : 0;
     char *buf;
-    ssize_t r, w;
+    ssize_t n;
 
-    if ((lp_claimed(fi) && lp_conn(fi)->state == LP_OFFER && lp_offer_due(lp_conn(fi), fd_in)) ||
-        (lp_claimed(fo) && lp_conn(fo)->state == LP_OFFER && lp_offer_due(lp_conn(fo), fd_out)))
-        if (!lp_claimed(fi) && !lp_claimed(fo)) {
-            ssize_t n = zc_real.splice(fd_in, off_in, fd_out, off_out, len, flags);
-
-            return n < 0 ? -errno : n;
-        }
-    if (off_out && lp_claimed(fo))
-        return -ESPIPE;
-    if (off_in && lp_claimed(fi))
+    if ((off_out && lp_claimed(fo)) || (off_in && lp_claimed(fi)))
         return -ESPIPE;
     if (len > LP_BOUNCE)
         len = LP_BOUNCE;
-    if (lp_claimed(fi)) {
-        /* Socket to pipe (or file): never take more than the other end holds. */
-        int cap = zc_real.fcntl(fd_out, F_GETPIPE_SZ, 0), used = 0;
-
-        if (cap > 0 && zc_real.ioctl(fd_out, FIONREAD, &used) == 0)
-            len = (size_t)(cap - used) < len ? (size_t)(cap - used) : len;
-        if (!len)
-            return -EAGAIN;
-    } else {
-        len = lp_send_room(lp_conn(fo), fd_out, sflags, len);
-    }
     buf = zc_pool_alloc(LP_BOUNCE);
     if (!buf)
         return -ENOMEM;
     if (lp_claimed(fi))
-        r = lp_recvmsg(fi, fd_in, &(struct msghdr){ .msg_iov = &(struct iovec){ buf, len },
-                                                   .msg_iovlen = 1 }, sflags);
+        n = lp_splice_from_sock(fi, fd_in, fd_out, off_out, len, sflags, buf);
     else
-        r = off_in ? pread(fd_in, buf, len, *off_in) : zc_real.read(fd_in, buf, len);
-    if (r < 0 && !lp_claimed(fi))
-        r = -errno;
-    w = r;
-    if (r > 0) {
-        if (off_in)
-            *off_in += r;
-        if (lp_claimed(fo))
-            w = lp_sendmsg(fo, fd_out, &(struct msghdr){ .msg_iov = &(struct iovec){ buf, (size_t)r },
-                                                       .msg_iovlen = 1 }, sflags);
-        else {
-            w = off_out ? pwrite(fd_out, buf, (size_t)r, *off_out) : zc_real.write(fd_out, buf, (size_t)r);
-            if (w < 0)
-                w = -errno;
-            else if (off_out)
-                *off_out += w;
-        }
-    }
+        n = lp_splice_to_sock(fo, fd_in, off_in, fd_out, len, sflags, buf);
     zc_pool_free(buf, LP_BOUNCE);
-    return w;
+    return n;
 }
-
