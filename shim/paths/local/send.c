@@ -293,6 +293,25 @@ static ssize_t lp_pipe_peek(int fd_in, char *buf, size_t len, int nonblocking)
     return t;
 }
 
+/* Without a peek: how much a pipe may give up now, so that the send takes
+ * all of it.  Waits (1 ms naps, interruptible) for ring room unless
+ * nonblocking; a connection not (or no longer) in the ring takes len.
+ * 0 with *len set, or -EAGAIN / -EINTR. */
+static int lp_splice_room(lp_conn_t *c, int nonblocking, size_t *len)
+{
+    int64_t room = 0;
+
+    while (c->tx_ring && !lp_peer_gone(c) && (room = lp_tx_room(c) - LP_ROOM_KEEP) <= 0) {
+        if (nonblocking)
+            return -EAGAIN;
+        if (nanosleep(&(struct timespec){ 0, 1000000 }, NULL) < 0)
+            return -EINTR;
+    }
+    if (c->tx_ring && !lp_peer_gone(c) && (size_t)room < *len)
+        *len = (size_t)room;
+    return 0;
+}
+
 /* Pipe or file to a claimed socket: only what the send took leaves the
  * input (a file is read at its offset or seeked back, a pipe peeked and
  * then consumed by exactly that much). */
@@ -305,11 +324,21 @@ static ssize_t lp_splice_to_sock(shim_fd_t *fo, int fd_in, loff_t *off_in, int f
 
     if (pipe_in && off_in)
         return -ESPIPE;
-    if (pipe_in)
-        r = lp_pipe_peek(fd_in, buf, len, (sflags & MSG_DONTWAIT) ||
-                         lp_nonblocking(lp_conn(fo), fd_out, 0));
-    else if ((r = off_in ? pread(fd_in, buf, len, *off_in) : zc_real.read(fd_in, buf, len)) < 0)
+    if (pipe_in) {
+        int nb = (sflags & MSG_DONTWAIT) || lp_nonblocking(lp_conn(fo), fd_out, 0);
+
+        r = lp_pipe_peek(fd_in, buf, len, nb);
+        if (r == -EMFILE || r == -ENFILE) {
+            /* no descriptor for the peek: read only what the ring takes at
+             * once, after waiting for room as a send would */
+            if ((r = lp_splice_room(lp_conn(fo), nb, &len)) == 0 &&
+                (r = zc_real.read(fd_in, buf, len)) < 0)
+                r = -errno;
+            pipe_in = 0;
+        }
+    } else if ((r = off_in ? pread(fd_in, buf, len, *off_in) : zc_real.read(fd_in, buf, len)) < 0) {
         r = -errno;
+    }
     if (r <= 0)
         return r;
     w = lp_sendmsg(fo, fd_out, &(struct msghdr){ .msg_iov = &(struct iovec){ buf, (size_t)r },
@@ -319,7 +348,7 @@ static ssize_t lp_splice_to_sock(shim_fd_t *fo, int fd_in, loff_t *off_in, int f
     else if (!pipe_in && off_in && w > 0)
         *off_in += w;
     else if (!pipe_in && !off_in && w < r)
-        lseek(fd_in, (off_t)(w < 0 ? 0 : w) - r, SEEK_CUR);
+        lseek(fd_in, (off_t)(w < 0 ? 0 : w) - r, SEEK_CUR);    /* (a pipe: ESPIPE) */
     return w;
 }
 
