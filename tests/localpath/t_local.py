@@ -458,6 +458,17 @@ def s_sendfile(c):
         f.flush()
         f.seek(0)
         c.sendfile(f)
+        # a source the kernel refuses (a pipe) stays refused, untouched
+        r, w = os.pipe()
+        os.write(w, b"pipe")
+        try:
+            os.sendfile(c.fileno(), r, None, 4)
+            fail("sendfile from a pipe succeeded")
+        except OSError as e:
+            check(e.errno == errno.EINVAL, "sendfile from a pipe: %r" % e)
+        check(os.read(r, 4) == b"pipe", "sendfile took bytes from the pipe")
+        os.close(r)
+        os.close(w)
         c.sendall(hashlib.sha256(data).digest())
     check(recv_exact(c, 2) == b"ok", "no ok")
 

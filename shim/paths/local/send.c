@@ -215,10 +215,15 @@ size_t lp_send_room(lp_conn_t *c, int fd, int flags, size_t want)
 ssize_t path_local_sendfile(shim_fd_t *f, int out_fd, int in_fd, off_t *offset, size_t count)
 {
     lp_conn_t *c = lp_conn(f);
+    struct stat st;
     char *buf;
     size_t total = 0;
     ssize_t rc = 0;
 
+    /* what the kernel cannot splice from (a pipe, a socket) it refuses;
+     * a read would take the bytes */
+    if (fstat(in_fd, &st) == 0 && (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode)))
+        return -EINVAL;
     if ((c->state == LP_OFFER && lp_offer_due(c, out_fd)) || c->state == LP_PLAIN) {
         rc = zc_real.sendfile(out_fd, in_fd, offset, count);    /* the kernel's */
         shim_copy_account(f, 1, rc, 0);
