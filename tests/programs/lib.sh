@@ -18,7 +18,8 @@
 #   p_cli CMD..            run CMD with the client side's environment
 #   p_bg OUT CMD..         start in the background (output to OUT), pid in
 #                          $P_LAST_PID, stopped at exit
-#   p_stop PID [SECS]      TERM, KILL after SECS (default 5)
+#   p_stop PID [SECS]      TERM to PID and its descendants, KILL after SECS
+#                          (default 5) to those still there
 #   p_wait PID SECS        wait for a child; kill after SECS, return 124
 #   p_alive PID            the process runs (zombies do not count)
 #   p_free_port            a free TCP port on 127.0.0.1
@@ -82,11 +83,31 @@ p_cleanup() {
 p_srv() { env "${P_SRV_ENV[@]}" "$@"; }
 p_cli() { env "${P_CLI_ENV[@]}" "$@"; }
 
+# The background job is the program itself (p_srv / p_cli resolved to
+# env, which execs it), not a subshell around it: a subshell would take
+# p_stop's signal and leave the program running.
 p_bg() {
   local out=$1; shift
+  case $1 in
+    p_srv) shift; set -- env "${P_SRV_ENV[@]}" "$@" ;;
+    p_cli) shift; set -- env "${P_CLI_ENV[@]}" "$@" ;;
+  esac
   "$@" >"$out" 2>&1 </dev/null &
   P_LAST_PID=$!
   P_PIDS+=("$P_LAST_PID")
+}
+
+# PID and its descendants (4 levels), PID first.
+p_tree() {
+  local pids=$1 all=$1 lvl p kids
+  for ((lvl = 0; lvl < 4; lvl++)); do
+    kids=
+    for p in $pids; do kids+=" $(cat "/proc/$p/task/"*/children 2>/dev/null)"; done
+    pids=$(echo $kids)
+    [ -n "$pids" ] || break
+    all+=" $pids"
+  done
+  echo "$all"
 }
 
 p_alive() {
@@ -112,11 +133,17 @@ p_mark_loaded() {
 }
 
 p_stop() {
-  local pid=$1 secs=${2:-5} i rc
+  local pid=$1 secs=${2:-5} i rc tree p left
   p_mark_loaded "$pid"
-  kill -TERM "$pid" 2>/dev/null
-  for ((i = 0; i < secs * 10; i++)); do p_alive "$pid" || break; p_nap 0.1; done
-  if p_alive "$pid"; then echo "pid $pid ignored TERM for ${secs}s, killing"; kill -KILL "$pid" 2>/dev/null; fi
+  tree=$(p_tree "$pid")       # the daemon's workers and children go too
+  kill -TERM $tree 2>/dev/null
+  for ((i = 0; i < secs * 10; i++)); do
+    left=
+    for p in $tree; do p_alive "$p" && left+=" $p"; done
+    [ -n "$left" ] || break
+    p_nap 0.1
+  done
+  if [ -n "$left" ]; then echo "pid(s)$left (of $pid's tree) ignored TERM for ${secs}s, killing"; kill -KILL $left 2>/dev/null; fi
   wait "$pid" 2>/dev/null; rc=$?
   local keep=() p
   for p in "${P_PIDS[@]}"; do [ "$p" = "$pid" ] || keep+=("$p"); done
