@@ -51,6 +51,9 @@
     X(LOCAL_SWITCHES, "local.switches", "sending directions switched to the ring")       \
     X(LOCAL_DOORBELLS, "local.doorbells", "doorbell bytes sent to a sleeping peer")      \
     X(LOCAL_SLEEPS, "local.sleeps", "blocking calls that slept for the peer")            \
+    X(LOCAL_SPINS_PAID, "local.spins_paid", "blocking waits the peer ended while this "   \
+      "process spun (no sleep)")                                                        \
+    X(LOCAL_SPINS_SLEPT, "local.spins_slept", "spins that ended in a sleep all the same") \
     X(LOCAL_FUTEX_WAKES, "local.futex_wakes", "peers woken from a blocking sleep")       \
     X(LOCAL_PROTO_ERRORS, "local.proto_errors",                                          \
       "channels found corrupted (the connection then reads as reset)")

@@ -18,11 +18,15 @@ ZC_LIB=${ZC_LIB:-$PWD/$ZC_BUILD/libzcsock.so}
 # ratio is computed against.
 #   zcsock       the default: both ends paired, bytes through the local path
 #                (AF_UNIX pairing switched on for the unix rows)
-#   zcsock-spin  the same with blocking calls spinning 50 us before sleeping
+#                (blocking calls spin adaptively before sleeping)
+#   zcsock-nospin  the same without spinning (ZCSOCK_SPIN=0): the futex
+#                wake-up alone
+#   zcsock-spin  the same with blocking calls spinning 50 us before every sleep
 #   zcsock-copy  the local path off: every call forwarded (the copy path)
 VARIANTS=(
   "kernel||inactive|"
   "zcsock|LD_PRELOAD=$ZC_LIB ZCSOCK_LOCAL_UNIX=1|active|"
+  "zcsock-nospin|LD_PRELOAD=$ZC_LIB ZCSOCK_LOCAL_UNIX=1 ZCSOCK_SPIN=0|active|pingpong"
   "zcsock-spin|LD_PRELOAD=$ZC_LIB ZCSOCK_LOCAL_UNIX=1 ZCSOCK_SPIN_US=50|active|pingpong"
   "zcsock-copy|LD_PRELOAD=$ZC_LIB ZCSOCK_LOCAL=0|active|"
 )

@@ -42,6 +42,11 @@ done
 for m in blocking nonblock; do
   t_run "remote/$m" "$T" $PY tests/localpath/lp_remote.py "$m"
 done
+# spinning: off (ZCSOCK_SPIN=0: no spin at all) and fixed (ZCSOCK_SPIN_US:
+# one before every sleep); the default (adaptive) runs in spin_idle/both,
+# and in each an idle blocking wait uses next to no CPU
+t_run spin_idle/spin-off "$T" env ZCSOCK_SPIN=0 $PY $TL run spin_idle both tcp
+t_run spin_idle/spin-fixed "$T" env ZCSOCK_SPIN_US=20 $PY $TL run spin_idle both tcp
 # splice from a pipe with no descriptor free for the library's peek pipe:
 # the fallback (read only what the ring takes at once) loses nothing either
 t_run splice_full/emfile "$T" env T_SPLICE_EMFILE=1 $PY $TL run splice_full both tcp

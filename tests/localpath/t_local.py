@@ -12,6 +12,7 @@ Every role checks what the kernel would give (the same test passes without
 the library) and reports whether its connection was paired; in mode "both"
 the launcher requires that it was, so a case cannot pass by never taking the
 local path.  T_BYTES bounds the streaming cases."""
+import resource  # noqa: E402
 from lp_util import *  # noqa: F401,F403  (helpers shared by the case modules)
 from lp_handback import *  # noqa: F401,F403  (hand-back and visibility cases)
 
@@ -502,6 +503,55 @@ def c_splice(c):
     c.sendall(data[::-1])
 
 
+def spin_check(role):
+    """The spin counters against the knobs (library on this end only)."""
+    if zc_stat("local.sleeps") is None:
+        return
+    sleeps, paid, slept = (zc_stat("local.sleeps"), zc_stat("local.spins_paid"),
+                           zc_stat("local.spins_slept"))
+    sys.stderr.write("%s: sleeps %d, spins paid %d, spins slept %d\n" % (role, sleeps, paid, slept))
+    if os.environ.get("ZCSOCK_SPIN_US", "0") not in ("", "0"):
+        check(slept == sleeps, "a fixed spin precedes every sleep")
+    elif os.environ.get("ZCSOCK_SPIN") == "0":
+        check(paid == 0 and slept == 0, "ZCSOCK_SPIN=0 spun")
+    else:
+        check(slept <= sleeps, "more failed spins than sleeps")
+
+
+def spin_idle_wait(c, role):
+    # a blocking receive on a connection that goes quiet for a second (after
+    # 300 quick round trips taught the adaptive spin to spin) uses next to
+    # no CPU: the spin decays, the wait sleeps
+    r0, t0 = resource.getrusage(resource.RUSAGE_SELF), time.monotonic()
+    check(recv_exact(c, 1) == b"z", "idle wake-up byte")
+    r1, t1 = resource.getrusage(resource.RUSAGE_SELF), time.monotonic()
+    cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
+    sys.stderr.write("%s: idle wait %.2f s, cpu %.3f s\n" % (role, t1 - t0, cpu))
+    check(t1 - t0 > 0.5, "the peer did not keep the connection quiet")
+    check(cpu < 0.1 * (t1 - t0), "an idle blocking wait burnt %.3f s of CPU in %.2f s"
+          % (cpu, t1 - t0))
+
+
+def s_spin_idle(c):
+    for _ in range(300):
+        check(recv_exact(c, 1) == b"p", "ping")
+        c.sendall(b"q")
+    spin_idle_wait(c, "server")
+    time.sleep(1.0)
+    c.sendall(b"z")
+    spin_check("server")
+
+
+def c_spin_idle(c):
+    for _ in range(300):
+        c.sendall(b"p")
+        check(recv_exact(c, 1) == b"q", "pong")
+    time.sleep(1.0)
+    c.sendall(b"z")
+    spin_idle_wait(c, "client")
+    spin_check("client")
+
+
 SPLICE_FULL = 16 << 20
 
 
@@ -651,6 +701,7 @@ CASES = {
     "sendfile": (s_sendfile, c_sendfile),
     "splice": (s_splice, c_splice),
     "splice_full": (s_splice_full, c_splice_full),
+    "spin_idle": (s_spin_idle, c_spin_idle),
     "threads": (s_threads, c_threads),
     "dup": (s_dup, c_dup),
     "subprocess": (s_subprocess, c_subprocess),
