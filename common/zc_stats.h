@@ -55,6 +55,8 @@
       "process spun (no sleep)")                                                        \
     X(LOCAL_SPINS_SLEPT, "local.spins_slept", "spins that ended in a sleep all the same") \
     X(LOCAL_FUTEX_WAKES, "local.futex_wakes", "peers woken from a blocking sleep")       \
+    X(LOCAL_WAKES_AVOIDED, "local.wakes_avoided", "ring writes that needed no wake-up "  \
+      "signal: the peer was not waiting (busy, or spinning)")                           \
     X(LOCAL_PROTO_ERRORS, "local.proto_errors",                                          \
       "channels found corrupted (the connection then reads as reset)")
 

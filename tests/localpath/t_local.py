@@ -552,6 +552,33 @@ def c_spin_idle(c):
     spin_check("client")
 
 
+def s_pipelined(c):
+    # the receiver is busy (not in any call on the socket) while 1000
+    # messages arrive: with the library none of them needs a wake-up signal
+    check(recv_exact(c, 1) == b"a", "first byte")
+    c.sendall(b"b")
+    time.sleep(0.5)
+    got = recv_exact(c, 1000 * 100)
+    check(got == pattern(21, 1000 * 100), "pipelined messages differ")
+    c.sendall(b"c")
+
+
+def c_pipelined(c):
+    c.sendall(b"a")
+    check(recv_exact(c, 1) == b"b", "first answer")
+    data = pattern(21, 1000 * 100)
+    before = zc_stat("local.wakes_avoided")
+    for i in range(1000):
+        c.sendall(data[i * 100:(i + 1) * 100])
+    avoided = zc_stat("local.wakes_avoided")
+    check(recv_exact(c, 1) == b"c", "last answer")
+    if paired():
+        check(before is not None and avoided is not None, "no local.wakes_avoided counter")
+        sys.stderr.write("client: %d of 1000 messages needed no wake-up\n" % (avoided - before))
+        check(avoided - before >= 900, "only %d of 1000 messages to a busy receiver went "
+              "without a wake-up signal" % (avoided - before))
+
+
 SPLICE_FULL = 16 << 20
 
 
@@ -702,6 +729,7 @@ CASES = {
     "splice": (s_splice, c_splice),
     "splice_full": (s_splice_full, c_splice_full),
     "spin_idle": (s_spin_idle, c_spin_idle),
+    "pipelined": (s_pipelined, c_pipelined),
     "threads": (s_threads, c_threads),
     "dup": (s_dup, c_dup),
     "subprocess": (s_subprocess, c_subprocess),
