@@ -2,6 +2,8 @@
  * connect, accept) and a pending client's pickup of the server's offer. */
 #include "lp_int.h"
 
+#include <sys/single_threaded.h>
+
 static int lp_held_elsewhere(int fd);
 
 void lp_pickup_done(lp_conn_t *c, int rc, int memfd)
@@ -210,14 +212,17 @@ void path_local_accepted(int lfd, int fd)
 /* A connection that never had a channel is plain for good: when fd is its
  * only descriptor it goes back to the copy path altogether (a descriptor
  * later closed behind our back, by fclose or an exec'd image, then leaves
- * no claim for the number's next owner).  1 when c is gone. */
+ * no claim for the number's next owner).  Only while the process has never
+ * had a second thread: another thread may be inside a call on c right now
+ * (a send beside this receive), and c must outlive it; with threads the
+ * connection stays claimed, plain, until it closes.  1 when c is gone. */
 int lp_unclaim_plain(lp_conn_t *c, int fd)
 {
     shim_fd_t *f = shim_fd_get(fd);
 
     c->state = LP_PLAIN;
-    if (c->refs != 1 || !f || !lp_claimed(f) || f->path_ctx != c || c->ch.base ||
-        c->ann >= 0 || c->pb_off < c->pb_len)
+    if (!__libc_single_threaded || c->refs != 1 || !f || !lp_claimed(f) ||
+        f->path_ctx != c || c->ch.base || c->ann >= 0 || c->pb_off < c->pb_len)
         return 0;
     f->claim = SHIM_CLAIM_NONE;
     f->path = NULL;
@@ -281,6 +286,7 @@ int lp_offer_due(lp_conn_t *c, int fd)
         return 0;
     }
     lp_decline(reason);
+    c->state = LP_PLAIN;    /* before a thread waiting above looks */
     __atomic_store_n(&c->pickup_busy, 0, __ATOMIC_RELEASE);
     return lp_unclaim_plain(c, fd);
 }
