@@ -47,6 +47,8 @@ done
 # and in each an idle blocking wait uses next to no CPU
 t_run spin_idle/spin-off "$T" env ZCSOCK_SPIN=0 $PY $TL run spin_idle both tcp
 t_run spin_idle/spin-fixed "$T" env ZCSOCK_SPIN_US=20 $PY $TL run spin_idle both tcp
+# declined offers while other threads are inside calls on the connection
+t_run decline_threads "$T" $PY tests/localpath/lp_decline_race.py
 # splice from a pipe with no descriptor free for the library's peek pipe:
 # the fallback (read only what the ring takes at once) loses nothing either
 t_run splice_full/emfile "$T" env T_SPLICE_EMFILE=1 $PY $TL run splice_full both tcp
