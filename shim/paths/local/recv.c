@@ -2,12 +2,17 @@
  * blocking sleeps on the futex word). */
 #include "lp_int.h"
 
-int64_t lp_now_ms(void)
+static int64_t lp_now_us(void)
 {
     struct timespec t;
 
     clock_gettime(CLOCK_MONOTONIC, &t);
-    return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+    return (int64_t)t.tv_sec * 1000000 + t.tv_nsec / 1000;
+}
+
+int64_t lp_now_ms(void)
+{
+    return lp_now_us() / 1000;
 }
 
 /* poll() was interrupted: would the application's blocking call have been?
@@ -70,14 +75,6 @@ void lp_kernel_look(lp_conn_t *c, int fd, int role)
 #define LP_SPIN_MAX_US 50
 #define LP_SPIN_LEARN_US 200
 #define LP_SPIN_LOAD_MS 10
-
-static int64_t lp_now_us(void)
-{
-    struct timespec t;
-
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (int64_t)t.tv_sec * 1000000 + t.tv_nsec / 1000;
-}
 
 /* No CPU of this process has a task waiting for it: runnable tasks (from
  * /proc/loadavg, "0.10 0.20 0.30 R/T N") at most the CPUs we may use.

@@ -326,7 +326,7 @@ static ssize_t lp_splice_to_sock(shim_fd_t *fo, int fd_in, loff_t *off_in, int f
                                  int sflags, char *buf)
 {
     struct stat st;
-    int pipe_in = fstat(fd_in, &st) == 0 && S_ISFIFO(st.st_mode);
+    int pipe_in = fstat(fd_in, &st) == 0 && S_ISFIFO(st.st_mode), peeked = 0;
     ssize_t r, w;
 
     if (pipe_in && off_in)
@@ -335,13 +335,13 @@ static ssize_t lp_splice_to_sock(shim_fd_t *fo, int fd_in, loff_t *off_in, int f
         int nb = (sflags & MSG_DONTWAIT) || lp_nonblocking(lp_conn(fo), fd_out, 0);
 
         r = lp_pipe_peek(fd_in, buf, len, nb);
+        peeked = r > 0;
         if (r == -EMFILE || r == -ENFILE) {
             /* no descriptor for the peek: read only what the ring takes at
              * once, after waiting for room as a send would */
             if ((r = lp_splice_room(lp_conn(fo), nb, &len)) == 0 &&
                 (r = zc_real.read(fd_in, buf, len)) < 0)
                 r = -errno;
-            pipe_in = 0;
         }
     } else if ((r = off_in ? pread(fd_in, buf, len, *off_in) : zc_real.read(fd_in, buf, len)) < 0) {
         r = -errno;
@@ -350,12 +350,12 @@ static ssize_t lp_splice_to_sock(shim_fd_t *fo, int fd_in, loff_t *off_in, int f
         return r;
     w = lp_sendmsg(fo, fd_out, &(struct msghdr){ .msg_iov = &(struct iovec){ buf, (size_t)r },
                                                 .msg_iovlen = 1 }, sflags);
-    if (pipe_in && w > 0)
+    if (peeked && w > 0)
         zc_real.read(fd_in, buf, (size_t)w);    /* what went out, and only that */
     else if (!pipe_in && off_in && w > 0)
         *off_in += w;
     else if (!pipe_in && !off_in && w < r)
-        lseek(fd_in, (off_t)(w < 0 ? 0 : w) - r, SEEK_CUR);    /* (a pipe: ESPIPE) */
+        lseek(fd_in, (off_t)(w < 0 ? 0 : w) - r, SEEK_CUR);
     return w;
 }
 
