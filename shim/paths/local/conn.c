@@ -32,15 +32,29 @@ void lp_futex(uint32_t *w, int op, uint32_t val, const struct timespec *ts)
     syscall(SYS_futex, w, op, val, ts, NULL, 0);
 }
 
-/* A lock a crashed holder cannot wedge: waiters sleep at most 20 ms at a
- * time and take over a lock whose holder thread is gone. */
-/* Take lock word w, which sits in memory the peer can write.  A crashed
- * holder's lock is taken over (its thread is gone); a lock held past
- * LP_LOCK_MAX_MS is taken by force and reported (1): no legitimate holder
- * keeps it across a sleep, so only a hostile or broken peer (a live tid
- * written there, a reused tid) gets that far, and the connection then reads
- * as reset instead of this process hanging (DESIGN.md §3.9).  0 otherwise. */
-int lp_lock_word(uint32_t *w)
+/* A holder in a lock word of ours that cannot be genuine: this process is
+ * the only one holding our side (c->sole), so only its own threads take our
+ * side's locks, and the word names no thread of ours (and still does, so it
+ * is not a thread of ours that just let go).  Never in a vfork child, whose
+ * parent's threads are not its own. */
+static int lp_holder_forged(uint32_t *w, uint32_t cur)
+{
+    pid_t tid = (pid_t)(cur & ~LP_LOCK_WAITERS);
+
+    if (tid > 0 && syscall(SYS_tgkill, getpid(), tid, 0) == 0)
+        return 0;
+    return __atomic_load_n(w, __ATOMIC_ACQUIRE) == cur;
+}
+
+/* Take lock word w, which sits in memory the peer can write.  Waiters sleep
+ * at most 20 ms at a time.  A crashed holder's lock is taken over (its
+ * thread is gone).  The lock is taken by force and reported (1) when its
+ * holder cannot be genuine (sole: see lp_holder_forged) or held it past
+ * LP_LOCK_MAX_MS: no legitimate holder keeps it across a sleep, so only a
+ * hostile or broken peer (a live tid written there, a reused tid) gets that
+ * far, and the connection then reads as reset instead of this process
+ * hanging (DESIGN.md §3.9).  0 otherwise. */
+int lp_lock_word(uint32_t *w, int sole)
 {
     uint32_t me = (uint32_t)lp_gettid(), cur = 0;
     struct timespec ts = { 0, 20 * 1000 * 1000 };
@@ -55,8 +69,11 @@ int lp_lock_word(uint32_t *w)
             __builtin_ia32_pause();
             continue;
         }
-        if (i == 64)
+        if (i == 64) {
             t0 = lp_now_ms();
+            if (sole && !shim_vfork_child() && lp_holder_forged(w, cur))
+                break;
+        }
         if (!(cur & LP_LOCK_WAITERS) &&
             !__atomic_compare_exchange_n(w, &cur, cur | LP_LOCK_WAITERS, 0, __ATOMIC_RELAXED,
                                          __ATOMIC_RELAXED))
@@ -65,11 +82,11 @@ int lp_lock_word(uint32_t *w)
         lp_futex(w, FUTEX_WAIT, cur, &ts);
         if ((i & 7) == 7 && kill((pid_t)(cur & ~LP_LOCK_WAITERS), 0) < 0 && errno == ESRCH)
             __atomic_compare_exchange_n(w, &cur, 0, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
-        else if ((i & 7) == 7 && lp_now_ms() - t0 > LP_LOCK_MAX_MS) {
-            __atomic_store_n(w, me, __ATOMIC_SEQ_CST);
-            return 1;
-        }
+        else if ((i & 7) == 7 && lp_now_ms() - t0 > LP_LOCK_MAX_MS)
+            break;
     }
+    __atomic_store_n(w, me, __ATOMIC_SEQ_CST);
+    return 1;
 }
 
 void lp_unlock_word(uint32_t *w)
@@ -78,9 +95,15 @@ void lp_unlock_word(uint32_t *w)
         lp_futex(w, FUTEX_WAKE, INT32_MAX, NULL);
 }
 
+/* A broken channel's shared words are the peer's to scribble on: once a
+ * violation or a wedged lock was seen, our own threads serialize on the
+ * process-private words, so a hostile peer costs one bounded wait per
+ * connection, not one per call (DESIGN.md §3.9). */
 uint32_t *lp_lockp(lp_conn_t *c, int role)
 {
-    return c->ch.base ? &lp_side(c, c->ch.side)->lock[role] : &c->plock[role];
+    if (!c->ch.base || __atomic_load_n(&c->ch.broken, __ATOMIC_ACQUIRE))
+        return &c->plock[role];
+    return &lp_side(c, c->ch.side)->lock[role];
 }
 
 /* The word is chosen before locking and remembered, so a channel that
@@ -91,8 +114,11 @@ void lp_lock(lp_conn_t *c, int role)
     int saved = errno;
     uint32_t *w = lp_lockp(c, role);
 
-    if (lp_lock_word(w) && c->ch.base) {
-        c->ch.broken = 1;           /* a peer that wedges its lock loses the channel */
+    if (lp_lock_word(w, c->ch.base && c->sole) && c->ch.base) {
+        /* a peer that wedges its lock loses the channel */
+        __atomic_store_n(&c->ch.broken, 1, __ATOMIC_RELEASE);
+        zc_log(ZC_LOG_NOTICE, "local path: a lock word of a channel held by no thread of ours "
+               "or past %d ms: channel broken, the connection reads as reset", LP_LOCK_MAX_MS);
         c->kern_err = ECONNRESET;
         zc_stat_add(ZC_STAT_LOCAL_PROTO_ERRORS, 1);
     }
@@ -266,7 +292,11 @@ void lp_claim(int fd, lp_conn_t *c)
 uint32_t lp_holders_add(lp_conn_t *c, int delta)
 {
     lp_side_t *s = lp_side(c, c->ch.side);
-    uint32_t n = __atomic_add_fetch(&s->holders, (uint32_t)delta, __ATOMIC_ACQ_REL);
+    uint32_t n;
+
+    if (delta > 0)
+        c->sole = 0;            /* another process holds it too, or may */
+    n = __atomic_add_fetch(&s->holders, (uint32_t)delta, __ATOMIC_ACQ_REL);
 
     __atomic_add_fetch(&s->hgen, 1, __ATOMIC_ACQ_REL);
     return n;
@@ -307,6 +337,7 @@ void lp_channel_adopt(lp_conn_t *c, int memfd)
 {
     c->memfd = shim_fd_internal_keep(memfd, &path_local, c);
     lp_holders_add(c, 1);
+    c->sole = 1;                /* pairing attaches only a socket no one else holds */
 }
 
 void lp_decline(int reason)

@@ -120,6 +120,9 @@ typedef struct lp_conn {
     int kern_err;                   /* kernel error seen (ECONNRESET ...) */
     uint8_t err_told;               /* kern_err returned to the application */
     uint8_t fork_shared;            /* forked while pending: attach only as the sole holder */
+    uint8_t sole;                   /* paired here, never shared since (no fork, exec,
+                                     * SCM_RIGHTS): only our threads take our side's
+                                     * locks (lp_lock_word) */
     int lowat;                      /* SO_RCVLOWAT */
     uint64_t tx_kernel, rx_kernel;  /* application bytes on the kernel stream */
     uint64_t bells_drained;         /* doorbell bytes read from the kernel stream */
@@ -201,7 +204,7 @@ int lp_gettid(void);
 lp_side_t *lp_side(lp_conn_t *c, int side);
 int lp_rv(lp_conn_t *c);
 void lp_futex(uint32_t *w, int op, uint32_t val, const struct timespec *ts);
-int lp_lock_word(uint32_t *w);
+int lp_lock_word(uint32_t *w, int sole);
 void lp_unlock_word(uint32_t *w);
 uint32_t *lp_lockp(lp_conn_t *c, int role);
 void lp_lock(lp_conn_t *c, int role);
