@@ -40,9 +40,11 @@
     X(local_ring, SIZE, 4194304, 65536, 1ULL << 30,                                 \
       "local path: ring bytes per direction of each connection (a power of two)") \
     X(spin, BOOL, 1, 0, 1,                                                          \
-      "local path: adaptive spinning: a blocking call whose peer answered within "  \
-      "200 us of late spins up to 50 us before sleeping, while no CPU has more than "\
-      "one runnable task (0: never; ZCSOCK_SPIN_US > 0 fixes the spin instead)")    \
+      "adaptive spinning: a blocking call on a paired connection, or a poll/select/"\
+      "epoll wait over one, whose waits lately ended within 200 us spins up to 50 us "\
+      "before sleeping, while no CPU has more than one runnable task (0: never; "   \
+      "ZCSOCK_SPIN_US > 0 fixes the spin instead)")                                 \
     X(spin_us, UINT, 0, 0, 1000000,                                                 \
-      "local path: a blocking call spins this many microseconds for the peer before "\
-      "sleeping, whatever the machine's load (0: adaptive, see ZCSOCK_SPIN)")
+      "a blocking call or readiness wait over a paired connection spins this many " \
+      "microseconds before sleeping, whatever the machine's load (0: adaptive, see " \
+      "ZCSOCK_SPIN)")

@@ -54,6 +54,11 @@
     X(LOCAL_SPINS_PAID, "local.spins_paid", "blocking waits the peer ended while this "   \
       "process spun (no sleep)")                                                        \
     X(LOCAL_SPINS_SLEPT, "local.spins_slept", "spins that ended in a sleep all the same") \
+    X(READY_SPINS_PAID, "ready.spins_paid", "poll/select/epoll waits over claimed "    \
+      "descriptors that an event ended while the thread spun (no sleep, no wake-up "    \
+      "signal from the peer)")                                                          \
+    X(READY_SPINS_SLEPT, "ready.spins_slept", "poll/select/epoll spins that ended in "  \
+      "a sleep all the same")                                                           \
     X(LOCAL_FUTEX_WAKES, "local.futex_wakes", "peers woken from a blocking sleep")       \
     X(LOCAL_WAKES_AVOIDED, "local.wakes_avoided", "ring writes that needed no wake-up "  \
       "signal: the peer was not waiting (busy, or spinning)")                           \

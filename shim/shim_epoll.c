@@ -232,17 +232,20 @@ int shim_ready_epoll_wait(int epfd, struct epoll_event *evs, int max, int timeou
                             const sigset_t *mask)
 {
     int64_t deadline = timeout < 0 ? -1 : shim_now_ns() + (int64_t)timeout * 1000000;
+    shim_wait_t ws;
 
+    shim_wait_begin(&ws, timeout != 0);
     for (;;) {
         shim_ep_reg_t *g;
         struct timespec left;
         shim_ready_ask_t ask = { 0 };
-        int out = 0, pass, r, i, kept, tmo;
+        int out = 0, pass, r, i, kept, tmo, spin = shim_wait_spinning(&ws);
 
         shim_ep_lock();
         for (g = shim_ep.head; g; g = g->next)
             g->seen = 0;
-        for (pass = 0; pass < 2 && !out; pass++)    /* look, then look and arm */
+        /* look, then (unless spinning) look and arm */
+        for (pass = 0; pass < 2 - spin && !out; pass++)
             for (g = shim_ep.head; g && out < max; g = g->next) {
                 uint32_t rev;
 
@@ -256,9 +259,13 @@ int shim_ready_epoll_wait(int epfd, struct epoll_event *evs, int max, int timeou
                 }
             }
         shim_ep_unlock();
-        if (out == max)
+        if (out == max) {
+            shim_wait_end(&ws, out);
             return out;
-        if (out)
+        }
+        if (!out)
+            shim_wait_idle(&ws);
+        if (out || spin)
             tmo = 0;
         else if (deadline < 0)
             tmo = -1;
@@ -269,8 +276,11 @@ int shim_ready_epoll_wait(int epfd, struct epoll_event *evs, int max, int timeou
         if (!out && ask.recheck_ms && (tmo < 0 || tmo > ask.recheck_ms))
             tmo = ask.recheck_ms;
         r = zc_real.epoll_pwait(epfd, evs + out, max - out, tmo, mask);
-        if (r < 0)
+        if (r < 0) {
+            if (out)
+                shim_wait_end(&ws, out);
             return out ? out : -1;
+        }
         shim_ep_lock();
         for (i = 0, kept = 0; i < r; i++) {
             struct epoll_event *e = &evs[out + i];
@@ -290,8 +300,10 @@ int shim_ready_epoll_wait(int epfd, struct epoll_event *evs, int max, int timeou
             evs[out + kept++] = *e;
         }
         shim_ep_unlock();
-        if (out + kept || timeout == 0 || (deadline >= 0 && shim_expired(deadline)))
+        if (out + kept || timeout == 0 || (deadline >= 0 && shim_expired(deadline))) {
+            shim_wait_end(&ws, out + kept);
             return out + kept;
+        }
     }
 }
 

@@ -12,6 +12,12 @@
  * application goes back to sleep for the rest of the timeout; a path that
  * cannot arm a wake-up says how soon to look again (shim_ready_ask_t).
  *
+ * Before that arming look, a wait that may sleep first spins (the policy
+ * of common/zc_spin.h, per thread): it looks again without arming and asks
+ * the kernel with a zero timeout, until an event or the spin's end.  Not
+ * armed, a path's peer sends no wake-up signal, so a request/response
+ * answered within the spin costs neither side a wake-up.
+ *
  * poll and select (this file) rebuild the set with the kernel events each
  * path asks for; epoll (shim_epoll.c) keeps a table of registrations. */
 #include <poll.h>
@@ -22,6 +28,8 @@
 #include "shim_int.h"
 #include "shim_ready.h"
 #include "zc_pool.h"
+#include "zc_spin.h"
+#include "zc_stats.h"
 
 #define SHIM_POLL_STACK 64
 
@@ -63,6 +71,46 @@ int shim_expired(int64_t deadline)
     return deadline >= 0 && shim_now_ns() >= deadline;
 }
 
+/* --- spinning before the arming look ---------------------------------------- */
+
+static __thread zc_spin_t shim_ready_spin;     /* this thread's waits */
+
+void shim_wait_begin(shim_wait_t *w, int may_sleep)
+{
+    unsigned us = may_sleep ? zc_spin_for(&shim_ready_spin) : 0;
+
+    w->t0 = zc_now_us();
+    w->end = us ? w->t0 + us : 0;
+    w->may_sleep = may_sleep;
+    w->waited = 0;
+}
+
+int shim_wait_spinning(shim_wait_t *w)
+{
+    if (!w->end)
+        return 0;
+    if (zc_now_us() < w->end)
+        return 1;
+    zc_stat_add(ZC_STAT_READY_SPINS_SLEPT, 1);
+    w->end = 0;
+    return 0;
+}
+
+void shim_wait_idle(shim_wait_t *w)
+{
+    if (w->may_sleep)
+        w->waited = 1;
+}
+
+void shim_wait_end(shim_wait_t *w, int events)
+{
+    if (!w->waited)
+        return;
+    if (events && w->end)
+        zc_stat_add(ZC_STAT_READY_SPINS_PAID, 1);
+    zc_spin_learn(&shim_ready_spin, w->t0);
+}
+
 /* --- poll ----------------------------------------------------------------- */
 
 int shim_poll_claims(const struct pollfd *fds, nfds_t n)
@@ -81,6 +129,7 @@ int shim_ready_poll(struct pollfd *fds, nfds_t n, const struct timespec *timeout
 {
     struct pollfd stack[SHIM_POLL_STACK], *k = stack;
     int64_t deadline = shim_deadline(timeout);
+    shim_wait_t ws;
     int rc = 0;
     nfds_t i;
 
@@ -89,13 +138,15 @@ int shim_ready_poll(struct pollfd *fds, nfds_t n, const struct timespec *timeout
         if (!k)
             return zc_real.ppoll(fds, n, timeout, mask);
     }
+    shim_wait_begin(&ws, !timeout || timeout->tv_sec || timeout->tv_nsec);
     for (;;) {
         struct timespec left, zero = { 0, 0 };
         const struct timespec *tmo;
         shim_ready_ask_t ask = { 0 };
-        int ready = 0, pass, r;
+        int ready = 0, pass, r, spin = shim_wait_spinning(&ws);
 
-        for (pass = 0; pass < 2 && !ready; pass++) {    /* look, then look and arm */
+        /* look, then (unless spinning) look and arm */
+        for (pass = 0; pass < 2 - spin && !ready; pass++) {
             for (i = 0; i < n; i++) {
                 shim_fd_t *f = shim_fd_get(fds[i].fd);
 
@@ -111,7 +162,9 @@ int shim_ready_poll(struct pollfd *fds, nfds_t n, const struct timespec *timeout
             if (shim_fd_claimed(f))
                 k[i].events = f->path->ops->kernel_events(f, fds[i].events);
         }
-        tmo = ready ? &zero : shim_left(deadline, &left);
+        if (!ready)
+            shim_wait_idle(&ws);
+        tmo = ready || spin ? &zero : shim_left(deadline, &left);
         if (!ready && ask.recheck_ms) {
             struct timespec slice = { ask.recheck_ms / 1000, (ask.recheck_ms % 1000) * 1000000L };
 
@@ -138,6 +191,8 @@ int shim_ready_poll(struct pollfd *fds, nfds_t n, const struct timespec *timeout
                                                       !timeout->tv_nsec))
             break;
     }
+    if (rc >= 0)
+        shim_wait_end(&ws, rc);
     if (k != stack) {
         int saved = errno;
 

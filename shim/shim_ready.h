@@ -19,6 +19,20 @@ int64_t shim_deadline(const struct timespec *ts);
 const struct timespec *shim_left(int64_t deadline, struct timespec *ts);
 int shim_expired(int64_t deadline);
 
+/* One wait's spin before its arming look (shim_ready.c): begin (may_sleep:
+ * the timeout is not zero); at each round, whether to spin (look without
+ * arming, ask the kernel with a zero timeout) and, when the round's look
+ * found nothing, idle; at the end, whether events were reported (the
+ * thread's spin budget learns from the waits that waited). */
+typedef struct shim_wait {
+    int64_t t0, end;
+    int may_sleep, waited;
+} shim_wait_t;
+void shim_wait_begin(shim_wait_t *w, int may_sleep);
+int shim_wait_spinning(shim_wait_t *w);
+void shim_wait_idle(shim_wait_t *w);
+void shim_wait_end(shim_wait_t *w, int events);
+
 /* 1 when a claimed descriptor is in the poll set / select sets. */
 int shim_poll_claims(const struct pollfd *fds, nfds_t n);
 int shim_select_claims(int nfds, fd_set *r, fd_set *w, fd_set *e);

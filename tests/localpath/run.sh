@@ -47,6 +47,12 @@ done
 # and in each an idle blocking wait uses next to no CPU
 t_run spin_idle/spin-off "$T" env ZCSOCK_SPIN=0 $PY $TL run spin_idle both tcp
 t_run spin_idle/spin-fixed "$T" env ZCSOCK_SPIN_US=20 $PY $TL run spin_idle both tcp
+# the readiness engine's spin before arming (epoll, poll): fixed (most quick
+# waits end spinning, the client sends fewer doorbells) and off
+for r in epoll poll; do
+  t_run "ready_spin/$r-fixed" "$T" env T_READY=$r ZCSOCK_SPIN_US=2000 $PY $TL run ready_spin both tcp
+  t_run "ready_spin/$r-off" "$T" env T_READY=$r ZCSOCK_SPIN=0 $PY $TL run ready_spin both tcp
+done
 # declined offers while other threads are inside calls on the connection
 t_run decline_threads "$T" $PY tests/localpath/lp_decline_race.py
 # splice from a pipe with no descriptor free for the library's peek pipe:

@@ -579,6 +579,70 @@ def c_pipelined(c):
               "without a wake-up signal" % (avoided - before))
 
 
+def ready_waiter(c):
+    """A one-socket readiness wait through epoll or poll (T_READY)."""
+    if os.environ.get("T_READY") == "poll":
+        p = select.poll()
+        p.register(c, select.POLLIN)
+        return lambda t: p.poll(t * 1000)
+    ep = select.epoll()
+    ep.register(c.fileno(), select.EPOLLIN)
+    return ep.poll
+
+
+def s_ready_spin(c):
+    # an event-driven echo (non-blocking, epoll or poll) answering a client
+    # that asks at once: with a spin before the arming look, most waits end
+    # while spinning (ready.spins_paid) and the client sends no wake-up
+    # signal for them; then an idle wait that spins at most briefly
+    c.setblocking(False)
+    wait = ready_waiter(c)
+    for i in range(300):
+        got = b""
+        while len(got) < 100:
+            wait(5)
+            try:
+                got += c.recv(100 - len(got))
+            except BlockingIOError:
+                pass
+        check(got == pattern(30 + i % 7, 100), "request %d" % i)
+        check(c.send(got[::-1]) == 100, "answer %d" % i)
+    r0, t0 = resource.getrusage(resource.RUSAGE_SELF), time.monotonic()
+    check(wait(10), "idle wake-up")
+    r1, t1 = resource.getrusage(resource.RUSAGE_SELF), time.monotonic()
+    check(c.recv(1) == b"z", "idle wake-up byte")
+    cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
+    sys.stderr.write("server: idle wait %.2f s, cpu %.3f s\n" % (t1 - t0, cpu))
+    check(cpu < 0.1 * (t1 - t0), "an idle readiness wait burnt %.3f s of CPU in %.2f s"
+          % (cpu, t1 - t0))
+    c.setblocking(True)
+    c.sendall(b"e")
+    if not paired():
+        return
+    paid, slept = zc_stat("ready.spins_paid"), zc_stat("ready.spins_slept")
+    sys.stderr.write("server: ready spins paid %r, slept %r\n" % (paid, slept))
+    check(paid is not None and slept is not None, "no ready.spins_* counters")
+    if os.environ.get("ZCSOCK_SPIN_US", "0") not in ("", "0"):
+        check(paid >= 100, "a fixed spin ended only %d of 300 quick waits" % paid)
+    elif os.environ.get("ZCSOCK_SPIN") == "0":
+        check(paid == 0 and slept == 0, "ZCSOCK_SPIN=0 spun")
+
+
+def c_ready_spin(c):
+    for i in range(300):
+        c.sendall(pattern(30 + i % 7, 100))
+        check(recv_exact(c, 100) == pattern(30 + i % 7, 100)[::-1], "answer %d" % i)
+    bells = zc_stat("local.doorbells")
+    time.sleep(1.0)
+    c.sendall(b"z")
+    check(recv_exact(c, 1) == b"e", "end")
+    if paired() and os.environ.get("ZCSOCK_SPIN_US", "0") not in ("", "0"):
+        # the server's spins that paid needed no doorbell
+        sys.stderr.write("client: %r doorbells for 300 requests\n" % bells)
+        check(bells is not None and bells <= 200, "%r doorbells for 300 requests to a "
+              "spinning server" % bells)
+
+
 SPLICE_FULL = 16 << 20
 
 
@@ -730,6 +794,7 @@ CASES = {
     "splice_full": (s_splice_full, c_splice_full),
     "spin_idle": (s_spin_idle, c_spin_idle),
     "pipelined": (s_pipelined, c_pipelined),
+    "ready_spin": (s_ready_spin, c_ready_spin),
     "threads": (s_threads, c_threads),
     "dup": (s_dup, c_dup),
     "subprocess": (s_subprocess, c_subprocess),

@@ -239,13 +239,6 @@ static const zc_stats_source_t lp_stats_source = { lp_stats_visit, NULL };
 void lp_init(void)
 {
     lp.enabled = (int)zc_config.local;
-    lp.spin_us = (unsigned)zc_config.spin_us;
-    lp.spin_adaptive = (int)zc_config.spin;
-    {
-        cpu_set_t set;
-
-        lp.ncpu = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 1;
-    }
     lp.ring_size = (size_t)zc_config.local_ring;
     if (lp.ring_size & (lp.ring_size - 1)) {
         zc_log(ZC_LOG_WARN, "ZCSOCK_LOCAL_RING=%zu is not a power of two; using the default",

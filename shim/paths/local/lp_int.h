@@ -45,6 +45,7 @@
 #include "zc_config.h"
 #include "zc_log.h"
 #include "zc_pool.h"
+#include "zc_spin.h"
 
 #define LP_SIDE_OFF  2048u      /* per-side shared words in the header page */
 #define LP_IOV_WIN   64         /* iovecs handled per ring call */
@@ -126,7 +127,7 @@ typedef struct lp_conn {
     int lowat;                      /* SO_RCVLOWAT */
     uint64_t tx_kernel, rx_kernel;  /* application bytes on the kernel stream */
     uint64_t bells_drained;         /* doorbell bytes read from the kernel stream */
-    uint16_t spin_budget[2];        /* adaptive spin per role, microseconds (lp_sleep) */
+    zc_spin_t spin[2];              /* adaptive spin per role (lp_sleep) */
     uint32_t bells_unsent;          /* doorbells owed to the peer that the kernel
                                      * refused (EAGAIN): sent before any later
                                      * byte of ours (lp_bells_flush) */
@@ -141,9 +142,6 @@ enum { LP_HB_EXEC, LP_HB_SCM, LP_HB_ANCILLARY, LP_HB_PASSCRED, LP_HB_STDIO, LP_H
 /* Process-wide state of the path. */
 typedef struct lp_global {
     int enabled;
-    unsigned spin_us;               /* ZCSOCK_SPIN_US: fixed spin, 0: adaptive */
-    int spin_adaptive;              /* ZCSOCK_SPIN */
-    int ncpu;                       /* CPUs this process may run on */
     size_t ring_size;
     int list_lock;
     lp_conn_t *head;

@@ -2,17 +2,9 @@
  * blocking sleeps on the futex word). */
 #include "lp_int.h"
 
-static int64_t lp_now_us(void)
-{
-    struct timespec t;
-
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (int64_t)t.tv_sec * 1000000 + t.tv_nsec / 1000;
-}
-
 int64_t lp_now_ms(void)
 {
-    return lp_now_us() / 1000;
+    return zc_now_us() / 1000;
 }
 
 /* poll() was interrupted: would the application's blocking call have been?
@@ -60,81 +52,19 @@ void lp_kernel_look(lp_conn_t *c, int fd, int role)
         c->kern_err = errno;
 }
 
-/* --- spinning before a sleep ------------------------------------------------------
- *
- * A fixed spin (ZCSOCK_SPIN_US > 0) spins that long before every sleep.
- * Otherwise, with ZCSOCK_SPIN=1 (the default), the spin adapts per
- * connection and role: a wait that ended within LP_SPIN_LEARN_US (the peer
- * answers quickly: request/response, ping-pong) sets the next spin to
- * LP_SPIN_MAX_US; a longer one halves it, so an idle connection stops
- * spinning after a few waits and costs no CPU.  And it spins only while no
- * CPU has more than one runnable task (/proc/loadavg, read at most every
- * LP_SPIN_LOAD_MS): on an oversubscribed machine the spinner would take
- * the CPU its peer needs. */
-
-#define LP_SPIN_MAX_US 50
-#define LP_SPIN_LEARN_US 200
-#define LP_SPIN_LOAD_MS 10
-
-/* No CPU of this process has a task waiting for it: runnable tasks (from
- * /proc/loadavg, "0.10 0.20 0.30 R/T N") at most the CPUs we may use.
- * Unknown (no /proc) counts as busy. */
-static int lp_cpus_free(void)
-{
-    static int64_t next_ms;
-    static int free_;
-    int64_t now = lp_now_ms();
-    char b[128], *p;
-    ssize_t n;
-    int fd, running = 0;
-
-    if (now < __atomic_load_n(&next_ms, __ATOMIC_RELAXED))
-        return __atomic_load_n(&free_, __ATOMIC_RELAXED);
-    __atomic_store_n(&next_ms, now + LP_SPIN_LOAD_MS, __ATOMIC_RELAXED);
-    fd = (int)syscall(SYS_openat, AT_FDCWD, "/proc/loadavg", O_RDONLY | O_CLOEXEC);
-    n = fd < 0 ? -1 : zc_real.read(fd, b, sizeof(b) - 1);
-    if (fd >= 0)
-        zc_real.close(fd);
-    b[n > 0 ? n : 0] = 0;
-    p = strchr(b, '/');
-    while (p && p > b && p[-1] != ' ')
-        p--;
-    for (; p && *p >= '0' && *p <= '9' && running < 1000000; p++)
-        running = running * 10 + (*p - '0');
-    __atomic_store_n(&free_, p && running <= lp.ncpu, __ATOMIC_RELAXED);
-    return __atomic_load_n(&free_, __ATOMIC_RELAXED);
-}
-
-/* How long to spin before this sleep. */
-static unsigned lp_spin_for(lp_conn_t *c, int role)
-{
-    if (lp.spin_us)
-        return lp.spin_us;
-    if (!lp.spin_adaptive || !c->spin_budget[role] || lp.ncpu < 2 || !lp_cpus_free())
-        return 0;
-    return c->spin_budget[role];
-}
-
-/* After a wait that began at t0: the next spin for this role. */
-static void lp_spin_learn(lp_conn_t *c, int role, int64_t t0)
-{
-    if (lp_now_us() - t0 <= LP_SPIN_LEARN_US)
-        c->spin_budget[role] = LP_SPIN_MAX_US;
-    else
-        c->spin_budget[role] /= 2;
-}
+/* --- spinning before a sleep (the policy: common/zc_spin.h) ---------------------- */
 
 /* Spin up to us microseconds for *word to leave LOCAL_RING_WAIT_FUTEX (the
  * peer's wake).  1 when it did. */
 static int lp_spin(const uint32_t *word, unsigned us)
 {
-    int64_t t0 = lp_now_us();
+    int64_t t0 = zc_now_us();
 
     for (int i = 0;; i++) {
         if (__atomic_load_n(word, __ATOMIC_ACQUIRE) != LOCAL_RING_WAIT_FUTEX)
             return 1;
         __builtin_ia32_pause();
-        if ((i & 63) == 63 && lp_now_us() - t0 >= (int64_t)us)
+        if ((i & 63) == 63 && zc_now_us() - t0 >= (int64_t)us)
             return 0;
     }
 }
@@ -181,18 +111,18 @@ int lp_sleep(lp_conn_t *c, int fd, int role, lp_wait_t *w)
         if (left < LP_SLEEP_SLICE_MS)
             ts.tv_nsec = left * 1000000L;
     }
-    t0 = lp_now_us();
-    spin = lp_spin_for(c, role);
+    t0 = zc_now_us();
+    spin = zc_spin_for(&c->spin[role]);
     if (spin && lp_spin(word, spin)) {
         zc_stat_add(ZC_STAT_LOCAL_SPINS_PAID, 1);
-        lp_spin_learn(c, role, t0);
+        zc_spin_learn(&c->spin[role], t0);
         return 0;
     }
     if (spin)
         zc_stat_add(ZC_STAT_LOCAL_SPINS_SLEPT, 1);
     zc_stat_add(ZC_STAT_LOCAL_SLEEPS, 1);
     r = syscall(SYS_futex, word, FUTEX_WAIT, LOCAL_RING_WAIT_FUTEX, &ts, NULL, 0);
-    lp_spin_learn(c, role, t0);
+    zc_spin_learn(&c->spin[role], t0);
     if (r < 0 && errno == EINTR)
         return lp_interrupted(w) ? -EINTR : 0;
     if (r < 0 && errno == ETIMEDOUT)
