@@ -19,19 +19,24 @@ int64_t zc_now_us(void)
     return (int64_t)t.tv_sec * 1000000 + t.tv_nsec / 1000;
 }
 
-/* CPUs this process may run on, asked once (affinity rarely changes; a
- * stale count only misjudges whether spinning pays). */
+/* CPUs this process may run on, counted at start-up (before a program pins
+ * its processes one per CPU, as benchmarks do: what matters is whether the
+ * peer has a CPU of its own), or at first use. */
+static int zc_spin_ncpu_v;
+
+void zc_spin_init(void)
+{
+    cpu_set_t set;
+    int n = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 1;
+
+    __atomic_store_n(&zc_spin_ncpu_v, n > 0 ? n : 1, __ATOMIC_RELAXED);
+}
+
 static int zc_spin_ncpu(void)
 {
-    static int ncpu;
-    int n = __atomic_load_n(&ncpu, __ATOMIC_RELAXED);
-    cpu_set_t set;
-
-    if (n)
-        return n;
-    n = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 1;
-    __atomic_store_n(&ncpu, n > 0 ? n : 1, __ATOMIC_RELAXED);
-    return n;
+    if (!__atomic_load_n(&zc_spin_ncpu_v, __ATOMIC_RELAXED))
+        zc_spin_init();
+    return __atomic_load_n(&zc_spin_ncpu_v, __ATOMIC_RELAXED);
 }
 
 /* No CPU of this process has a task waiting for it: runnable tasks (from

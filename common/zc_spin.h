@@ -28,6 +28,8 @@ typedef struct zc_spin {
     uint16_t budget_us;
 } zc_spin_t;
 
+/* Count the CPUs this process may use (once, at start-up). */
+void zc_spin_init(void);
 /* CLOCK_MONOTONIC in microseconds. */
 int64_t zc_now_us(void);
 /* How long to spin before this sleep (0: sleep at once). */

@@ -9,6 +9,7 @@
 #include "shim_int.h"
 #include "shim_mem.h"
 #include "zc_config.h"
+#include "zc_spin.h"
 #include "zc_log.h"
 #include "zcsock.h"
 
@@ -79,6 +80,7 @@ static int shim_init_once(void)
         zc_log(ZC_LOG_NOTICE, "no descriptor table (%s): every socket counts as untracked",
                strerrordesc_np(-rc));
     pthread_atfork(NULL, NULL, shim_atfork_child);
+    zc_spin_init();
     shim_paths_init();
     shim_paths_start();
     if (zc_config.verbose)
