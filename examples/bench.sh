@@ -224,3 +224,71 @@ if command -v redis-server >/dev/null && command -v redis-benchmark >/dev/null &
 else
   echo "redis-benchmark: SKIPPED (redis-server, redis-cli or redis-benchmark not installed)"
 fi
+
+# nginx serving a small static file to wrk over keep-alive connections, both
+# under the library (connections pair) or neither, alternating rounds;
+# requests per second, ratio zcsock/kernel.  Skipped without nginx or wrk.
+NGINX=$(command -v nginx || echo /usr/sbin/nginx)
+nginx_rps() {   # preload -> requests/s
+  local pre=$1 d port pid rps user=
+  d=$(mktemp -d)
+  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  [ "$(id -u)" -eq 0 ] && user="user $(id -un) $(id -gn);"
+  mkdir -p "$d/www" "$d/logs"
+  head -c 1024 /dev/urandom >"$d/www/f.bin"
+  cat >"$d/nginx.conf" <<NGX
+daemon off;
+master_process off;
+$user
+pid $d/nginx.pid;
+error_log $d/logs/error.log warn;
+events { worker_connections 256; }
+http {
+  access_log off;
+  client_body_temp_path $d/body;
+  proxy_temp_path $d/proxy;
+  fastcgi_temp_path $d/fastcgi;
+  uwsgi_temp_path $d/uwsgi;
+  scgi_temp_path $d/scgi;
+  default_type application/octet-stream;
+  keepalive_requests 100000000;
+  server { listen 127.0.0.1:$port; root $d/www; }
+}
+NGX
+  env ${pre:+LD_PRELOAD=$pre} "$NGINX" -p "$d" -c "$d/nginx.conf" -e "$d/logs/error.log" \
+    >/dev/null 2>&1 &
+  pid=$!
+  for ((w = 0; w < 50; w++)); do
+    curl -sf -o /dev/null "http://127.0.0.1:$port/f.bin" && break
+    sleep 0.1
+  done
+  rps=$(env ${pre:+LD_PRELOAD=$pre ZCSOCK_STATS=1} timeout 60 wrk -t1 -c4 -d"$NGINX_S"s \
+          "http://127.0.0.1:$port/f.bin" 2>"$d/wrk.err" | awk '/^Requests\/sec:/ {printf "%.0f", $2}')
+  kill "$pid" 2>/dev/null
+  wait "$pid" 2>/dev/null
+  if [ -n "$pre" ] && awk '$1 == "local.paired.connected:" && $2 > 0 {ok = 1} END {exit !ok}' \
+                          "$d/wrk.err"; then
+    echo paired >> "$NGINX_OK"
+  fi
+  rm -rf "$d"
+  echo "${rps:-0}"
+}
+echo
+if [ -x "$NGINX" ] && command -v wrk >/dev/null && command -v curl >/dev/null; then
+  NGINX_S=$([ "${QUICK:-}" = 1 ] && echo 2 || echo 5)
+  NGINX_OK=$(mktemp)
+  echo "nginx (1 KiB static file, keep-alive) and wrk -t1 -c4, requests/s (higher is better)"
+  ratios=(); ks=(); zs=()
+  for ((r = 1; r <= PROBE_ROUNDS; r++)); do
+    k=$(nginx_rps "")
+    z=$(nginx_rps "$ZC_LIB")
+    ks+=("$k"); zs+=("$z")
+    ratios+=("$(awk -v a="$z" -v b="$k" 'BEGIN {printf "%.3f", b > 0 ? a / b : 0}')")
+  done
+  printf 'nginx        kernel %9.0f  zcsock %9.0f  zcsock/kernel %6.3f\n' \
+    "$(med "${ks[@]}")" "$(med "${zs[@]}")" "$(med "${ratios[@]}")"
+  echo "# library check: nginx: paired in $(grep -c . "$NGINX_OK") of $PROBE_ROUNDS zcsock runs"
+  rm -f "$NGINX_OK"
+else
+  echo "nginx: SKIPPED (nginx, wrk or curl not installed)"
+fi
