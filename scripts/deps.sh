@@ -17,8 +17,8 @@ PKGS=(
   openbsd-inetd postgresql memcached liburing-dev strace
   # malloc-hooks: a foreign allocator to detect (falls back to events only)
   libjemalloc2
-  # benchmark plot
-  gnuplot-nox
+  # benchmark: plot, HTTP load generator for the nginx figure
+  gnuplot-nox wrk
 )
 
 SUDO=
