@@ -49,6 +49,11 @@ t_run spin_idle/spin-off "$T" env ZCSOCK_SPIN=0 $PY $TL run spin_idle both tcp
 t_run spin_idle/spin-fixed "$T" env ZCSOCK_SPIN_US=20 $PY $TL run spin_idle both tcp
 # the readiness engine's spin before arming (epoll, poll): fixed (most quick
 # waits end spinning, the client sends fewer doorbells) and off
+# every readiness case with the engine spinning before each arming look
+# (fixed: whatever the machine's load), so the spin's looks are exercised
+for c in lowat epoll epoll_readd epoll_excl pollout poll_truth epoll_released; do
+  t_run "$c/spin-fixed" "$T" env ZCSOCK_SPIN_US=200 T_BYTES=$MID $PY $TL run "$c" both tcp
+done
 for r in epoll poll; do
   t_run "ready_spin/$r-fixed" "$T" env T_READY=$r ZCSOCK_SPIN_US=2000 $PY $TL run ready_spin both tcp
   t_run "ready_spin/$r-off" "$T" env T_READY=$r ZCSOCK_SPIN=0 $PY $TL run ready_spin both tcp
