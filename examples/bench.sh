@@ -181,8 +181,8 @@ done
 redis_rps() {   # preload pipeline -> requests/s of SET and GET together
   local pre=$1 pipe=$2 port pid rps
   port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-  env ${pre:+LD_PRELOAD=$pre} redis-server --port "$port" --bind 127.0.0.1 --save '' \
-    --appendonly no --daemonize no --loglevel warning >/dev/null 2>&1 &
+  env ${pre:+LD_PRELOAD=$pre ZCSOCK_STATS=1} redis-server --port "$port" --bind 127.0.0.1 \
+    --save '' --appendonly no --daemonize no --loglevel warning >/dev/null 2>"$REDIS_ERR.srv" &
   pid=$!
   for ((w = 0; w < 50; w++)); do
     redis-cli -p "$port" ping >/dev/null 2>&1 && break
@@ -198,6 +198,9 @@ redis_rps() {   # preload pipeline -> requests/s of SET and GET together
   if [ -n "$pre" ] && awk '$1 == "local.paired.connected:" && $2 > 0 {ok = 1} END {exit !ok}' \
                           "$REDIS_ERR"; then
     echo paired >> "$REDIS_ERR.ok"
+    # wake-up signals (doorbells, futex wakes) both ends sent, per request
+    awk -v n="$REDIS_N" '$1 == "local.doorbells:" || $1 == "local.futex_wakes:" {s += $2}
+      END {printf "%.4f\n", s / (2 * n)}' "$REDIS_ERR" "$REDIS_ERR.srv" >> "$REDIS_ERR.sig$pipe"
   fi
   echo "${rps:-0}"
 }
@@ -215,12 +218,13 @@ if command -v redis-server >/dev/null && command -v redis-benchmark >/dev/null &
       ks+=("$k"); zs+=("$z")
       ratios+=("$(awk -v a="$z" -v b="$k" 'BEGIN {printf "%.3f", b > 0 ? a / b : 0}')")
     done
-    printf 'redis -P %-3s kernel %9.0f  zcsock %9.0f  zcsock/kernel %6.3f\n' "$pipe" \
-      "$(med "${ks[@]}")" "$(med "${zs[@]}")" "$(med "${ratios[@]}")"
+    printf 'redis -P %-3s kernel %9.0f  zcsock %9.0f  zcsock/kernel %6.3f  wake-ups/request %s\n' \
+      "$pipe" "$(med "${ks[@]}")" "$(med "${zs[@]}")" "$(med "${ratios[@]}")" \
+      "$(sort -g "$REDIS_ERR.sig$pipe" 2>/dev/null | awk '{v[NR] = $1} END {print NR ? v[int((NR + 1) / 2)] : "?"}')"
   done
   # (redis_rps runs in a subshell: the paired runs are counted in a file)
   echo "# library check: redis: paired in $(grep -c . "$REDIS_ERR.ok" 2>/dev/null || echo 0) of $((2 * PROBE_ROUNDS)) zcsock runs"
-  rm -f "$REDIS_ERR" "$REDIS_ERR.ok"
+  rm -f "$REDIS_ERR" "$REDIS_ERR".*
 else
   echo "redis-benchmark: SKIPPED (redis-server, redis-cli or redis-benchmark not installed)"
 fi
