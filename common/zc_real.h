@@ -79,6 +79,11 @@
     X(int, epoll_ctl, (int, int, int, struct epoll_event *), 1)                       \
     X(int, epoll_wait, (int, struct epoll_event *, int, int), 1)                      \
     X(int, epoll_pwait, (int, struct epoll_event *, int, int, const sigset_t *), 1)   \
+    X(int, epoll_pwait2, (int, struct epoll_event *, int, const struct timespec *,     \
+                          const sigset_t *), 0)                                       \
+    X(int, __poll_chk, (struct pollfd *, nfds_t, int, size_t), 0)                     \
+    X(int, __ppoll_chk, (struct pollfd *, nfds_t, const struct timespec *,            \
+                         const sigset_t *, size_t), 0)                                \
     X(pid_t, fork, (void), 1)                                                         \
     X(int, execve, (const char *, char *const[], char *const[]), 1)                   \
     X(int, execv, (const char *, char *const[]), 1)                                   \

@@ -216,7 +216,7 @@ if command -v redis-server >/dev/null && command -v redis-benchmark >/dev/null &
       k=$(redis_rps "" "$pipe")
       z=$(redis_rps "$ZC_LIB" "$pipe")
       ks+=("$k"); zs+=("$z")
-      ratios+=("$(awk -v a="$z" -v b="$k" 'BEGIN {printf "%.3f", b > 0 ? a / b : 0}')")
+      ratios+=("$(awk -v a="$z" -v b="$k" 'BEGIN {printf "%.3f", (b > 0 ? a / b : 0)}')")
     done
     printf 'redis -P %-3s kernel %9.0f  zcsock %9.0f  zcsock/kernel %6.3f  wake-ups/request %s\n' \
       "$pipe" "$(med "${ks[@]}")" "$(med "${zs[@]}")" "$(med "${ratios[@]}")" \
@@ -287,7 +287,7 @@ if [ -x "$NGINX" ] && command -v wrk >/dev/null && command -v curl >/dev/null; t
     k=$(nginx_rps "")
     z=$(nginx_rps "$ZC_LIB")
     ks+=("$k"); zs+=("$z")
-    ratios+=("$(awk -v a="$z" -v b="$k" 'BEGIN {printf "%.3f", b > 0 ? a / b : 0}')")
+    ratios+=("$(awk -v a="$z" -v b="$k" 'BEGIN {printf "%.3f", (b > 0 ? a / b : 0)}')")
   done
   printf 'nginx        kernel %9.0f  zcsock %9.0f  zcsock/kernel %6.3f\n' \
     "$(med "${ks[@]}")" "$(med "${zs[@]}")" "$(med "${ratios[@]}")"

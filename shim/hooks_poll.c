@@ -111,3 +111,44 @@ SHIM_EXPORT int epoll_pwait(int epfd, struct epoll_event *evs, int max, int time
         return zc_real.epoll_pwait(epfd, evs, max, timeout, sigmask);
     return shim_ready_epoll_wait(epfd, evs, max, timeout, sigmask);
 }
+
+/* epoll_pwait2 (a timespec timeout): through the engine, whose waits count
+ * in milliseconds, so a timeout is rounded up to the next millisecond. */
+SHIM_EXPORT int epoll_pwait2(int epfd, struct epoll_event *evs, int max,
+                             const struct timespec *timeout, const sigset_t *sigmask)
+{
+    int64_t ms;
+
+    SHIM_ENTER(epoll_pwait2, -1);
+    if (shim_likely(!shim_ep_has(epfd)) || max <= 0 ||
+        (timeout && (timeout->tv_sec < 0 || timeout->tv_nsec < 0 ||
+                     timeout->tv_nsec >= 1000000000)))
+        return zc_real.epoll_pwait2 ? zc_real.epoll_pwait2(epfd, evs, max, timeout, sigmask)
+                                    : shim_ret(-ENOSYS);
+    ms = !timeout ? -1 : timeout->tv_sec * 1000 + (timeout->tv_nsec + 999999) / 1000000;
+    return shim_ready_epoll_wait(epfd, evs, max, ms > INT32_MAX ? INT32_MAX : (int)ms, sigmask);
+}
+
+/* --- fortify variants: glibc checks the set's size, then calls its
+ * internal poll/ppoll, which our hooks would never see.  An overflowing set
+ * goes to the real variant (which reports it and aborts, as without us);
+ * any other to the plain hook. ------------------------------------------ */
+
+int __poll_chk(struct pollfd *fds, nfds_t nfds, int timeout, size_t fdslen);
+int __ppoll_chk(struct pollfd *fds, nfds_t nfds, const struct timespec *timeout,
+                const sigset_t *sigmask, size_t fdslen);
+
+SHIM_EXPORT int __poll_chk(struct pollfd *fds, nfds_t nfds, int timeout, size_t fdslen)
+{
+    if (fdslen / sizeof(*fds) < nfds && zc_real.__poll_chk)
+        return zc_real.__poll_chk(fds, nfds, timeout, fdslen);
+    return poll(fds, nfds, timeout);
+}
+
+SHIM_EXPORT int __ppoll_chk(struct pollfd *fds, nfds_t nfds, const struct timespec *timeout,
+                            const sigset_t *sigmask, size_t fdslen)
+{
+    if (fdslen / sizeof(*fds) < nfds && zc_real.__ppoll_chk)
+        return zc_real.__ppoll_chk(fds, nfds, timeout, sigmask, fdslen);
+    return ppoll(fds, nfds, timeout, sigmask);
+}

@@ -8,8 +8,16 @@ $(LOCALPATH_STATIC_ECHO): tests/localpath/static_echo.c
 	$(quiet) CC $@
 	$(Q)$(CC) -O2 -Wall -static -o $@ $<
 
-test-localpath: $(LIB) $(LOCALPATH_STATIC_ECHO)
-	$(Q)$(TEST_ENV) T_STATIC_ECHO=$(abspath $(LOCALPATH_STATIC_ECHO)) tests/localpath/run.sh
+# ready_chk: fortified poll/ppoll (__poll_chk, __ppoll_chk) and epoll_pwait2
+LOCALPATH_READY_CHK := $(BUILD)/tests/localpath/ready_chk
+$(LOCALPATH_READY_CHK): tests/localpath/ready_chk.c
+	@mkdir -p $(@D)
+	$(quiet) CC $@
+	$(Q)$(CC) -O2 -D_FORTIFY_SOURCE=2 -Wall -o $@ $< -ldl
+
+test-localpath: $(LIB) $(LOCALPATH_STATIC_ECHO) $(LOCALPATH_READY_CHK)
+	$(Q)$(TEST_ENV) T_STATIC_ECHO=$(abspath $(LOCALPATH_STATIC_ECHO)) \
+		T_READY_CHK=$(abspath $(LOCALPATH_READY_CHK)) tests/localpath/run.sh
 
 # The same under AddressSanitizer (a subset: run_asan.sh).
 TEST_TIERS += localpath-asan

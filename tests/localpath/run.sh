@@ -54,6 +54,15 @@ t_run spin_idle/spin-fixed "$T" env ZCSOCK_SPIN_US=20 $PY $TL run spin_idle both
 for c in lowat epoll epoll_readd epoll_excl pollout poll_truth epoll_released; do
   t_run "$c/spin-fixed" "$T" env ZCSOCK_SPIN_US=200 T_BYTES=$MID $PY $TL run "$c" both tcp
 done
+# readiness calls by other names: fortified poll/ppoll (__poll_chk,
+# __ppoll_chk) and epoll_pwait2, on a connection the process made to itself
+# (preloaded, it must pair)
+if [ -x "${T_READY_CHK:-}" ]; then
+  t_run ready_chk/self "$T" env LD_PRELOAD="$ZC_LIB" "$T_READY_CHK"
+  t_run ready_chk/none "$T" "$T_READY_CHK"
+else
+  t_skip ready_chk "T_READY_CHK not built (make test-localpath builds it)"
+fi
 for r in epoll poll; do
   t_run "ready_spin/$r-fixed" "$T" env T_READY=$r ZCSOCK_SPIN_US=2000 $PY $TL run ready_spin both tcp
   t_run "ready_spin/$r-off" "$T" env T_READY=$r ZCSOCK_SPIN=0 $PY $TL run ready_spin both tcp
