@@ -65,6 +65,10 @@
     X(ssize_t, __recvfrom_chk, (int, void *, size_t, size_t, int, struct sockaddr *,  \
                                 socklen_t *), 0)                                      \
     X(ssize_t, __read_chk, (int, void *, size_t, size_t), 0)                          \
+    X(ssize_t, preadv2, (int, const struct iovec *, int, off_t, int), 0)              \
+    X(ssize_t, pwritev2, (int, const struct iovec *, int, off_t, int), 0)             \
+    X(ssize_t, preadv64v2, (int, const struct iovec *, int, off64_t, int), 0)         \
+    X(ssize_t, pwritev64v2, (int, const struct iovec *, int, off64_t, int), 0)        \
     X(ssize_t, sendfile, (int, int, off_t *, size_t), 1)                              \
     X(ssize_t, sendfile64, (int, int, off_t *, size_t), 0)                            \
     X(ssize_t, splice, (int, loff_t *, int, loff_t *, size_t, unsigned), 1)           \

@@ -210,6 +210,65 @@ SHIM_EXPORT ssize_t readv(int fd, const struct iovec *iov, int iovcnt)
                    fd, iov, iovcnt);
 }
 
+/* --- preadv2/pwritev2: at offset -1 (the file position) they read and write
+ * a socket like readv/writev, with RWF_* flags.  Any other offset on a
+ * socket fails in the kernel (ESPIPE) without moving data, so it goes there.
+ * RWF_NOWAIT is MSG_DONTWAIT; the other flags a socket accepts do nothing
+ * on one; any other flag is the kernel's EOPNOTSUPP (RWF_ATOMIC and
+ * RWF_DONTCACHE too: a socket supports neither). ----------------------- */
+
+#define SHIM_RWF_SOCKET 0x3f    /* HIPRI DSYNC SYNC NOWAIT APPEND NOAPPEND */
+
+static ssize_t shim_rwv2(shim_fd_t *f, int fd, const struct iovec *iov, int iovcnt, int flags,
+                         int is_send)
+{
+    int mflags = (flags & RWF_NOWAIT) ? MSG_DONTWAIT : 0;
+
+    if (iovcnt < 0)
+        return shim_ret(-EINVAL);
+    if (flags & ~SHIM_RWF_SOCKET)
+        return shim_ret(-EOPNOTSUPP);
+    return is_send ? shim_path_send(f, fd, iov, (size_t)iovcnt, mflags, NULL, 0)
+                   : shim_path_recv(f, fd, iov, (size_t)iovcnt, mflags, NULL, NULL);
+}
+
+#define SHIM_RWV2_HOOK(name, is_send)                                            \
+    shim_fd_t *f;                                                               \
+    ssize_t n;                                                                  \
+                                                                                \
+    SHIM_ENTER(name, -1);                                                       \
+    f = shim_fd_get(fd);                                                        \
+    if (shim_fd_claimed(f) && off == -1)                                        \
+        return shim_rwv2(f, fd, iov, iovcnt, flags, is_send);                   \
+    if (!zc_real.name)                                                          \
+        return shim_ret(-ENOSYS);                                               \
+    n = zc_real.name(fd, iov, iovcnt, off, flags);                              \
+    if (off == -1)                                                              \
+        shim_copy_account(f, is_send, n, 0);                                    \
+    return n
+
+SHIM_EXPORT ssize_t preadv2(int fd, const struct iovec *iov, int iovcnt, off_t off, int flags)
+{
+    SHIM_RWV2_HOOK(preadv2, 0);
+}
+
+SHIM_EXPORT ssize_t pwritev2(int fd, const struct iovec *iov, int iovcnt, off_t off, int flags)
+{
+    SHIM_RWV2_HOOK(pwritev2, 1);
+}
+
+SHIM_EXPORT ssize_t preadv64v2(int fd, const struct iovec *iov, int iovcnt, off64_t off,
+                               int flags)
+{
+    SHIM_RWV2_HOOK(preadv64v2, 0);
+}
+
+SHIM_EXPORT ssize_t pwritev64v2(int fd, const struct iovec *iov, int iovcnt, off64_t off,
+                                int flags)
+{
+    SHIM_RWV2_HOOK(pwritev64v2, 1);
+}
+
 ssize_t __recv_chk(int fd, void *buf, size_t len, size_t buflen, int flags);
 ssize_t __recvfrom_chk(int fd, void *buf, size_t len, size_t buflen, int flags,
                        struct sockaddr *from, socklen_t *fromlen);

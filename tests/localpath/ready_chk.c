@@ -1,9 +1,11 @@
-/* ready_chk: readiness calls the hooks must see although the program does
- * not call poll/epoll_wait by those names (DESIGN.md §3.10):
+/* ready_chk: readiness and I/O calls the hooks must see although the program
+ * does not call poll/epoll_wait/readv/writev by those names (DESIGN.md §3.10):
  *   - poll/ppoll built with _FORTIFY_SOURCE and a set of known size but a
  *     non-constant count become __poll_chk/__ppoll_chk, which call glibc's
  *     internal poll;
- *   - epoll_pwait2 (a timespec timeout).
+ *   - epoll_pwait2 (a timespec timeout);
+ *   - preadv2/pwritev2 at offset -1, which read and write a socket like
+ *     readv/writev (checked against ordinary calls on the other end).
  * One process connected to itself over TCP loopback (so, under the library,
  * both ends pair); after one byte each way both directions use the ring.
  * Each wait must report the byte the peer wrote (POLLIN, and for epoll the
@@ -16,6 +18,7 @@
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <dlfcn.h>
+#include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
@@ -25,6 +28,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -125,6 +129,31 @@ int main(int argc, char **argv)
         fail("epoll_pwait2 returned a data word the application did not register");
     if (recv(s, &b, 1, 0) != 1 || b != '3')
         fail("recv after epoll_pwait2");
+    /* pwritev2/preadv2 at offset -1 (the socket's "position"), mixed with
+     * ordinary calls on the other end */
+    {
+        struct iovec wv[2] = { { "ab", 2 }, { "cd", 2 } };
+        char rb[8] = { 0 };
+        struct iovec rv = { rb, sizeof(rb) };
+
+        if (pwritev2(c, wv, 2, -1, 0) != 4)
+            fail("pwritev2");
+        if (recv(s, rb, 4, MSG_WAITALL) != 4 || memcmp(rb, "abcd", 4))
+            fail("recv after pwritev2");
+        if (send(c, "efg", 3, 0) != 3)
+            fail("send efg");
+        if (preadv2(s, &rv, 1, -1, 0) != 3 || memcmp(rb, "efg", 3))
+            fail("preadv2 after send");
+        errno = 0;
+        if (preadv2(s, &rv, 1, -1, RWF_NOWAIT) != -1 || errno != EAGAIN)
+            fail("preadv2 RWF_NOWAIT on an empty connection is not EAGAIN");
+        errno = 0;
+        if (preadv2(s, &rv, 1, 0, 0) != -1 || errno != ESPIPE)
+            fail("preadv2 at an offset is not ESPIPE");
+        errno = 0;
+        if (preadv2(s, &rv, 1, -1, 0x40000000) != -1 || errno != EOPNOTSUPP)
+            fail("preadv2 with an unknown flag is not EOPNOTSUPP");
+    }
     printf("ok ready_chk%s\n", getenv("LD_PRELOAD") ? " (paired)" : "");
     return 0;
 }
