@@ -63,6 +63,9 @@ if [ -x "${T_READY_CHK:-}" ]; then
 else
   t_skip ready_chk "T_READY_CHK not built (make test-localpath builds it)"
 fi
+# many paired connections in one epoll set (LT and ET), one active at a time
+t_run epoll_many "$T" $PY tests/localpath/lp_epoll_many.py
+t_run epoll_many/spin-fixed "$T" env ZCSOCK_SPIN_US=200 $PY tests/localpath/lp_epoll_many.py
 for r in epoll poll; do
   t_run "ready_spin/$r-fixed" "$T" env T_READY=$r ZCSOCK_SPIN_US=2000 $PY $TL run ready_spin both tcp
   t_run "ready_spin/$r-off" "$T" env T_READY=$r ZCSOCK_SPIN=0 $PY $TL run ready_spin both tcp
