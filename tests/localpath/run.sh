@@ -63,6 +63,11 @@ if [ -x "${T_READY_CHK:-}" ]; then
 else
   t_skip ready_chk "T_READY_CHK not built (make test-localpath builds it)"
 fi
+# a receiver arming its wake-up while the sender writes, with no spin (so
+# every wait arms) through epoll and poll
+for r in epoll poll; do
+  t_run "arm_race/$r-nospin" "$T" env T_READY=$r ZCSOCK_SPIN=0 $PY $TL run arm_race both tcp
+done
 # many paired connections in one epoll set (LT and ET), one active at a time
 t_run epoll_many "$T" $PY tests/localpath/lp_epoll_many.py
 t_run epoll_many/spin-fixed "$T" env ZCSOCK_SPIN_US=200 $PY tests/localpath/lp_epoll_many.py

@@ -643,6 +643,36 @@ def c_ready_spin(c):
               "spinning server" % bells)
 
 
+def s_arm_race(c):
+    # an event-driven receiver that arms its wake-up and sleeps in epoll
+    # while the sender writes at every possible moment around the arming
+    # (the client varies its delay): a lost wake-up leaves a wait with
+    # nothing reported, which fails here after 5 s instead of hanging
+    c.setblocking(False)
+    wait = ready_waiter(c)
+    for i in range(2000):
+        got = b""
+        while len(got) < 8:
+            if not wait(5):
+                fail("round %d: no event within 5 s (lost wake-up)" % i)
+            try:
+                got += c.recv(8 - len(got))
+            except BlockingIOError:
+                pass
+        check(got == struct.pack("Q", i), "round %d: wrong bytes" % i)
+        check(c.send(b"k") == 1, "answer %d" % i)
+
+
+def c_arm_race(c):
+    rnd = random.Random(9)
+    for i in range(2000):
+        spin_until = time.perf_counter() + rnd.random() * 100e-6
+        while time.perf_counter() < spin_until:
+            pass
+        c.sendall(struct.pack("Q", i))
+        check(recv_exact(c, 1) == b"k", "answer %d" % i)
+
+
 SPLICE_FULL = 16 << 20
 
 
@@ -795,6 +825,7 @@ CASES = {
     "spin_idle": (s_spin_idle, c_spin_idle),
     "pipelined": (s_pipelined, c_pipelined),
     "ready_spin": (s_ready_spin, c_ready_spin),
+    "arm_race": (s_arm_race, c_arm_race),
     "threads": (s_threads, c_threads),
     "dup": (s_dup, c_dup),
     "subprocess": (s_subprocess, c_subprocess),
