@@ -590,6 +590,21 @@ def ready_waiter(c):
     return ep.poll
 
 
+def ready_recv(c, wait, n, what):
+    """n bytes from non-blocking c, waiting through wait (ready_waiter) for
+    each part; a wait that reports nothing within 5 s fails (a lost
+    wake-up would otherwise hang)."""
+    got = b""
+    while len(got) < n:
+        if not wait(5):
+            fail("%s: no event within 5 s (lost wake-up)" % what)
+        try:
+            got += c.recv(n - len(got))
+        except BlockingIOError:
+            pass
+    return got
+
+
 def s_ready_spin(c):
     # an event-driven echo (non-blocking, epoll or poll) answering a client
     # that asks at once: with a spin before the arming look, most waits end
@@ -598,13 +613,7 @@ def s_ready_spin(c):
     c.setblocking(False)
     wait = ready_waiter(c)
     for i in range(300):
-        got = b""
-        while len(got) < 100:
-            wait(5)
-            try:
-                got += c.recv(100 - len(got))
-            except BlockingIOError:
-                pass
+        got = ready_recv(c, wait, 100, "request %d" % i)
         check(got == pattern(30 + i % 7, 100), "request %d" % i)
         check(c.send(got[::-1]) == 100, "answer %d" % i)
     r0, t0 = resource.getrusage(resource.RUSAGE_SELF), time.monotonic()
@@ -651,14 +660,7 @@ def s_arm_race(c):
     c.setblocking(False)
     wait = ready_waiter(c)
     for i in range(2000):
-        got = b""
-        while len(got) < 8:
-            if not wait(5):
-                fail("round %d: no event within 5 s (lost wake-up)" % i)
-            try:
-                got += c.recv(8 - len(got))
-            except BlockingIOError:
-                pass
+        got = ready_recv(c, wait, 8, "round %d" % i)
         check(got == struct.pack("Q", i), "round %d: wrong bytes" % i)
         check(c.send(b"k") == 1, "answer %d" % i)
 
