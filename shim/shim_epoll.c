@@ -228,30 +228,45 @@ static uint32_t shim_ep_ready(shim_ep_reg_t *g, int kev, int arm, shim_ready_ask
     return rev;
 }
 
-int shim_ready_epoll_wait(int epfd, struct epoll_event *evs, int max, int timeout,
-                            const sigset_t *mask)
+/* The spin of this wait is over: every claimed registration of epfd gets
+ * back a wake-up the spin withdrew (SHIM_READY_SPUN). */
+static void shim_ep_spun(int epfd)
+{
+    shim_ep_reg_t *g;
+
+    shim_ep_lock();
+    for (g = shim_ep.head; g; g = g->next) {
+        shim_fd_t *f = shim_fd_get(g->fd);
+
+        if (g->epfd == epfd && shim_fd_claimed(f))
+            f->path->ops->revents(f, g->fd, (short)(g->events & 0xffff), -1, SHIM_READY_SPUN,
+                                  NULL);
+    }
+    shim_ep_unlock();
+}
+
+static int shim_ep_wait(int epfd, struct epoll_event *evs, int max, int timeout,
+                        const sigset_t *mask, shim_wait_t *ws)
 {
     int64_t deadline = timeout < 0 ? -1 : shim_now_ns() + (int64_t)timeout * 1000000;
-    shim_wait_t ws;
 
-    shim_wait_begin(&ws, timeout != 0);
     for (;;) {
         shim_ep_reg_t *g;
         struct timespec left;
         shim_ready_ask_t ask = { 0 };
-        int out = 0, pass, r, i, kept, tmo, spin = shim_wait_spinning(&ws);
+        int out = 0, pass, r, i, kept, tmo, spin = shim_wait_spinning(ws);
 
         shim_ep_lock();
         for (g = shim_ep.head; g; g = g->next)
             g->seen = 0;
-        /* look, then (unless spinning) look and arm */
+        /* look, then look and arm; spinning: one look that may withdraw */
         for (pass = 0; pass < 2 - spin && !out; pass++)
             for (g = shim_ep.head; g && out < max; g = g->next) {
                 uint32_t rev;
 
                 if (g->epfd != epfd)
                     continue;
-                rev = shim_ep_ready(g, -1, pass, &ask);
+                rev = shim_ep_ready(g, -1, spin ? SHIM_READY_SPIN : pass, &ask);
                 if (rev) {
                     evs[out].events = rev;
                     evs[out].data.u64 = g->data;
@@ -259,12 +274,10 @@ int shim_ready_epoll_wait(int epfd, struct epoll_event *evs, int max, int timeou
                 }
             }
         shim_ep_unlock();
-        if (out == max) {
-            shim_wait_end(&ws, out);
+        if (out == max)
             return out;
-        }
         if (!out)
-            shim_wait_idle(&ws);
+            shim_wait_idle(ws);
         if (out || spin)
             tmo = 0;
         else if (deadline < 0)
@@ -276,11 +289,8 @@ int shim_ready_epoll_wait(int epfd, struct epoll_event *evs, int max, int timeou
         if (!out && ask.recheck_ms && (tmo < 0 || tmo > ask.recheck_ms))
             tmo = ask.recheck_ms;
         r = zc_real.epoll_pwait(epfd, evs + out, max - out, tmo, mask);
-        if (r < 0) {
-            if (out)
-                shim_wait_end(&ws, out);
+        if (r < 0)
             return out ? out : -1;
-        }
         shim_ep_lock();
         for (i = 0, kept = 0; i < r; i++) {
             struct epoll_event *e = &evs[out + i];
@@ -300,11 +310,26 @@ int shim_ready_epoll_wait(int epfd, struct epoll_event *evs, int max, int timeou
             evs[out + kept++] = *e;
         }
         shim_ep_unlock();
-        if (out + kept || timeout == 0 || (deadline >= 0 && shim_expired(deadline))) {
-            shim_wait_end(&ws, out + kept);
+        if (out + kept || timeout == 0 || (deadline >= 0 && shim_expired(deadline)))
             return out + kept;
-        }
     }
+}
+
+int shim_ready_epoll_wait(int epfd, struct epoll_event *evs, int max, int timeout,
+                            const sigset_t *mask)
+{
+    shim_wait_t ws;
+    int n, saved;
+
+    shim_wait_begin(&ws, timeout != 0);
+    n = shim_ep_wait(epfd, evs, max, timeout, mask, &ws);
+    saved = errno;
+    if (ws.spun)
+        shim_ep_spun(epfd);
+    if (n >= 0)
+        shim_wait_end(&ws, n);
+    errno = saved;
+    return n;
 }
 
 int shim_ep_has(int epfd)

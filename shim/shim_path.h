@@ -38,6 +38,16 @@ typedef struct shim_ready_ask {
                          * limit); the engine keeps the smallest */
 } shim_ready_ask_t;
 
+/* What a readiness look may do besides looking (revents' arm argument). */
+enum {
+    SHIM_READY_LOOK = 0,    /* look only */
+    SHIM_READY_ARM = 1,     /* look, and arm the wake-up before a sleep */
+    SHIM_READY_SPIN = 2,    /* look for a waiter that spins over the descriptor
+                             * (no sleep): a wake-up armed earlier for a waiter
+                             * that cannot exist meanwhile may be withdrawn */
+    SHIM_READY_SPUN = 3,    /* the spin is over: re-arm what SPIN withdrew */
+};
+
 typedef struct shim_path_ops {
     /* send/sendto/sendmsg/sendmmsg/write/writev (flags 0 for write). */
     ssize_t (*sendmsg)(shim_fd_t *f, int fd, const struct msghdr *msg, int flags);
@@ -67,9 +77,10 @@ typedef struct shim_path_ops {
      * revents: the poll events of ev (POLLIN, POLLOUT, POLLRDHUP, ...) the
      * descriptor has now, given the kernel socket's revents kev for the
      * events kernel_events asked for (-1: the kernel was not asked).  With
-     * arm set and nothing of ev ready, the path makes sure the waiter will
-     * be woken through the kernel events it asked for (or says in *ask when
-     * to look again).  kernel_events: what to ask the kernel socket for in
+     * arm SHIM_READY_ARM and nothing of ev ready, the path makes sure the
+     * waiter will be woken through the kernel events it asked for (or says
+     * in *ask when to look again); SHIM_READY_SPIN / SHIM_READY_SPUN bracket
+     * a spin (above).  kernel_events: what to ask the kernel socket for in
      * place of ev.  change: a counter that moves whenever revents may have
      * moved (edge-triggered epoll reports only after it moved). */
     short (*revents)(shim_fd_t *f, int fd, short ev, int kev, int arm, shim_ready_ask_t *ask);

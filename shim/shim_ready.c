@@ -83,14 +83,17 @@ void shim_wait_begin(shim_wait_t *w, int may_sleep)
     w->end = us ? w->t0 + us : 0;
     w->may_sleep = may_sleep;
     w->waited = 0;
+    w->spun = 0;
 }
 
 int shim_wait_spinning(shim_wait_t *w)
 {
     if (!w->end)
         return 0;
-    if (zc_now_us() < w->end)
+    if (zc_now_us() < w->end) {
+        w->spun = 1;
         return 1;
+    }
     zc_stat_add(ZC_STAT_READY_SPINS_SLEPT, 1);
     w->end = 0;
     return 0;
@@ -145,13 +148,14 @@ int shim_ready_poll(struct pollfd *fds, nfds_t n, const struct timespec *timeout
         shim_ready_ask_t ask = { 0 };
         int ready = 0, pass, r, spin = shim_wait_spinning(&ws);
 
-        /* look, then (unless spinning) look and arm */
+        /* look, then look and arm; spinning: one look that may withdraw */
         for (pass = 0; pass < 2 - spin && !ready; pass++) {
             for (i = 0; i < n; i++) {
                 shim_fd_t *f = shim_fd_get(fds[i].fd);
 
                 if (shim_fd_claimed(f) && fds[i].fd >= 0 &&
-                    f->path->ops->revents(f, fds[i].fd, fds[i].events, -1, pass, &ask))
+                    f->path->ops->revents(f, fds[i].fd, fds[i].events, -1,
+                                          spin ? SHIM_READY_SPIN : pass, &ask))
                     ready++;
             }
         }
@@ -190,6 +194,17 @@ int shim_ready_poll(struct pollfd *fds, nfds_t n, const struct timespec *timeout
         if (rc || ready || shim_expired(deadline) || (timeout && !timeout->tv_sec &&
                                                       !timeout->tv_nsec))
             break;
+    }
+    if (ws.spun) {      /* the spin is over: wake-ups it withdrew come back */
+        int saved = errno;
+
+        for (i = 0; i < n; i++) {
+            shim_fd_t *f = shim_fd_get(fds[i].fd);
+
+            if (shim_fd_claimed(f) && fds[i].fd >= 0)
+                f->path->ops->revents(f, fds[i].fd, fds[i].events, -1, SHIM_READY_SPUN, NULL);
+        }
+        errno = saved;
     }
     if (rc >= 0)
         shim_wait_end(&ws, rc);

@@ -27,6 +27,7 @@ int shim_expired(int64_t deadline);
 typedef struct shim_wait {
     int64_t t0, end;
     int may_sleep, waited;
+    int spun;           /* a look ran with SHIM_READY_SPIN: end with SPUN */
 } shim_wait_t;
 void shim_wait_begin(shim_wait_t *w, int may_sleep);
 int shim_wait_spinning(shim_wait_t *w);

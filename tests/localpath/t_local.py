@@ -606,15 +606,21 @@ def ready_recv(c, wait, n, what):
 
 
 def s_ready_spin(c):
-    # an event-driven echo (non-blocking, epoll or poll) answering a client
-    # that asks at once: with a spin before the arming look, most waits end
-    # while spinning (ready.spins_paid) and the client sends no wake-up
-    # signal for them; then an idle wait that spins at most briefly
+    # an event-driven echo (non-blocking, epoll or poll, reading until
+    # EAGAIN) answering a client that asks at once: with a spin before the
+    # arming look, most waits end while spinning (ready.spins_paid) and the
+    # client sends no wake-up signal for them (the spin withdrew the one the
+    # EAGAIN armed); then an idle wait that spins at most briefly
     c.setblocking(False)
     wait = ready_waiter(c)
     for i in range(300):
         got = ready_recv(c, wait, 100, "request %d" % i)
         check(got == pattern(30 + i % 7, 100), "request %d" % i)
+        try:            # read until EAGAIN, as event loops do (it arms the
+            c.recv(1)   # wake-up, which the next wait's spin withdraws)
+            fail("request %d: a byte the client did not send" % i)
+        except BlockingIOError:
+            pass
         check(c.send(got[::-1]) == 100, "answer %d" % i)
     r0, t0 = resource.getrusage(resource.RUSAGE_SELF), time.monotonic()
     check(wait(10), "idle wake-up")

@@ -868,6 +868,11 @@ int local_ring_rx_wait_cancel(local_ring_t *ch, int dir)
     return lr_withdraw(ch, dir, LOCAL_RING_ROLE_CONS, &ch->hdr->ctl[dir].cons_waiting);
 }
 
+int local_ring_rx_armed(const local_ring_t *ch, int dir)
+{
+    return lr_check(ch, dir) == 0 && ch->armed[dir][LOCAL_RING_ROLE_CONS];
+}
+
 int local_ring_tx_wait_prepare(local_ring_t *ch, int dir, size_t want)
 {
     return local_ring_tx_wait_prepare_kind(ch, dir, want, LOCAL_RING_WAIT_SOCKET);

@@ -322,6 +322,9 @@ static inline uint32_t *local_ring_wait_word(local_ring_t *ch, int dir, int role
                                         : &ch->hdr->ctl[dir].prod_waiting;
 }
 int local_ring_rx_wait_cancel(local_ring_t *ch, int dir);
+/* 1 while this process's consumer announcement of dir may stand (armed by
+ * a prepare of ours, not withdrawn by us). */
+int local_ring_rx_armed(const local_ring_t *ch, int dir);
 int local_ring_tx_wait_prepare(local_ring_t *ch, int dir, size_t want);
 int local_ring_tx_wait_cancel(local_ring_t *ch, int dir);
 

@@ -121,6 +121,8 @@ typedef struct lp_conn {
     int kern_err;                   /* kernel error seen (ECONNRESET ...) */
     uint8_t err_told;               /* kern_err returned to the application */
     uint8_t fork_shared;            /* forked while pending: attach only as the sole holder */
+    uint8_t spin_withdrew;          /* a readiness spin withdrew our receive
+                                     * announcement (ready.c, lp_spin_arm) */
     uint8_t sole;                   /* paired here, never shared since (no fork, exec,
                                      * SCM_RIGHTS): only our threads take our side's
                                      * locks (lp_lock_word) */

@@ -2,6 +2,8 @@
  * change counter), FIONREAD, socket options. */
 #include "lp_int.h"
 
+#include <sys/single_threaded.h>
+
 short lp_kernel_events(shim_fd_t *f, short ev)
 {
     lp_conn_t *c = lp_conn(f);
@@ -84,6 +86,33 @@ int lp_rv_progress(lp_conn_t *c, int fd, short ev, int kev, shim_ready_ask_t *as
     return changed || kev < 0 ? lp_kernel_revents(fd, ev) : kev;
 }
 
+/* A receive announcement (armed by a non-blocking receive that found the
+ * ring empty, so that whatever the application sleeps in next is woken)
+ * while a waiter spins over the ring: in a process with one thread that
+ * alone holds this side, that spinner is the only possible waiter, so the
+ * announcement is withdrawn for the spin (the peer then sends no doorbell
+ * for what it writes meanwhile) and re-armed when the spin ends, unless the
+ * ring has bytes by then.  An arming look (the spin gave up) re-arms anyway.
+ * RX lock held; empty: nothing to read now. */
+static void lp_spin_arm(lp_conn_t *c, int arm, int empty)
+{
+    int dir = lp_rxdir(c);
+
+    if (arm == SHIM_READY_SPIN) {
+        if (!c->spin_withdrew && __libc_single_threaded && c->sole && !shim_vfork_child() &&
+            !lp_rv(c) && local_ring_rx_armed(&c->ch, dir)) {
+            local_ring_rx_wait_cancel(&c->ch, dir);
+            c->spin_withdrew = 1;
+        }
+        return;
+    }
+    if (!c->spin_withdrew)
+        return;
+    c->spin_withdrew = 0;
+    if (arm == SHIM_READY_SPUN && empty)
+        local_ring_rx_wait_prepare(&c->ch, dir);    /* withdraws itself if bytes came */
+}
+
 short lp_revents(shim_fd_t *f, int fd, short ev, int kev, int arm, shim_ready_ask_t *ask)
 {
     lp_conn_t *c = lp_conn(f);
@@ -108,7 +137,7 @@ short lp_revents(shim_fd_t *f, int fd, short ev, int kev, int arm, shim_ready_as
             wr = lp_tx_room(c);
             if (eout && (wr > LP_ROOM_KEEP || wr < 0 || lp_peer_gone(c)))
                 rev |= eout;
-            else if (eout && arm &&
+            else if (eout && arm == SHIM_READY_ARM &&
                      local_ring_tx_wait_prepare(&c->ch, lp_txdir(c),
                                                 lp_tx_want(c, LOCAL_RING_CHUNK)) == 1)
                 lp_armed_recheck(c, ask);
@@ -131,7 +160,9 @@ short lp_revents(shim_fd_t *f, int fd, short ev, int kev, int arm, shim_ready_as
         rev |= ein | (ev & POLLRDHUP) | POLLHUP;
     else if (rd >= (c->lowat > 0 ? c->lowat : 1) || (rd > 0 && c->rd_shut) || c->rd_shut)
         rev |= ein;
-    if (ein && !(rev & ein) && arm) {
+    if (arm == SHIM_READY_SPIN || arm == SHIM_READY_SPUN || arm == SHIM_READY_ARM)
+        lp_spin_arm(c, arm, ein && !(rev & ein) && rd == 0);
+    if (ein && !(rev & ein) && arm == SHIM_READY_ARM) {
         if (rd == 0) {
             if (local_ring_rx_wait_prepare(&c->ch, lp_rxdir(c)) == 0 && c->lowat <= 1)
                 rev |= ein;
@@ -149,7 +180,7 @@ short lp_revents(shim_fd_t *f, int fd, short ev, int kev, int arm, shim_ready_as
             wr = lp_tx_room(c);
             if (wr > LP_ROOM_KEEP || wr < 0 || lp_peer_gone(c))
                 rev |= eout;
-            else if (arm && (rc = local_ring_tx_wait_prepare(&c->ch, lp_txdir(c),
+            else if (arm == SHIM_READY_ARM && (rc = local_ring_tx_wait_prepare(&c->ch, lp_txdir(c),
                                                              lp_tx_want(c, LOCAL_RING_CHUNK))) == 0)
                 rev |= eout;
             else if (rc == 1)
