@@ -51,7 +51,7 @@ t_run spin_idle/spin-fixed "$T" env ZCSOCK_SPIN_US=20 $PY $TL run spin_idle both
 # waits end spinning, the client sends fewer doorbells) and off
 # every readiness case with the engine spinning before each arming look
 # (fixed: whatever the machine's load), so the spin's looks are exercised
-for c in lowat epoll epoll_readd epoll_excl pollout poll_truth epoll_released; do
+for c in lowat epoll epoll_readd epoll_excl pollout poll_truth epoll_released epoll_shared; do
   t_run "$c/spin-fixed" "$T" env ZCSOCK_SPIN_US=200 T_BYTES=$MID $PY $TL run "$c" both tcp
 done
 # readiness calls by other names: fortified poll/ppoll (__poll_chk,

@@ -681,6 +681,77 @@ def c_arm_race(c):
         check(recv_exact(c, 1) == b"k", "answer %d" % i)
 
 
+def s_epoll_shared(c):
+    # one epoll set waited in by three threads at once (level-triggered),
+    # then by a forked child on the set it inherited: every byte arrives
+    # once, in order per reader, and nothing hangs (each wait is bounded)
+    c.setblocking(False)
+    ep = select.epoll()
+    ep.register(c.fileno(), select.EPOLLIN)
+    total = 300 * 100
+    lock = threading.Lock()
+    got = bytearray()
+    deadline = time.monotonic() + 60
+
+    def reader():
+        while time.monotonic() < deadline:
+            with lock:
+                if len(got) >= total:
+                    return
+            if not ep.poll(0.2):
+                continue
+            with lock:
+                try:
+                    got.extend(c.recv(total - len(got)))
+                except BlockingIOError:
+                    pass        # another thread took it
+    ts = [threading.Thread(target=reader) for _ in range(3)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    check(len(got) == total, "threads read %d of %d bytes" % (len(got), total))
+    check(bytes(got) == pattern(40, total), "threads: bytes differ")
+    c.setblocking(True)
+    c.sendall(b"t")
+    c.setblocking(False)
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            data = b""
+            end = time.monotonic() + 20
+            while len(data) < 5000 and time.monotonic() < end:
+                if ep.poll(1):
+                    try:
+                        data += c.recv(5000 - len(data))
+                    except BlockingIOError:
+                        pass
+            if data == pattern(41, 5000):
+                c.setblocking(True)
+                c.sendall(b"c")
+                code = 0
+        finally:
+            os._exit(code)
+    _, st = os.waitpid(pid, 0)
+    check(os.WIFEXITED(st) and os.WEXITSTATUS(st) == 0,
+          "the forked child did not read the message through the inherited set")
+    c.setblocking(True)
+    check(recv_exact(c, 1) == b"e", "end")
+
+
+def c_epoll_shared(c):
+    data = pattern(40, 300 * 100)
+    for i in range(300):
+        c.sendall(data[i * 100:(i + 1) * 100])
+        if i % 10 == 0:
+            time.sleep(0.001)
+    check(recv_exact(c, 1) == b"t", "threads done")
+    c.sendall(pattern(41, 5000))
+    check(recv_exact(c, 1) == b"c", "the child's answer")
+    c.sendall(b"e")
+
+
 SPLICE_FULL = 16 << 20
 
 
@@ -834,6 +905,7 @@ CASES = {
     "pipelined": (s_pipelined, c_pipelined),
     "ready_spin": (s_ready_spin, c_ready_spin),
     "arm_race": (s_arm_race, c_arm_race),
+    "epoll_shared": (s_epoll_shared, c_epoll_shared),
     "threads": (s_threads, c_threads),
     "dup": (s_dup, c_dup),
     "subprocess": (s_subprocess, c_subprocess),
