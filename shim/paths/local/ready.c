@@ -160,7 +160,7 @@ short lp_revents(shim_fd_t *f, int fd, short ev, int kev, int arm, shim_ready_as
         rev |= ein | (ev & POLLRDHUP) | POLLHUP;
     else if (rd >= (c->lowat > 0 ? c->lowat : 1) || (rd > 0 && c->rd_shut) || c->rd_shut)
         rev |= ein;
-    if (arm == SHIM_READY_SPIN || arm == SHIM_READY_SPUN || arm == SHIM_READY_ARM)
+    if (arm != SHIM_READY_LOOK)
         lp_spin_arm(c, arm, ein && !(rev & ein) && rd == 0);
     if (ein && !(rev & ein) && arm == SHIM_READY_ARM) {
         if (rd == 0) {
