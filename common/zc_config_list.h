@@ -39,6 +39,10 @@
       "ancillary data or sets SO_PASSCRED goes back to the kernel for good)")       \
     X(local_ring, SIZE, 4194304, 65536, 1ULL << 30,                                 \
       "local path: ring bytes per direction of each connection (a power of two)") \
+    X(wake_eventfd, BOOL, 1, 0, 1,                                                  \
+      "local path: a poll/select/epoll waiter is woken through an eventfd of its "  \
+      "own the peer writes (fetched once per connection with pidfd_getfd) instead " \
+      "of a doorbell byte through the kernel socket (0: doorbell bytes only)")      \
     X(spin, BOOL, 1, 0, 1,                                                          \
       "adaptive spinning: a blocking call on a paired connection, or a poll/select/"\
       "epoll wait over one, whose waits lately ended within 200 us spins up to 50 us "\

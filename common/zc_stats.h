@@ -60,6 +60,10 @@
     X(READY_SPINS_SLEPT, "ready.spins_slept", "poll/select/epoll spins that ended in "  \
       "a sleep all the same")                                                           \
     X(LOCAL_FUTEX_WAKES, "local.futex_wakes", "peers woken from a blocking sleep")       \
+    X(LOCAL_EFD_WAKES, "local.efd_wakes", "peers woken from a poll/select/epoll wait "   \
+      "through their wake-up eventfd (no doorbell byte)")                               \
+    X(LOCAL_EFD_FETCHED, "local.efd_fetched", "peers' wake-up eventfds fetched "         \
+      "(pidfd_getfd, once per connection)")                                             \
     X(LOCAL_WAKES_AVOIDED, "local.wakes_avoided", "ring writes that needed no wake-up "  \
       "signal: the peer was not waiting (busy, or spinning)")                           \
     X(LOCAL_PROTO_ERRORS, "local.proto_errors",                                          \

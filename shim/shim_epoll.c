@@ -19,6 +19,7 @@
 #define SHIM_EP_SLOTS   (1u << 16)
 #define SHIM_EP_TAG     0x5a43000000000000ULL   /* "ZC" in the top bits */
 #define SHIM_EP_TAGMASK 0xffff000000000000ULL
+#define SHIM_EP_AUXTAG  0x5a44000000000000ULL   /* a path's wake fd ("ZD"): never reported */
 #define SHIM_EP_KERNEL_KEEP (EPOLLET | EPOLLONESHOT | EPOLLRDHUP | EPOLLWAKEUP | EPOLLEXCLUSIVE)
 
 typedef struct shim_ep_reg {
@@ -35,6 +36,7 @@ typedef struct shim_ep_reg {
     int released;               /* the path let the descriptor go: the kernel
                                  * holds the application's data again */
     int seen;                   /* reported in the current epoll_wait */
+    int aux;                    /* the path's wake fd registered beside it, -1 */
 } shim_ep_reg_t;
 
 static struct {
@@ -91,6 +93,7 @@ static shim_ep_reg_t *shim_ep_new(int epfd, int fd)
     shim_ep.next_slot = s + 1;
     g->epfd = epfd;
     g->fd = fd;
+    g->aux = -1;
     g->slot = s;
     g->tag = SHIM_EP_TAG | ((++shim_ep.gen & 0xffffffULL) << 24) | s;
     g->next = shim_ep.head;
@@ -99,11 +102,66 @@ static shim_ep_reg_t *shim_ep_new(int epfd, int fd)
     return g;
 }
 
+/* Take g's wake fd out of its set, unless another registration of the set
+ * (a duplicate of the same connection) listens to it too.  Lock held. */
+static void shim_ep_aux_del(shim_ep_reg_t *g)
+{
+    shim_ep_reg_t *o;
+    int saved = errno;
+
+    if (g->aux < 0)
+        return;
+    for (o = shim_ep.head; o; o = o->next)
+        if (o != g && o->epfd == g->epfd && o->aux == g->aux)
+            break;
+    if (!o)
+        zc_real.epoll_ctl(g->epfd, EPOLL_CTL_DEL, g->aux, NULL);
+    g->aux = -1;
+    errno = saved;
+}
+
+/* Before an arming look: put the wake fd g's path wants heard in g's set
+ * (edge-triggered, under the wake tag).  Returns 1 when the set listens to
+ * it.  Lock held. */
+static int shim_ep_aux(shim_ep_reg_t *g)
+{
+    shim_fd_t *f = shim_fd_get(g->fd);
+    struct epoll_event e = { EPOLLIN | EPOLLET, { .u64 = 0 } };
+    shim_ep_reg_t *o;
+    int w, saved = errno;
+
+    if (!shim_fd_claimed(f) || !f->path->ops->wake_fd)
+        return 0;
+    w = f->path->ops->wake_fd(f, g->fd, 0);
+    if (w < 0)
+        return 0;
+    if (g->aux == w)
+        return 1;
+    /* every set holding the descriptor listens from now on (a nested set
+     * too, which the application may wait on only through another) */
+    for (o = shim_ep.head; o; o = o->next) {
+        if (o->fd != g->fd || o->aux == w || o->released)
+            continue;
+        shim_ep_aux_del(o);
+        e.data.u64 = SHIM_EP_AUXTAG | o->slot;
+        if (!zc_real.epoll_ctl(o->epfd, EPOLL_CTL_ADD, w, &e) || errno == EEXIST) {
+            o->aux = w;
+        } else {
+            f->path->ops->wake_fd(f, g->fd, 1);
+            errno = saved;
+            return 0;
+        }
+    }
+    errno = saved;
+    return g->aux == w;
+}
+
 /* Lock held. */
 static void shim_ep_drop(shim_ep_reg_t *g)
 {
     shim_ep_reg_t **pp;
 
+    shim_ep_aux_del(g);
     for (pp = &shim_ep.head; *pp; pp = &(*pp)->next)
         if (*pp == g) {
             *pp = g->next;
@@ -182,6 +240,7 @@ static uint32_t shim_ep_released(shim_ep_reg_t *g, int kev)
 
     if (!g->released) {
         g->released = 1;
+        shim_ep_aux_del(g);
         if (g->events & EPOLLEXCLUSIVE) {
             zc_real.epoll_ctl(g->epfd, EPOLL_CTL_DEL, g->fd, NULL);
             zc_real.epoll_ctl(g->epfd, EPOLL_CTL_ADD, g->fd, &e);
@@ -266,7 +325,9 @@ static int shim_ep_wait(int epfd, struct epoll_event *evs, int max, int timeout,
 
                 if (g->epfd != epfd)
                     continue;
+                ask.wake_listening = pass == 1 && !spin && shim_ep_aux(g);
                 rev = shim_ep_ready(g, -1, spin ? SHIM_READY_SPIN : pass, &ask);
+                ask.wake_listening = 0;
                 if (rev) {
                     evs[out].events = rev;
                     evs[out].data.u64 = g->data;
@@ -295,6 +356,8 @@ static int shim_ep_wait(int epfd, struct epoll_event *evs, int max, int timeout,
         for (i = 0, kept = 0; i < r; i++) {
             struct epoll_event *e = &evs[out + i];
 
+            if ((e->data.u64 & SHIM_EP_TAGMASK) == SHIM_EP_AUXTAG)
+                continue;   /* a path's wake fd: the next round looks again */
             g = shim_ep_by_tag(epfd, e->data.u64);
             if (g) {
                 uint32_t rev = shim_ep_ready(g, (int)(e->events & 0xffff), 0, NULL);
@@ -410,6 +473,8 @@ int shim_ep_ctl(int epfd, int op, int fd, struct epoll_event *ev)
         g->disabled = 0;
         g->released = 0;
         g->change = UINT64_MAX;
+        if (shim_fd_claimed(f))
+            shim_ep_aux(g);     /* a wake fd the path has already: heard here too */
     } else if (created) {
         int saved = errno;
 

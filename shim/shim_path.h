@@ -36,6 +36,8 @@ typedef struct shim_ready_ask {
     int recheck_ms;     /* > 0: the waiter must look again within this many
                          * milliseconds even without a kernel event (0: no
                          * limit); the engine keeps the smallest */
+    int wake_listening; /* in, arming looks: this waiter listens to the
+                         * descriptor's wake_fd (POLLIN) besides the socket */
 } shim_ready_ask_t;
 
 /* What a readiness look may do besides looking (revents' arm argument). */
@@ -85,6 +87,13 @@ typedef struct shim_path_ops {
      * moved (edge-triggered epoll reports only after it moved). */
     short (*revents)(shim_fd_t *f, int fd, short ev, int kev, int arm, shim_ready_ask_t *ask);
     short (*kernel_events)(shim_fd_t *f, short ev);
+    /* Optional: a descriptor of the path's own that a poll/select/epoll
+     * waiter on fd listens to as well (its POLLIN wakes the waiter, which
+     * then looks again; poll drains it), made when the path wants one;
+     * -1 for none.  Once a path returned one it must be in every wait over
+     * fd.  unusable: the engine could not listen to it (the path must stop
+     * counting on it for fd). */
+    int (*wake_fd)(shim_fd_t *f, int fd, int unusable);
     uint64_t (*change)(shim_fd_t *f, int fd);
 
     /* fd is about to be closed (or replaced by dup2/dup3); the entry is

@@ -23,7 +23,9 @@
 #include <poll.h>
 #include <sys/epoll.h>
 #include <sys/select.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "shim_int.h"
 #include "shim_ready.h"
@@ -134,10 +136,10 @@ int shim_ready_poll(struct pollfd *fds, nfds_t n, const struct timespec *timeout
     int64_t deadline = shim_deadline(timeout);
     shim_wait_t ws;
     int rc = 0;
-    nfds_t i;
+    nfds_t i, kn = 2 * n;      /* the set, then the paths' wake fds */
 
-    if (n > SHIM_POLL_STACK) {
-        k = zc_pool_alloc(n * sizeof(*k));
+    if (kn > SHIM_POLL_STACK) {
+        k = zc_pool_alloc(kn * sizeof(*k));
         if (!k)
             return zc_real.ppoll(fds, n, timeout, mask);
     }
@@ -147,16 +149,25 @@ int shim_ready_poll(struct pollfd *fds, nfds_t n, const struct timespec *timeout
         const struct timespec *tmo;
         shim_ready_ask_t ask = { 0 };
         int ready = 0, pass, r, spin = shim_wait_spinning(&ws);
+        nfds_t naux = 0;
 
         /* look, then look and arm; spinning: one look that may withdraw */
         for (pass = 0; pass < 2 - spin && !ready; pass++) {
+            naux = 0;
             for (i = 0; i < n; i++) {
                 shim_fd_t *f = shim_fd_get(fds[i].fd);
+                int w = -1;
 
-                if (shim_fd_claimed(f) && fds[i].fd >= 0 &&
-                    f->path->ops->revents(f, fds[i].fd, fds[i].events, -1,
+                if (!shim_fd_claimed(f) || fds[i].fd < 0)
+                    continue;
+                if (pass == 1 && !spin && f->path->ops->wake_fd &&
+                    (w = f->path->ops->wake_fd(f, fds[i].fd, 0)) >= 0)
+                    k[n + naux++] = (struct pollfd){ w, POLLIN, 0 };
+                ask.wake_listening = w >= 0;
+                if (f->path->ops->revents(f, fds[i].fd, fds[i].events, -1,
                                           spin ? SHIM_READY_SPIN : pass, &ask))
                     ready++;
+                ask.wake_listening = 0;
             }
         }
         for (i = 0; i < n; i++) {
@@ -176,10 +187,18 @@ int shim_ready_poll(struct pollfd *fds, nfds_t n, const struct timespec *timeout
                 (tmo->tv_sec == slice.tv_sec && tmo->tv_nsec > slice.tv_nsec))
                 left = slice, tmo = &left;
         }
-        r = zc_real.ppoll(k, n, tmo, mask);
+        r = zc_real.ppoll(k, n + naux, tmo, mask);
         if (r < 0) {
             rc = -1;
             break;
+        }
+        for (i = n; i < n + naux; i++) {
+            uint64_t v;
+            int saved = errno;
+
+            if (k[i].revents & POLLIN)      /* a wake fd: reset it, then look again */
+                syscall(SYS_read, k[i].fd, &v, sizeof(v));
+            errno = saved;
         }
         rc = 0;
         for (i = 0; i < n; i++) {
@@ -211,7 +230,7 @@ int shim_ready_poll(struct pollfd *fds, nfds_t n, const struct timespec *timeout
     if (k != stack) {
         int saved = errno;
 
-        zc_pool_free(k, n * sizeof(*k));
+        zc_pool_free(k, kn * sizeof(*k));
         errno = saved;
     }
     return rc;

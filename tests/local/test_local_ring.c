@@ -477,6 +477,57 @@ static void test_wait_protocol(void **state)
     t_pair_close(&p);
 }
 
+/* The eventfd kind: announced into an empty word, claimed as
+ * LOCAL_RING_F_EVENTFD and never counted as a doorbell byte owed; it never
+ * replaces a socket or futex announcement standing in the word (a waiter
+ * that does not listen to the eventfd may be behind it); claim_kind takes
+ * only the kind it names. */
+static void test_wait_eventfd(void **state)
+{
+    uint8_t buf[64];
+    t_pair_t p;
+    int flags;
+
+    (void)state;
+    t_pair_open(&p, 4096);
+    assert_int_equal(local_ring_rx_wait_prepare_kind(&p.b, AB, LOCAL_RING_WAIT_EVENTFD), 1);
+    assert_int_equal(local_ring_rx_wait_kind(&p.b, AB), LOCAL_RING_WAIT_EVENTFD);
+    t_write(&p.a, AB, "x", 1, &flags);
+    assert_true(flags & LOCAL_RING_F_EVENTFD);
+    assert_false(flags & (LOCAL_RING_F_DOORBELL | LOCAL_RING_F_FUTEX));
+    assert_int_equal(local_ring_rx_wait_cancel(&p.b, AB), 1);
+    assert_int_equal(p.b.bells_claimed, 0);        /* no byte in the stream */
+    assert_int_equal(t_read(&p.b, AB, buf, sizeof(buf), 0, NULL), 1);
+    /* a socket announcement stands: the eventfd kind leaves it */
+    assert_int_equal(local_ring_rx_wait_prepare(&p.b, AB), 1);
+    assert_int_equal(local_ring_rx_wait_prepare_kind(&p.b, AB, LOCAL_RING_WAIT_EVENTFD), 1);
+    assert_int_equal(local_ring_rx_wait_kind(&p.b, AB), LOCAL_RING_WAIT_SOCKET);
+    assert_int_equal(local_ring_claim_kind(&p.a, AB, LOCAL_RING_ROLE_CONS,
+                                           LOCAL_RING_WAIT_EVENTFD), 0);
+    t_write(&p.a, AB, "y", 1, &flags);
+    assert_true(flags & LOCAL_RING_F_DOORBELL);
+    assert_int_equal(local_ring_rx_wait_cancel(&p.b, AB), 1);
+    assert_int_equal(p.b.bells_claimed, 1);
+    assert_int_equal(t_read(&p.b, AB, buf, sizeof(buf), 0, NULL), 1);
+    /* a futex one too */
+    assert_int_equal(local_ring_rx_wait_prepare_kind(&p.b, AB, LOCAL_RING_WAIT_FUTEX), 1);
+    assert_int_equal(local_ring_rx_wait_prepare_kind(&p.b, AB, LOCAL_RING_WAIT_EVENTFD), 1);
+    assert_int_equal(local_ring_rx_wait_kind(&p.b, AB), LOCAL_RING_WAIT_FUTEX);
+    assert_int_equal(local_ring_claim(&p.a, AB, LOCAL_RING_ROLE_CONS), LOCAL_RING_F_FUTEX);
+    assert_int_equal(local_ring_rx_wait_cancel(&p.b, AB), 1);
+    /* claim_kind takes an eventfd announcement (a producer retiring) */
+    assert_int_equal(local_ring_rx_wait_prepare_kind(&p.b, AB, LOCAL_RING_WAIT_EVENTFD), 1);
+    assert_int_equal(local_ring_claim_kind(&p.a, AB, LOCAL_RING_ROLE_CONS,
+                                           LOCAL_RING_WAIT_SOCKET), 0);
+    assert_int_equal(local_ring_claim_kind(&p.a, AB, LOCAL_RING_ROLE_CONS,
+                                           LOCAL_RING_WAIT_EVENTFD), 1);
+    t_write(&p.a, AB, "z", 1, &flags);
+    assert_false(flags & (LOCAL_RING_F_DOORBELL | LOCAL_RING_F_FUTEX | LOCAL_RING_F_EVENTFD));
+    assert_int_equal(local_ring_rx_wait_cancel(&p.b, AB), 1);
+    assert_int_equal(p.b.bells_claimed, 1);
+    t_pair_close(&p);
+}
+
 /* The producer's publish is two stores (bytes_head, then head): a consumer
  * that looks in between must see a valid state, not a violation, and an empty
  * ring must read as empty.  (With the opposite order a consumer that had
@@ -656,6 +707,7 @@ int main(void)
         cmocka_unit_test(test_frame_next_mid_record),
         cmocka_unit_test(test_mark_quiet),
         cmocka_unit_test(test_wait_protocol),
+        cmocka_unit_test(test_wait_eventfd),
         cmocka_unit_test(test_publish_window),
         cmocka_unit_test(test_corrupt),
         cmocka_unit_test(test_corrupt_producer),

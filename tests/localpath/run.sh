@@ -75,6 +75,16 @@ for r in epoll poll; do
   t_run "ready_spin/$r-fixed" "$T" env T_READY=$r ZCSOCK_SPIN_US=2000 $PY $TL run ready_spin both tcp
   t_run "ready_spin/$r-off" "$T" env T_READY=$r ZCSOCK_SPIN=0 $PY $TL run ready_spin both tcp
 done
+# wake-up eventfds: which signal woke a sleeping event-driven server (no
+# spin), through epoll and poll; turned off on the client's side only (it
+# never fetches, the server keeps doorbells); a fork that retires them
+for r in epoll poll; do
+  t_run "wake_efd/$r" "$T" env T_READY=$r T_WAKE=efd ZCSOCK_SPIN=0 $PY $TL run wake_efd both tcp
+done
+t_run wake_efd/client-off "$T" env T_READY=epoll T_WAKE=bells T_CLIENT_WAKE_EVENTFD=0 \
+  ZCSOCK_SPIN=0 $PY $TL run wake_efd both tcp
+t_run wake_efd/fork "$T" env T_READY=epoll T_WAKE=fork ZCSOCK_SPIN=0 $PY $TL run wake_efd both tcp
+t_run wake_efd/unix "$T" env T_READY=epoll T_WAKE=efd ZCSOCK_SPIN=0 $PY $TL run wake_efd both unix
 # declined offers while other threads are inside calls on the connection
 t_run decline_threads "$T" $PY tests/localpath/lp_decline_race.py
 # splice from a pipe with no descriptor free for the library's peek pipe:

@@ -658,6 +658,65 @@ def c_ready_spin(c):
               "spinning server" % bells)
 
 
+def s_wake_efd(c):
+    # an event-driven echo (non-blocking, epoll or poll, reading until
+    # EAGAIN) with no spin, so every wait sleeps: the client says through
+    # its counters how it woke the server (wake-up eventfd or doorbell byte)
+    c.setblocking(False)
+    wait = ready_waiter(c)
+    for i in range(300):
+        got = ready_recv(c, wait, 100, "request %d" % i)
+        check(got == pattern(40 + i % 5, 100), "request %d" % i)
+        try:
+            c.recv(1)
+            fail("request %d: a byte the client did not send" % i)
+        except BlockingIOError:
+            pass
+        check(c.send(got[::-1]) == 100, "answer %d" % i)
+    c.setblocking(True)
+    check(recv_exact(c, 1) == b"z", "end")
+
+
+def c_wake_efd(c):
+    # T_WAKE: "efd" (the server's waits are woken through its eventfd after
+    # the first doorbell), "bells" (doorbell bytes only: eventfds off on one
+    # side), "fork" (eventfds until the client forks at request 150, which
+    # retires its copy: doorbell bytes after that)
+    want = os.environ.get("T_WAKE", "efd")
+    marks = {}
+    for i in range(300):
+        if i == 150:
+            marks["mid"] = (zc_stat("local.efd_wakes"), zc_stat("local.doorbells"))
+            if want == "fork":
+                pid = os.fork()
+                if pid == 0:
+                    os._exit(0)
+                os.waitpid(pid, 0)
+        c.sendall(pattern(40 + i % 5, 100))
+        check(recv_exact(c, 100) == pattern(40 + i % 5, 100)[::-1], "answer %d" % i)
+        time.sleep(0.0005)      # the server's next wait sleeps before the request
+    c.sendall(b"z")
+    if not paired():
+        return
+    efd, bells, fetched = (zc_stat("local.efd_wakes"), zc_stat("local.doorbells"),
+                           zc_stat("local.efd_fetched"))
+    sys.stderr.write("client: efd wakes %r, doorbells %r, fetched %r, at 150: %r\n"
+                     % (efd, bells, fetched, marks.get("mid")))
+    check(efd is not None and bells is not None, "no local.efd_wakes / doorbells counters")
+    if want == "efd":
+        check(fetched == 1, "the server's eventfd fetched %r times" % fetched)
+        check(efd >= 250 and bells <= 30, "%d eventfd wakes and %d doorbells for 300 "
+              "requests to a sleeping server" % (efd, bells))
+    elif want == "bells":
+        check(efd == 0 and fetched == 0, "eventfds used although one side turned them off")
+        check(bells >= 250, "only %d doorbells for 300 requests" % bells)
+    else:
+        e150, b150 = marks["mid"]
+        check(e150 >= 120, "only %d eventfd wakes before the fork" % e150)
+        check(bells - b150 >= 120, "only %d doorbells after the fork retired the "
+              "eventfd" % (bells - b150))
+
+
 def s_arm_race(c):
     # an event-driven receiver that arms its wake-up and sleeps in epoll
     # while the sender writes at every possible moment around the arming
@@ -904,6 +963,7 @@ CASES = {
     "spin_idle": (s_spin_idle, c_spin_idle),
     "pipelined": (s_pipelined, c_pipelined),
     "ready_spin": (s_ready_spin, c_ready_spin),
+    "wake_efd": (s_wake_efd, c_wake_efd),
     "arm_race": (s_arm_race, c_arm_race),
     "epoll_shared": (s_epoll_shared, c_epoll_shared),
     "threads": (s_threads, c_threads),
@@ -1042,6 +1102,8 @@ def launch(case, mode, fam):
         if preloaded:
             e["LD_PRELOAD"] = lib
             e["ZCSOCK_LOCAL_UNIX"] = "1"
+        if role == "client" and "T_CLIENT_WAKE_EVENTFD" in os.environ:
+            e["ZCSOCK_WAKE_EVENTFD"] = os.environ["T_CLIENT_WAKE_EVENTFD"]
         return e
     srv = subprocess.Popen([sys.executable, HERE, "serve", case, fam], stdout=subprocess.PIPE,
                            env=env(mode in ("both", "server"), "server"), text=True)

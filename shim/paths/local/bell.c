@@ -53,6 +53,7 @@ void lp_bell(lp_conn_t *c, int fd)
     __atomic_add_fetch(&c->bells_unsent, 1, __ATOMIC_ACQ_REL);
     lp_bells_send(c, fd);
     zc_stat_add(ZC_STAT_LOCAL_DOORBELLS, 1);
+    lp_efd_offered(c);          /* the peer's later waits may take an eventfd */
     errno = saved;
 }
 
@@ -118,6 +119,8 @@ void lp_wake_ex(lp_conn_t *c, int fd, int flags, uint32_t *word, int tx_held)
 {
     if ((flags & LOCAL_RING_F_DOORBELL) && !(tx_held && !c->tx_ring))
         lp_bell(c, fd);
+    if (flags & LOCAL_RING_F_EVENTFD)
+        lp_efd_ring(c, tx_held && !c->tx_ring ? -1 : fd);
     if (flags & LOCAL_RING_F_FUTEX) {
         syscall(SYS_futex, word, FUTEX_WAKE, INT32_MAX, NULL, NULL, 0);
         zc_stat_add(ZC_STAT_LOCAL_FUTEX_WAKES, 1);

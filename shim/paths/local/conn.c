@@ -231,7 +231,7 @@ lp_conn_t *lp_conn_new(int state)
         return NULL;
     c->refs = 1;
     c->state = state;
-    c->ann = c->memfd = -1;
+    c->ann = c->memfd = c->efd = c->peer_efd = -1;
     c->fds[0] = c->fds[1] = c->fds[2] = c->fds[3] = -1;
     c->lowat = 1;
     lp_list_lock();
@@ -294,8 +294,10 @@ uint32_t lp_holders_add(lp_conn_t *c, int delta)
     lp_side_t *s = lp_side(c, c->ch.side);
     uint32_t n;
 
-    if (delta > 0)
+    if (delta > 0) {
         c->sole = 0;            /* another process holds it too, or may */
+        lp_efd_retire(c);       /* ... without our copy of the peer's eventfd */
+    }
     n = __atomic_add_fetch(&s->holders, (uint32_t)delta, __ATOMIC_ACQ_REL);
 
     __atomic_add_fetch(&s->hgen, 1, __ATOMIC_ACQ_REL);

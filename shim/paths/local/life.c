@@ -93,6 +93,7 @@ void lp_conn_release(lp_conn_t *c, int fd)
         return;
     local_pair_fd_close(c->ann);
     shim_fd_internal_drop(c->memfd);
+    lp_efd_close(c);
     if (c->ch.base) {
         int last = lp_holders_add(c, -1) == 0;
 
@@ -271,7 +272,7 @@ static void lp_op_flags_changed(shim_fd_t *f, int fd)
  * &mbox) moved from one number to another. */
 static void lp_internal_moved(void *ctx, int from, int to)
 {
-    if (!path_local_mbox_moved(ctx, from, to))
+    if (!path_local_mbox_moved(ctx, from, to) && !lp_efd_moved(ctx, from, to))
         ((lp_conn_t *)ctx)->memfd = to;
 }
 
@@ -343,6 +344,7 @@ static const shim_path_ops_t lp_ops = {
     .setsockopt = path_local_setsockopt,
     .flags_changed = lp_op_flags_changed,
     .revents = lp_revents,
+    .wake_fd = lp_wake_fd,
     .kernel_events = lp_kernel_events,
     .change = lp_change,
     .forget = lp_forget,

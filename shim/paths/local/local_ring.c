@@ -495,7 +495,9 @@ static int lr_claim(uint32_t *w)
 
     if (!LR_LOAD(w) || !(old = LR_XCHG(w, 0)))
         return 0;
-    return old == LOCAL_RING_WAIT_FUTEX ? LOCAL_RING_F_FUTEX : LOCAL_RING_F_DOORBELL;
+    return old == LOCAL_RING_WAIT_FUTEX     ? LOCAL_RING_F_FUTEX
+           : old == LOCAL_RING_WAIT_EVENTFD ? LOCAL_RING_F_EVENTFD
+                                            : LOCAL_RING_F_DOORBELL;
 }
 
 static int lr_wake_consumer(local_ring_t *ch, int dir)
@@ -653,6 +655,16 @@ int local_ring_claim(local_ring_t *ch, int dir, int role)
     return lr_check(ch, dir) ? 0 : lr_claim(local_ring_wait_word(ch, dir, role));
 }
 
+int local_ring_claim_kind(local_ring_t *ch, int dir, int role, int kind)
+{
+    uint32_t cur = (uint32_t)kind;
+
+    if (lr_check(ch, dir))
+        return 0;
+    return __atomic_compare_exchange_n(local_ring_wait_word(ch, dir, role), &cur, 0, 0,
+                                       __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+}
+
 int64_t local_ring_writable(local_ring_t *ch, int dir)
 {
     local_ring_snap_t s;
@@ -807,8 +819,9 @@ int local_ring_frame_consume(local_ring_t *ch, int dir, const local_ring_frame_t
  * a socket-kind one means one doorbell byte for us. */
 static void lr_claimed(local_ring_t *ch, int dir, int role)
 {
-    if (ch->wait_kind[dir][role] != LOCAL_RING_WAIT_FUTEX)
-        ch->bells_claimed++;
+    if (ch->wait_kind[dir][role] != LOCAL_RING_WAIT_FUTEX &&
+        ch->wait_kind[dir][role] != LOCAL_RING_WAIT_EVENTFD)
+        ch->bells_claimed++;    /* socket kind (0: the creator's first announcements) */
     ch->armed[dir][role] = 0;
 }
 
@@ -840,11 +853,23 @@ int local_ring_rx_wait_prepare_kind(local_ring_t *ch, int dir, int kind)
 
     if (rc)
         return rc;
-    if (kind != LOCAL_RING_WAIT_FUTEX)
+    if (kind != LOCAL_RING_WAIT_FUTEX && kind != LOCAL_RING_WAIT_EVENTFD)
         kind = LOCAL_RING_WAIT_SOCKET;
     w = &ch->hdr->ctl[dir].cons_waiting;
-    ch->wait_kind[dir][LOCAL_RING_ROLE_CONS] = (uint8_t)kind;
-    LR_STORE(w, (uint32_t)kind);                            /* C1 */
+    if (kind == LOCAL_RING_WAIT_EVENTFD) {
+        uint32_t cur = 0;
+
+        /* into an empty word only; a standing kind stays (ours when armed:
+         * its kind is known; anybody's: a waiter of that kind may sleep) */
+        if (!__atomic_compare_exchange_n(w, &cur, (uint32_t)kind, 0, __ATOMIC_SEQ_CST,
+                                         __ATOMIC_SEQ_CST) &&
+            cur != LOCAL_RING_WAIT_EVENTFD)
+            kind = cur == LOCAL_RING_WAIT_FUTEX ? LOCAL_RING_WAIT_FUTEX : LOCAL_RING_WAIT_SOCKET;
+        ch->wait_kind[dir][LOCAL_RING_ROLE_CONS] = (uint8_t)kind;
+    } else {
+        ch->wait_kind[dir][LOCAL_RING_ROLE_CONS] = (uint8_t)kind;
+        LR_STORE(w, (uint32_t)kind);                        /* C1 */
+    }
     LR_FENCE();                                             /* C2 */
     rc = local_ring_ctl_snap(ch, dir, LOCAL_RING_ROLE_CONS, &s);  /* C3 */
     if (rc)

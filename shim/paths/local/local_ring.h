@@ -97,9 +97,11 @@ enum { LOCAL_RING_PEER_NONE = 0, LOCAL_RING_PEER_ATTACHED = 1, LOCAL_RING_PEER_G
 #define LOCAL_RING_F_RECORD   0x4   /* read: stopped at a PAGES or MARK record */
 #define LOCAL_RING_F_FUTEX    0x8   /* the peer sleeps on the futex word: wake it there
                                      * (local_ring_wait_word), no doorbell byte */
+#define LOCAL_RING_F_EVENTFD  0x10  /* the peer sleeps in poll/epoll listening to its
+                                     * wake-up eventfd: write that, no doorbell byte */
 
 /* How a side sleeps (the value it announces in its waiting word). */
-enum { LOCAL_RING_WAIT_SOCKET = 1, LOCAL_RING_WAIT_FUTEX = 2 };
+enum { LOCAL_RING_WAIT_SOCKET = 1, LOCAL_RING_WAIT_FUTEX = 2, LOCAL_RING_WAIT_EVENTFD = 3 };
 
 /* Roles for local_ring_ctl_snap. */
 enum { LOCAL_RING_ROLE_PROD = 0, LOCAL_RING_ROLE_CONS = 1 };
@@ -269,6 +271,10 @@ int local_ring_mark_write(local_ring_t *ch, int dir, uint32_t kind);
  * waiting.  Works in quiet mode too. */
 int local_ring_claim(local_ring_t *ch, int dir, int role);
 
+/* Claim the peer's announcement only when it stands as kind
+ * (LOCAL_RING_WAIT_*): 1 when claimed, else 0. */
+int local_ring_claim_kind(local_ring_t *ch, int dir, int role, int kind);
+
 /* Copy stream bytes from direction dir into iov[0..iovcnt), scattered
  * straight into the iovecs, crossing records; consume them unless flags has
  * LOCAL_RING_PEEK.  Stops at an EOF record (LOCAL_RING_F_EOF; the record
@@ -308,9 +314,14 @@ int local_ring_frame_consume(local_ring_t *ch, int dir, const local_ring_frame_t
  * tx_wait_cancel after waking. */
 int local_ring_rx_wait_prepare(local_ring_t *ch, int dir);
 /* The same, announcing how we sleep: LOCAL_RING_WAIT_SOCKET (the peer sends a
- * doorbell byte: LOCAL_RING_F_DOORBELL) or LOCAL_RING_WAIT_FUTEX (the peer
- * wakes the futex word: LOCAL_RING_F_FUTEX).  The plain forms announce the
- * socket kind. */
+ * doorbell byte: LOCAL_RING_F_DOORBELL), LOCAL_RING_WAIT_FUTEX (the peer
+ * wakes the futex word: LOCAL_RING_F_FUTEX) or, consumer only,
+ * LOCAL_RING_WAIT_EVENTFD (the peer writes our wake-up eventfd:
+ * LOCAL_RING_F_EVENTFD).  The plain forms announce the socket kind.  The
+ * eventfd kind never replaces another kind standing in the word (a waiter
+ * that listens only to the socket or the futex may be behind it): it is
+ * stored only into an empty word, otherwise the standing kind stays (and
+ * local_ring_rx_wait_kind() says which). */
 int local_ring_rx_wait_prepare_kind(local_ring_t *ch, int dir, int kind);
 int local_ring_tx_wait_prepare_kind(local_ring_t *ch, int dir, size_t want, int kind);
 
@@ -322,6 +333,11 @@ static inline uint32_t *local_ring_wait_word(local_ring_t *ch, int dir, int role
                                         : &ch->hdr->ctl[dir].prod_waiting;
 }
 int local_ring_rx_wait_cancel(local_ring_t *ch, int dir);
+/* The kind our last consumer announcement of dir stands as (0: none). */
+static inline int local_ring_rx_wait_kind(const local_ring_t *ch, int dir)
+{
+    return ch->armed[dir][LOCAL_RING_ROLE_CONS] ? ch->wait_kind[dir][LOCAL_RING_ROLE_CONS] : 0;
+}
 /* 1 while this process's consumer announcement of dir may stand (armed by
  * a prepare of ours, not withdrawn by us). */
 int local_ring_rx_armed(const local_ring_t *ch, int dir);

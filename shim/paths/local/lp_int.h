@@ -63,6 +63,11 @@ typedef struct lp_side {
     uint32_t holders;           /* processes holding this side's socket */
     uint32_t rv;                /* LP_RV_*: hand-back to the kernel (HAND-BACK below) */
     uint32_t hgen;              /* bumped whenever holders changes (lp_cached_t) */
+    /* Wake-up eventfd (efd.c): this side, as a consumer, offers its eventfd
+     * (process efd_pid, descriptor efd_no, generation efd_gen); as a producer
+     * it says which generation of the peer's it holds (efd_ack). */
+    int32_t efd_pid, efd_no;
+    uint32_t efd_gen, efd_ack;
 } lp_side_t;
 
 #define LP_RV_REQ 1u            /* this side handed the connection back */
@@ -130,6 +135,11 @@ typedef struct lp_conn {
     uint64_t tx_kernel, rx_kernel;  /* application bytes on the kernel stream */
     uint64_t bells_drained;         /* doorbell bytes read from the kernel stream */
     zc_spin_t spin[2];              /* adaptive spin per role (lp_sleep) */
+    int efd;                        /* our wake-up eventfd for poll/epoll waits, -1 */
+    uint32_t efd_gen;               /* its generation as offered (lp_side_t) */
+    int peer_efd;                   /* the peer's, fetched (pidfd_getfd), -1 */
+    uint32_t peer_efd_gen;          /* its generation, acknowledged in our side */
+    uint8_t efd_off;                /* no eventfd for this connection (refused, no room) */
     uint32_t bells_unsent;          /* doorbells owed to the peer that the kernel
                                      * refused (EAGAIN): sent before any later
                                      * byte of ours (lp_bells_flush) */
@@ -188,6 +198,17 @@ typedef struct path_local_handover {
 } path_local_handover_t;
 
 #define PATH_LOCAL_INHERIT_MAX 4096
+
+/* efd.c: wake-up eventfds for poll/epoll waiters */
+int lp_efd_wake_fd(lp_conn_t *c);
+int lp_efd_kind(lp_conn_t *c, int listening);
+int lp_rx_arm(lp_conn_t *c, int listening);
+int lp_wake_fd(shim_fd_t *f, int fd, int unusable);
+void lp_efd_offered(lp_conn_t *c);
+void lp_efd_ring(lp_conn_t *c, int fd);
+void lp_efd_retire(lp_conn_t *c);
+void lp_efd_close(lp_conn_t *c);
+int lp_efd_moved(lp_conn_t *c, int from, int to);
 
 /* bell.c */
 int lp_tx_switch(lp_conn_t *c);

@@ -110,7 +110,7 @@ static void lp_spin_arm(lp_conn_t *c, int arm, int empty)
         return;
     c->spin_withdrew = 0;
     if (arm == SHIM_READY_SPUN && empty)
-        local_ring_rx_wait_prepare(&c->ch, dir);    /* withdraws itself if bytes came */
+        lp_rx_arm(c, c->efd >= 0);                  /* withdraws itself if bytes came */
 }
 
 short lp_revents(shim_fd_t *f, int fd, short ev, int kev, int arm, shim_ready_ask_t *ask)
@@ -164,7 +164,7 @@ short lp_revents(shim_fd_t *f, int fd, short ev, int kev, int arm, shim_ready_as
         lp_spin_arm(c, arm, ein && !(rev & ein) && rd == 0);
     if (ein && !(rev & ein) && arm == SHIM_READY_ARM) {
         if (rd == 0) {
-            if (local_ring_rx_wait_prepare(&c->ch, lp_rxdir(c)) == 0 && c->lowat <= 1)
+            if (lp_rx_arm(c, ask && ask->wake_listening) == 0 && c->lowat <= 1)
                 rev |= ein;
         } else {
             /* Some bytes, fewer than SO_RCVLOWAT: the ring cannot ring at a

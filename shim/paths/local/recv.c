@@ -276,7 +276,7 @@ ssize_t lp_recv_ring(lp_conn_t *c, int fd, struct msghdr *msg, int flags, size_t
          * is not produced yet). */
         if (lp_rv_take_mark(c, fd) <= 0)
             return lp_broken(c);
-        rc &= ~(LOCAL_RING_F_DOORBELL | LOCAL_RING_F_FUTEX);
+        rc &= ~(LOCAL_RING_F_DOORBELL | LOCAL_RING_F_FUTEX | LOCAL_RING_F_EVENTFD);
     }
     lp_wake(c, fd, rc, local_ring_wait_word(&c->ch, lp_rxdir(c), LOCAL_RING_ROLE_PROD));
     if (rc & LOCAL_RING_F_EOF)
@@ -389,7 +389,7 @@ static ssize_t lp_rx_empty(lp_conn_t *c, int fd, lp_rx_t *r)
     if (c->kern_eof || c->kern_err || local_ring_peer_state(&c->ch) == LOCAL_RING_PEER_GONE)
         return lp_rx_gone(c, fd, r);
     if (nonblock) {
-        rc = local_ring_rx_wait_prepare(&c->ch, lp_rxdir(c));  /* arm for poll */
+        rc = lp_rx_arm(c, 1);       /* arm for the poll/epoll wait that follows */
         lp_unlock(c, LP_RX);
         return rc == 0 ? LP_CONTINUE : lp_rx_done(r, -EAGAIN);
     }

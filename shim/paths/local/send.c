@@ -167,7 +167,7 @@ static ssize_t lp_tx_step(lp_conn_t *c, shim_fd_t *f, int fd, lp_tx_t *t)
         return t->sent ? (ssize_t)t->sent : lp_broken(c);
     }
     lp_wake(c, fd, rc, local_ring_wait_word(&c->ch, lp_txdir(c), LOCAL_RING_ROLE_CONS));
-    if (!(rc & (LOCAL_RING_F_DOORBELL | LOCAL_RING_F_FUTEX)))
+    if (!(rc & (LOCAL_RING_F_DOORBELL | LOCAL_RING_F_FUTEX | LOCAL_RING_F_EVENTFD)))
         zc_stat_add(ZC_STAT_LOCAL_WAKES_AVOIDED, 1);   /* the peer was not waiting */
     t->sent += done;
     zc_stat_add(ZC_STAT_LOCAL_SEND_BYTES, done);

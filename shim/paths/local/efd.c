@@ -1,0 +1,238 @@
+/* The local path: wake-up eventfds for poll/select/epoll waiters.
+ *
+ * A receiver that sleeps in poll, select or epoll used to be woken by one
+ * doorbell byte through the kernel socket: the TCP (or AF_UNIX) stack on the
+ * sender's side, a drain on the receiver's.  On this kind of machine that
+ * costs about as much as the kernel's own round trip (tools/probe numbers in
+ * the README).  Instead each side of a connection may offer an eventfd of
+ * its own, which the readiness engine puts in every wait over the connection
+ * (epoll: registered edge-triggered in the application's set under a tag the
+ * application never sees; poll/select: an extra entry, drained when it
+ * fires).  The peer fetches it once (pidfd_getfd) and, for an announcement
+ * of the eventfd kind, writes it instead of sending a byte.
+ *
+ * Who may announce the eventfd kind (lp_efd_kind): a consumer that alone
+ * holds its side (c->sole: every waiter is one of our threads, and every
+ * poll/epoll wait of ours listens to the eventfd once it exists), whose peer
+ * acknowledged holding this very eventfd (efd_ack == efd_gen in the peer's
+ * shared side words), and only into an empty announcement word
+ * (local_ring_rx_wait_prepare_kind): a socket or futex announcement standing
+ * there may belong to a waiter that does not listen, and keeps its kind.
+ *
+ * Retiring (lp_efd_retire): a producer whose side stops being ours alone
+ * (fork, exec, SCM_RIGHTS) may hand its role to a process without the
+ * fetched eventfd.  It withdraws its acknowledgement, then claims and
+ * writes any eventfd announcement standing.  A consumer that announced
+ * meanwhile re-checks the acknowledgement after its announcement
+ * (lp_rx_arm: store, fence, load against the retirer's store, fence,
+ * claim), so an eventfd announcement is never left to a producer that
+ * cannot write it.
+ *
+ * Trust: the peer names the process and descriptor; the producer fetches
+ * only from the process the channel header names as the peer side, and
+ * writes only to a descriptor that is an eventfd.  A producer that cannot
+ * fetch (no ptrace permission over the peer, seccomp, descriptors running
+ * out) never acknowledges, and the peer keeps announcing doorbell bytes. */
+#include "lp_int.h"
+
+#include <sys/eventfd.h>
+#include <sys/syscall.h>
+
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
+#endif
+#ifndef SYS_pidfd_getfd
+#define SYS_pidfd_getfd 438
+#endif
+
+/* Our eventfd for poll/epoll waiters on c, made and offered at the first
+ * wait that can listen to it; -1 when there is none. */
+int lp_efd_wake_fd(lp_conn_t *c)
+{
+    lp_side_t *me;
+    uint32_t gen;
+    int fd;
+
+    if (c->efd >= 0)
+        return c->efd;
+    if (c->efd_off || !zc_config.wake_eventfd || c->state != LP_PAIRED || !c->ch.base ||
+        !c->sole || lp_rv(c) || c->rv_seen || shim_vfork_child())
+        return -1;
+    fd = (int)syscall(SYS_eventfd2, 0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (fd < 0) {
+        c->efd_off = 1;
+        return -1;
+    }
+    fd = shim_fd_internal_keep(fd, &path_local, c);
+    c->efd = fd;
+    me = lp_side(c, c->ch.side);
+    gen = __atomic_load_n(&me->efd_gen, __ATOMIC_ACQUIRE) + 1;
+    if (!gen)
+        gen = 1;
+    __atomic_store_n(&me->efd_pid, (int32_t)syscall(SYS_getpid), __ATOMIC_RELAXED);
+    __atomic_store_n(&me->efd_no, fd, __ATOMIC_RELAXED);
+    __atomic_store_n(&me->efd_gen, gen, __ATOMIC_RELEASE);
+    c->efd_gen = gen;
+    return fd;
+}
+
+/* The kind a receive announcement of ours takes: the eventfd when the peer
+ * holds ours and every waiter hears it (listening: this wait does, or, for
+ * an announcement left for later waits, 1), else a doorbell byte. */
+int lp_efd_kind(lp_conn_t *c, int listening)
+{
+    if (c->efd < 0 || c->efd_off || !listening || !c->sole)
+        return LOCAL_RING_WAIT_SOCKET;
+    if (__atomic_load_n(&lp_side(c, !c->ch.side)->efd_ack, __ATOMIC_ACQUIRE) != c->efd_gen)
+        return LOCAL_RING_WAIT_SOCKET;
+    return LOCAL_RING_WAIT_EVENTFD;
+}
+
+/* Announce a receive wait (local_ring_rx_wait_prepare's answers), of the
+ * eventfd kind when lp_efd_kind allows.  RX lock held. */
+int lp_rx_arm(lp_conn_t *c, int listening)
+{
+    int dir = lp_rxdir(c), kind = lp_efd_kind(c, listening);
+    int rc = local_ring_rx_wait_prepare_kind(&c->ch, dir, kind);
+
+    if (rc != 1 || local_ring_rx_wait_kind(&c->ch, dir) != LOCAL_RING_WAIT_EVENTFD)
+        return rc;
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    if (__atomic_load_n(&lp_side(c, !c->ch.side)->efd_ack, __ATOMIC_ACQUIRE) == c->efd_gen)
+        return rc;
+    /* the peer retired its copy meanwhile: a doorbell byte from now on */
+    local_ring_rx_wait_cancel(&c->ch, dir);
+    return local_ring_rx_wait_prepare_kind(&c->ch, dir, LOCAL_RING_WAIT_SOCKET);
+}
+
+/* 1 when descriptor fd of ours is an eventfd. */
+static int lp_efd_is_eventfd(int fd)
+{
+    static const char want[] = "anon_inode:[eventfd]";
+    char path[48], link[sizeof(want) + 8];
+    long n;
+
+    zc_fmt(path, sizeof(path), "/proc/self/fd/%d", fd);
+    n = syscall(SYS_readlinkat, AT_FDCWD, path, link, sizeof(link));
+    return n == (long)sizeof(want) - 1 && !memcmp(link, want, sizeof(want) - 1);
+}
+
+/* We just rang the peer with a doorbell byte: if it offers an eventfd we do
+ * not hold yet, fetch it and say so (one try per generation).  The peer's
+ * next announcements may then take the eventfd kind. */
+void lp_efd_offered(lp_conn_t *c)
+{
+    lp_side_t *peer, *me;
+    uint32_t gen;
+    int32_t pid, no;
+    int pfd, fd;
+
+    if (!c->ch.base || !c->sole || !zc_config.wake_eventfd || shim_vfork_child())
+        return;
+    peer = lp_side(c, !c->ch.side);
+    gen = __atomic_load_n(&peer->efd_gen, __ATOMIC_ACQUIRE);
+    if (!gen || gen == c->peer_efd_gen)
+        return;
+    c->peer_efd_gen = gen;
+    pid = __atomic_load_n(&peer->efd_pid, __ATOMIC_RELAXED);
+    no = __atomic_load_n(&peer->efd_no, __ATOMIC_RELAXED);
+    if (pid <= 0 || no < 0 || pid != __atomic_load_n(&c->ch.hdr->side_pid[!c->ch.side],
+                                                     __ATOMIC_RELAXED))
+        return;
+    pfd = (int)syscall(SYS_pidfd_open, pid, 0);
+    if (pfd < 0)
+        return;
+    fd = (int)syscall(SYS_pidfd_getfd, pfd, no, 0);    /* close-on-exec */
+    syscall(SYS_close, pfd);
+    if (fd < 0)
+        return;
+    if (!lp_efd_is_eventfd(fd)) {
+        syscall(SYS_close, fd);
+        return;
+    }
+    if (c->peer_efd >= 0)
+        shim_fd_internal_drop(c->peer_efd);
+    c->peer_efd = shim_fd_internal_keep(fd, &path_local, c);
+    me = lp_side(c, c->ch.side);
+    __atomic_store_n(&me->efd_ack, gen, __ATOMIC_SEQ_CST);
+    zc_stat_add(ZC_STAT_LOCAL_EFD_FETCHED, 1);
+}
+
+/* Wake the peer through its eventfd (an announcement of that kind was
+ * claimed).  Without our copy (a dishonest announcement) a doorbell byte
+ * is the best effort left. */
+void lp_efd_ring(lp_conn_t *c, int fd)
+{
+    uint64_t one = 1;
+
+    if (c->peer_efd >= 0 && syscall(SYS_write, c->peer_efd, &one, sizeof(one)) == sizeof(one)) {
+        zc_stat_add(ZC_STAT_LOCAL_EFD_WAKES, 1);
+        return;
+    }
+    if (fd >= 0)
+        lp_bell(c, fd);
+}
+
+/* Our side may now be held by a process without our copy of the peer's
+ * eventfd: stop acknowledging it, then write any eventfd announcement that
+ * stands (see the top of this file). */
+void lp_efd_retire(lp_conn_t *c)
+{
+    lp_side_t *me;
+
+    if (!c->ch.base || c->peer_efd < 0)
+        return;
+    me = lp_side(c, c->ch.side);
+    if (!__atomic_load_n(&me->efd_ack, __ATOMIC_ACQUIRE))
+        return;
+    __atomic_store_n(&me->efd_ack, 0, __ATOMIC_SEQ_CST);
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    if (local_ring_claim_kind(&c->ch, lp_txdir(c), LOCAL_RING_ROLE_CONS,
+                              LOCAL_RING_WAIT_EVENTFD))
+        lp_efd_ring(c, -1);
+}
+
+/* The connection leaves this process. */
+void lp_efd_close(lp_conn_t *c)
+{
+    if (c->efd >= 0)
+        shim_fd_internal_drop(c->efd);
+    if (c->peer_efd >= 0)
+        shim_fd_internal_drop(c->peer_efd);
+    c->efd = c->peer_efd = -1;
+}
+
+/* One of our eventfds moved to another number (lp_internal_moved): 1 when it
+ * was one. */
+int lp_efd_moved(lp_conn_t *c, int from, int to)
+{
+    if (c->efd == from) {
+        c->efd = to;
+        if (c->ch.base && c->sole)
+            __atomic_store_n(&lp_side(c, c->ch.side)->efd_no, to, __ATOMIC_RELEASE);
+        return 1;
+    }
+    if (c->peer_efd == from) {
+        c->peer_efd = to;
+        return 1;
+    }
+    return 0;
+}
+
+/* The engine asks which descriptor a poll/epoll waiter on fd should listen
+ * to besides the socket (shim_path_ops_t.wake_fd). */
+int lp_wake_fd(shim_fd_t *f, int fd, int unusable)
+{
+    lp_conn_t *c = lp_conn(f);
+
+    (void)fd;
+    if (unusable) {
+        c->efd_off = 1;     /* a waiter could not listen: no eventfd announcements */
+        return -1;
+    }
+    if (c->efd >= 0)
+        return c->efd;      /* every wait listens once it exists */
+    if (!c->rx_ring)
+        return -1;
+    return lp_efd_wake_fd(c);
+}
