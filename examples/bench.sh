@@ -157,19 +157,28 @@ PROBE_ROUNDS=$([ "${QUICK:-}" = 1 ] && echo 3 || echo 5)
 # Event-driven request/response (non-blocking sockets and epoll), kernel and
 # zcsock runs side by side; ratio: median over rounds of zcsock/kernel.
 echo
-echo "Event-driven ping-pong (epoll, non-blocking), round trip us (examples/epoll_pingpong.c)"
+echo "Event-driven ping-pong (epoll, non-blocking), round trip us (examples/epoll_pingpong.c);"
+echo "  nospin: ZCSOCK_SPIN=0 (every wait sleeps: a machine with no CPU free), woken through"
+echo "  the wake-up eventfd; bytes: the same with ZCSOCK_WAKE_EVENTFD=0 (doorbell bytes)"
 for tport in tcp unix; do
   for size in 1 4096 65536; do
-    ratios=(); ks=(); zs=()
+    ratios=(); ks=(); zs=(); rn=(); rb=()
     for ((r = 1; r <= PROBE_ROUNDS; r++)); do
       k=$("$ZC_BUILD/epoll_pingpong" "$tport" "$size" 2000 | awk '{print $3}')
       z=$(env LD_PRELOAD="$ZC_LIB" ZCSOCK_LOCAL_UNIX=1 "$ZC_BUILD/epoll_pingpong" "$tport" "$size" 2000 |
           awk '{print $3}')
+      zn=$(env LD_PRELOAD="$ZC_LIB" ZCSOCK_LOCAL_UNIX=1 ZCSOCK_SPIN=0 \
+             "$ZC_BUILD/epoll_pingpong" "$tport" "$size" 2000 | awk '{print $3}')
+      zb=$(env LD_PRELOAD="$ZC_LIB" ZCSOCK_LOCAL_UNIX=1 ZCSOCK_SPIN=0 ZCSOCK_WAKE_EVENTFD=0 \
+             "$ZC_BUILD/epoll_pingpong" "$tport" "$size" 2000 | awk '{print $3}')
       ks+=("$k"); zs+=("$z"); ratios+=("$(awk -v a="$z" -v b="$k" 'BEGIN {printf "%.3f", a / b}')")
+      rn+=("$(awk -v a="$zn" -v b="$k" 'BEGIN {printf "%.3f", a / b}')")
+      rb+=("$(awk -v a="$zb" -v b="$k" 'BEGIN {printf "%.3f", a / b}')")
     done
     med() { printf '%s\n' "$@" | sort -g | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}'; }
-    printf '%-5s %6s  kernel %8.2f  zcsock %8.2f  zcsock/kernel %6.3f\n' "$tport" "$size" \
-      "$(med "${ks[@]}")" "$(med "${zs[@]}")" "$(med "${ratios[@]}")"
+    printf '%-5s %6s  kernel %8.2f  zcsock %8.2f  zcsock/kernel %6.3f  nospin %6.3f  bytes %6.3f\n' \
+      "$tport" "$size" "$(med "${ks[@]}")" "$(med "${zs[@]}")" "$(med "${ratios[@]}")" \
+      "$(med "${rn[@]}")" "$(med "${rb[@]}")"
   done
 done
 

@@ -93,6 +93,28 @@ int shim_proc_fd_is_socket(int pid, int fd, uint64_t ino)
     return n == w && !memcmp(target, want, (size_t)n);
 }
 
+int shim_proc_seccomp_mode(void)
+{
+    char buf[4096];
+    const char *p;
+    long got = 0, n;
+    int fd = (int)syscall(SYS_openat, AT_FDCWD, "/proc/self/status", O_RDONLY | O_CLOEXEC);
+
+    if (fd < 0)
+        return -1;
+    while (got < (long)sizeof(buf) - 1 &&
+           (n = syscall(SYS_read, fd, buf + got, sizeof(buf) - 1 - (size_t)got)) > 0)
+        got += n;
+    syscall(SYS_close, fd);
+    buf[got] = 0;
+    p = strstr(buf, "\nSeccomp:");
+    if (!p)
+        return -1;
+    for (p += 9; *p == ' ' || *p == '\t'; p++)
+        ;
+    return *p >= '0' && *p <= '9' ? *p - '0' : -1;
+}
+
 typedef struct {
     int *pids, max, n;
 } shim_children_t;

@@ -24,6 +24,10 @@ int shim_proc_fd_is_socket(int pid, int fd, uint64_t ino);
  * pids; returns how many. */
 int shim_proc_children(int *pids, int max);
 
+/* This process's seccomp mode from /proc/self/status (0 none, 1 strict,
+ * 2 filter), -1 when unknown. */
+int shim_proc_seccomp_mode(void);
+
 
 /* Whether the program an exec starts honours LD_PRELOAD: a dynamically
  * linked ELF (it has PT_INTERP), or a "#!" script whose interpreter is one,

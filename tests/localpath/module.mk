@@ -15,9 +15,17 @@ $(LOCALPATH_READY_CHK): tests/localpath/ready_chk.c
 	$(quiet) CC $@
 	$(Q)$(CC) -O2 -D_FORTIFY_SOURCE=2 -Wall -o $@ $< -ldl
 
-test-localpath: $(LIB) $(LOCALPATH_STATIC_ECHO) $(LOCALPATH_READY_CHK)
+# seccomp_exec: a program started under an inherited seccomp filter never pairs
+LOCALPATH_SECCOMP_EXEC := $(BUILD)/tests/localpath/seccomp_exec
+$(LOCALPATH_SECCOMP_EXEC): tests/localpath/seccomp_exec.c
+	@mkdir -p $(@D)
+	$(quiet) CC $@
+	$(Q)$(CC) -O2 -Wall -o $@ $< -ldl
+
+test-localpath: $(LIB) $(LOCALPATH_STATIC_ECHO) $(LOCALPATH_READY_CHK) $(LOCALPATH_SECCOMP_EXEC)
 	$(Q)$(TEST_ENV) T_STATIC_ECHO=$(abspath $(LOCALPATH_STATIC_ECHO)) \
-		T_READY_CHK=$(abspath $(LOCALPATH_READY_CHK)) tests/localpath/run.sh
+		T_READY_CHK=$(abspath $(LOCALPATH_READY_CHK)) \
+		T_SECCOMP_EXEC=$(abspath $(LOCALPATH_SECCOMP_EXEC)) tests/localpath/run.sh
 
 # The same under AddressSanitizer (a subset: run_asan.sh).
 TEST_TIERS += localpath-asan

@@ -63,6 +63,12 @@ if [ -x "${T_READY_CHK:-}" ]; then
 else
   t_skip ready_chk "T_READY_CHK not built (make test-localpath builds it)"
 fi
+# a program started under a seccomp filter it inherited never pairs
+if [ -x "${T_SECCOMP_EXEC:-}" ]; then
+  t_run seccomp_exec "$T" env LD_PRELOAD="$ZC_LIB" "$T_SECCOMP_EXEC"
+else
+  t_skip seccomp_exec "T_SECCOMP_EXEC not built (make test-localpath builds it)"
+fi
 # a receiver arming its wake-up while the sender writes, with no spin (so
 # every wait arms) through epoll and poll
 for r in epoll poll; do

@@ -240,6 +240,13 @@ static const zc_stats_source_t lp_stats_source = { lp_stats_visit, NULL };
 void lp_init(void)
 {
     lp.enabled = (int)zc_config.local;
+    if (lp.enabled && shim_proc_seccomp_mode() > 0) {
+        /* started under a seccomp filter (systemd SystemCallFilter=, a
+         * sandbox that execs): a system call the path adds (memfd_create,
+         * futex, pidfd_getfd ...) might be refused or kill the process */
+        lp.enabled = 0;
+        zc_log(ZC_LOG_NOTICE, "local path off: this process runs under a seccomp filter");
+    }
     lp.ring_size = (size_t)zc_config.local_ring;
     if (lp.ring_size & (lp.ring_size - 1)) {
         zc_log(ZC_LOG_WARN, "ZCSOCK_LOCAL_RING=%zu is not a power of two; using the default",
