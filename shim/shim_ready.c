@@ -34,6 +34,7 @@
 #include "zc_stats.h"
 
 #define SHIM_POLL_STACK 64
+#define SHIM_POLL_AUX_IDX 256   /* wake fds whose descriptor is remembered */
 
 /* --- time ----------------------------------------------------------------- */
 
@@ -137,6 +138,7 @@ int shim_ready_poll(struct pollfd *fds, nfds_t n, const struct timespec *timeout
     shim_wait_t ws;
     int rc = 0;
     nfds_t i, kn = 2 * n;      /* the set, then the paths' wake fds */
+    short aux_of[SHIM_POLL_AUX_IDX];
 
     if (kn > SHIM_POLL_STACK) {
         k = zc_pool_alloc(kn * sizeof(*k));
@@ -161,8 +163,11 @@ int shim_ready_poll(struct pollfd *fds, nfds_t n, const struct timespec *timeout
                 if (!shim_fd_claimed(f) || fds[i].fd < 0)
                     continue;
                 if (pass == 1 && !spin && f->path->ops->wake_fd &&
-                    (w = f->path->ops->wake_fd(f, fds[i].fd, 0)) >= 0)
-                    k[n + naux++] = (struct pollfd){ w, POLLIN, 0 };
+                    (w = f->path->ops->wake_fd(f, fds[i].fd, 0)) >= 0) {
+                    k[n + naux] = (struct pollfd){ w, POLLIN, 0 };
+                    /* which entry it wakes, in the unused revents word */
+                    k[n + naux++].revents = (short)(i < 0x7fff ? i : 0x7fff);
+                }
                 ask.wake_listening = w >= 0;
                 if (f->path->ops->revents(f, fds[i].fd, fds[i].events, -1,
                                           spin ? SHIM_READY_SPIN : pass, &ask))
@@ -187,18 +192,14 @@ int shim_ready_poll(struct pollfd *fds, nfds_t n, const struct timespec *timeout
                 (tmo->tv_sec == slice.tv_sec && tmo->tv_nsec > slice.tv_nsec))
                 left = slice, tmo = &left;
         }
+        for (i = 0; i < naux && i < SHIM_POLL_AUX_IDX; i++)
+            aux_of[i] = k[n + i].revents;
+        for (i = n; i < n + naux; i++)
+            k[i].revents = 0;
         r = zc_real.ppoll(k, n + naux, tmo, mask);
         if (r < 0) {
             rc = -1;
             break;
-        }
-        for (i = n; i < n + naux; i++) {
-            uint64_t v;
-            int saved = errno;
-
-            if (k[i].revents & POLLIN)      /* a wake fd: reset it, then look again */
-                syscall(SYS_read, k[i].fd, &v, sizeof(v));
-            errno = saved;
         }
         rc = 0;
         for (i = 0; i < n; i++) {
@@ -209,6 +210,20 @@ int shim_ready_poll(struct pollfd *fds, nfds_t n, const struct timespec *timeout
                 rev = f->path->ops->revents(f, fds[i].fd, fds[i].events, rev, 0, NULL);
             fds[i].revents = rev;
             rc += rev != 0;
+        }
+        /* A wake fd that fired is reset (it would keep poll from sleeping),
+         * unless its descriptor is readable now: then it stays set while
+         * the data waits, so that other waiters woken by it (another
+         * thread's poll, an epoll set, which re-check it) see it too; a
+         * later wait with nothing to read resets it. */
+        for (i = n; i < n + naux; i++) {
+            nfds_t of = i - n < SHIM_POLL_AUX_IDX ? (nfds_t)aux_of[i - n] : n;
+            uint64_t v;
+            int saved = errno;
+
+            if ((k[i].revents & POLLIN) && !(of < n && (fds[of].revents & POLLIN)))
+                syscall(SYS_read, k[i].fd, &v, sizeof(v));
+            errno = saved;
         }
         if (rc || ready || shim_expired(deadline) || (timeout && !timeout->tv_sec &&
                                                       !timeout->tv_nsec))

@@ -91,6 +91,8 @@ t_run wake_efd/client-off "$T" env T_READY=epoll T_WAKE=bells T_CLIENT_WAKE_EVEN
   ZCSOCK_SPIN=0 $PY $TL run wake_efd both tcp
 t_run wake_efd/fork "$T" env T_READY=epoll T_WAKE=fork ZCSOCK_SPIN=0 $PY $TL run wake_efd both tcp
 t_run wake_efd/unix "$T" env T_READY=epoll T_WAKE=efd ZCSOCK_SPIN=0 $PY $TL run wake_efd both unix
+# one connection in two epoll sets (LT, ET) and a poll() in another thread
+t_run multi_wait/nospin "$T" env ZCSOCK_SPIN=0 $PY $TL run multi_wait both tcp
 # declined offers while other threads are inside calls on the connection
 t_run decline_threads "$T" $PY tests/localpath/lp_decline_race.py
 # splice from a pipe with no descriptor free for the library's peek pipe:

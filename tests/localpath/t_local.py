@@ -717,6 +717,62 @@ def c_wake_efd(c):
               "eventfd" % (bells - b150))
 
 
+def s_multi_wait(c):
+    # one connection in two epoll sets (one edge-triggered) while another
+    # thread waits on it with poll(): the main thread answers each request
+    # after a wait in the sets in turn; every wait is bounded (a waiter
+    # that is never woken fails after 5 s) and every byte checked; with no
+    # spin every wait sleeps (wake-up eventfd or doorbell byte)
+    c.setblocking(False)
+    e1, e2 = select.epoll(), select.epoll()
+    e1.register(c.fileno(), select.EPOLLIN)
+    e2.register(c.fileno(), select.EPOLLIN | select.EPOLLET)
+    stop = threading.Event()
+    polls = [0]
+
+    def poller():
+        p = select.poll()
+        p.register(c, select.POLLIN)
+        while not stop.is_set():
+            if p.poll(200):
+                polls[0] += 1
+                time.sleep(0.001)     # level-triggered: let the main thread read
+    t = threading.Thread(target=poller)
+    t.start()
+    try:
+        for i in range(200):
+            ep = e1 if i % 2 else e2
+            got = b""
+            while len(got) < 100:
+                if not ep.poll(5):
+                    fail("request %d: no event from set %d within 5 s" % (i, 1 + (i % 2 == 0)))
+                try:
+                    while len(got) < 100:
+                        b = c.recv(100 - len(got))
+                        if not b:
+                            fail("request %d: EOF" % i)
+                        got += b
+                except BlockingIOError:
+                    pass
+            check(got == pattern(50 + i % 3, 100), "request %d" % i)
+            check(c.send(got[::-1]) == 100, "answer %d" % i)
+    finally:
+        stop.set()
+        t.join()
+    c.setblocking(True)
+    check(recv_exact(c, 1) == b"z", "end")
+    sys.stderr.write("server: the poll() thread woke %d times\n" % polls[0])
+    check(polls[0] > 0, "the poll() thread never woke")
+
+
+def c_multi_wait(c):
+    for i in range(200):
+        c.sendall(pattern(50 + i % 3, 100))
+        check(recv_exact(c, 100) == pattern(50 + i % 3, 100)[::-1], "answer %d" % i)
+        time.sleep(0.0005)
+    c.sendall(b"z")
+
+
 def s_arm_race(c):
     # an event-driven receiver that arms its wake-up and sleeps in epoll
     # while the sender writes at every possible moment around the arming
@@ -964,6 +1020,7 @@ CASES = {
     "pipelined": (s_pipelined, c_pipelined),
     "ready_spin": (s_ready_spin, c_ready_spin),
     "wake_efd": (s_wake_efd, c_wake_efd),
+    "multi_wait": (s_multi_wait, c_multi_wait),
     "arm_race": (s_arm_race, c_arm_race),
     "epoll_shared": (s_epoll_shared, c_epoll_shared),
     "threads": (s_threads, c_threads),

@@ -145,9 +145,16 @@ short lp_revents(shim_fd_t *f, int fd, short ev, int kev, int arm, shim_ready_as
         return rev;
     }
     lp_lock(c, LP_RX);
-    if (kev > 0 && (kev & POLLIN))
-        lp_drain(c, fd);
     rd = local_ring_readable(&c->ch, lp_rxdir(c));
+    /* The kernel says readable: doorbells (or EOF, a reset).  Drained only
+     * when the ring gives this waiter nothing to report: a doorbell stays
+     * while there is data for it, so that every other waiter woken by the
+     * same byte (another thread's poll, a second epoll set, whose kernel
+     * re-check would drop the event once the byte is gone) sees it too;
+     * the receive that empties the ring drains it. */
+    if (kev > 0 && (kev & POLLIN) &&
+        !(ein && rd > 0 && (rd >= (c->lowat > 0 ? c->lowat : 1) || c->rd_shut)))
+        lp_drain(c, fd);
     if (rd == 0) {
         local_ring_frame_t fr;
 
