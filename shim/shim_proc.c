@@ -98,14 +98,14 @@ int shim_proc_seccomp_mode(void)
     char buf[4096];
     const char *p;
     long got = 0, n;
-    int fd = (int)syscall(SYS_openat, AT_FDCWD, "/proc/self/status", O_RDONLY | O_CLOEXEC);
+    int fd = (int)syscall(SYS_openat, AT_FDCWD, "/proc/self/status", O_RDONLY | O_CLOEXEC, 0, 0, 0);
 
     if (fd < 0)
         return -1;
     while (got < (long)sizeof(buf) - 1 &&
-           (n = syscall(SYS_read, fd, buf + got, sizeof(buf) - 1 - (size_t)got)) > 0)
+           (n = syscall(SYS_read, fd, buf + got, sizeof(buf) - 1 - (size_t)got, 0, 0, 0)) > 0)
         got += n;
-    syscall(SYS_close, fd);
+    syscall(SYS_close, fd, 0, 0, 0, 0, 0);
     buf[got] = 0;
     p = strstr(buf, "\nSeccomp:");
     if (!p)

@@ -222,7 +222,7 @@ int shim_ready_poll(struct pollfd *fds, nfds_t n, const struct timespec *timeout
             int saved = errno;
 
             if ((k[i].revents & POLLIN) && !(of < n && (fds[of].revents & POLLIN)))
-                syscall(SYS_read, k[i].fd, &v, sizeof(v));
+                zc_real.syscall(SYS_read, (long)k[i].fd, (long)&v, (long)sizeof(v), 0L, 0L, 0L);
             errno = saved;
         }
         if (rc || ready || shim_expired(deadline) || (timeout && !timeout->tv_sec &&

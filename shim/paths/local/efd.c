@@ -38,6 +38,11 @@
 #include <sys/eventfd.h>
 #include <sys/syscall.h>
 
+/* System calls of our own: straight to the real syscall() with every
+ * argument given (the exported syscall hook reads six). */
+#define LP_SYS(nr, a, b, c) \
+    zc_real.syscall((long)(nr), (long)(a), (long)(b), (long)(c), 0L, 0L, 0L)
+
 #ifndef SYS_pidfd_open
 #define SYS_pidfd_open 434
 #endif
@@ -58,7 +63,7 @@ int lp_efd_wake_fd(lp_conn_t *c)
     if (c->efd_off || !zc_config.wake_eventfd || c->state != LP_PAIRED || !c->ch.base ||
         !c->sole || lp_rv(c) || c->rv_seen || shim_vfork_child())
         return -1;
-    fd = (int)syscall(SYS_eventfd2, 0, EFD_CLOEXEC | EFD_NONBLOCK);
+    fd = (int)LP_SYS(SYS_eventfd2, 0, EFD_CLOEXEC | EFD_NONBLOCK, 0);
     if (fd < 0) {
         c->efd_off = 1;
         return -1;
@@ -69,7 +74,7 @@ int lp_efd_wake_fd(lp_conn_t *c)
     gen = __atomic_load_n(&me->efd_gen, __ATOMIC_ACQUIRE) + 1;
     if (!gen)
         gen = 1;
-    __atomic_store_n(&me->efd_pid, (int32_t)syscall(SYS_getpid), __ATOMIC_RELAXED);
+    __atomic_store_n(&me->efd_pid, (int32_t)LP_SYS(SYS_getpid, 0, 0, 0), __ATOMIC_RELAXED);
     __atomic_store_n(&me->efd_no, fd, __ATOMIC_RELAXED);
     __atomic_store_n(&me->efd_gen, gen, __ATOMIC_RELEASE);
     c->efd_gen = gen;
@@ -113,7 +118,8 @@ static int lp_efd_is_eventfd(int fd)
     long n;
 
     zc_fmt(path, sizeof(path), "/proc/self/fd/%d", fd);
-    n = syscall(SYS_readlinkat, AT_FDCWD, path, link, sizeof(link));
+    n = zc_real.syscall(SYS_readlinkat, (long)AT_FDCWD, (long)path, (long)link,
+                        (long)sizeof(link), 0L, 0L);
     return n == (long)sizeof(want) - 1 && !memcmp(link, want, sizeof(want) - 1);
 }
 
@@ -139,15 +145,15 @@ void lp_efd_offered(lp_conn_t *c)
     if (pid <= 0 || no < 0 || pid != __atomic_load_n(&c->ch.hdr->side_pid[!c->ch.side],
                                                      __ATOMIC_RELAXED))
         return;
-    pfd = (int)syscall(SYS_pidfd_open, pid, 0);
+    pfd = (int)LP_SYS(SYS_pidfd_open, pid, 0, 0);
     if (pfd < 0)
         return;
-    fd = (int)syscall(SYS_pidfd_getfd, pfd, no, 0);    /* close-on-exec */
-    syscall(SYS_close, pfd);
+    fd = (int)LP_SYS(SYS_pidfd_getfd, pfd, no, 0);    /* close-on-exec */
+    LP_SYS(SYS_close, pfd, 0, 0);
     if (fd < 0)
         return;
     if (!lp_efd_is_eventfd(fd)) {
-        syscall(SYS_close, fd);
+        LP_SYS(SYS_close, fd, 0, 0);
         return;
     }
     if (c->peer_efd >= 0)
@@ -165,7 +171,7 @@ void lp_efd_ring(lp_conn_t *c, int fd)
 {
     uint64_t one = 1;
 
-    if (c->peer_efd >= 0 && syscall(SYS_write, c->peer_efd, &one, sizeof(one)) == sizeof(one)) {
+    if (c->peer_efd >= 0 && LP_SYS(SYS_write, c->peer_efd, &one, sizeof(one)) == sizeof(one)) {
         zc_stat_add(ZC_STAT_LOCAL_EFD_WAKES, 1);
         return;
     }
