@@ -207,8 +207,10 @@ redis_rps() {   # preload pipeline -> requests/s of SET and GET together
   if [ -n "$pre" ] && awk '$1 == "local.paired.connected:" && $2 > 0 {ok = 1} END {exit !ok}' \
                           "$REDIS_ERR"; then
     echo paired >> "$REDIS_ERR.ok"
-    # wake-up signals (doorbells, futex wakes) both ends sent, per request
-    awk -v n="$REDIS_N" '$1 == "local.doorbells:" || $1 == "local.futex_wakes:" {s += $2}
+    # wake-up signals (doorbells, futex wakes, eventfd writes) both ends
+    # sent, per request
+    awk -v n="$REDIS_N" '$1 == "local.doorbells:" || $1 == "local.futex_wakes:" ||
+                         $1 == "local.efd_wakes:" {s += $2}
       END {printf "%.4f\n", s / (2 * n)}' "$REDIS_ERR" "$REDIS_ERR.srv" >> "$REDIS_ERR.sig$pipe"
   fi
   echo "${rps:-0}"
