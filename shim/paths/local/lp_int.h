@@ -140,6 +140,8 @@ typedef struct lp_conn {
     int peer_efd;                   /* the peer's, fetched (pidfd_getfd), -1 */
     uint32_t peer_efd_gen;          /* its generation, acknowledged in our side */
     uint8_t efd_off;                /* no eventfd for this connection (refused, no room) */
+    uint8_t bell_kept;              /* a doorbell left in the socket for other waiters
+                                     * (ready.c): drained when the ring empties */
     uint32_t bells_unsent;          /* doorbells owed to the peer that the kernel
                                      * refused (EAGAIN): sent before any later
                                      * byte of ours (lp_bells_flush) */

@@ -146,15 +146,21 @@ short lp_revents(shim_fd_t *f, int fd, short ev, int kev, int arm, shim_ready_as
     }
     lp_lock(c, LP_RX);
     rd = local_ring_readable(&c->ch, lp_rxdir(c));
-    /* The kernel says readable: doorbells (or EOF, a reset).  Drained only
-     * when the ring gives this waiter nothing to report: a doorbell stays
-     * while there is data for it, so that every other waiter woken by the
+    /* The kernel says readable: doorbells (or EOF, a reset), drained here.
+     * Except in a process with more than one thread while the ring has
+     * data for this waiter: then the doorbell stays until the receive that
+     * empties the ring (bell_kept), so that every other waiter woken by the
      * same byte (another thread's poll, a second epoll set, whose kernel
-     * re-check would drop the event once the byte is gone) sees it too;
-     * the receive that empties the ring drains it. */
-    if (kev > 0 && (kev & POLLIN) &&
-        !(ein && rd > 0 && (rd >= (c->lowat > 0 ? c->lowat : 1) || c->rd_shut)))
-        lp_drain(c, fd);
+     * re-check would drop the event once the byte is gone) sees it too.
+     * (Not for longer: a process that exits with a byte unread in its
+     * socket makes the kernel reset the connection.) */
+    if (kev > 0 && (kev & POLLIN)) {
+        if (!__libc_single_threaded && ein && rd > 0 &&
+            (rd >= (c->lowat > 0 ? c->lowat : 1) || c->rd_shut))
+            c->bell_kept = 1;
+        else
+            lp_drain(c, fd);
+    }
     if (rd == 0) {
         local_ring_frame_t fr;
 

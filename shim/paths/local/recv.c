@@ -279,6 +279,11 @@ ssize_t lp_recv_ring(lp_conn_t *c, int fd, struct msghdr *msg, int flags, size_t
         rc &= ~(LOCAL_RING_F_DOORBELL | LOCAL_RING_F_FUTEX | LOCAL_RING_F_EVENTFD);
     }
     lp_wake(c, fd, rc, local_ring_wait_word(&c->ch, lp_rxdir(c), LOCAL_RING_ROLE_PROD));
+    if (c->bell_kept && done && !(flags & MSG_PEEK) &&
+        local_ring_readable(&c->ch, lp_rxdir(c)) == 0) {
+        c->bell_kept = 0;       /* the data a kept doorbell announced is read */
+        lp_drain(c, fd);
+    }
     if (rc & LOCAL_RING_F_EOF)
         *eof = 1;
     zc_stat_add(ZC_STAT_LOCAL_RECV_BYTES, done);
