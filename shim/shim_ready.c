@@ -138,7 +138,7 @@ int shim_ready_poll(struct pollfd *fds, nfds_t n, const struct timespec *timeout
     shim_wait_t ws;
     int rc = 0;
     nfds_t i, kn = 2 * n;      /* the set, then the paths' wake fds */
-    short aux_of[SHIM_POLL_AUX_IDX];
+    nfds_t aux_of[SHIM_POLL_AUX_IDX];  /* the entry each wake fd wakes */
 
     if (kn > SHIM_POLL_STACK) {
         k = zc_pool_alloc(kn * sizeof(*k));
@@ -164,9 +164,9 @@ int shim_ready_poll(struct pollfd *fds, nfds_t n, const struct timespec *timeout
                     continue;
                 if (pass == 1 && !spin && f->path->ops->wake_fd &&
                     (w = f->path->ops->wake_fd(f, fds[i].fd, 0)) >= 0) {
-                    k[n + naux] = (struct pollfd){ w, POLLIN, 0 };
-                    /* which entry it wakes, in the unused revents word */
-                    k[n + naux++].revents = (short)(i < 0x7fff ? i : 0x7fff);
+                    if (naux < SHIM_POLL_AUX_IDX)
+                        aux_of[naux] = i;
+                    k[n + naux++] = (struct pollfd){ w, POLLIN, 0 };
                 }
                 ask.wake_listening = w >= 0;
                 if (f->path->ops->revents(f, fds[i].fd, fds[i].events, -1,
@@ -192,10 +192,6 @@ int shim_ready_poll(struct pollfd *fds, nfds_t n, const struct timespec *timeout
                 (tmo->tv_sec == slice.tv_sec && tmo->tv_nsec > slice.tv_nsec))
                 left = slice, tmo = &left;
         }
-        for (i = 0; i < naux && i < SHIM_POLL_AUX_IDX; i++)
-            aux_of[i] = k[n + i].revents;
-        for (i = n; i < n + naux; i++)
-            k[i].revents = 0;
         r = zc_real.ppoll(k, n + naux, tmo, mask);
         if (r < 0) {
             rc = -1;
@@ -217,7 +213,7 @@ int shim_ready_poll(struct pollfd *fds, nfds_t n, const struct timespec *timeout
          * thread's poll, an epoll set, which re-check it) see it too; a
          * later wait with nothing to read resets it. */
         for (i = n; i < n + naux; i++) {
-            nfds_t of = i - n < SHIM_POLL_AUX_IDX ? (nfds_t)aux_of[i - n] : n;
+            nfds_t of = i - n < SHIM_POLL_AUX_IDX ? aux_of[i - n] : n;
             uint64_t v;
             int saved = errno;
 
