@@ -192,11 +192,21 @@ p_wait() {
 
 p_since() { awk -v a="$1" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }'; }
 
+# A port nothing listens on, never one this case was given before (a case
+# that asks for several binds them later: two equal answers made inetd
+# serve two services on one port).
 p_free_port() {
-  python3 - <<'EOF'
-import random, socket, sys
+  local port
+  port=$(P_PORTS_FILE="$P_TMP/.ports" python3 - <<'EOF'
+import os, random, socket, sys
+try:
+    given = set(open(os.environ["P_PORTS_FILE"]).read().split())
+except OSError:
+    given = set()
 for _ in range(200):
     port = random.randint(20000, 32000)   # below the ephemeral range
+    if str(port) in given:
+        continue
     s = socket.socket()
     try:
         s.bind(("127.0.0.1", port))
@@ -208,6 +218,9 @@ for _ in range(200):
     sys.exit(0)
 sys.exit(1)
 EOF
+) || return 1
+  echo "$port" >>"$P_TMP/.ports"
+  echo "$port"
 }
 
 # without connecting (a one-shot server would take the probe as its client)
