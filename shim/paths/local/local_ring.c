@@ -825,6 +825,16 @@ static void lr_claimed(local_ring_t *ch, int dir, int role)
     ch->armed[dir][role] = 0;
 }
 
+/* A new announcement of (dir, role) replaced the word's value old: when an
+ * announcement of ours stood and the peer had claimed it meanwhile (the
+ * word was empty), that claim is counted now, under the kind it had (its
+ * doorbell byte is on its way); re-announcing must not lose it. */
+static void lr_announced(local_ring_t *ch, int dir, int role, uint32_t old)
+{
+    if (ch->armed[dir][role] && old == 0)
+        lr_claimed(ch, dir, role);
+}
+
 /* Withdraw our announcement (dir, role): 1 when the peer had claimed it
  * (counted once: a word we did not arm, or already found claimed, is not
  * ours to count). */
@@ -861,15 +871,16 @@ int local_ring_rx_wait_prepare_kind(local_ring_t *ch, int dir, int kind)
 
         /* into an empty word only; a standing kind stays (ours when armed:
          * its kind is known; anybody's: a waiter of that kind may sleep) */
-        if (!__atomic_compare_exchange_n(w, &cur, (uint32_t)kind, 0, __ATOMIC_SEQ_CST,
-                                         __ATOMIC_SEQ_CST) &&
-            cur != LOCAL_RING_WAIT_EVENTFD)
+        if (__atomic_compare_exchange_n(w, &cur, (uint32_t)kind, 0, __ATOMIC_SEQ_CST,
+                                        __ATOMIC_SEQ_CST)) {
+            lr_announced(ch, dir, LOCAL_RING_ROLE_CONS, 0);
+        } else if (cur != LOCAL_RING_WAIT_EVENTFD) {
             kind = cur == LOCAL_RING_WAIT_FUTEX ? LOCAL_RING_WAIT_FUTEX : LOCAL_RING_WAIT_SOCKET;
-        ch->wait_kind[dir][LOCAL_RING_ROLE_CONS] = (uint8_t)kind;
+        }
     } else {
-        ch->wait_kind[dir][LOCAL_RING_ROLE_CONS] = (uint8_t)kind;
-        LR_STORE(w, (uint32_t)kind);                        /* C1 */
+        lr_announced(ch, dir, LOCAL_RING_ROLE_CONS, LR_XCHG(w, (uint32_t)kind));   /* C1 */
     }
+    ch->wait_kind[dir][LOCAL_RING_ROLE_CONS] = (uint8_t)kind;
     LR_FENCE();                                             /* C2 */
     rc = local_ring_ctl_snap(ch, dir, LOCAL_RING_ROLE_CONS, &s);  /* C3 */
     if (rc)
@@ -914,14 +925,14 @@ int local_ring_tx_wait_prepare_kind(local_ring_t *ch, int dir, size_t want, int 
         return rc;
     if (kind != LOCAL_RING_WAIT_FUTEX)
         kind = LOCAL_RING_WAIT_SOCKET;
-    ch->wait_kind[dir][LOCAL_RING_ROLE_PROD] = (uint8_t)kind;
     ctl = &ch->hdr->ctl[dir];
     if (want == 0)
         want = 1;
     if (want > ch->ring_size - 2 * LR_REC_HDR)     /* an empty ring satisfies it */
         want = ch->ring_size - 2 * LR_REC_HDR;
     LR_STORE(&ctl->prod_want, (uint32_t)want);
-    LR_STORE(&ctl->prod_waiting, (uint32_t)kind);
+    lr_announced(ch, dir, LOCAL_RING_ROLE_PROD, LR_XCHG(&ctl->prod_waiting, (uint32_t)kind));
+    ch->wait_kind[dir][LOCAL_RING_ROLE_PROD] = (uint8_t)kind;
     LR_FENCE();
     rc = local_ring_ctl_snap(ch, dir, LOCAL_RING_ROLE_PROD, &s);
     if (rc)
