@@ -605,6 +605,22 @@ def ready_recv(c, wait, n, what):
     return got
 
 
+def echo_until_eagain(c, wait, n, request):
+    """An event-driven echo on non-blocking c: n requests of 100 bytes
+    (request(i) each), every one read through wait (ready_waiter), then
+    read again until EAGAIN as event loops do (which arms the wake-up),
+    and answered reversed."""
+    for i in range(n):
+        got = ready_recv(c, wait, 100, "request %d" % i)
+        check(got == request(i), "request %d" % i)
+        try:
+            c.recv(1)
+            fail("request %d: a byte the client did not send" % i)
+        except BlockingIOError:
+            pass
+        check(c.send(got[::-1]) == 100, "answer %d" % i)
+
+
 def s_ready_spin(c):
     # an event-driven echo (non-blocking, epoll or poll, reading until
     # EAGAIN) answering a client that asks at once: with a spin before the
@@ -613,15 +629,7 @@ def s_ready_spin(c):
     # EAGAIN armed); then an idle wait that spins at most briefly
     c.setblocking(False)
     wait = ready_waiter(c)
-    for i in range(300):
-        got = ready_recv(c, wait, 100, "request %d" % i)
-        check(got == pattern(30 + i % 7, 100), "request %d" % i)
-        try:            # read until EAGAIN, as event loops do (it arms the
-            c.recv(1)   # wake-up, which the next wait's spin withdraws)
-            fail("request %d: a byte the client did not send" % i)
-        except BlockingIOError:
-            pass
-        check(c.send(got[::-1]) == 100, "answer %d" % i)
+    echo_until_eagain(c, wait, 300, lambda i: pattern(30 + i % 7, 100))
     r0, t0 = resource.getrusage(resource.RUSAGE_SELF), time.monotonic()
     check(wait(10), "idle wake-up")
     r1, t1 = resource.getrusage(resource.RUSAGE_SELF), time.monotonic()
@@ -663,16 +671,7 @@ def s_wake_efd(c):
     # EAGAIN) with no spin, so every wait sleeps: the client says through
     # its counters how it woke the server (wake-up eventfd or doorbell byte)
     c.setblocking(False)
-    wait = ready_waiter(c)
-    for i in range(300):
-        got = ready_recv(c, wait, 100, "request %d" % i)
-        check(got == pattern(40 + i % 5, 100), "request %d" % i)
-        try:
-            c.recv(1)
-            fail("request %d: a byte the client did not send" % i)
-        except BlockingIOError:
-            pass
-        check(c.send(got[::-1]) == 100, "answer %d" % i)
+    echo_until_eagain(c, ready_waiter(c), 300, lambda i: pattern(40 + i % 5, 100))
     c.setblocking(True)
     check(recv_exact(c, 1) == b"z", "end")
 
