@@ -3,8 +3,8 @@
  * A receiver that sleeps in poll, select or epoll used to be woken by one
  * doorbell byte through the kernel socket: the TCP (or AF_UNIX) stack on the
  * sender's side, a drain on the receiver's.  On this kind of machine that
- * costs about as much as the kernel's own round trip (tools/probe numbers in
- * the README).  Instead each side of a connection may offer an eventfd of
+ * costs about as much as the kernel's own round trip (`make bench`: the
+ * epoll ping-pong's "bytes" column, README Performance).  Instead each side of a connection may offer an eventfd of
  * its own, which the readiness engine puts in every wait over the connection
  * (epoll: registered edge-triggered in the application's set under a tag the
  * application never sees; poll/select: an extra entry, drained when it
@@ -52,7 +52,7 @@
 
 /* Our eventfd for poll/epoll waiters on c, made and offered at the first
  * wait that can listen to it; -1 when there is none. */
-int lp_efd_wake_fd(lp_conn_t *c)
+static int lp_efd_wake_fd(lp_conn_t *c)
 {
     lp_side_t *me;
     uint32_t gen;
@@ -84,7 +84,7 @@ int lp_efd_wake_fd(lp_conn_t *c)
 /* The kind a receive announcement of ours takes: the eventfd when the peer
  * holds ours and every waiter hears it (listening: this wait does, or, for
  * an announcement left for later waits, 1), else a doorbell byte. */
-int lp_efd_kind(lp_conn_t *c, int listening)
+static int lp_efd_kind(lp_conn_t *c, int listening)
 {
     if (c->efd < 0 || c->efd_off || !listening || !c->sole)
         return LOCAL_RING_WAIT_SOCKET;

@@ -202,8 +202,6 @@ typedef struct path_local_handover {
 #define PATH_LOCAL_INHERIT_MAX 4096
 
 /* efd.c: wake-up eventfds for poll/epoll waiters */
-int lp_efd_wake_fd(lp_conn_t *c);
-int lp_efd_kind(lp_conn_t *c, int listening);
 int lp_rx_arm(lp_conn_t *c, int listening);
 int lp_wake_fd(shim_fd_t *f, int fd, int unusable);
 void lp_efd_offered(lp_conn_t *c);
