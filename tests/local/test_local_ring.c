@@ -533,6 +533,76 @@ static void test_wait_eventfd(void **state)
     t_pair_close(&p);
 }
 
+/* Space waits of two kinds on one producer word (a thread blocked in a
+ * send beside a poll/epoll waiter for POLLOUT): both stand (BOTH), one
+ * claim wakes both (a doorbell byte and a futex wake), and the sleeper's
+ * withdrawal leaves the socket waiter's announcement standing. */
+static void test_wait_both(void **state)
+{
+    uint8_t big[4096], buf[4096];
+    uint32_t *w;
+    uint64_t b0;
+    t_pair_t p;
+    int flags;
+
+    (void)state;
+    t_pair_open(&p, 4096);
+    w = local_ring_wait_word(&p.a, AB, LOCAL_RING_ROLE_PROD);
+    t_fill(big, sizeof(big), 5);
+    while (t_write(&p.a, AB, big, sizeof(big), NULL))
+        ;
+    b0 = p.a.bells_claimed;
+    /* the sleeper first (joining: nobody else stands yet), then the poller */
+    assert_int_equal(local_ring_tx_wait_prepare_kind(&p.a, AB, 100,
+                                                     LOCAL_RING_WAIT_FUTEX_JOIN), 1);
+    assert_int_equal(*w, LOCAL_RING_WAIT_FUTEX);
+    assert_int_equal(local_ring_tx_wait_prepare(&p.a, AB, 100), 1);
+    assert_int_equal(*w, LOCAL_RING_WAIT_BOTH);
+    assert_int_equal(local_ring_tx_wait_kind(&p.a, AB), LOCAL_RING_WAIT_BOTH);
+    /* the sleeper wakes for another reason and withdraws its part only */
+    assert_int_equal(local_ring_tx_wait_cancel_kind(&p.a, AB, LOCAL_RING_WAIT_BOTH), 0);
+    assert_int_equal(*w, LOCAL_RING_WAIT_SOCKET);
+    assert_int_equal(local_ring_tx_wait_kind(&p.a, AB), LOCAL_RING_WAIT_SOCKET);
+    assert_true(t_read(&p.b, AB, buf, sizeof(buf), 0, &flags) > 0);
+    assert_int_equal(flags & (LOCAL_RING_F_DOORBELL | LOCAL_RING_F_FUTEX), LOCAL_RING_F_DOORBELL);
+    assert_int_equal(local_ring_tx_wait_cancel(&p.a, AB), 1);
+    assert_int_equal(p.a.bells_claimed, b0 + 1);
+    /* the poller first, then the sleeper: one claim wakes both */
+    while (t_write(&p.a, AB, big, sizeof(big), NULL))
+        ;
+    assert_int_equal(local_ring_tx_wait_prepare(&p.a, AB, 100), 1);
+    assert_int_equal(local_ring_tx_wait_prepare_kind(&p.a, AB, 100,
+                                                     LOCAL_RING_WAIT_FUTEX_JOIN), 1);
+    assert_int_equal(*w, LOCAL_RING_WAIT_BOTH);
+    assert_true(t_read(&p.b, AB, buf, sizeof(buf), 0, &flags) > 0);
+    assert_int_equal(flags & (LOCAL_RING_F_DOORBELL | LOCAL_RING_F_FUTEX),
+                     LOCAL_RING_F_DOORBELL | LOCAL_RING_F_FUTEX);
+    assert_int_equal(*w, 0);
+    assert_int_equal(local_ring_tx_wait_cancel_kind(&p.a, AB, LOCAL_RING_WAIT_BOTH), 1);
+    assert_int_equal(p.a.bells_claimed, b0 + 2);      /* its byte is counted once */
+    assert_int_equal(local_ring_tx_wait_cancel(&p.a, AB), 0);
+    assert_int_equal(p.a.bells_claimed, b0 + 2);
+    /* a sleeper alone (plain futex kind) replaces a stale socket one */
+    while (t_write(&p.a, AB, big, sizeof(big), NULL))
+        ;
+    assert_int_equal(local_ring_tx_wait_prepare(&p.a, AB, 100), 1);
+    assert_int_equal(local_ring_tx_wait_prepare_kind(&p.a, AB, 100, LOCAL_RING_WAIT_FUTEX), 1);
+    assert_int_equal(*w, LOCAL_RING_WAIT_FUTEX);
+    assert_int_equal(local_ring_tx_wait_cancel_kind(&p.a, AB, LOCAL_RING_WAIT_FUTEX), 0);
+    assert_int_equal(*w, 0);
+    assert_int_equal(p.a.bells_claimed, b0 + 2);
+    /* receive side: a futex sleeper's withdrawal leaves a socket kind that
+     * replaced it */
+    local_ring_rx_wait_cancel(&p.b, BA);
+    assert_int_equal(local_ring_rx_wait_prepare_kind(&p.b, BA, LOCAL_RING_WAIT_FUTEX), 1);
+    assert_int_equal(local_ring_rx_wait_prepare(&p.b, BA), 1);
+    assert_int_equal(local_ring_rx_wait_cancel_kind(&p.b, BA, LOCAL_RING_WAIT_FUTEX), 0);
+    assert_int_equal(*local_ring_wait_word(&p.b, BA, LOCAL_RING_ROLE_CONS),
+                     LOCAL_RING_WAIT_SOCKET);
+    assert_int_equal(local_ring_rx_wait_cancel(&p.b, BA), 0);
+    t_pair_close(&p);
+}
+
 /* A claimed announcement is counted even when we announce again before
  * withdrawing it: its doorbell byte is on its way, and a hand-back that
  * did not count it would take that byte for data. */
@@ -755,6 +825,7 @@ int main(void)
         cmocka_unit_test(test_wait_protocol),
         cmocka_unit_test(test_wait_eventfd),
         cmocka_unit_test(test_wait_reannounce),
+        cmocka_unit_test(test_wait_both),
         cmocka_unit_test(test_publish_window),
         cmocka_unit_test(test_corrupt),
         cmocka_unit_test(test_corrupt_producer),

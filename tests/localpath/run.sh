@@ -93,6 +93,13 @@ t_run wake_efd/fork "$T" env T_READY=epoll T_WAKE=fork ZCSOCK_SPIN=0 $PY $TL run
 t_run wake_efd/unix "$T" env T_READY=epoll T_WAKE=efd ZCSOCK_SPIN=0 $PY $TL run wake_efd both unix
 # one connection in two epoll sets (LT, ET) and a poll() in another thread
 t_run multi_wait/nospin "$T" env ZCSOCK_SPIN=0 $PY $TL run multi_wait both tcp
+# a thread blocked in a receive (a send) beside a poll/epoll waiter on the
+# same connection: both woken, with eventfds, with doorbell bytes, no spin
+for c in mixed_wait mixed_wait_tx; do
+  t_run "$c/nospin" "$T" env ZCSOCK_SPIN=0 $PY $TL run $c both tcp
+  t_run "$c/unix" "$T" env ZCSOCK_SPIN=0 $PY $TL run $c both unix
+done
+t_run mixed_wait/bells "$T" env ZCSOCK_SPIN=0 ZCSOCK_WAKE_EVENTFD=0 $PY $TL run mixed_wait both tcp
 # declined offers while other threads are inside calls on the connection
 t_run decline_threads "$T" $PY tests/localpath/lp_decline_race.py
 # splice from a pipe with no descriptor free for the library's peek pipe:

@@ -32,4 +32,6 @@ t_run killed-peer/tcp "$T" $PY $TL run killed_peer - tcp
 t_run wake_efd/poll "$T" env T_READY=poll T_WAKE=efd ZCSOCK_SPIN=0 $PY $TL run wake_efd both tcp
 t_run wake_efd/fork "$T" env T_READY=epoll T_WAKE=fork ZCSOCK_SPIN=0 $PY $TL run wake_efd both tcp
 t_run multi_wait/nospin "$T" env ZCSOCK_SPIN=0 $PY $TL run multi_wait both tcp
+t_run mixed_wait/nospin "$T" env ZCSOCK_SPIN=0 $PY $TL run mixed_wait both tcp
+t_run mixed_wait_tx/nospin "$T" env ZCSOCK_SPIN=0 $PY $TL run mixed_wait_tx both tcp
 t_end

@@ -772,6 +772,102 @@ def c_multi_wait(c):
     c.sendall(b"z")
 
 
+def s_mixed_wait(c):
+    # a thread blocked in a receive (MSG_PEEK, blocking) and the main thread
+    # waiting in poll() or epoll on the same socket: data wakes both, as the
+    # kernel does (a peek consumes nothing, so both must see it); each wait
+    # is bounded (a waiter that is never woken fails after 5 s)
+    ep = select.epoll()
+    ep.register(c.fileno(), select.EPOLLIN)
+    pl = select.poll()
+    pl.register(c, select.POLLIN)
+    go, peeked = threading.Semaphore(0), threading.Semaphore(0)
+    errs = []
+
+    def peeker():
+        try:
+            for i in range(ROUNDS_MIXED):
+                if not go.acquire(timeout=10):
+                    return
+                b = c.recv(1, socket.MSG_PEEK)
+                if b != pattern(60 + i % 3, 100)[:1]:
+                    errs.append("round %d: the blocked peek got %r" % (i, b))
+                peeked.release()
+        except Exception as e:      # reported by the main thread
+            errs.append("peeker: %r" % e)
+            peeked.release()
+    t = threading.Thread(target=peeker)
+    t.start()
+    try:
+        for i in range(ROUNDS_MIXED):
+            go.release()
+            time.sleep(0.0002 * (i % 4))     # either waiter may announce first
+            if i % 2:
+                ok = pl.poll(5000)
+            else:
+                ok = ep.poll(5)
+            check(ok, "round %d: %s never woke (the blocked receive did)"
+                  % (i, "poll" if i % 2 else "epoll"))
+            check(peeked.acquire(timeout=5), "round %d: the blocked receive never woke" % i)
+            check(not errs, "; ".join(errs))
+            check(recv_exact(c, 100) == pattern(60 + i % 3, 100), "round %d bytes" % i)
+            check(c.send(b"k") == 1, "answer %d" % i)
+    finally:
+        for _ in range(ROUNDS_MIXED):
+            go.release()
+        t.join()
+    check(recv_exact(c, 1) == b"z", "end")
+
+
+def c_mixed_wait(c):
+    for i in range(ROUNDS_MIXED):
+        time.sleep(0.003)       # both server waiters are asleep by now
+        c.sendall(pattern(60 + i % 3, 100))
+        check(recv_exact(c, 1) == b"k", "answer %d" % i)
+    c.sendall(b"z")
+
+
+ROUNDS_MIXED = 60
+
+
+def s_mixed_wait_tx(c):
+    # a thread blocked in a send (the peer reads nothing yet) and the main
+    # thread waiting for POLLOUT in poll() or epoll on the same socket: when
+    # the peer has read everything both must have woken (the send done, the
+    # wait reporting room); each wait bounded (5 s)
+    ep = select.epoll()
+    ep.register(c.fileno(), select.EPOLLOUT)
+    pl = select.poll()
+    pl.register(c, select.POLLOUT)
+    blob = pattern(70, 8 << 20)
+    for i in range(6):
+        done = []
+        t = threading.Thread(target=lambda: done.append(c.sendall(blob)))
+        t.start()
+        time.sleep(0.05)        # the send blocks on a full buffer by now
+        t0 = time.monotonic()
+        if i % 2:
+            ok = pl.poll(5000)
+        else:
+            ok = ep.poll(5)
+        took = time.monotonic() - t0
+        check(ok, "round %d: %s never reported room" % (i, "poll" if i % 2 else "epoll"))
+        # the peer starts reading 0.15 s after this wait began: room comes
+        # at once then, not from a timer
+        check(took < 1.5, "round %d: room reported after %.2f s" % (i, took))
+        t.join(10)
+        check(done and not t.is_alive(), "round %d: the blocked send never finished" % i)
+        check(recv_exact(c, 1) == b"k", "round %d: answer" % i)
+
+
+def c_mixed_wait_tx(c):
+    blob = pattern(70, 8 << 20)
+    for i in range(6):
+        time.sleep(0.2)         # both server waiters are asleep by now
+        check(recv_exact(c, len(blob)) == blob, "round %d bytes" % i)
+        c.sendall(b"k")
+
+
 def s_arm_race(c):
     # an event-driven receiver that arms its wake-up and sleeps in epoll
     # while the sender writes at every possible moment around the arming
@@ -1020,6 +1116,8 @@ CASES = {
     "ready_spin": (s_ready_spin, c_ready_spin),
     "wake_efd": (s_wake_efd, c_wake_efd),
     "multi_wait": (s_multi_wait, c_multi_wait),
+    "mixed_wait": (s_mixed_wait, c_mixed_wait),
+    "mixed_wait_tx": (s_mixed_wait_tx, c_mixed_wait_tx),
     "arm_race": (s_arm_race, c_arm_race),
     "epoll_shared": (s_epoll_shared, c_epoll_shared),
     "threads": (s_threads, c_threads),

@@ -97,8 +97,18 @@ static int lp_efd_kind(lp_conn_t *c, int listening)
  * eventfd kind when lp_efd_kind allows.  RX lock held. */
 int lp_rx_arm(lp_conn_t *c, int listening)
 {
-    int dir = lp_rxdir(c), kind = lp_efd_kind(c, listening);
-    int rc = local_ring_rx_wait_prepare_kind(&c->ch, dir, kind);
+    int dir = lp_rxdir(c), kind = lp_efd_kind(c, listening), rc;
+    uint32_t *w = local_ring_wait_word(&c->ch, dir, LOCAL_RING_ROLE_CONS);
+    uint32_t cur = LOCAL_RING_WAIT_FUTEX;
+
+    /* A blocking receive sleeps on the futex (this process's other thread,
+     * or another holder): its announcement would wake only it.  Ours takes
+     * its place, and it is woken to join ours (lp_rx_listened). */
+    if (__atomic_load_n(w, __ATOMIC_RELAXED) == LOCAL_RING_WAIT_FUTEX &&
+        __atomic_compare_exchange_n(w, &cur, LOCAL_RING_WAIT_SOCKET, 0, __ATOMIC_SEQ_CST,
+                                    __ATOMIC_SEQ_CST))
+        LP_SYS(SYS_futex, w, FUTEX_WAKE, INT_MAX);
+    rc = local_ring_rx_wait_prepare_kind(&c->ch, dir, kind);
 
     if (rc != 1 || local_ring_rx_wait_kind(&c->ch, dir) != LOCAL_RING_WAIT_EVENTFD)
         return rc;
@@ -108,6 +118,18 @@ int lp_rx_arm(lp_conn_t *c, int listening)
     /* the peer retired its copy meanwhile: a doorbell byte from now on */
     local_ring_rx_wait_cancel(&c->ch, dir);
     return local_ring_rx_wait_prepare_kind(&c->ch, dir, LOCAL_RING_WAIT_SOCKET);
+}
+
+/* Reset our wake-up eventfd (its count would keep a poll from sleeping);
+ * called with nothing to read on c.  Returns it, or -1. */
+int lp_efd_reset(lp_conn_t *c)
+{
+    int efd = c->efd;
+    uint64_t v;
+
+    if (efd >= 0)
+        LP_SYS(SYS_read, efd, &v, sizeof(v));
+    return efd;
 }
 
 /* 1 when descriptor fd of ours is an eventfd. */

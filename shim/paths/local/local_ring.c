@@ -497,6 +497,7 @@ static int lr_claim(uint32_t *w)
         return 0;
     return old == LOCAL_RING_WAIT_FUTEX     ? LOCAL_RING_F_FUTEX
            : old == LOCAL_RING_WAIT_EVENTFD ? LOCAL_RING_F_EVENTFD
+           : old == LOCAL_RING_WAIT_BOTH    ? LOCAL_RING_F_DOORBELL | LOCAL_RING_F_FUTEX
                                             : LOCAL_RING_F_DOORBELL;
 }
 
@@ -904,6 +905,39 @@ int local_ring_rx_wait_cancel(local_ring_t *ch, int dir)
     return lr_withdraw(ch, dir, LOCAL_RING_ROLE_CONS, &ch->hdr->ctl[dir].cons_waiting);
 }
 
+/* Withdraw our announcement (dir, role) only while its word holds kind. */
+static int lr_withdraw_kind(local_ring_t *ch, int dir, int role, int kind)
+{
+    uint32_t *w, cur = (uint32_t)kind;
+    uint32_t to = kind == LOCAL_RING_WAIT_BOTH ? LOCAL_RING_WAIT_SOCKET : 0;
+    int rc = lr_check(ch, dir);
+
+    if (rc)
+        return rc;
+    w = local_ring_wait_word(ch, dir, role);
+    if (__atomic_compare_exchange_n(w, &cur, to, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
+        if (to)
+            ch->wait_kind[dir][role] = (uint8_t)to;     /* still ours, still armed */
+        else
+            ch->armed[dir][role] = 0;
+        return 0;
+    }
+    if (cur != 0 || !ch->armed[dir][role])
+        return 0;       /* another waiter's announcement replaced ours: it stays */
+    lr_claimed(ch, dir, role);
+    return 1;
+}
+
+int local_ring_rx_wait_cancel_kind(local_ring_t *ch, int dir, int kind)
+{
+    return lr_withdraw_kind(ch, dir, LOCAL_RING_ROLE_CONS, kind);
+}
+
+int local_ring_tx_wait_cancel_kind(local_ring_t *ch, int dir, int kind)
+{
+    return lr_withdraw_kind(ch, dir, LOCAL_RING_ROLE_PROD, kind);
+}
+
 int local_ring_rx_armed(const local_ring_t *ch, int dir)
 {
     return lr_check(ch, dir) == 0 && ch->armed[dir][LOCAL_RING_ROLE_CONS];
@@ -923,7 +957,7 @@ int local_ring_tx_wait_prepare_kind(local_ring_t *ch, int dir, size_t want, int 
 
     if (rc)
         return rc;
-    if (kind != LOCAL_RING_WAIT_FUTEX)
+    if (kind != LOCAL_RING_WAIT_FUTEX && kind != LOCAL_RING_WAIT_FUTEX_JOIN)
         kind = LOCAL_RING_WAIT_SOCKET;
     ctl = &ch->hdr->ctl[dir];
     if (want == 0)
@@ -931,7 +965,28 @@ int local_ring_tx_wait_prepare_kind(local_ring_t *ch, int dir, size_t want, int 
     if (want > ch->ring_size - 2 * LR_REC_HDR)     /* an empty ring satisfies it */
         want = ch->ring_size - 2 * LR_REC_HDR;
     LR_STORE(&ctl->prod_want, (uint32_t)want);
-    lr_announced(ch, dir, LOCAL_RING_ROLE_PROD, LR_XCHG(&ctl->prod_waiting, (uint32_t)kind));
+    {
+        /* A socket waiter (poll/epoll) over a futex sleeper, or a joining
+         * futex sleeper over a socket waiter: both stand (BOTH), so that a
+         * waiter of one kind never hides one of the other; the plain futex
+         * kind replaces what stands (a process where nobody else waits). */
+        uint32_t *w = &ctl->prod_waiting, cur = LR_LOAD(w), nk;
+
+        do {
+            int sock = cur == LOCAL_RING_WAIT_SOCKET || cur == LOCAL_RING_WAIT_BOTH;
+            int fut = cur == LOCAL_RING_WAIT_FUTEX || cur == LOCAL_RING_WAIT_BOTH;
+
+            if (kind == LOCAL_RING_WAIT_SOCKET)
+                nk = fut ? LOCAL_RING_WAIT_BOTH : LOCAL_RING_WAIT_SOCKET;
+            else if (kind == LOCAL_RING_WAIT_FUTEX_JOIN)
+                nk = sock ? LOCAL_RING_WAIT_BOTH : LOCAL_RING_WAIT_FUTEX;
+            else
+                nk = LOCAL_RING_WAIT_FUTEX;
+        } while (!__atomic_compare_exchange_n(w, &cur, nk, 0, __ATOMIC_SEQ_CST,
+                                              __ATOMIC_SEQ_CST));
+        lr_announced(ch, dir, LOCAL_RING_ROLE_PROD, cur);
+        kind = (int)nk;
+    }
     ch->wait_kind[dir][LOCAL_RING_ROLE_PROD] = (uint8_t)kind;
     LR_FENCE();
     rc = local_ring_ctl_snap(ch, dir, LOCAL_RING_ROLE_PROD, &s);

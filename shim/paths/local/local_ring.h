@@ -101,7 +101,13 @@ enum { LOCAL_RING_PEER_NONE = 0, LOCAL_RING_PEER_ATTACHED = 1, LOCAL_RING_PEER_G
                                      * wake-up eventfd: write that, no doorbell byte */
 
 /* How a side sleeps (the value it announces in its waiting word). */
-enum { LOCAL_RING_WAIT_SOCKET = 1, LOCAL_RING_WAIT_FUTEX = 2, LOCAL_RING_WAIT_EVENTFD = 3 };
+enum { LOCAL_RING_WAIT_SOCKET = 1, LOCAL_RING_WAIT_FUTEX = 2, LOCAL_RING_WAIT_EVENTFD = 3,
+       LOCAL_RING_WAIT_BOTH = 4,        /* producer only: a socket waiter and a futex
+                                         * sleeper (a doorbell byte and a futex wake) */
+       LOCAL_RING_WAIT_FUTEX_JOIN = 5   /* tx_wait_prepare_kind only, never stored: a
+                                         * futex sleeper beside waiters of other threads
+                                         * (a socket kind standing becomes BOTH) */
+};
 
 /* Roles for local_ring_ctl_snap. */
 enum { LOCAL_RING_ROLE_PROD = 0, LOCAL_RING_ROLE_CONS = 1 };
@@ -333,6 +339,20 @@ static inline uint32_t *local_ring_wait_word(local_ring_t *ch, int dir, int role
                                         : &ch->hdr->ctl[dir].prod_waiting;
 }
 int local_ring_rx_wait_cancel(local_ring_t *ch, int dir);
+/* Withdraw our consumer announcement of dir only while the word still
+ * holds kind (a blocking sleeper's futex announcement): one of another kind
+ * that replaced it (a poll/epoll waiter's, which other threads rely on)
+ * stays.  Returns like rx_wait_cancel. */
+int local_ring_rx_wait_cancel_kind(local_ring_t *ch, int dir, int kind);
+/* The same for our producer announcement of dir (kind as it was stored:
+ * local_ring_tx_wait_kind); a BOTH one leaves the socket kind standing for
+ * the socket waiter beside us. */
+int local_ring_tx_wait_cancel_kind(local_ring_t *ch, int dir, int kind);
+/* The kind our last producer announcement of dir was stored as. */
+static inline int local_ring_tx_wait_kind(const local_ring_t *ch, int dir)
+{
+    return ch->wait_kind[dir][LOCAL_RING_ROLE_PROD];
+}
 /* The kind our last consumer announcement of dir stands as (0: none). */
 static inline int local_ring_rx_wait_kind(const local_ring_t *ch, int dir)
 {

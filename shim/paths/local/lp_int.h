@@ -30,6 +30,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <limits.h>
+#include <sys/single_threaded.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/resource.h>
@@ -201,10 +202,18 @@ typedef struct path_local_handover {
 
 #define PATH_LOCAL_INHERIT_MAX 4096
 
+/* No other waiter can exist on c while we wait: one thread, which alone
+ * holds this side (no fork, exec or SCM_RIGHTS since pairing). */
+static inline int lp_alone(const lp_conn_t *c)
+{
+    return __libc_single_threaded && c->sole && !shim_vfork_child();
+}
+
 /* efd.c: wake-up eventfds for poll/epoll waiters */
 int lp_rx_arm(lp_conn_t *c, int listening);
 int lp_wake_fd(shim_fd_t *f, int fd, int unusable);
 void lp_efd_offered(lp_conn_t *c);
+int lp_efd_reset(lp_conn_t *c);
 void lp_efd_ring(lp_conn_t *c, int fd);
 void lp_efd_retire(lp_conn_t *c);
 void lp_efd_close(lp_conn_t *c);

@@ -99,7 +99,7 @@ static void lp_spin_arm(lp_conn_t *c, int arm, int empty)
     int dir = lp_rxdir(c);
 
     if (arm == SHIM_READY_SPIN) {
-        if (!c->spin_withdrew && __libc_single_threaded && c->sole && !shim_vfork_child() &&
+        if (!c->spin_withdrew && lp_alone(c) &&
             !lp_rv(c) && local_ring_rx_armed(&c->ch, dir)) {
             local_ring_rx_wait_cancel(&c->ch, dir);
             c->spin_withdrew = 1;

@@ -56,12 +56,12 @@ void lp_kernel_look(lp_conn_t *c, int fd, int role)
 
 /* Spin up to us microseconds for *word to leave LOCAL_RING_WAIT_FUTEX (the
  * peer's wake).  1 when it did. */
-static int lp_spin(const uint32_t *word, unsigned us)
+static int lp_spin(const uint32_t *word, uint32_t kind, unsigned us)
 {
     int64_t t0 = zc_now_us();
 
     for (int i = 0;; i++) {
-        if (__atomic_load_n(word, __ATOMIC_ACQUIRE) != LOCAL_RING_WAIT_FUTEX)
+        if (__atomic_load_n(word, __ATOMIC_ACQUIRE) != kind)
             return 1;
         __builtin_ia32_pause();
         if ((i & 63) == 63 && zc_now_us() - t0 >= (int64_t)us)
@@ -69,21 +69,10 @@ static int lp_spin(const uint32_t *word, unsigned us)
     }
 }
 
-/* Sleep in a blocking call until the peer wakes our futex word (announced
- * with LOCAL_RING_WAIT_FUTEX for role LP_RX: data; LP_TX: space), after a
- * spin (above).  The sleep is cut in slices so a peer that died without
- * waking us is noticed through the kernel socket.  Returns 0 (look again)
- * or -errno for the application (EINTR, EAGAIN on SO_*TIMEO). */
-int lp_sleep(lp_conn_t *c, int fd, int role, lp_wait_t *w)
+/* The length of the next sleep slice in ms, or -EAGAIN past the
+ * application's SO_RCVTIMEO / SO_SNDTIMEO (read once per call into w). */
+static long lp_slice_ms(lp_conn_t *c, int fd, int role, lp_wait_t *w)
 {
-    uint32_t *word = role == LP_RX
-                         ? local_ring_wait_word(&c->ch, lp_rxdir(c), LOCAL_RING_ROLE_CONS)
-                         : local_ring_wait_word(&c->ch, lp_txdir(c), LOCAL_RING_ROLE_PROD);
-    struct timespec ts = { 0, LP_SLEEP_SLICE_MS * 1000000L };
-    unsigned spin;
-    int64_t t0;
-    long r;
-
     if (!w->init) {
         lp_cached_t *k = &c->timeo[role];
         int64_t ms;
@@ -109,11 +98,36 @@ int lp_sleep(lp_conn_t *c, int fd, int role, lp_wait_t *w)
         if (left <= 0)
             return -EAGAIN;
         if (left < LP_SLEEP_SLICE_MS)
-            ts.tv_nsec = left * 1000000L;
+            return (long)left;
     }
+    return LP_SLEEP_SLICE_MS;
+}
+
+/* Sleep in a blocking call until the peer wakes our futex word (announced
+ * with LOCAL_RING_WAIT_FUTEX for role LP_RX: data; LP_TX: space), after a
+ * spin (above).  The sleep is cut in slices so a peer that died without
+ * waking us is noticed through the kernel socket.  Returns 0 (look again)
+ * or -errno for the application (EINTR, EAGAIN on SO_*TIMEO). */
+int lp_sleep(lp_conn_t *c, int fd, int role, lp_wait_t *w)
+{
+    uint32_t *word = role == LP_RX
+                         ? local_ring_wait_word(&c->ch, lp_rxdir(c), LOCAL_RING_ROLE_CONS)
+                         : local_ring_wait_word(&c->ch, lp_txdir(c), LOCAL_RING_ROLE_PROD);
+    /* the kind we stored: the futex kind, or (a sender joining a socket
+     * waiter) BOTH */
+    uint32_t kind = role == LP_RX ? LOCAL_RING_WAIT_FUTEX
+                                  : (uint32_t)local_ring_tx_wait_kind(&c->ch, lp_txdir(c));
+    long ms = lp_slice_ms(c, fd, role, w);
+    struct timespec ts = { 0, ms * 1000000L };
+    unsigned spin;
+    int64_t t0;
+    long r;
+
+    if (ms < 0)
+        return (int)ms;
     t0 = zc_now_us();
     spin = zc_spin_for(&c->spin[role]);
-    if (spin && lp_spin(word, spin)) {
+    if (spin && lp_spin(word, kind, spin)) {
         zc_stat_add(ZC_STAT_LOCAL_SPINS_PAID, 1);
         zc_spin_learn(&c->spin[role], t0);
         return 0;
@@ -121,13 +135,50 @@ int lp_sleep(lp_conn_t *c, int fd, int role, lp_wait_t *w)
     if (spin)
         zc_stat_add(ZC_STAT_LOCAL_SPINS_SLEPT, 1);
     zc_stat_add(ZC_STAT_LOCAL_SLEEPS, 1);
-    r = syscall(SYS_futex, word, FUTEX_WAIT, LOCAL_RING_WAIT_FUTEX, &ts, NULL, 0);
+    r = syscall(SYS_futex, word, FUTEX_WAIT, kind, &ts, NULL, 0);
     zc_spin_learn(&c->spin[role], t0);
     if (r < 0 && errno == EINTR)
         return lp_interrupted(w) ? -EINTR : 0;
     if (r < 0 && errno == ETIMEDOUT)
         lp_kernel_look(c, fd, role);
     return 0;
+}
+
+/* A blocking receive that joins a listening announcement (lp_rx_listened)
+ * sleeps where that announcement is heard: the kernel socket (a doorbell
+ * byte) and our wake-up eventfd, in slices like lp_sleep.  Returns 0 (look
+ * again) or -errno for the application. */
+static int lp_sleep_listening(lp_conn_t *c, int fd, int efd, lp_wait_t *w)
+{
+    struct pollfd p[2] = { { fd, POLLIN | POLLRDHUP, 0 }, { efd, POLLIN, 0 } };
+    long ms = lp_slice_ms(c, fd, LP_RX, w);
+    int r;
+
+    if (ms < 0)
+        return (int)ms;
+    zc_stat_add(ZC_STAT_LOCAL_SLEEPS, 1);
+    r = zc_real.poll(p, efd >= 0 ? 2 : 1, (int)ms);
+    if (r < 0 && errno == EINTR)
+        return lp_interrupted(w) ? -EINTR : 0;
+    if (r == 0)
+        lp_kernel_look(c, fd, LP_RX);
+    return 0;
+}
+
+/* Does a receive announcement another waiter may rely on stand for this
+ * connection (a socket or eventfd kind: a poll/epoll waiter in another
+ * thread, or another holder)?  Then a blocking receive joins it rather
+ * than replacing it with the futex kind, which would wake only itself.  A
+ * process with one thread that alone holds this side has no such waiter. */
+static int lp_rx_listened(lp_conn_t *c)
+{
+    uint32_t cur;
+
+    if (lp_alone(c))
+        return 0;
+    cur = __atomic_load_n(local_ring_wait_word(&c->ch, lp_rxdir(c), LOCAL_RING_ROLE_CONS),
+                          __ATOMIC_ACQUIRE);
+    return cur == LOCAL_RING_WAIT_SOCKET || cur == LOCAL_RING_WAIT_EVENTFD;
 }
 
 /* Handed back: the bytes a drain kept first, then the kernel's.  RX lock
@@ -377,9 +428,10 @@ static ssize_t lp_rx_gone(lp_conn_t *c, int fd, lp_rx_t *r)
  * RX lock held; released on return. */
 static ssize_t lp_rx_empty(lp_conn_t *c, int fd, lp_rx_t *r)
 {
-    int nonblock = lp_nonblocking(c, fd, r->flags), rc;
+    int nonblock = lp_nonblocking(c, fd, r->flags), rc, efd = -1;
+    int listened = !nonblock && lp_rx_listened(c);
 
-    if (nonblock || c->ch.bells_claimed != c->bells_drained)
+    if (nonblock || listened || c->ch.bells_claimed != c->bells_drained)
         lp_drain(c, fd);
     if (!c->kern_eof && !c->kern_err &&
         local_ring_peer_state(&c->ch) == LOCAL_RING_PEER_GONE) {
@@ -398,14 +450,26 @@ static ssize_t lp_rx_empty(lp_conn_t *c, int fd, lp_rx_t *r)
         lp_unlock(c, LP_RX);
         return rc == 0 ? LP_CONTINUE : lp_rx_done(r, -EAGAIN);
     }
-    rc = local_ring_rx_wait_prepare_kind(&c->ch, lp_rxdir(c), LOCAL_RING_WAIT_FUTEX);
+    if (listened) {
+        /* join the standing announcement; its eventfd is reset first (the
+         * ring is empty: nothing it announced waits), then the re-check */
+        efd = lp_efd_reset(c);
+        rc = lp_rx_arm(c, 1);
+    } else {
+        rc = local_ring_rx_wait_prepare_kind(&c->ch, lp_rxdir(c), LOCAL_RING_WAIT_FUTEX);
+    }
     lp_unlock(c, LP_RX);
     if (rc < 0)
         return lp_rx_done(r, lp_broken(c));
     if (rc == 0)
         return LP_CONTINUE;
+    if (listened) {         /* the announcement stays for the other waiters */
+        rc = lp_sleep_listening(c, fd, efd, &r->w);
+        return rc < 0 ? lp_rx_done(r, rc) : LP_CONTINUE;
+    }
     rc = lp_sleep(c, fd, LP_RX, &r->w);
-    local_ring_rx_wait_cancel(&c->ch, lp_rxdir(c));
+    /* a poll/epoll waiter's announcement that replaced ours stays */
+    local_ring_rx_wait_cancel_kind(&c->ch, lp_rxdir(c), LOCAL_RING_WAIT_FUTEX);
     return rc < 0 ? lp_rx_done(r, rc) : LP_CONTINUE;
 }
 

@@ -112,7 +112,8 @@ static ssize_t lp_tx_full(lp_conn_t *c, int fd, lp_tx_t *t)
                                                            ? left + LP_ROOM_KEEP
                                                            : LOCAL_RING_CHUNK),
                                          nonblock ? LOCAL_RING_WAIT_SOCKET
-                                                  : LOCAL_RING_WAIT_FUTEX);
+                                         : lp_alone(c) ? LOCAL_RING_WAIT_FUTEX
+                                                       : LOCAL_RING_WAIT_FUTEX_JOIN);
     if (rc == 1 && lp_rv(c)) {      /* re-checked after announcing (HAND-BACK 4) */
         local_ring_tx_wait_cancel(&c->ch, lp_txdir(c));
         return LP_CONTINUE;
@@ -125,7 +126,9 @@ static ssize_t lp_tx_full(lp_conn_t *c, int fd, lp_tx_t *t)
     if (nonblock)
         return t->sent ? (ssize_t)t->sent : -EAGAIN;
     rc = lp_sleep(c, fd, LP_TX, &t->w);
-    local_ring_tx_wait_cancel(&c->ch, lp_txdir(c));
+    /* a poll/epoll waiter's announcement beside ours stays */
+    local_ring_tx_wait_cancel_kind(&c->ch, lp_txdir(c),
+                                   local_ring_tx_wait_kind(&c->ch, lp_txdir(c)));
     if (rc < 0)
         return t->sent ? (ssize_t)t->sent : rc;
     lp_lock(c, LP_TX);
