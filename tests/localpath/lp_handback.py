@@ -226,6 +226,35 @@ def c_seccomp(c):
         check(recv_exact(c, len(msg)) == msg, "echo %d" % i)
 
 
+def s_uring_dlopen(c):
+    # a paired connection, then a library that links liburing is dlopen'ed:
+    # liburing's inline system calls would pass no hook, so the next socket
+    # the process makes (here a listener) hands every connection back first;
+    # the echo goes on byte for byte
+    for i in range(20):
+        n = struct.unpack("I", recv_exact(c, 4))[0]
+        c.sendall(recv_exact(c, n))
+        if i == 9:
+            lib = os.environ.get("T_NEEDS_URING", "")
+            if not os.path.exists(lib):
+                fail("T_NEEDS_URING (build/tests/localpath/libneeds_uring.so) not built")
+            check(ctypes.CDLL(lib).needs_uring_probe() in (0, -1), "probe")
+            l2 = socket.socket()
+            l2.bind(("127.0.0.1", 0))
+            l2.listen(1)
+            l2.close()
+            if os.environ.get("T_MODE") == "both":
+                check(zc_stat("local.handed_back.io_uring") == 1, "not handed back at dlopen")
+                check(zc_stat("local.declined.io_uring") >= 1, "the listener was not declined")
+
+
+def c_uring_dlopen(c):
+    for i in range(20):
+        msg = bytes([i]) * (1000 + 99991 * i)
+        c.sendall(struct.pack("I", len(msg)) + msg)
+        check(recv_exact(c, len(msg)) == msg, "echo %d" % i)
+
+
 def ring_memfd():
     for name in os.listdir("/proc/self/fd"):
         try:

@@ -22,10 +22,19 @@ $(LOCALPATH_SECCOMP_EXEC): tests/localpath/seccomp_exec.c
 	$(quiet) CC $@
 	$(Q)$(CC) -O2 -Wall -o $@ $< -ldl
 
-test-localpath: $(LIB) $(LOCALPATH_STATIC_ECHO) $(LOCALPATH_READY_CHK) $(LOCALPATH_SECCOMP_EXEC)
+# needs_uring: a library that links liburing, dlopen'ed by case uring_dlopen
+LOCALPATH_NEEDS_URING := $(BUILD)/tests/localpath/libneeds_uring.so
+$(LOCALPATH_NEEDS_URING): tests/localpath/needs_uring.c
+	@mkdir -p $(@D)
+	$(quiet) CC $@
+	$(Q)$(CC) -O2 -Wall -shared -fPIC -o $@ $< -Wl,--no-as-needed -luring
+
+test-localpath: $(LIB) $(LOCALPATH_STATIC_ECHO) $(LOCALPATH_READY_CHK) $(LOCALPATH_SECCOMP_EXEC) \
+		$(LOCALPATH_NEEDS_URING)
 	$(Q)$(TEST_ENV) T_STATIC_ECHO=$(abspath $(LOCALPATH_STATIC_ECHO)) \
 		T_READY_CHK=$(abspath $(LOCALPATH_READY_CHK)) \
-		T_SECCOMP_EXEC=$(abspath $(LOCALPATH_SECCOMP_EXEC)) tests/localpath/run.sh
+		T_SECCOMP_EXEC=$(abspath $(LOCALPATH_SECCOMP_EXEC)) \
+		T_NEEDS_URING=$(abspath $(LOCALPATH_NEEDS_URING)) tests/localpath/run.sh
 
 # The same under AddressSanitizer (a subset: run_asan.sh).
 TEST_TIERS += localpath-asan

@@ -1128,6 +1128,7 @@ CASES = {
     "stdio_filter": (s_stdio_filter, c_stdio_filter),
     "fdopen": (s_fdopen, c_fdopen),
     "seccomp": (s_seccomp, c_seccomp),
+    "uring_dlopen": (s_uring_dlopen, c_uring_dlopen),
     "scribble": (s_scribble, c_scribble),
     "oob": (s_oob, c_oob),
     "shut_rd": (s_shut_rd, c_shut_rd),

@@ -1,11 +1,14 @@
 /* A socket read through io_uring (liburing): accept one connection on
  * 127.0.0.1:PORT, then IORING_OP_RECV into a buffer until EOF, writing
- * what arrives to stdout.  Prints "listening" on stderr when ready. */
+ * what arrives to stdout.  With FIRST (argv[2]), the first FIRST bytes are
+ * read with recv() before the ring is made (a connection that would pair at
+ * that first call).  Prints "listening" on stderr when ready. */
 #include <arpa/inet.h>
 #include <liburing.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 int main(int argc, char **argv) {
@@ -17,10 +20,17 @@ int main(int argc, char **argv) {
     fprintf(stderr, "listening\n");
     int c = accept(s, NULL, NULL);
     if (c < 0) { perror("accept"); return 1; }
+    static char buf[1 << 16];
+    long first = argc > 2 ? atol(argv[2]) : 0;
+    while (first > 0) {
+        ssize_t n = recv(c, buf, first < (long)sizeof buf ? (size_t)first : sizeof buf, 0);
+        if (n <= 0) { perror("recv"); return 1; }
+        if (fwrite(buf, 1, (size_t)n, stdout) != (size_t)n) return 1;
+        first -= n;
+    }
     struct io_uring ring;
     int e = io_uring_queue_init(8, &ring, 0);
     if (e < 0) { fprintf(stderr, "io_uring_queue_init: %s\n", strerror(-e)); return 77; }
-    static char buf[1 << 16];
     for (;;) {
         struct io_uring_sqe *sqe = io_uring_get_sqe(&ring);
         io_uring_prep_recv(sqe, c, buf, sizeof buf, 0);

@@ -54,6 +54,7 @@ static const char *const lp_reason_names[LOCAL_PAIR_R_COUNT] = {
     [LOCAL_PAIR_R_DISABLED] = "disabled",
     [LOCAL_PAIR_R_ERROR] = "error",
     [LOCAL_PAIR_R_UNVERIFIED] = "unverified",
+    [LOCAL_PAIR_R_IO_URING] = "io_uring",
 };
 
 const char *local_pair_reason_name(int reason)

@@ -143,6 +143,8 @@ enum {
     LOCAL_PAIR_R_UNVERIFIED,    /* the announcement's owner does not hold the
                                  * connecting socket (a squatter, or the
                                  * announcer exited after a fork) */
+    LOCAL_PAIR_R_IO_URING,      /* this process loaded liburing, whose inline
+                                 * system calls no hook sees */
     LOCAL_PAIR_R_COUNT
 };
 

@@ -2,6 +2,9 @@
  * connect, accept) and a pending client's pickup of the server's offer. */
 #include "lp_int.h"
 
+#include <link.h>
+#include <stddef.h>
+#include <string.h>
 #include <sys/single_threaded.h>
 
 static int lp_held_elsewhere(int fd);
@@ -82,6 +85,89 @@ int lp_wants_creds(int fd)
     return on || sec;
 }
 
+typedef struct lp_uring_look {
+    unsigned long long adds;    /* the loader's count of objects ever added */
+    int found, first;
+} lp_uring_look_t;
+
+/* Does the loaded object need liburing (a DT_NEEDED entry)?  Our own
+ * library does (the pin-down cache's backend) and is skipped. */
+static int lp_needs_uring(const struct dl_phdr_info *info)
+{
+    const ElfW(Dyn) *dyn = NULL, *d;
+    uintptr_t me = (uintptr_t)&lp_needs_uring, strtab = 0;
+    int i;
+
+    for (i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        uintptr_t at = info->dlpi_addr + ph->p_vaddr;
+
+        if (ph->p_type == PT_LOAD && me >= at && me - at < ph->p_memsz)
+            return 0;                                   /* ourselves */
+        if (ph->p_type == PT_DYNAMIC)
+            dyn = (const ElfW(Dyn) *)at;
+    }
+    if (!dyn)
+        return 0;
+    for (d = dyn; d->d_tag != DT_NULL; d++)
+        if (d->d_tag == DT_STRTAB)
+            strtab = d->d_un.d_ptr;
+    if (!strtab)
+        return 0;
+    if (strtab < info->dlpi_addr)       /* not relocated in place (read-only .dynamic) */
+        strtab += info->dlpi_addr;
+    for (d = dyn; d->d_tag != DT_NULL; d++)
+        if (d->d_tag == DT_NEEDED &&
+            (!strncmp((const char *)strtab + d->d_un.d_val, "liburing.so", 11) ||
+             !strncmp((const char *)strtab + d->d_un.d_val, "liburing-ffi.so", 15)))
+            return 1;
+    return 0;
+}
+
+/* One loaded object (dl_iterate_phdr): stop at one that needs liburing,
+ * or at once when nothing was loaded since the last look. */
+static int lp_uring_seen(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    lp_uring_look_t *st = arg;
+
+    if (st->first) {
+        st->first = 0;
+        if (size >= offsetof(struct dl_phdr_info, dlpi_adds) + sizeof(info->dlpi_adds))
+            st->adds = info->dlpi_adds;
+        if (st->adds && st->adds == __atomic_load_n(&lp.uring_adds, __ATOMIC_RELAXED))
+            return 1;
+    }
+    if (!lp_needs_uring(info))
+        return 0;
+    st->found = 1;
+    return 1;
+}
+
+/* liburing makes its system calls inline (no libc function, so no hook
+ * sees a read, write or close it does on a socket): a process with a
+ * program or library that links it never pairs, and the first look that
+ * finds one hands back what paired before (a library dlopen'ed after
+ * pairing).  Looked up again only when the loader added an object since.
+ * (A dlopen of liburing itself, as an FFI binding does, adds no object:
+ * ours already loaded it, so that use stays unseen.) */
+static int lp_uring_loaded(void)
+{
+    lp_uring_look_t st = { 0, 0, 1 };
+
+    if (__atomic_load_n(&lp.uring, __ATOMIC_RELAXED))
+        return 1;
+    dl_iterate_phdr(lp_uring_seen, &st);
+    if (!st.found) {
+        __atomic_store_n(&lp.uring_adds, st.adds, __ATOMIC_RELAXED);
+        return 0;
+    }
+    if (!__atomic_exchange_n(&lp.uring, 1, __ATOMIC_ACQ_REL)) {
+        zc_log(ZC_LOG_NOTICE, "local path off: liburing is loaded (its system calls pass no hook)");
+        shim_process_exposed("io_uring");
+    }
+    return 1;
+}
+
 int lp_candidate(int fd)
 {
     shim_fd_t *f = shim_fd_get(fd);
@@ -93,6 +179,10 @@ int lp_candidate(int fd)
         return 0;
     if (f->family == AF_UNIX && lp_wants_creds(fd)) {
         lp_decline(LOCAL_PAIR_R_UNSUPPORTED);
+        return 0;
+    }
+    if (lp_uring_loaded()) {
+        lp_decline(LOCAL_PAIR_R_IO_URING);
         return 0;
     }
     return 1;
