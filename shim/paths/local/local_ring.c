@@ -44,6 +44,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "zc_copy.h"
 #include "zc_real.h"
 
 #define LR_ALIGN        8u
@@ -118,10 +119,10 @@ static void lr_ring_put(local_ring_t *ch, int dir, uint64_t pos, const void *src
     size_t first = ch->ring_size - off;
 
     if (first >= n) {
-        memcpy(ch->ring[dir] + off, src, n);
+        zc_copy(ch->ring[dir] + off, src, n);
     } else {
-        memcpy(ch->ring[dir] + off, src, first);
-        memcpy(ch->ring[dir], (const uint8_t *)src + first, n - first);
+        zc_copy(ch->ring[dir] + off, src, first);
+        zc_copy(ch->ring[dir], (const uint8_t *)src + first, n - first);
     }
 }
 
@@ -131,10 +132,10 @@ static void lr_ring_get(const local_ring_t *ch, int dir, uint64_t pos, void *dst
     size_t first = ch->ring_size - off;
 
     if (first >= n) {
-        memcpy(dst, ch->ring[dir] + off, n);
+        zc_copy(dst, ch->ring[dir] + off, n);
     } else {
-        memcpy(dst, ch->ring[dir] + off, first);
-        memcpy((uint8_t *)dst + first, ch->ring[dir], n - first);
+        zc_copy(dst, ch->ring[dir] + off, first);
+        zc_copy((uint8_t *)dst + first, ch->ring[dir], n - first);
     }
 }
 
