@@ -339,6 +339,8 @@ static int shim_ep_wait(int epfd, struct epoll_event *evs, int max, int timeout,
             return out;
         if (!out)
             shim_wait_idle(ws);
+        if (spin && !out && shim_wait_kernel_skip(ws))
+            continue;       /* the paths' memory only, this time */
         if (out || spin)
             tmo = 0;
         else if (deadline < 0)

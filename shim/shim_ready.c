@@ -84,6 +84,7 @@ void shim_wait_begin(shim_wait_t *w, int may_sleep)
 
     w->t0 = zc_now_us();
     w->end = us ? w->t0 + us : 0;
+    w->kernel_next = 0;
     w->may_sleep = may_sleep;
     w->waited = 0;
     w->spun = 0;
@@ -99,6 +100,19 @@ int shim_wait_spinning(shim_wait_t *w)
     }
     zc_stat_add(ZC_STAT_READY_SPINS_SLEPT, 1);
     w->end = 0;
+    return 0;
+}
+
+int shim_wait_kernel_skip(shim_wait_t *w)
+{
+    int64_t now = zc_now_us();
+
+    if (now < w->kernel_next) {
+        for (int i = 0; i < 16; i++)
+            __builtin_ia32_pause();
+        return 1;
+    }
+    w->kernel_next = now + SHIM_SPIN_KERNEL_US;
     return 0;
 }
 
@@ -184,6 +198,8 @@ int shim_ready_poll(struct pollfd *fds, nfds_t n, const struct timespec *timeout
         }
         if (!ready)
             shim_wait_idle(&ws);
+        if (spin && !ready && shim_wait_kernel_skip(&ws))
+            continue;       /* the paths' memory only, this time */
         tmo = ready || spin ? &zero : shim_left(deadline, &left);
         if (!ready && ask.recheck_ms) {
             struct timespec slice = { ask.recheck_ms / 1000, (ask.recheck_ms % 1000) * 1000000L };

@@ -26,11 +26,18 @@ int shim_expired(int64_t deadline);
  * thread's spin budget learns from the waits that waited). */
 typedef struct shim_wait {
     int64_t t0, end;
+    int64_t kernel_next;    /* spinning: no kernel look before this (us) */
     int may_sleep, waited;
     int spun;           /* a look ran with SHIM_READY_SPIN: end with SPUN */
 } shim_wait_t;
 void shim_wait_begin(shim_wait_t *w, int may_sleep);
 int shim_wait_spinning(shim_wait_t *w);
+/* While spinning, the kernel (a system call over the whole set) is asked at
+ * most every SHIM_SPIN_KERNEL_US; the looks in between ask only the paths'
+ * memory.  The first look of a wait always asks the kernel.  1: skip this
+ * kernel look (after a short pause). */
+#define SHIM_SPIN_KERNEL_US 8
+int shim_wait_kernel_skip(shim_wait_t *w);
 void shim_wait_idle(shim_wait_t *w);
 void shim_wait_end(shim_wait_t *w, int events);
 

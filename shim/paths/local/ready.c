@@ -99,8 +99,8 @@ static void lp_spin_arm(lp_conn_t *c, int arm, int empty)
     int dir = lp_rxdir(c);
 
     if (arm == SHIM_READY_SPIN) {
-        if (!c->spin_withdrew && lp_alone(c) &&
-            !lp_rv(c) && local_ring_rx_armed(&c->ch, dir)) {
+        if (!c->spin_withdrew && !lp_rv(c) && local_ring_rx_armed(&c->ch, dir) &&
+            lp_alone(c)) {      /* (lp_alone last: a system call) */
             local_ring_rx_wait_cancel(&c->ch, dir);
             c->spin_withdrew = 1;
         }
