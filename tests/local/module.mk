@@ -23,7 +23,8 @@ $(BUILD)/tests/local/test_%: tests/local/test_%.c tests/local/t_ring.h shim/path
 		$(LOCAL_SHIM_OBJS) -lcmocka -ldl -lpthread
 
 # --- benchmark: the ring module alone plus the real-function resolver ---
-LOCAL_RING_OBJS = $(BUILD)/obj/shim/paths/local/local_ring.o $(BUILD)/obj/common/zc_real.o
+LOCAL_RING_OBJS = $(BUILD)/obj/shim/paths/local/local_ring.o $(BUILD)/obj/common/zc_real.o \
+	$(BUILD)/obj/common/zc_copy.o
 
 $(BUILD)/bench_ring: tests/local/bench_ring.c tests/local/t_ring.h shim/paths/local/local_ring.h $(LOCAL_RING_OBJS)
 	@mkdir -p $(@D)
@@ -43,10 +44,12 @@ FUZZ_DIR := build/fuzz
 FUZZ_FLAGS := -std=gnu11 -O1 -g -D_GNU_SOURCE -Iinclude -Icommon -Ishim/paths/local \
 	-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 
-$(FUZZ_DIR)/fuzz_ring: tests/local/fuzz_ring.c shim/paths/local/local_ring.c shim/paths/local/local_ring.h common/zc_real.c
+$(FUZZ_DIR)/fuzz_ring: tests/local/fuzz_ring.c shim/paths/local/local_ring.c shim/paths/local/local_ring.h common/zc_real.c \
+		common/zc_copy.c common/zc_copy.h
 	@mkdir -p $(@D)
 	$(quiet) FUZZ $@
-	$(Q)$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ tests/local/fuzz_ring.c shim/paths/local/local_ring.c common/zc_real.c -ldl
+	$(Q)$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ tests/local/fuzz_ring.c shim/paths/local/local_ring.c common/zc_real.c \
+		common/zc_copy.c -ldl
 
 fuzz-ring: $(FUZZ_DIR)/fuzz_ring
 	$(Q)mkdir -p $(FUZZ_DIR)/corpus-ring
