@@ -603,6 +603,71 @@ static void test_wait_both(void **state)
     t_pair_close(&p);
 }
 
+/* Request/response keeps to the hot window: once the head passes
+ * LOCAL_RING_HOT with the ring empty, a small message goes back to the
+ * ring's start behind a PAD record, which carries no stream bytes, is
+ * taken even by a peek, and never shows alone; a large message, or one
+ * written while the consumer is behind, walks on. */
+static void test_hot_window(void **state)
+{
+    uint8_t msg[3000], buf[8192];
+    local_ring_snap_t s;
+    t_pair_t p;
+    int flags;
+
+    (void)state;
+    t_pair_open(&p, 0);                 /* the default 4 MiB: a window applies */
+    for (int i = 0; i < 200; i++) {     /* 200 x ~3 KiB: past 256 KiB once */
+        t_fill(msg, sizeof(msg), (unsigned)i);
+        assert_int_equal(t_write(&p.a, AB, msg, sizeof(msg), NULL), sizeof(msg));
+        assert_int_equal(local_ring_readable(&p.b, AB), sizeof(msg));
+        if (i == 150) {                 /* a peek first: same bytes, pad taken */
+            assert_int_equal(t_read(&p.b, AB, buf, sizeof(buf), LOCAL_RING_PEEK, NULL),
+                             sizeof(msg));
+            assert_memory_equal(buf, msg, sizeof(msg));
+            assert_int_equal(local_ring_readable(&p.b, AB), sizeof(msg));
+        }
+        assert_int_equal(t_read(&p.b, AB, buf, sizeof(buf), 0, &flags), sizeof(msg));
+        assert_memory_equal(buf, msg, sizeof(msg));
+        assert_int_equal(local_ring_ctl_snap(&p.b, AB, LOCAL_RING_ROLE_CONS, &s), 0);
+        assert_true(s.head == s.tail);
+        assert_true((s.head & ((4u << 20) - 1)) <= LOCAL_RING_HOT + sizeof(msg) + 16);
+    }
+    assert_true(p.a.stats.pads >= 2);
+    assert_int_equal(local_ring_rx_wait_prepare(&p.b, AB), 1);      /* nothing left */
+    local_ring_rx_wait_cancel(&p.b, AB);
+    /* a message larger than LOCAL_RING_HOT_MSG walks on */
+    {
+        static uint8_t big[LOCAL_RING_HOT_MSG + 1];
+        uint64_t pads = p.a.stats.pads, head;
+
+        for (int i = 0; i < 40; i++) {
+            assert_int_equal(local_ring_ctl_snap(&p.a, AB, LOCAL_RING_ROLE_PROD, &s), 0);
+            head = s.head;
+            assert_int_equal(t_write(&p.a, AB, big, sizeof(big), NULL), sizeof(big));
+            assert_int_equal(t_read(&p.b, AB, big, sizeof(big), 0, NULL), sizeof(big));
+            assert_int_equal(local_ring_ctl_snap(&p.a, AB, LOCAL_RING_ROLE_PROD, &s), 0);
+            assert_true(s.head - head < 2 * sizeof(big));
+        }
+        assert_int_equal(p.a.stats.pads, pads);
+    }
+    /* the consumer behind (bytes unread): no pad, the stream is intact */
+    for (int i = 0; i < 200; i++) {
+        uint64_t pads;
+
+        t_fill(msg, sizeof(msg), 1000u + (unsigned)i);
+        assert_int_equal(t_write(&p.a, AB, msg, sizeof(msg), NULL), sizeof(msg));
+        pads = p.a.stats.pads;
+        assert_int_equal(t_write(&p.a, AB, msg, 1, NULL), 1);
+        assert_int_equal(p.a.stats.pads, pads);
+        assert_int_equal(t_read(&p.b, AB, buf, sizeof(msg), 0, NULL), sizeof(msg));
+        assert_memory_equal(buf, msg, sizeof(msg));
+        assert_int_equal(t_read(&p.b, AB, buf, 1, 0, NULL), 1);
+        assert_int_equal(buf[0], msg[0]);
+    }
+    t_pair_close(&p);
+}
+
 /* A claimed announcement is counted even when we announce again before
  * withdrawing it: its doorbell byte is on its way, and a hand-back that
  * did not count it would take that byte for data. */
@@ -826,6 +891,7 @@ int main(void)
         cmocka_unit_test(test_wait_eventfd),
         cmocka_unit_test(test_wait_reannounce),
         cmocka_unit_test(test_wait_both),
+        cmocka_unit_test(test_hot_window),
         cmocka_unit_test(test_publish_window),
         cmocka_unit_test(test_corrupt),
         cmocka_unit_test(test_corrupt_producer),

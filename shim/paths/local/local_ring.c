@@ -304,6 +304,10 @@ int local_ring_frame_parse(local_ring_t *ch, int dir, const local_ring_snap_t *s
         f->mark = (uint32_t)kind;
         break;
     }
+    case LOCAL_RING_REC_PAD:
+        if (f->len % LR_ALIGN || f->len > avail)
+            return lr_broken(ch);
+        break;
     case LOCAL_RING_REC_PAGES:
         if (f->len == 0 || f->len % LR_DESC_SIZE || f->len / LR_DESC_SIZE > LOCAL_RING_PAGES_MAX ||
             f->len > avail)
@@ -563,6 +567,35 @@ static int lr_prod_begin(local_ring_t *ch, int dir, local_ring_snap_t *s)
     return 0;
 }
 
+/* The consumer has read everything and the head is past the hot window: a
+ * small message (at most LOCAL_RING_HOT_MSG with its headers) goes back to
+ * the ring's start, behind a PAD record over the rest of the ring.  The
+ * PAD is not published by itself: the record written next publishes both.
+ * (Measured, epoll ping-pong, medians of 5 alternating runs: 4 KiB 9.7 us
+ * walking the 4 MiB ring, 4.1 us within the window; 16 and 64 KiB messages
+ * gained nothing, the peer's cache then still holds the lines the writer
+ * must take back, so they are left alone.) */
+static void lr_hot_pad(local_ring_t *ch, int dir, local_ring_snap_t *s, const struct iovec *iov,
+                       int iovcnt)
+{
+    uint64_t off = s->head & (ch->ring_size - 1), total = 0, need;
+
+    /* (off past a whole chunk: the write's first room check then needs no
+     * fresh look at the published head, which does not count the PAD yet) */
+    if (s->head != s->tail || ch->ring_size < 4 * LOCAL_RING_HOT ||
+        off < 2 * LR_REC_HDR + LOCAL_RING_CHUNK)
+        return;
+    for (int i = 0; i < iovcnt && total <= LOCAL_RING_HOT; i++)
+        total += iov[i].iov_len;
+    need = lr_round8(total) + LR_REC_HDR * (total / LOCAL_RING_CHUNK + 1);
+    if (!total || need > LOCAL_RING_HOT_MSG || off + need <= LOCAL_RING_HOT || need > off)
+        return;
+    LR_STORE((uint64_t *)(ch->ring[dir] + off),
+             (uint64_t)LOCAL_RING_REC_PAD | ((uint64_t)(ch->ring_size - off - LR_REC_HDR) << 32));
+    s->head += ch->ring_size - off;
+    LR_STAT(ch, pads, 1);
+}
+
 int local_ring_write(local_ring_t *ch, int dir, const struct iovec *iov, int iovcnt,
                      size_t *done_p)
 {
@@ -577,6 +610,7 @@ int local_ring_write(local_ring_t *ch, int dir, const struct iovec *iov, int iov
     rc = lr_prod_begin(ch, dir, &s);
     if (rc)
         return rc;
+    lr_hot_pad(ch, dir, &s, iov, iovcnt);
     while (lr_cur_more(&cur)) {
         uint64_t room, n;
 
@@ -747,6 +781,14 @@ int local_ring_read(local_ring_t *ch, int dir, const struct iovec *iov, int iovc
                 break;
             if (rc)
                 return rc;
+            if (f.type == LOCAL_RING_REC_PAD) {
+                pos = f.next;
+                if (!done) {    /* taken at once, even by a peek: no stream bytes */
+                    ret |= lr_cons_commit(ch, dir, pos, 0, s.bytes_tail);
+                    s.tail = pos;
+                }
+                continue;
+            }
             if (f.type != LOCAL_RING_REC_BYTES) {
                 ret |= f.type == LOCAL_RING_REC_EOF ? LOCAL_RING_F_EOF : LOCAL_RING_F_RECORD;
                 break;

@@ -83,7 +83,15 @@ enum { LOCAL_RING_SIDE_A = 0, LOCAL_RING_SIDE_B = 1 };  /* A creates, B attaches
 
 /* Record types (low 8 bits of type_flags; the other 24 bits must be 0). */
 enum { LOCAL_RING_REC_BYTES = 1, LOCAL_RING_REC_EOF = 2, LOCAL_RING_REC_PAGES = 3,
-       LOCAL_RING_REC_MARK = 4 };
+       LOCAL_RING_REC_MARK = 4,
+       LOCAL_RING_REC_PAD = 5 };   /* len ring bytes skipped: no stream bytes.  A producer
+                                    * that finds the ring empty past the hot window writes
+                                    * one up to the ring's end, so that request/response
+                                    * traffic keeps to the first LOCAL_RING_HOT bytes (their
+                                    * cache lines and TLB entries stay warm); always
+                                    * published together with the record after it */
+#define LOCAL_RING_HOT (256u << 10)
+#define LOCAL_RING_HOT_MSG (LOCAL_RING_HOT / 16)  /* the largest message kept there */
 
 /* Kinds of MARK record. */
 enum { LOCAL_RING_MARK_REVERT = 1 };
@@ -178,6 +186,7 @@ typedef struct local_ring_stats {
     uint64_t bytes_in;          /* payload bytes written by this process */
     uint64_t bytes_out;         /* payload bytes consumed by this process */
     uint64_t records_in;
+    uint64_t pads;              /* PAD records written (back to the hot window) */
     uint64_t doorbells_data;    /* write/eof/pages: consumer slept, doorbell needed */
     uint64_t doorbells_space;   /* read/consume: producer slept, doorbell needed */
     uint64_t waits;             /* wait_prepare said "sleep" */
