@@ -108,8 +108,7 @@ int shim_wait_kernel_skip(shim_wait_t *w)
     int64_t now = zc_now_us();
 
     if (now < w->kernel_next) {
-        for (int i = 0; i < 16; i++)
-            __builtin_ia32_pause();
+        __builtin_ia32_pause();
         return 1;
     }
     w->kernel_next = now + SHIM_SPIN_KERNEL_US;
