@@ -20,6 +20,8 @@
  *   MARK   len = 8, a uint64_t kind follows: a point in the stream that means
  *          something to the path (LOCAL_RING_MARK_REVERT: the stream goes on
  *          in the kernel socket; path_local.c, HAND-BACK)
+ *   PAD    len = ring bytes skipped after the header (multiple of 8), no
+ *          stream bytes: the hot window (LOCAL_RING_HOT below)
  *
  * so a write costs 8 bytes of header plus up to 7 of padding per record; big
  * writes are cut into LOCAL_RING_CHUNK records, each published as soon as it
