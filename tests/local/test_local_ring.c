@@ -619,6 +619,7 @@ static void test_hot_window(void **state)
     t_pair_open(&p, 0);                 /* the default 4 MiB: a window applies */
     for (int i = 0; i < 200; i++) {     /* 200 x ~3 KiB: past 256 KiB once */
         t_fill(msg, sizeof(msg), (unsigned)i);
+        p.a.hot = 1;                    /* request/response, as the caller says */
         assert_int_equal(t_write(&p.a, AB, msg, sizeof(msg), NULL), sizeof(msg));
         assert_int_equal(local_ring_readable(&p.b, AB), sizeof(msg));
         if (i == 150) {                 /* a peek first: same bytes, pad taken */
@@ -644,6 +645,7 @@ static void test_hot_window(void **state)
         for (int i = 0; i < 40; i++) {
             assert_int_equal(local_ring_ctl_snap(&p.a, AB, LOCAL_RING_ROLE_PROD, &s), 0);
             head = s.head;
+            p.a.hot = 1;
             assert_int_equal(t_write(&p.a, AB, big, sizeof(big), NULL), sizeof(big));
             assert_int_equal(t_read(&p.b, AB, big, sizeof(big), 0, NULL), sizeof(big));
             assert_int_equal(local_ring_ctl_snap(&p.a, AB, LOCAL_RING_ROLE_PROD, &s), 0);
@@ -656,6 +658,7 @@ static void test_hot_window(void **state)
         uint64_t pads;
 
         t_fill(msg, sizeof(msg), 1000u + (unsigned)i);
+        p.a.hot = 1;
         assert_int_equal(t_write(&p.a, AB, msg, sizeof(msg), NULL), sizeof(msg));
         pads = p.a.stats.pads;
         assert_int_equal(t_write(&p.a, AB, msg, 1, NULL), 1);
@@ -664,6 +667,17 @@ static void test_hot_window(void **state)
         assert_memory_equal(buf, msg, sizeof(msg));
         assert_int_equal(t_read(&p.b, AB, buf, 1, 0, NULL), 1);
         assert_int_equal(buf[0], msg[0]);
+    }
+    /* a stream (no hint): the ring is walked, never padded */
+    {
+        uint64_t pads = p.a.stats.pads;
+
+        p.a.hot = 0;
+        for (int i = 0; i < 300; i++) {
+            assert_int_equal(t_write(&p.a, AB, msg, sizeof(msg), NULL), sizeof(msg));
+            assert_int_equal(t_read(&p.b, AB, buf, sizeof(buf), 0, NULL), sizeof(msg));
+        }
+        assert_int_equal(p.a.stats.pads, pads);
     }
     t_pair_close(&p);
 }

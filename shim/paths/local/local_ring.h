@@ -87,11 +87,12 @@ enum { LOCAL_RING_SIDE_A = 0, LOCAL_RING_SIDE_B = 1 };  /* A creates, B attaches
 enum { LOCAL_RING_REC_BYTES = 1, LOCAL_RING_REC_EOF = 2, LOCAL_RING_REC_PAGES = 3,
        LOCAL_RING_REC_MARK = 4,
        LOCAL_RING_REC_PAD = 5 };   /* len ring bytes skipped: no stream bytes.  A producer
-                                    * that finds the ring empty past the hot window writes
-                                    * one up to the ring's end, so that request/response
-                                    * traffic keeps to the first LOCAL_RING_HOT bytes (their
-                                    * cache lines and TLB entries stay warm); always
-                                    * published together with the record after it */
+                                    * told the traffic is request/response (ch->hot) that
+                                    * finds the ring empty past the hot window writes one
+                                    * up to the ring's end, so that the messages keep to the
+                                    * first LOCAL_RING_HOT bytes (their cache lines and TLB
+                                    * entries stay warm); always published together with
+                                    * the record after it */
 #define LOCAL_RING_HOT (256u << 10)
 #define LOCAL_RING_HOT_MSG (LOCAL_RING_HOT / 16)  /* the largest message kept there */
 
@@ -215,6 +216,9 @@ typedef struct local_ring {
     int quiet;                  /* 1: never claim the peer's announcements (a
                                  * connection handed back to the kernel: no
                                  * doorbell may follow its last record) */
+    int hot;                    /* the caller's hint: request/response traffic (it read
+                                 * since it last wrote), so an empty ring may send the
+                                 * next small message back to the hot window (PAD) */
     uint64_t bells_claimed;     /* our socket-kind announcements the peer claimed: each
                                  * is one doorbell byte sent (or on its way)
                                  * to our kernel socket */

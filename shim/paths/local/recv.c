@@ -338,6 +338,8 @@ ssize_t lp_recv_ring(lp_conn_t *c, int fd, struct msghdr *msg, int flags, size_t
     if (rc & LOCAL_RING_F_EOF)
         *eof = 1;
     zc_stat_add(ZC_STAT_LOCAL_RECV_BYTES, done);
+    if (done && !(flags & MSG_PEEK))
+        c->ch.hot = 1;      /* request/response: our next message may go to the hot window */
     return (ssize_t)done;
 }
 

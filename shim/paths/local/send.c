@@ -165,6 +165,7 @@ static ssize_t lp_tx_step(lp_conn_t *c, shim_fd_t *f, int fd, lp_tx_t *t)
     k = lp_iov_window(t->msg->msg_iov, t->msg->msg_iovlen, t->sent,
                       (size_t)(room - LP_ROOM_KEEP), win);
     rc = local_ring_write(&c->ch, lp_txdir(c), win, k, &done);
+    c->ch.hot = 0;          /* until we read again: a stream keeps walking the ring */
     if (rc < 0) {
         lp_unlock(c, LP_TX);
         return t->sent ? (ssize_t)t->sent : lp_broken(c);
