@@ -54,8 +54,8 @@ void lp_kernel_look(lp_conn_t *c, int fd, int role)
 
 /* --- spinning before a sleep (the policy: common/zc_spin.h) ---------------------- */
 
-/* Spin up to us microseconds for *word to leave LOCAL_RING_WAIT_FUTEX (the
- * peer's wake).  1 when it did. */
+/* Spin up to us microseconds for *word to leave kind, the futex kind we
+ * announced (the peer's claim).  1 when it did. */
 static int lp_spin(const uint32_t *word, uint32_t kind, unsigned us)
 {
     int64_t t0 = zc_now_us();
@@ -104,8 +104,8 @@ static long lp_slice_ms(lp_conn_t *c, int fd, int role, lp_wait_t *w)
 }
 
 /* Sleep in a blocking call until the peer wakes our futex word (announced
- * with LOCAL_RING_WAIT_FUTEX for role LP_RX: data; LP_TX: space), after a
- * spin (above).  The sleep is cut in slices so a peer that died without
+ * with LOCAL_RING_WAIT_FUTEX for role LP_RX: data; LP_TX: space, or BOTH
+ * when a POLLOUT waiter stands beside us), after a spin (above).  The sleep is cut in slices so a peer that died without
  * waking us is noticed through the kernel socket.  Returns 0 (look again)
  * or -errno for the application (EINTR, EAGAIN on SO_*TIMEO). */
 int lp_sleep(lp_conn_t *c, int fd, int role, lp_wait_t *w)
