@@ -978,9 +978,30 @@ int local_ring_rx_wait_cancel_kind(local_ring_t *ch, int dir, int kind)
     return lr_withdraw_kind(ch, dir, LOCAL_RING_ROLE_CONS, kind);
 }
 
-int local_ring_tx_wait_cancel_kind(local_ring_t *ch, int dir, int kind)
+int local_ring_tx_wait_cancel_futex(local_ring_t *ch, int dir)
 {
-    return lr_withdraw_kind(ch, dir, LOCAL_RING_ROLE_PROD, kind);
+    uint32_t *w, cur;
+    int rc = lr_check(ch, dir);
+
+    if (rc)
+        return rc;
+    w = &ch->hdr->ctl[dir].prod_waiting;
+    cur = LR_LOAD(w);
+    while (cur == LOCAL_RING_WAIT_FUTEX || cur == LOCAL_RING_WAIT_BOTH) {
+        uint32_t to = cur == LOCAL_RING_WAIT_BOTH ? LOCAL_RING_WAIT_SOCKET : 0;
+
+        if (__atomic_compare_exchange_n(w, &cur, to, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
+            if (to)
+                ch->wait_kind[dir][LOCAL_RING_ROLE_PROD] = (uint8_t)to;
+            else
+                ch->armed[dir][LOCAL_RING_ROLE_PROD] = 0;
+            return 0;
+        }
+    }
+    if (cur != 0 || !ch->armed[dir][LOCAL_RING_ROLE_PROD])
+        return 0;       /* a socket waiter's announcement stands: it stays */
+    lr_claimed(ch, dir, LOCAL_RING_ROLE_PROD);
+    return 1;
 }
 
 int local_ring_rx_armed(const local_ring_t *ch, int dir)

@@ -360,10 +360,13 @@ int local_ring_rx_wait_cancel(local_ring_t *ch, int dir);
  * that replaced it (a poll/epoll waiter's, which other threads rely on)
  * stays.  Returns like rx_wait_cancel. */
 int local_ring_rx_wait_cancel_kind(local_ring_t *ch, int dir, int kind);
-/* The same for our producer announcement of dir (kind as it was stored:
- * local_ring_tx_wait_kind); a BOTH one leaves the socket kind standing for
- * the socket waiter beside us. */
-int local_ring_tx_wait_cancel_kind(local_ring_t *ch, int dir, int kind);
+/* A blocked sender withdraws its futex part of the producer announcement
+ * of dir: FUTEX goes, BOTH becomes SOCKET (the POLLOUT waiter beside it
+ * stays); any other value (a socket waiter's, stored after ours was
+ * claimed) is left alone.  It reads the word itself: the kind last stored
+ * (local_ring_tx_wait_kind) may be another thread's.  Returns like
+ * rx_wait_cancel. */
+int local_ring_tx_wait_cancel_futex(local_ring_t *ch, int dir);
 /* The kind our last producer announcement of dir was stored as. */
 static inline int local_ring_tx_wait_kind(const local_ring_t *ch, int dir)
 {

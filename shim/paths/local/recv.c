@@ -113,10 +113,11 @@ int lp_sleep(lp_conn_t *c, int fd, int role, lp_wait_t *w)
     uint32_t *word = role == LP_RX
                          ? local_ring_wait_word(&c->ch, lp_rxdir(c), LOCAL_RING_ROLE_CONS)
                          : local_ring_wait_word(&c->ch, lp_txdir(c), LOCAL_RING_ROLE_PROD);
-    /* the kind we stored: the futex kind, or (a sender joining a socket
-     * waiter) BOTH */
-    uint32_t kind = role == LP_RX ? LOCAL_RING_WAIT_FUTEX
-                                  : (uint32_t)local_ring_tx_wait_kind(&c->ch, lp_txdir(c));
+    /* what the word holds while our futex part stands: FUTEX, or BOTH (a
+     * sender beside a POLLOUT waiter); anything else means it was claimed
+     * or replaced meanwhile, so look again (read from the word: the kind
+     * last stored may be another thread's) */
+    uint32_t kind = __atomic_load_n(word, __ATOMIC_ACQUIRE);
     long ms = lp_slice_ms(c, fd, role, w);
     struct timespec ts = { 0, ms * 1000000L };
     unsigned spin;
@@ -125,6 +126,8 @@ int lp_sleep(lp_conn_t *c, int fd, int role, lp_wait_t *w)
 
     if (ms < 0)
         return (int)ms;
+    if (kind != LOCAL_RING_WAIT_FUTEX && kind != LOCAL_RING_WAIT_BOTH)
+        return 0;
     t0 = zc_now_us();
     spin = zc_spin_for(&c->spin[role]);
     if (spin && lp_spin(word, kind, spin)) {

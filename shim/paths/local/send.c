@@ -127,8 +127,7 @@ static ssize_t lp_tx_full(lp_conn_t *c, int fd, lp_tx_t *t)
         return t->sent ? (ssize_t)t->sent : -EAGAIN;
     rc = lp_sleep(c, fd, LP_TX, &t->w);
     /* a poll/epoll waiter's announcement beside ours stays */
-    local_ring_tx_wait_cancel_kind(&c->ch, lp_txdir(c),
-                                   local_ring_tx_wait_kind(&c->ch, lp_txdir(c)));
+    local_ring_tx_wait_cancel_futex(&c->ch, lp_txdir(c));
     if (rc < 0)
         return t->sent ? (ssize_t)t->sent : rc;
     lp_lock(c, LP_TX);
