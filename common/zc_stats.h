@@ -48,6 +48,12 @@
       "the kernel (exec or SCM_RIGHTS to a program without zcsock, ancillary data)")     \
     X(LOCAL_RETURNED_BYTES, "local.returned_bytes", "bytes moved from the ring to the "   \
       "kernel socket after the peer handed the connection back")                        \
+    X(LOCAL_LINGERED, "local.lingered", "paired sockets closed with bytes of ours unread "  \
+      "in the ring, left alive in the peer's mailbox in case it hands the connection back") \
+    X(LOCAL_LINGER_PUMPS, "local.linger_pumps", "hand-backs whose closed peer's unread "  \
+      "ring bytes a pump process gave to the kernel through its lingering socket")       \
+    X(LOCAL_LOST_BYTES, "local.handback_lost_bytes", "ring bytes a hand-back could not "  \
+      "give to the kernel: the peer had closed without a lingering socket (warned)")      \
     X(LOCAL_SWITCHES, "local.switches", "sending directions switched to the ring")       \
     X(LOCAL_DOORBELLS, "local.doorbells", "doorbell bytes sent to a sleeping peer")      \
     X(LOCAL_SLEEPS, "local.sleeps", "blocking calls that slept for the peer")            \

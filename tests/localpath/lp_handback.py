@@ -489,6 +489,119 @@ def c_raw_close(c):
     expect_eof(c)
 
 
+# --- a peer that closed first: its unread ring bytes linger for a hand-back ----
+
+CLOSED_N = (1 << 20) + 7
+
+
+def closed_marker(addr):
+    """A file the client makes once it has closed (the server waits for it)."""
+    key = addr if isinstance(addr, str) else "%s-%d" % addr[:2]
+    return os.path.join(tempfile.gettempdir(),
+                        "zcsock-t-closed-%s" % hashlib.sha256(key.encode()).hexdigest()[:16])
+
+
+def c_closed_peer(c):
+    # send a header and CLOSED_N bytes, close at once (the server has read
+    # none of it), then say so; with the library both ends are paired and
+    # the bytes sit in the ring when the server hands the connection back
+    m = closed_marker(c.getpeername())
+    c.sendall(struct.pack("I", CLOSED_N) + pattern(41, CLOSED_N))
+    c.close()
+    open(m, "w").close()
+    if os.environ.get("T_MODE") == "both" and not os.environ.get("T_RACE"):
+        check(zc_stat("local.lingered") == 1, "the close left no lingering socket: %r"
+              % zc_stat("local.lingered"))
+
+
+def s_closed_common(c):
+    """The header through the ring, then wait until the client has closed."""
+    m = closed_marker(c.getsockname())
+    check(struct.unpack("I", recv_exact(c, 4))[0] == CLOSED_N, "header")
+    if os.environ.get("T_RACE"):
+        return      # hand back while the client may be closing: who gives the bytes back races
+    end = time.time() + 20
+    while not os.path.exists(m):
+        check(time.time() < end, "the client never closed")
+        time.sleep(0.01)
+    os.unlink(m)
+
+
+def s_closed_exec(c):
+    # a program without the library reads the rest from the kernel stream
+    s_closed_common(c)
+    fork_exec_with(c, [sys.executable, HERE, "sink_plain", str(CLOSED_N)], env_without_lib())
+
+
+def sink_plain_main(n, fd):
+    c = socket.socket(fileno=fd)
+    got = b""
+    while True:
+        b = c.recv(1 << 16)
+        if not b:
+            break
+        got += b
+    check(len(got) == n and got == pattern(41, n), "the exec'd reader got %d of %d bytes%s"
+          % (len(got), n, " (wrong)" if len(got) == n else ""))
+    os._exit(0)
+
+
+def s_closed_fdopen(c):
+    # the server itself goes on through stdio (fdopen + fread), which no hook sees
+    s_closed_common(c)
+    libc = ctypes.CDLL(None)
+    libc.fdopen.restype = ctypes.c_void_p
+    libc.fread.argtypes = [ctypes.c_char_p, ctypes.c_size_t, ctypes.c_size_t, ctypes.c_void_p]
+    libc.fread.restype = ctypes.c_size_t
+    fp = libc.fdopen(os.dup(c.fileno()), b"r")
+    check(fp, "fdopen")
+    buf = ctypes.create_string_buffer(1 << 16)
+    got = b""
+    end = time.time() + 30
+    while time.time() < end:
+        k = libc.fread(buf, 1, len(buf), fp)
+        if not k:
+            break
+        got += buf.raw[:k]
+    check(len(got) == CLOSED_N and got == pattern(41, CLOSED_N),
+          "fread got %d of %d bytes" % (len(got), CLOSED_N))
+    if os.environ.get("T_MODE") == "both" and not os.environ.get("T_RACE"):
+        check(zc_stat("local.linger_pumps") == 1, "no pump gave the ring back: %r"
+              % zc_stat("local.linger_pumps"))
+        check(not zc_stat("local.handback_lost_bytes"), "bytes lost")
+
+
+def tcp_states(port):
+    """States (hex) of the TCP sockets whose local port is port."""
+    out = []
+    for name in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            for line in open(name).read().splitlines()[1:]:
+                f = line.split()
+                if int(f[1].rsplit(":", 1)[1], 16) == port:
+                    out.append(f[3])
+        except OSError:
+            pass
+    return out
+
+
+def s_closed_read(c):
+    # no hand-back: the server reads everything from the ring and closes;
+    # the client's lingering socket must go with that close (no socket of
+    # the client's left open: ESTABLISHED 01 / CLOSE_WAIT 08)
+    s_closed_common(c)
+    check(recv_exact(c, CLOSED_N) == pattern(41, CLOSED_N), "data")
+    expect_eof(c)
+    peer = c.getpeername()
+    c.close()
+    if c.family != socket.AF_UNIX:
+        end = time.time() + 5
+        while any(st in ("01", "08") for st in tcp_states(peer[1])):
+            check(time.time() < end, "the client's socket is still open: %r"
+                  % tcp_states(peer[1]))
+            time.sleep(0.05)
+
+
 def c_fclose_reuse(c):
     check(recv_exact(c, 6) == b"hello\n", "line written through stdio")
     expect_eof(c)

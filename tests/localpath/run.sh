@@ -119,6 +119,18 @@ t_run exec_plain/epoll "$T" env T_EPOLL=1 $PY $TL run exec_plain both tcp
 t_run exec_plain/forked-peer "$T" env T_FORKED_PEER=1 $PY $TL run exec_plain both unix
 t_run exec_plain/epoll-big "$T" env T_EPOLL=1 T_BIG=1 $PY $TL run exec_plain both unix
 t_run scm_plain/unix "$T" $PY $TL run scm_plain both unix
+# a peer that closed with bytes unread in the ring, then a hand-back (exec
+# of a program without the library, fdopen) or none: its socket lingers in
+# our mailbox and a pump gives the bytes to the kernel; hand-backs racing
+# the close (T_RACE: whoever sees the other first gives them back)
+for c in closed_exec closed_fdopen closed_read; do
+  t_run "$c/unix" "$T" $PY $TL run "$c" both unix
+  t_run "$c/plain-client" "$T" $PY $TL run "$c" server tcp
+done
+for i in 1 2 3 4 5 6; do
+  t_run "closed_fdopen/race$i" "$T" env T_RACE=1 $PY $TL run closed_fdopen both tcp
+  t_run "closed_exec/race$i-unix" "$T" env T_RACE=1 $PY $TL run closed_exec both unix
+done
 # trust: the receiver's mailbox name squatted by another user / a same-user
 # process that is not the receiver: nothing reaches it, the connection goes
 # back to the kernel and the receiver reads every byte

@@ -28,6 +28,10 @@ done
 t_run exec_plain/forked-peer "$T" env T_FORKED_PEER=1 $PY $TL run exec_plain both unix
 t_run exec_plain/epoll-big "$T" env T_EPOLL=1 T_BIG=1 $PY $TL run exec_plain both tcp
 t_run killed-peer/tcp "$T" $PY $TL run killed_peer - tcp
+# a closed peer's lingering socket: posted, taken, pumped (a raw clone) or dropped
+for c in closed_fdopen closed_exec closed_read; do
+  t_run "$c/tcp" "$T" $PY $TL run "$c" both tcp
+done
 # wake-up eventfds (fetch, write, retire on fork) and several waiters at once
 t_run wake_efd/poll "$T" env T_READY=poll T_WAKE=efd ZCSOCK_SPIN=0 $PY $TL run wake_efd both tcp
 t_run wake_efd/fork "$T" env T_READY=epoll T_WAKE=fork ZCSOCK_SPIN=0 $PY $TL run wake_efd both tcp

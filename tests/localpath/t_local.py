@@ -1144,6 +1144,9 @@ CASES = {
     "scm_spawned": (s_scm_spawned, c_handback),
     "anc": (s_anc, c_anc),
     "passcred": (s_passcred, c_passcred),
+    "closed_exec": (s_closed_exec, c_closed_peer),
+    "closed_fdopen": (s_closed_fdopen, c_closed_peer),
+    "closed_read": (s_closed_read, c_closed_peer),
 }
 
 # Cases for one family only (run.sh runs them there).
@@ -1370,6 +1373,8 @@ def main():
         echo_main(int(sys.argv[2]), int(sys.argv[3]) if len(sys.argv) > 3 else None)
     elif sys.argv[1] == "echo_plain":
         echo_plain_main(int(sys.argv[2]))
+    elif sys.argv[1] == "sink_plain":
+        sink_plain_main(int(sys.argv[2]), int(sys.argv[3]))
     elif sys.argv[1] == "scm_worker":
         scm_worker_main(path=sys.argv[2])
     elif sys.argv[1] == "scm_worker_fd":

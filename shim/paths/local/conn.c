@@ -334,12 +334,14 @@ void lp_cached_set(lp_cached_t *k, int64_t v)
 }
 
 /* A channel is ours: keep its memfd (for exec) and count this process as a
- * holder of our side. */
+ * holder of our side.  Our mailbox must exist: a peer closing with data we
+ * have not read leaves its socket there (LINGER, handback.c). */
 void lp_channel_adopt(lp_conn_t *c, int memfd)
 {
     c->memfd = shim_fd_internal_keep(memfd, &path_local, c);
     lp_holders_add(c, 1);
     c->sole = 1;                /* pairing attaches only a socket no one else holds */
+    path_local_mbox_ensure();
 }
 
 void lp_decline(int reason)

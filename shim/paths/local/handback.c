@@ -1,6 +1,9 @@
 /* The local path: handing a connection back to the kernel (HAND-BACK below). */
 #include "lp_int.h"
 
+#include <linux/sockios.h>
+#include <sys/wait.h>
+
 /* --- HAND-BACK ---------------------------------------------------------------------
  *
  * A connection goes back to plain kernel TCP (or AF_UNIX) for good when it
@@ -165,16 +168,59 @@ int lp_rv_take_mark(lp_conn_t *c, int fd)
     return 1;
 }
 
-/* Our sending direction goes to the kernel for good: the ring's unread
- * bytes first (the initiator will not read them), copied in order.
- * wait_ms: 0 do not wait for kernel room, -1 wait as a blocking send would,
- * > 0 wait at most that long.  TX lock held.  Returns 0 when done, -EAGAIN
- * when the kernel took only part (the rest stays in the ring, in order),
- * or the send's -errno. */
-int lp_rv_tx(lp_conn_t *c, int fd, int wait_ms)
+/* Move what ring direction dir holds from its reader's position into kernel
+ * socket fd, in order, consuming it.  wait_ms: 0 do not wait for kernel
+ * room, -1 wait as a blocking send would, > 0 wait at most that long.
+ * Returns 0 when all moved (*eof: an EOF record ended it), -EAGAIN when the
+ * kernel took only part (the rest stays in the ring, in order), -EPROTO for a
+ * broken ring, or the send's -errno.  No library state besides the ring: a
+ * pump process runs it too (LINGER below). */
+static int lp_ring_to_kernel(local_ring_t *ch, int dir, int fd, int wait_ms, int *eof)
 {
     char buf[16384];
     struct timespec t0, t;
+
+    *eof = 0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (;;) {
+        struct iovec v = { buf, sizeof(buf) };
+        size_t got = 0;
+        ssize_t n;
+        int rc = local_ring_read(ch, dir, &v, 1, LOCAL_RING_PEEK, &got);
+
+        if (rc < 0)
+            return -EPROTO;
+        if (!got) {
+            *eof = (rc & LOCAL_RING_F_EOF) != 0;
+            return 0;
+        }
+        n = zc_real.send(fd, buf, got, MSG_NOSIGNAL | (wait_ms < 0 ? 0 : MSG_DONTWAIT));
+        if (n < 0 && errno == EINTR && wait_ms < 0)
+            return -EINTR;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) && wait_ms > 0) {
+            clock_gettime(CLOCK_MONOTONIC, &t);
+            if ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 > wait_ms)
+                return -EAGAIN;
+            zc_real.poll(&(struct pollfd){ fd, POLLOUT, 0 }, 1, 10);
+            continue;
+        }
+        if (n < 0)
+            return errno == EWOULDBLOCK ? -EAGAIN : -errno;
+        v.iov_len = (size_t)n;
+        if (local_ring_read(ch, dir, &v, 1, 0, &got) < 0 || got != (size_t)n)
+            return -EPROTO;
+        zc_stat_add(ZC_STAT_LOCAL_RETURNED_BYTES, (uint64_t)n);
+    }
+}
+
+/* Our sending direction goes to the kernel for good: the ring's unread
+ * bytes first (the initiator will not read them), copied in order.
+ * wait_ms as lp_ring_to_kernel.  TX lock held.  Returns 0 when done,
+ * -EAGAIN when the kernel took only part (the rest stays in the ring, in
+ * order), or the send's -errno. */
+int lp_rv_tx(lp_conn_t *c, int fd, int wait_ms)
+{
+    int rc, eof;
 
     c->ch.quiet = 1;
     c->rv_seen = 1;
@@ -187,44 +233,221 @@ int lp_rv_tx(lp_conn_t *c, int fd, int wait_ms)
             local_pair_switch_get(&c->ch, lp_txdir(c)) != LOCAL_PAIR_SWITCH_NEVER)
             c->tx_ring = 1;     /* a holder in another process switched it */
     }
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    while (c->tx_ring) {
-        struct iovec v = { buf, sizeof(buf) };
-        size_t got = 0;
-        ssize_t n;
-        int rc = local_ring_read(&c->ch, lp_txdir(c), &v, 1, LOCAL_RING_PEEK, &got);
-
+    if (c->tx_ring) {
+        rc = lp_ring_to_kernel(&c->ch, lp_txdir(c), fd, wait_ms, &eof);
+        if (rc == -EPROTO)
+            return (int)lp_broken(c);
         if (rc < 0)
-            return (int)lp_broken(c);
-        if (!got) {
-            if ((rc & LOCAL_RING_F_EOF) && !c->kern_shut_wr) {
-                zc_real.shutdown(fd, SHUT_WR);
-                c->kern_shut_wr = 1;
-            }
-            break;
+            return rc;
+        if (eof && !c->kern_shut_wr) {
+            zc_real.shutdown(fd, SHUT_WR);
+            c->kern_shut_wr = 1;
         }
-        n = zc_real.send(fd, buf, got, MSG_NOSIGNAL | (wait_ms < 0 ? 0 : MSG_DONTWAIT));
-        if (n < 0 && errno == EINTR && wait_ms < 0)
-            return -EINTR;
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) && wait_ms > 0) {
-            clock_gettime(CLOCK_MONOTONIC, &t);
-            if ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 > wait_ms)
-                return -EAGAIN;
-            zc_real.poll(&(struct pollfd){ fd, POLLOUT, 0 }, 1, 10);
-            continue;
-        }
-        if (n < 0)
-            return errno == EWOULDBLOCK ? -EAGAIN : -errno;
-        v.iov_len = (size_t)n;
-        if (local_ring_read(&c->ch, lp_txdir(c), &v, 1, 0, &got) < 0 || got != (size_t)n)
-            return (int)lp_broken(c);
-        zc_stat_add(ZC_STAT_LOCAL_RETURNED_BYTES, (uint64_t)n);
     }
     c->tx_ring = 0;
     c->tx_never = 1;
     __atomic_or_fetch(&lp_side(c, c->ch.side)->rv, LP_RV_TX, __ATOMIC_ACQ_REL);
     lp_rv_check_done(c);
     return 0;
+}
+
+/* --- LINGER ---------------------------------------------------------------------
+ *
+ * The kernel keeps sending a socket's queue after close(); the ring holds our
+ * sent, unread bytes instead, and the peer reads them there, so our socket
+ * is not needed for them... unless the peer later hands the connection back
+ * (exec of a program without the library, fdopen): its reader then reads
+ * the kernel stream, and only our socket can put the ring's bytes there.
+ * So a last close that leaves bytes of ours unread in the ring does not end
+ * our socket: it posts it to the peer's mailbox first (lp_linger_offer, with
+ * the channel memfd as proof), where it stays alive, and sets LP_RV_LINGER.
+ * The peer takes it out when it closes (and closes it: the FIN) or hands the
+ * connection back: then a pump process of its own (lp_pump_spawn) gives the
+ * ring's unread bytes to that socket, in order, and closes it.
+ *
+ * Who gives the bytes back is decided once (LP_RV_PUMP, set by whoever sees
+ * the other first): a close that finds LP_RV_REQ after posting gives them
+ * itself, as an ordinary hand-back close does; a hand-back that finds
+ * LP_RV_LINGER after its LP_RV_REQ takes the pump.  Both flags are stored
+ * and then the other's loaded sequentially consistent, so at least one side
+ * sees the other. */
+
+/* Take the job of giving the ring back (LP_RV_PUMP in side word w): 1 ours. */
+static int lp_pump_claim(uint32_t *w)
+{
+    uint32_t old = __atomic_load_n(w, __ATOMIC_ACQUIRE);
+
+    do {
+        if (old & LP_RV_PUMP)
+            return 0;
+    } while (!__atomic_compare_exchange_n(w, &old, old | LP_RV_PUMP, 0, __ATOMIC_ACQ_REL,
+                                          __ATOMIC_ACQUIRE));
+    return 1;
+}
+
+/* Our last close (connection paired, not handed back): post our socket to
+ * the peer's mailbox when the ring holds bytes of ours it has not read.
+ * 1 when it lingers: the caller wakes the peer once our side is gone (no
+ * FIN comes now to wake a poll/epoll waiter). */
+int lp_linger_offer(lp_conn_t *c, int fd)
+{
+    int posted = 0;
+    uint32_t *mine = &lp_side(c, c->ch.side)->rv;
+    local_ring_snap_t s;
+    int pid;
+
+    if (!c->tx_ring || c->memfd < 0 ||
+        local_ring_ctl_snap(&c->ch, lp_txdir(c), LOCAL_RING_ROLE_PROD, &s) || s.head == s.tail ||
+        local_ring_peer_state(&c->ch) != LOCAL_RING_PEER_ATTACHED)
+        return 0;
+    pid = __atomic_load_n(&c->ch.hdr->side_pid[!c->ch.side], __ATOMIC_ACQUIRE);
+    lp_lock(c, LP_TX);
+    if (pid > 0 && (!c->bells_unsent || lp_bells_flush(c, fd) == 0) &&
+        lp_linger_post(pid, c->memfd, fd) == 0) {
+        zc_stat_add(ZC_STAT_LOCAL_LINGERED, 1);
+        posted = 1;
+        __atomic_or_fetch(mine, LP_RV_LINGER, __ATOMIC_SEQ_CST);
+        if ((__atomic_load_n(&lp_side(c, !c->ch.side)->rv, __ATOMIC_SEQ_CST) & LP_RV_REQ) &&
+            lp_pump_claim(mine) && lp_rv_tx(c, fd, LP_RV_CLOSE_MS) == -EAGAIN)
+            zc_log(ZC_LOG_WARN, "local path: fd %d closed with ring data the kernel did "
+                   "not take within %d ms", fd, LP_RV_CLOSE_MS);
+    } else {
+        zc_log(ZC_LOG_NOTICE, "local path: fd %d closes with ring data unread and no "
+               "lingering socket (process %d has no mailbox we may use)", fd, pid);
+    }
+    lp_unlock(c, LP_TX);
+    return posted;
+}
+
+/* Our side is gone and our socket lingers: wake whatever waiter the peer
+ * announced (a doorbell, its eventfd, a futex) to find that out. */
+void lp_linger_wake(lp_conn_t *c, int fd)
+{
+    lp_lock(c, LP_TX);
+    lp_wake_ex(c, fd, local_ring_claim(&c->ch, lp_txdir(c), LOCAL_RING_ROLE_CONS),
+               local_ring_wait_word(&c->ch, lp_txdir(c), LOCAL_RING_ROLE_CONS), 1);
+    lp_unlock(c, LP_TX);
+}
+
+/* The lingering socket sock is the other end of our fd. */
+static int lp_linger_is_peer(lp_conn_t *c, int fd, int sock)
+{
+    struct sockaddr_storage a[4];
+    socklen_t l[4] = { sizeof(a[0]), sizeof(a[0]), sizeof(a[0]), sizeof(a[0]) };
+    struct stat st;
+    uint64_t ino;
+
+    if (c->is_unix)
+        return !local_pair_unix_peer_ino(fd, &ino) && !fstat(sock, &st) &&
+               (uint64_t)st.st_ino == ino;
+    if (getsockname(fd, (struct sockaddr *)&a[0], &l[0]) ||
+        getpeername(sock, (struct sockaddr *)&a[1], &l[1]) ||
+        getpeername(fd, (struct sockaddr *)&a[2], &l[2]) ||
+        getsockname(sock, (struct sockaddr *)&a[3], &l[3]))
+        return 0;
+    return l[0] == l[1] && l[2] == l[3] && !memcmp(&a[0], &a[1], l[0]) &&
+           !memcmp(&a[2], &a[3], l[2]);
+}
+
+/* The pump process: nothing of the application's (no descriptor, no signal
+ * handler), only the ring and the socket; gives the ring's unread bytes to
+ * the socket, waits until the kernel delivered them, closes.  Never returns. */
+static void lp_pump_run(local_ring_t *ch, int dir, int sock)
+{
+    struct sigaction sa;
+    sigset_t none;
+    int sig, eof, i, q = 0;
+
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = SIG_DFL;
+    for (sig = 1; sig < NSIG; sig++)
+        if (sig != SIGKILL && sig != SIGSTOP)
+            syscall(SYS_rt_sigaction, sig, &sa, NULL, _NSIG / 8);
+    sigemptyset(&none);
+    syscall(SYS_rt_sigprocmask, SIG_SETMASK, &none, NULL, _NSIG / 8);
+    if (sock > 0)
+        syscall(SYS_close_range, 0, sock - 1, 0);
+    syscall(SYS_close_range, sock + 1, ~0u, 0);
+    if (lp_ring_to_kernel(ch, dir, sock, LP_LINGER_MS, &eof) == 0)
+        for (i = 0; i < LP_LINGER_MS / 10; i++) {   /* delivered before the close's FIN/RST */
+            if (ioctl(sock, SIOCOUTQ, &q) || q <= 0)
+                break;
+            zc_real.poll(NULL, 0, 10);
+        }
+    syscall(SYS_exit, 0);
+    for (;;)
+        ;
+}
+
+/* Start the pump for lingering socket sock (ours to close) over our
+ * receiving direction: a grandchild made by raw clones without an exit
+ * signal, so neither the application's wait() nor its SIGCHLD ever sees it;
+ * the middle one is reaped here.  0, or -errno. */
+static int lp_pump_spawn(lp_conn_t *c, int sock)
+{
+    long mid = syscall(SYS_clone, 0L, NULL, NULL, NULL, 0L);
+
+    if (mid < 0)
+        return -errno;
+    if (mid == 0) {
+        if (syscall(SYS_clone, 0L, NULL, NULL, NULL, 0L) == 0)
+            lp_pump_run(&c->ch, lp_rxdir(c), sock);
+        syscall(SYS_exit, 0);
+    }
+    while (syscall(SYS_wait4, (pid_t)mid, NULL, __WCLONE, NULL) < 0 && errno == EINTR)
+        ;
+    return 0;
+}
+
+/* Our hand-back (lp_revert, both locks held), after our LP_RV_REQ: if the
+ * peer's closed socket lingers for us, the ring's unread bytes go to it. */
+static void lp_linger_pump(lp_conn_t *c, int fd)
+{
+    uint32_t *theirs = &lp_side(c, !c->ch.side)->rv;
+    int64_t unread = local_ring_readable(&c->ch, lp_rxdir(c));
+    int sock, rc = -ENOENT;
+
+    if (!(__atomic_load_n(theirs, __ATOMIC_SEQ_CST) & LP_RV_LINGER)) {
+        if (unread > 0 && local_ring_peer_state(&c->ch) == LOCAL_RING_PEER_GONE) {
+            zc_stat_add(ZC_STAT_LOCAL_LOST_BYTES, (uint64_t)unread);
+            zc_log(ZC_LOG_WARN, "local path: fd %d handed back with %lld byte(s) its peer "
+                   "sent and closed on, which no socket can deliver any more", fd,
+                   (long long)unread);
+        }
+        return;
+    }
+    if (!lp_pump_claim(theirs))
+        return;         /* the peer saw our hand-back first and gives them itself */
+    sock = lp_linger_take(c->memfd);
+    if (sock >= 0 && lp_linger_is_peer(c, fd, sock))
+        rc = unread > 0 ? lp_pump_spawn(c, sock) : 0;
+    if (sock >= 0)
+        zc_real.close(sock);
+    if (rc == 0 && unread > 0) {
+        zc_stat_add(ZC_STAT_LOCAL_LINGER_PUMPS, 1);
+        zc_log(ZC_LOG_NOTICE, "local path: fd %d: a pump gives the %lld byte(s) its closed peer "
+               "left in the ring to the kernel", fd, (long long)unread);
+    } else if (rc < 0 && unread > 0) {
+        zc_stat_add(ZC_STAT_LOCAL_LOST_BYTES, (uint64_t)unread);
+        zc_log(ZC_LOG_WARN, "local path: fd %d handed back with %lld byte(s) its closed peer "
+               "left in the ring, which could not be given to the kernel (%s)", fd,
+               (long long)unread, sock < 0 ? "its socket never came" : rc == -ENOENT ?
+               "the socket that came is not its" : "no pump process");
+    }
+}
+
+/* Our connection ends here (last close): a lingering socket of the peer's
+ * goes (its FIN follows the data we read from the ring). */
+void lp_linger_drop(lp_conn_t *c)
+{
+    int sock;
+
+    if (!c->ch.base || !(__atomic_load_n(&lp_side(c, !c->ch.side)->rv, __ATOMIC_ACQUIRE) &
+                         LP_RV_LINGER))
+        return;
+    sock = lp_linger_take(c->memfd);
+    if (sock >= 0)
+        zc_real.close(sock);
 }
 
 const char *const lp_handback_names[LP_HB_COUNT] = {
@@ -310,6 +533,8 @@ void lp_revert(lp_conn_t *c, int fd, const char *why)
                fd, (long long)owed);
     else if (owed > 0)
         lp_bells_take(c, fd, owed);
+    if (c->state == LP_PAIRED)
+        lp_linger_pump(c, fd);
     c->tx_ring = c->rx_ring = 0;
     c->tx_never = 1;
     c->rx_plain = 1;

@@ -92,10 +92,9 @@ void lp_conn_release(lp_conn_t *c, int fd)
     if (--c->refs > 0)
         return;
     local_pair_fd_close(c->ann);
-    shim_fd_internal_drop(c->memfd);
     lp_efd_close(c);
     if (c->ch.base) {
-        int last = lp_holders_add(c, -1) == 0;
+        int last = lp_holders_add(c, -1) == 0, lingers = 0;
 
         if (last && c->state == LP_PAIRED && lp_rv(c)) {
             /* Handed back: what the ring holds goes to the kernel before the
@@ -105,6 +104,12 @@ void lp_conn_release(lp_conn_t *c, int fd)
                 zc_log(ZC_LOG_WARN, "local path: fd %d closed with ring data the kernel did "
                        "not take within %d ms", fd, LP_RV_CLOSE_MS);
             lp_unlock(c, LP_TX);
+        } else if (last && c->state == LP_PAIRED && !c->linger0 &&
+                   (c->rd_shut || local_ring_readable(&c->ch, lp_rxdir(c)) <= 0)) {
+            /* A graceful close (an abortive one must reset the peer now):
+             * ring bytes of ours still unread keep the socket alive for a
+             * hand-back of the peer's (LINGER, handback.c). */
+            lingers = lp_linger_offer(c, fd);
         }
         if (last && c->state == LP_PAIRED) {
             int64_t unread = local_ring_readable(&c->ch, lp_rxdir(c));
@@ -121,7 +126,10 @@ void lp_conn_release(lp_conn_t *c, int fd)
         if (last) {
             /* Gone first, then wake the peer's blocking sleepers: they find
              * the side gone (or our data) instead of sleeping a slice. */
+            lp_linger_drop(c);
             local_ring_side_gone(&c->ch);
+            if (lingers)
+                lp_linger_wake(c, fd);
             syscall(SYS_futex, local_ring_wait_word(&c->ch, lp_txdir(c), LOCAL_RING_ROLE_CONS),
                     FUTEX_WAKE, INT32_MAX, NULL, NULL, 0);
             syscall(SYS_futex, local_ring_wait_word(&c->ch, lp_rxdir(c), LOCAL_RING_ROLE_PROD),
@@ -129,6 +137,7 @@ void lp_conn_release(lp_conn_t *c, int fd)
         }
         local_ring_close(&c->ch, 0);
     }
+    shim_fd_internal_drop(c->memfd);    /* after the linger: the post proves with it */
     lp_conn_free(c);
 }
 

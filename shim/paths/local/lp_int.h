@@ -74,6 +74,11 @@ typedef struct lp_side {
 #define LP_RV_REQ 1u            /* this side handed the connection back */
 #define LP_RV_TX  2u            /* this side sends through the kernel for good */
 #define LP_RV_RX  4u            /* this side reads the kernel stream for good */
+#define LP_RV_LINGER 8u         /* this side closed with ring data unread and posted its
+                                 * socket to the peer's mailbox (LINGER, handback.c) */
+#define LP_RV_PUMP 16u          /* someone took the job of giving this side's unread
+                                 * ring data to the kernel after a LINGER */
+#define LP_LINGER_MS 120000     /* most a lingering socket's pump waits for the reader */
 #define LP_RV_WAIT_MS 2000      /* most a hand-back waits for doorbells in flight */
 #define LP_RV_CLOSE_MS 2000     /* most a close waits to give its ring to the kernel */
 
@@ -286,6 +291,9 @@ int lp_rv_sibling(lp_conn_t *c, int role);
 void lp_rv_rx_done(lp_conn_t *c, int fd);
 int lp_rv_take_mark(lp_conn_t *c, int fd);
 int lp_rv_tx(lp_conn_t *c, int fd, int wait_ms);
+int lp_linger_offer(lp_conn_t *c, int fd);
+void lp_linger_wake(lp_conn_t *c, int fd);
+void lp_linger_drop(lp_conn_t *c);
 void lp_revert(lp_conn_t *c, int fd, const char *why);
 /* Send the doorbells the kernel refused earlier, waiting (bounded) for
  * room: before anything of ours that is not a doorbell enters the kernel
@@ -366,6 +374,11 @@ ssize_t path_local_splice(int fd_in, loff_t *off_in, int fd_out, loff_t *off_out
 
 /* scm.c */
 void path_local_mbox_ensure(void);
+/* Post our socket sock, lingering after our close, to process pid's mailbox
+ * with the channel memfd as proof (0 or -errno); take the lingering socket
+ * posted for the channel memfd serves (-1: none came). */
+int lp_linger_post(int pid, int memfd, int sock);
+int lp_linger_take(int memfd);
 void path_local_mbox_fork_child(void);
 int path_local_mbox_moved(void *ctx, int from, int to);
 void path_local_scm_send(int fd, const struct msghdr *msg);

@@ -27,7 +27,9 @@
 #include "lp_int.h"
 
 #define LP_MBOX_MAGIC 0x31786f624d637a5aULL   /* "ZczMbox1" */
+#define LP_LINGER_MAGIC 0x31676e694c637a5aULL /* "ZczLing1" */
 #define LP_MBOX_PENDING 16
+#define LP_LINGER_KEPT 16
 
 static struct {
     int fd;             /* our mailbox listener, -1 */
@@ -39,6 +41,11 @@ static struct {
     int npending;
     path_local_handover_t pending[LP_MBOX_PENDING];
     int pending_memfd[LP_MBOX_PENDING];
+    /* Lingering sockets (LINGER in handback.c): a closed peer's socket, by
+     * the inode of the channel it served; the oldest goes when full. */
+    int nlinger;
+    uint64_t linger_ino[LP_LINGER_KEPT];
+    int linger_sock[LP_LINGER_KEPT];
 } mbox = { .fd = -1, .parent_fd = -1 };
 
 typedef struct lp_mbox_msg {
@@ -110,10 +117,15 @@ int path_local_mbox_moved(void *ctx, int from, int to)
 {
     if (ctx != &mbox)
         return 0;
+    int i;
+
     if (from == mbox.fd)
         mbox.fd = to;
     else if (from == mbox.parent_fd)
         mbox.parent_fd = to;
+    for (i = 0; i < mbox.nlinger; i++)
+        if (mbox.linger_sock[i] == from)
+            mbox.linger_sock[i] = to;
     return 1;
 }
 
@@ -124,11 +136,12 @@ int path_local_mbox_moved(void *ctx, int from, int to)
  * anyone's to bind first (DESIGN.md §3.9), and a squatter gets nothing.
  * 0, or -errno (-ECONNREFUSED / -ENOENT: that process has no mailbox;
  * -EPERM: the name is someone else's). */
-static int lp_mbox_post(int pid, const path_local_handover_t *h, int memfd, int sock)
+static int lp_mbox_post(int pid, uint64_t magic, const path_local_handover_t *h, int memfd,
+                        int sock)
 {
     struct sockaddr_un a;
     socklen_t len = lp_mbox_addr(pid, &a), cl = sizeof(struct ucred);
-    lp_mbox_msg_t m = { LP_MBOX_MAGIC, *h };
+    lp_mbox_msg_t m = { magic, *h };
     union {
         struct cmsghdr h;
         char buf[CMSG_SPACE(2 * sizeof(int))];
@@ -219,7 +232,7 @@ void path_local_scm_send(int fd, const struct msghdr *msg)
                 continue;
             if (peer == -2)
                 peer = lp_scm_receiver(fd);
-            rc = peer > 0 ? lp_mbox_post(peer, &h, memfd, fds[i]) : -ENOTCONN;
+            rc = peer > 0 ? lp_mbox_post(peer, LP_MBOX_MAGIC, &h, memfd, fds[i]) : -ENOTCONN;
             if (rc == 0) {
                 path_local_handover_posted(shim_fd_get(fds[i]));
                 zc_stat_add(ZC_STAT_LOCAL_HANDED_OVER, 1);
@@ -265,6 +278,31 @@ static int lp_mbox_fds(struct msghdr *msg, int *memfd_p, int *sock_p)
     return got == 2 ? 0 : -EPROTO;
 }
 
+/* Keep a lingering socket under its channel's inode (memfd is the poster's
+ * proof that it holds the channel; closed here).  Lock held. */
+static void lp_linger_keep(int memfd, int sock)
+{
+    struct stat st;
+    int i;
+
+    if (fstat(memfd, &st)) {
+        zc_real.close(memfd);
+        zc_real.close(sock);
+        return;
+    }
+    zc_real.close(memfd);
+    if (mbox.nlinger == LP_LINGER_KEPT) {
+        shim_fd_internal_drop(mbox.linger_sock[0]);
+        for (i = 1; i < LP_LINGER_KEPT; i++) {
+            mbox.linger_ino[i - 1] = mbox.linger_ino[i];
+            mbox.linger_sock[i - 1] = mbox.linger_sock[i];
+        }
+        mbox.nlinger--;
+    }
+    mbox.linger_ino[mbox.nlinger] = (uint64_t)st.st_ino;
+    mbox.linger_sock[mbox.nlinger++] = shim_fd_internal_keep(sock, &path_local, &mbox);
+}
+
 /* Read every record waiting in mailbox lfd into the pending table.  A record
  * counts only when its poster is of our user and proved it holds the very
  * socket the record describes (it passed it: same SO_COOKIE).  Lock held. */
@@ -298,6 +336,12 @@ static void lp_mbox_collect(int lfd)
              cred.uid == geteuid() &&
              zc_real.getsockopt(sock, SOL_SOCKET, SO_COOKIE, &cookie, &kl) == 0 &&
              cookie == m.h.cookie;
+        if (n == (ssize_t)sizeof(m) && m.magic == LP_LINGER_MAGIC && memfd >= 0 && sock >= 0 &&
+            zc_real.getsockopt(c, SOL_SOCKET, SO_PEERCRED, &cred, &cl) == 0 &&
+            cred.uid == geteuid()) {
+            lp_linger_keep(memfd, sock);     /* the caller checks the socket is the peer's */
+            memfd = sock = -1;
+        }
         if (sock >= 0)
             zc_real.close(sock);
         if (ok) {
@@ -353,4 +397,40 @@ void path_local_scm_received(struct msghdr *msg)
         }
     }
     errno = saved;
+}
+
+/* --- lingering sockets (LINGER in handback.c) ------------------------------------ */
+
+int lp_linger_post(int pid, int memfd, int sock)
+{
+    path_local_handover_t h;
+
+    memset(&h, 0, sizeof(h));
+    return lp_mbox_post(pid, LP_LINGER_MAGIC, &h, memfd, sock);
+}
+
+int lp_linger_take(int memfd)
+{
+    struct stat st;
+    int i, sock = -1;
+
+    if (memfd < 0 || fstat(memfd, &st))
+        return -1;
+    lp_mbox_lock();
+    if (mbox.pid == (int)getpid()) {
+        lp_mbox_collect(mbox.fd);
+        lp_mbox_collect(mbox.parent_fd);
+    }
+    for (i = 0; i < mbox.nlinger; i++)
+        if (mbox.linger_ino[i] == (uint64_t)st.st_ino)
+            break;
+    if (i < mbox.nlinger) {
+        sock = mbox.linger_sock[i];
+        mbox.linger_ino[i] = mbox.linger_ino[mbox.nlinger - 1];
+        mbox.linger_sock[i] = mbox.linger_sock[--mbox.nlinger];
+        if (shim_fd_get(sock))
+            memset(shim_fd_get(sock), 0, sizeof(shim_fd_t));   /* the caller's now */
+    }
+    lp_mbox_unlock();
+    return sock;
 }
