@@ -122,6 +122,8 @@ __attribute__((destructor(101))) static void shim_destructor(void)
 {
     if (__atomic_exchange_n(&shim_finished, 1, __ATOMIC_ACQ_REL))
         return;
+    if (!shim_vfork_child())
+        shim_process_exit();
     shim_report("exit");
 }
 

@@ -78,6 +78,8 @@ void shim_fd_exposed(int fd, const char *why);
 /* syscall(SYS_close, fd): forget fd's entry first (hooks_sock.c). */
 void shim_fd_closing_raw(int fd);
 void shim_process_exposed(const char *why);
+/* The destructor: the process exits with its descriptors open. */
+void shim_process_exit(void);
 /* dup2/dup3 onto internal descriptor fd: move it away.  0 or -errno. */
 int shim_fd_internal_move(int fd);
 

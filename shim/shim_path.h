@@ -148,6 +148,9 @@ typedef struct shim_path {
      * more. */
     void (*fd_exposed)(int fd, const char *why);
     void (*process_exposed)(const char *why);
+    /* the process exits through exit() (the destructor), descriptors still
+     * open: the kernel closes them next, no hook sees it */
+    void (*process_exit)(const char *why);
     /* dup2/dup3 onto a descriptor the path keeps (shim_fd_internal_keep):
      * ctx's descriptor moved from one number to another. */
     void (*internal_moved)(void *ctx, int from, int to);

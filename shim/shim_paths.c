@@ -254,6 +254,14 @@ void shim_fd_exposed(int fd, const char *why)
     errno = saved;
 }
 
+void shim_process_exit(void)
+{
+    int saved = errno;
+
+    SHIM_PATHS_EACH(process_exit, "exit");
+    errno = saved;
+}
+
 void shim_process_exposed(const char *why)
 {
     static int done;

@@ -127,6 +127,8 @@ for c in closed_exec closed_fdopen closed_read; do
   t_run "$c/unix" "$T" $PY $TL run "$c" both unix
   t_run "$c/plain-client" "$T" $PY $TL run "$c" server tcp
 done
+t_run closed_fdopen/exit "$T" env T_EXIT=1 $PY $TL run closed_fdopen both tcp
+t_run closed_exec/exit-unix "$T" env T_EXIT=1 $PY $TL run closed_exec both unix
 for i in 1 2 3 4 5 6; do
   t_run "closed_fdopen/race$i" "$T" env T_RACE=1 $PY $TL run closed_fdopen both tcp
   t_run "closed_exec/race$i-unix" "$T" env T_RACE=1 $PY $TL run closed_exec both unix

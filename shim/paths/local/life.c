@@ -334,6 +334,36 @@ static void lp_fd_exposed(int fd, const char *why)
     }
 }
 
+/* exit() with paired sockets still open: the kernel closes them next and
+ * no hook runs, so what a last close does for the ring's unread bytes of
+ * ours is done here (a hand-back of the peer's: give them to the kernel; a
+ * graceful end: let the socket linger, LINGER in handback.c).  Only in a
+ * process with one thread left (another may hold a connection's lock). */
+static void lp_process_exit(const char *why)
+{
+    lp_conn_t *c;
+
+    (void)why;
+    if (!__libc_single_threaded)
+        return;
+    for (c = __atomic_load_n(&lp.head, __ATOMIC_ACQUIRE); c; c = c->next) {
+        int fd = c->fds[0] >= 0 ? c->fds[0] : c->fds[1];
+
+        if (fd < 0 || c->state != LP_PAIRED || !c->ch.base ||
+            __atomic_load_n(&lp_side(c, c->ch.side)->holders, __ATOMIC_ACQUIRE) != 1)
+            continue;
+        if (lp_rv(c)) {
+            lp_lock(c, LP_TX);
+            (void)lp_rv_tx(c, fd, LP_RV_CLOSE_MS);
+            lp_unlock(c, LP_TX);
+        } else if (!c->linger0 && (c->rd_shut || local_ring_readable(&c->ch, lp_rxdir(c)) <= 0) &&
+                   lp_linger_offer(c, fd)) {
+            local_ring_side_gone(&c->ch);
+            lp_linger_wake(c, fd);
+        }
+    }
+}
+
 /* The whole process: every connection, and no new pairing. */
 static void lp_process_exposed(const char *why)
 {
@@ -388,6 +418,7 @@ const shim_path_t path_local = {
     .exec_failed = path_local_exec_failed,
     .fd_exposed = lp_fd_exposed,
     .process_exposed = lp_process_exposed,
+    .process_exit = lp_process_exit,
     .internal_moved = lp_internal_moved,
 };
 
