@@ -583,6 +583,32 @@ def s_closed_fdopen(c):
         check(not zc_stat("local.handback_lost_bytes"), "bytes lost")
 
 
+def s_closed_write(c):
+    # writing to the closed client: the kernel resets, so a send fails
+    # (EPIPE / ECONNRESET) instead of filling a lingering socket for ever;
+    # what the client sent before closing still reads, then the reset
+    s_closed_common(c)
+    chunk = b"w" * 65536
+    end = time.time() + 20
+    err = None
+    while err is None:
+        check(time.time() < end, "sends to the closed peer never failed")
+        try:
+            c.send(chunk)
+        except (BrokenPipeError, ConnectionResetError) as e:
+            err = e
+    got = b""
+    try:
+        while len(got) < CLOSED_N:
+            b = c.recv(1 << 16)
+            if not b:
+                break
+            got += b
+    except ConnectionResetError:
+        pass
+    check(got == pattern(41, CLOSED_N)[:len(got)], "data before the reset")
+
+
 def tcp_states(port):
     """States (hex) of the TCP sockets whose local port is port."""
     out = []

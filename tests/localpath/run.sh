@@ -121,11 +121,13 @@ t_run exec_plain/epoll-big "$T" env T_EPOLL=1 T_BIG=1 $PY $TL run exec_plain bot
 t_run scm_plain/unix "$T" $PY $TL run scm_plain both unix
 # a peer that closed with bytes unread in the ring, then a hand-back (exec
 # of a program without the library, fdopen) or none: its socket lingers in
-# our mailbox and a pump gives the bytes to the kernel; hand-backs racing
+# our mailbox and a pump gives the bytes to the kernel; a send to it fails as
+# the kernel's would (its socket let go, the reset); hand-backs racing
 # the close (T_RACE: whoever sees the other first gives them back)
-for c in closed_exec closed_fdopen closed_read; do
+for c in closed_exec closed_fdopen closed_read closed_write; do
   t_run "$c/unix" "$T" $PY $TL run "$c" both unix
   t_run "$c/plain-client" "$T" $PY $TL run "$c" server tcp
+  t_run "$c/self" "$T" $PY $TL run "$c" self tcp
 done
 t_run closed_fdopen/exit "$T" env T_EXIT=1 $PY $TL run closed_fdopen both tcp
 t_run closed_exec/exit-unix "$T" env T_EXIT=1 $PY $TL run closed_exec both unix

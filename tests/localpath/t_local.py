@@ -1147,6 +1147,7 @@ CASES = {
     "closed_exec": (s_closed_exec, c_closed_peer),
     "closed_fdopen": (s_closed_fdopen, c_closed_peer),
     "closed_read": (s_closed_read, c_closed_peer),
+    "closed_write": (s_closed_write, c_closed_peer),
 }
 
 # Cases for one family only (run.sh runs them there).

@@ -436,8 +436,18 @@ static void lp_linger_pump(lp_conn_t *c, int fd)
     }
 }
 
-/* Our connection ends here (last close): a lingering socket of the peer's
- * goes (its FIN follows the data we read from the ring). */
+/* The peer closed and its socket lingers for us: no FIN comes until we let
+ * it go, so its side gone is the end of the stream (after the ring). */
+int lp_peer_lingers(lp_conn_t *c)
+{
+    return c->ch.base &&
+           (__atomic_load_n(&lp_side(c, !c->ch.side)->rv, __ATOMIC_ACQUIRE) & LP_RV_LINGER) &&
+           local_ring_peer_state(&c->ch) == LOCAL_RING_PEER_GONE;
+}
+
+/* Our connection ends here (last close), or we send to the closed peer
+ * through the kernel (whose answer, a reset, needs its socket closed): a
+ * lingering socket of the peer's goes. */
 void lp_linger_drop(lp_conn_t *c)
 {
     int sock;
@@ -445,6 +455,7 @@ void lp_linger_drop(lp_conn_t *c)
     if (!c->ch.base || !(__atomic_load_n(&lp_side(c, !c->ch.side)->rv, __ATOMIC_ACQUIRE) &
                          LP_RV_LINGER))
         return;
+    c->linger_dropped = 1;
     sock = lp_linger_take(c->memfd);
     if (sock >= 0)
         zc_real.close(sock);

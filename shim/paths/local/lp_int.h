@@ -119,6 +119,7 @@ typedef struct lp_conn {
     uint8_t app_nodelay;            /* TCP_NODELAY as the application set it */
     uint8_t rx_plain;               /* handed back: every kernel byte is data */
     uint8_t rv_seen;                /* handed back (by either side) */
+    uint8_t linger_dropped;         /* the peer's lingering socket let go (lp_linger_drop) */
     uint8_t is_unix;                /* an AF_UNIX stream (ancillary data possible) */
     uint16_t pb_off, pb_len;        /* pb: peer data a doorbell drain read */
     uint64_t cookie;                /* SO_COOKIE of the socket (exec finds it by it) */
@@ -294,6 +295,7 @@ int lp_rv_tx(lp_conn_t *c, int fd, int wait_ms);
 int lp_linger_offer(lp_conn_t *c, int fd);
 void lp_linger_wake(lp_conn_t *c, int fd);
 void lp_linger_drop(lp_conn_t *c);
+int lp_peer_lingers(lp_conn_t *c);
 void lp_revert(lp_conn_t *c, int fd, const char *why);
 /* Send the doorbells the kernel refused earlier, waiting (bounded) for
  * room: before anything of ours that is not a doorbell enters the kernel

@@ -164,8 +164,9 @@ short lp_revents(shim_fd_t *f, int fd, short ev, int kev, int arm, shim_ready_as
     if (rd == 0) {
         local_ring_frame_t fr;
 
-        if (local_ring_frame_next(&c->ch, lp_rxdir(c), &fr) == 0 && fr.type == LOCAL_RING_REC_EOF)
-            rev |= ein | (ev & POLLRDHUP);
+        if ((local_ring_frame_next(&c->ch, lp_rxdir(c), &fr) == 0 &&
+             fr.type == LOCAL_RING_REC_EOF) || lp_peer_lingers(c))
+            rev |= ein | (ev & POLLRDHUP);  /* a lingering peer sends no FIN: gone is EOF */
     }
     if (rd < 0 || c->kern_err)
         rev |= POLLERR | POLLHUP | ein;

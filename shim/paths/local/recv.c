@@ -439,7 +439,7 @@ static ssize_t lp_rx_empty(lp_conn_t *c, int fd, lp_rx_t *r)
     if (nonblock || listened || c->ch.bells_claimed != c->bells_drained)
         lp_drain(c, fd);
     if (!c->kern_eof && !c->kern_err &&
-        local_ring_peer_state(&c->ch) == LOCAL_RING_PEER_GONE) {
+        local_ring_peer_state(&c->ch) == LOCAL_RING_PEER_GONE && !lp_peer_lingers(c)) {
         /* Its last holder marked the side gone just before closing: the
          * FIN or reset is behind the doorbells, or about to arrive. */
         lp_drain_ex(c, fd, 1);

@@ -115,10 +115,10 @@ void path_local_mbox_fork_child(void)
 /* Our descriptor moved (lp_internal_moved): 1 when it was a mailbox. */
 int path_local_mbox_moved(void *ctx, int from, int to)
 {
-    if (ctx != &mbox)
-        return 0;
     int i;
 
+    if (ctx != &mbox)
+        return 0;
     if (from == mbox.fd)
         mbox.fd = to;
     else if (from == mbox.parent_fd)
@@ -426,8 +426,10 @@ int lp_linger_take(int memfd)
             break;
     if (i < mbox.nlinger) {
         sock = mbox.linger_sock[i];
-        mbox.linger_ino[i] = mbox.linger_ino[mbox.nlinger - 1];
-        mbox.linger_sock[i] = mbox.linger_sock[--mbox.nlinger];
+        for (mbox.nlinger--; i < mbox.nlinger; i++) {  /* oldest first, as kept */
+            mbox.linger_ino[i] = mbox.linger_ino[i + 1];
+            mbox.linger_sock[i] = mbox.linger_sock[i + 1];
+        }
         if (shim_fd_get(sock))
             memset(shim_fd_get(sock), 0, sizeof(shim_fd_t));   /* the caller's now */
     }

@@ -34,8 +34,11 @@ ssize_t lp_epipe(int flags)
 ssize_t lp_send_kernel(shim_fd_t *f, int fd, const struct msghdr *msg, int flags,
                               lp_conn_t *c)
 {
-    ssize_t n = zc_real.sendmsg(fd, msg, flags);
+    ssize_t n;
 
+    if (c && !c->linger_dropped && lp_peer_lingers(c))
+        lp_linger_drop(c);      /* its socket closes: the kernel resets our send */
+    n = zc_real.sendmsg(fd, msg, flags);
     shim_copy_account(f, 1, n, 1);
     if (n > 0 && c)
         c->tx_kernel += (uint64_t)n;
