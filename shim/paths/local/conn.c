@@ -257,8 +257,10 @@ void lp_conn_free(lp_conn_t *c)
     last = lp.head == NULL;
     lp_list_unlock();
     zc_pool_free(c, sizeof(*c));
-    if (last)
+    if (last) {
         local_pair_idle();  /* no descriptor of ours outlives the connections */
+        path_local_mbox_idle();
+    }
 }
 
 void lp_fds_note(lp_conn_t *c, int fd, int add)

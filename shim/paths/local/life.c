@@ -297,7 +297,7 @@ static void lp_socket_made(int fd, int domain, int type)
     (void)fd;
     (void)type;
     if (domain == AF_UNIX)
-        path_local_mbox_ensure();   /* descriptors may come through it */
+        path_local_mbox_ensure_scm();   /* descriptors may come through it */
 }
 
 static void lp_fds_received(int fd, struct msghdr *msg)

@@ -43,6 +43,8 @@ static struct {
     int pending_memfd[LP_MBOX_PENDING];
     /* Lingering sockets (LINGER in handback.c): a closed peer's socket, by
      * the inode of the channel it served; the oldest goes when full. */
+    int scm;            /* bound for SCM_RIGHTS (an AF_UNIX socket), not only
+                         * for lingering sockets: kept while the process lives */
     int nlinger;
     uint64_t linger_ino[LP_LINGER_KEPT];
     int linger_sock[LP_LINGER_KEPT];
@@ -102,6 +104,39 @@ void path_local_mbox_ensure(void)
     }
     lp_mbox_unlock();
     errno = saved;
+}
+
+/* A mailbox for SCM_RIGHTS hand-overs (the process made an AF_UNIX socket). */
+void path_local_mbox_ensure_scm(void)
+{
+    __atomic_store_n(&mbox.scm, 1, __ATOMIC_RELAXED);
+    path_local_mbox_ensure();
+}
+
+/* The process's last connection went (lp_conn_free): a mailbox bound only
+ * for lingering sockets goes too, with any lingering socket left (no
+ * descriptor of ours outlives the connections; the next pairing binds it
+ * again). */
+void path_local_mbox_idle(void)
+{
+    int i;
+
+    if (__atomic_load_n(&mbox.scm, __ATOMIC_RELAXED) || mbox.pid != (int)getpid())
+        return;
+    lp_mbox_lock();
+    if (!mbox.scm && mbox.pid == (int)getpid()) {
+        for (i = 0; i < mbox.nlinger; i++)
+            shim_fd_internal_drop(mbox.linger_sock[i]);
+        mbox.nlinger = 0;
+        if (mbox.fd >= 0)
+            shim_fd_internal_drop(mbox.fd);
+        if (mbox.parent_fd >= 0)
+            shim_fd_internal_drop(mbox.parent_fd);
+        mbox.fd = mbox.parent_fd = -1;
+        mbox.npending = 0;          /* (pending records come only to a scm mailbox) */
+        __atomic_store_n(&mbox.pid, 0, __ATOMIC_RELEASE);
+    }
+    lp_mbox_unlock();
 }
 
 /* fork child: its own mailbox (its pid names it) if the parent had one. */
