@@ -607,6 +607,25 @@ static void test_wait_both(void **state)
     assert_int_equal(local_ring_tx_wait_cancel_futex(&p.a, AB), 0);
     assert_int_equal(*w, 0);
     assert_int_equal(p.a.bells_claimed, b0 + 2);
+    /* a waiter that finds room at once withdraws its part only: a poller
+     * that stood before it (looked, found none, sleeps) keeps its
+     * announcement for the consumer that made the room and looks only now */
+    local_ring_tx_wait_cancel(&p.a, AB);
+    while (t_write(&p.a, AB, big, 64, NULL))
+        ;
+    assert_int_equal(local_ring_tx_wait_prepare(&p.a, AB, 2048), 1);
+    assert_true(t_read(&p.b, AB, buf, 64, 0, &flags) > 0);
+    assert_int_equal(flags & (LOCAL_RING_F_DOORBELL | LOCAL_RING_F_FUTEX), 0);
+    assert_int_equal(*w, LOCAL_RING_WAIT_SOCKET);
+    assert_int_equal(local_ring_tx_wait_prepare_kind(&p.a, AB, 16,
+                                                     LOCAL_RING_WAIT_FUTEX_JOIN), 0);
+    assert_int_equal(*w, LOCAL_RING_WAIT_SOCKET);
+    assert_int_equal(local_ring_tx_wait_kind(&p.a, AB), LOCAL_RING_WAIT_SOCKET);
+    assert_int_equal(local_ring_tx_wait_prepare(&p.a, AB, 16), 0);  /* a second poller */
+    assert_int_equal(*w, LOCAL_RING_WAIT_SOCKET);
+    assert_true(t_read(&p.b, AB, buf, sizeof(buf), 0, &flags) > 0);
+    assert_int_equal(flags & LOCAL_RING_F_DOORBELL, LOCAL_RING_F_DOORBELL);  /* found */
+    assert_int_equal(local_ring_tx_wait_cancel(&p.a, AB), 1);
     /* receive side: a futex sleeper's withdrawal leaves a socket kind that
      * replaced it */
     local_ring_rx_wait_cancel(&p.b, BA);

@@ -1019,6 +1019,8 @@ int local_ring_tx_wait_prepare_kind(local_ring_t *ch, int dir, size_t want, int 
     local_ring_ctl_t *ctl;
     local_ring_snap_t s;
     uint64_t room;
+    uint32_t prev;
+    uint8_t prev_kind, prev_armed;
     int rc = lr_check(ch, dir);
 
     if (rc)
@@ -1038,6 +1040,9 @@ int local_ring_tx_wait_prepare_kind(local_ring_t *ch, int dir, size_t want, int 
          * kind replaces what stands (a process where nobody else waits). */
         uint32_t *w = &ctl->prod_waiting, cur = LR_LOAD(w), nk;
 
+        prev_kind = ch->wait_kind[dir][LOCAL_RING_ROLE_PROD];
+        prev_armed = ch->armed[dir][LOCAL_RING_ROLE_PROD];
+
         do {
             int sock = cur == LOCAL_RING_WAIT_SOCKET || cur == LOCAL_RING_WAIT_BOTH;
             int fut = cur == LOCAL_RING_WAIT_FUTEX || cur == LOCAL_RING_WAIT_BOTH;
@@ -1051,6 +1056,9 @@ int local_ring_tx_wait_prepare_kind(local_ring_t *ch, int dir, size_t want, int 
         } while (!__atomic_compare_exchange_n(w, &cur, nk, 0, __ATOMIC_SEQ_CST,
                                               __ATOMIC_SEQ_CST));
         lr_announced(ch, dir, LOCAL_RING_ROLE_PROD, cur);
+        prev = cur;
+        if (prev == 0)
+            prev_armed = 0;         /* nothing of ours stood (or it was claimed: counted) */
         kind = (int)nk;
     }
     ch->wait_kind[dir][LOCAL_RING_ROLE_PROD] = (uint8_t)kind;
@@ -1061,7 +1069,22 @@ int local_ring_tx_wait_prepare_kind(local_ring_t *ch, int dir, size_t want, int 
     room = (ch->ring_size - (s.head - s.tail)) & ~(uint64_t)(LR_ALIGN - 1);
     ch->armed[dir][LOCAL_RING_ROLE_PROD] = 1;
     if (room >= lr_round8(want) + LR_REC_HDR) {
-        lr_withdraw(ch, dir, LOCAL_RING_ROLE_PROD, &ctl->prod_waiting);
+        /* Room already: withdraw our part only.  An announcement that stood
+         * before ours (a poll/epoll waiter, a blocked sender, who looked
+         * before this room came and sleeps) goes back as it was: the
+         * consumer that made the room may look at the word only now, and
+         * must find it (clearing it lost that waiter's wake-up). */
+        uint32_t now = (uint32_t)kind;
+
+        if (prev == 0) {
+            lr_withdraw(ch, dir, LOCAL_RING_ROLE_PROD, &ctl->prod_waiting);
+        } else if (__atomic_compare_exchange_n(&ctl->prod_waiting, &now, prev, 0,
+                                               __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
+            ch->wait_kind[dir][LOCAL_RING_ROLE_PROD] = prev_kind;
+            ch->armed[dir][LOCAL_RING_ROLE_PROD] = prev_armed;
+        } else if (now == 0) {
+            lr_claimed(ch, dir, LOCAL_RING_ROLE_PROD);  /* claimed meanwhile: its byte */
+        }
         LR_STAT(ch, wait_aborts, 1);
         return 0;
     }

@@ -35,7 +35,13 @@ void lp_kernel_look(lp_conn_t *c, int fd, int role)
     char b;
     ssize_t n;
 
-    if (lp_rx_catch_up(c)) {
+    /* Only a process with one thread that alone holds this side drains
+     * doorbells here: elsewhere a byte may be another waiter's wake-up (a
+     * poll/epoll waiter for room or data in another thread, woken by it,
+     * whose kernel re-check drops the event once the byte is gone: a
+     * blocked sender's slice that drained it left that waiter asleep for
+     * good).  Their own waits drain them; here only the end is looked for. */
+    if (lp_rx_catch_up(c) && lp_alone(c)) {
         lp_drain(c, fd);
         return;
     }
