@@ -310,3 +310,27 @@ if [ -x "$NGINX" ] && command -v wrk >/dev/null && command -v curl >/dev/null; t
 else
   echo "nginx: SKIPPED (nginx, wrk or curl not installed)"
 fi
+
+# Page exchange versus one copy (issue 13: the crossover on this machine),
+# on 4 KiB shmem pages and, where 2 MiB pages can be had, shmem THP and
+# hugetlb. As root the run allows shmem THP (advise) and reserves a few
+# hugetlb pages for the probe and puts both back afterwards
+# (BENCH_HUGE=0: only what the machine already allows).
+echo
+hp_thp=/sys/kernel/mm/transparent_hugepage/shmem_enabled
+hp_old_thp=$(sed -n 's/.*\[\(.*\)\].*/\1/p' "$hp_thp" 2>/dev/null || true)
+hp_old_nr=$(cat /proc/sys/vm/nr_hugepages 2>/dev/null || echo 0)
+hp_restore() {
+  [ -n "$hp_old_thp" ] && echo "$hp_old_thp" > "$hp_thp" 2>/dev/null
+  echo "$hp_old_nr" > /proc/sys/vm/nr_hugepages 2>/dev/null
+  true
+}
+if [ "$(id -u)" = 0 ] && [ "${BENCH_HUGE:-1}" = 1 ]; then
+  trap hp_restore EXIT
+  case "$hp_old_thp" in never|deny) echo advise > "$hp_thp" 2>/dev/null || true ;; esac
+  [ "$hp_old_nr" -lt 40 ] 2>/dev/null && { echo 40 > /proc/sys/vm/nr_hugepages 2>/dev/null || true; }
+  echo "(for this probe: shmem THP $(sed -n 's/.*\[\(.*\)\].*/\1/p' "$hp_thp" 2>/dev/null), hugetlb pages $(cat /proc/sys/vm/nr_hugepages); put back to $hp_old_thp, $hp_old_nr after)"
+fi
+"$ZC_BUILD/exchange_floor" "$([ "${QUICK:-}" = 1 ] && echo 30 || echo 200)"
+hp_restore
+trap - EXIT

@@ -17,7 +17,6 @@
  * and the smallest size at which the exchange wins, per backing.
  *
  * usage: exchange_floor [iterations]   (default 200; 20 for 8 MiB and up) */
-#define _GNU_SOURCE
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,6 +44,21 @@ static double median(double *v, int n)
     return v[n / 2];
 }
 
+/* shmem THP allowed for MADV_HUGEPAGE mappings (the bracketed setting of
+ * shmem_enabled is advise, within_size, always or force). */
+static int ef_thp(void)
+{
+    char buf[256] = "";
+    FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/shmem_enabled", "r");
+
+    if (!f)
+        return 0;
+    if (!fgets(buf, sizeof(buf), f))
+        buf[0] = 0;
+    fclose(f);
+    return !strstr(buf, "[never]") && !strstr(buf, "[deny]") && strchr(buf, '[');
+}
+
 /* A memfd of 2 units of size s on backing b, filled; -1 when the backing
  * is not available here. */
 static int ef_memfd(int b, size_t s)
@@ -52,8 +66,11 @@ static int ef_memfd(int b, size_t s)
     int fd = memfd_create("zc-exchange-floor", b == B_HUGETLB ? MFD_HUGETLB : 0);
     char *p;
 
-    if (fd < 0)
+    if (fd < 0 || (b == B_THP && !ef_thp())) {
+        if (fd >= 0)
+            close(fd);
         return -1;
+    }
     if (ftruncate(fd, (off_t)(2 * s)) < 0) {
         close(fd);
         return -1;
@@ -151,8 +168,10 @@ int main(int argc, char **argv)
             c = ef_run(b, s, it, 0);
             x = ef_run(b, s, it, 1);
             if (c < 0 || x < 0) {
-                printf("  %-12s %10s unavailable here (no free huge pages, or shmem THP "
-                       "off)\n", bname[b], "-");
+                printf("  %-12s %10s %s\n", bname[b], "-", b == B_THP ? "unavailable: shmem THP "
+                       "is off (echo advise > /sys/kernel/mm/transparent_hugepage/shmem_enabled)"
+                       : shown ? "larger sizes: not enough free huge pages"
+                       : "unavailable: no free huge pages (/proc/sys/vm/nr_hugepages)");
                 break;
             }
             shown = 1;

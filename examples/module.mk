@@ -13,8 +13,9 @@ $(BUILD)/zcbench: $(ZCBENCH_OBJS)
 	$(Q)$(CC) $(ZC_LDFLAGS) -o $@ $(ZCBENCH_OBJS) -ldl
 
 # Small probes make bench runs after zcbench: the wake-up floor of a
-# blocking round trip, and an event-driven (epoll) ping-pong.
-BENCH_PROBES := $(BUILD)/wake_floor $(BUILD)/epoll_pingpong
+# blocking round trip, an event-driven (epoll) ping-pong, and page exchange
+# versus one copy.
+BENCH_PROBES := $(BUILD)/wake_floor $(BUILD)/epoll_pingpong $(BUILD)/exchange_floor
 all: $(BENCH_PROBES)
 $(BENCH_PROBES): $(BUILD)/%: examples/%.c examples/probe.h
 	$(quiet) CC $@
