@@ -611,6 +611,7 @@ static void test_wait_both(void **state)
      * that stood before it (looked, found none, sleeps) keeps its
      * announcement for the consumer that made the room and looks only now */
     local_ring_tx_wait_cancel(&p.a, AB);
+    p.a.others = 1;         /* the poller is another thread of this process */
     while (t_write(&p.a, AB, big, 64, NULL))
         ;
     assert_int_equal(local_ring_tx_wait_prepare(&p.a, AB, 2048), 1);
@@ -626,6 +627,41 @@ static void test_wait_both(void **state)
     assert_true(t_read(&p.b, AB, buf, sizeof(buf), 0, &flags) > 0);
     assert_int_equal(flags & LOCAL_RING_F_DOORBELL, LOCAL_RING_F_DOORBELL);  /* found */
     assert_int_equal(local_ring_tx_wait_cancel(&p.a, AB), 1);
+    /* with no other waiter possible, a standing announcement of ours is our
+     * own stale one: withdrawn with ours (no doorbell for nobody later) */
+    p.a.others = 0;
+    while (t_write(&p.a, AB, big, 64, NULL))
+        ;
+    assert_int_equal(local_ring_tx_wait_prepare(&p.a, AB, 2048), 1);
+    assert_true(t_read(&p.b, AB, buf, 64, 0, &flags) > 0);
+    assert_int_equal(local_ring_tx_wait_prepare(&p.a, AB, 16), 0);
+    assert_int_equal(*w, 0);
+    assert_true(t_read(&p.b, AB, buf, sizeof(buf), 0, &flags) > 0);
+    /* receive side, the same: a poller of another thread stands, the
+     * producer publishes without looking yet (quiet), a receive finds the
+     * data at once: the poller's announcement stays for the producer */
+    {
+        uint32_t *rw = local_ring_wait_word(&p.b, AB, LOCAL_RING_ROLE_CONS);
+
+        while (t_read(&p.b, AB, buf, sizeof(buf), 0, &flags) > 0)
+            ;
+        p.b.others = 1;
+        assert_int_equal(local_ring_rx_wait_prepare(&p.b, AB), 1);
+        assert_int_equal(*rw, LOCAL_RING_WAIT_SOCKET);
+        p.a.quiet = 1;
+        assert_int_equal(t_write(&p.a, AB, big, 64, NULL), 64);
+        p.a.quiet = 0;
+        assert_int_equal(local_ring_rx_wait_prepare_kind(&p.b, AB, LOCAL_RING_WAIT_EVENTFD), 0);
+        assert_int_equal(*rw, LOCAL_RING_WAIT_SOCKET);
+        assert_int_equal(local_ring_rx_wait_prepare_kind(&p.b, AB, LOCAL_RING_WAIT_FUTEX), 0);
+        assert_int_equal(*rw, LOCAL_RING_WAIT_SOCKET);
+        assert_int_equal(t_write(&p.a, AB, big, 64, &flags), 64);
+        assert_int_equal(flags & LOCAL_RING_F_DOORBELL, LOCAL_RING_F_DOORBELL);  /* found */
+        p.b.others = 0;
+        while (t_read(&p.b, AB, buf, sizeof(buf), 0, &flags) > 0)
+            ;
+        local_ring_rx_wait_cancel(&p.b, AB);
+    }
     /* receive side: a futex sleeper's withdrawal leaves a socket kind that
      * replaced it */
     local_ring_rx_wait_cancel(&p.b, BA);

@@ -108,6 +108,7 @@ int lp_rx_arm(lp_conn_t *c, int listening)
         __atomic_compare_exchange_n(w, &cur, LOCAL_RING_WAIT_SOCKET, 0, __ATOMIC_SEQ_CST,
                                     __ATOMIC_SEQ_CST))
         LP_SYS(SYS_futex, w, FUTEX_WAKE, INT_MAX);
+    lp_ring_others(c);
     rc = local_ring_rx_wait_prepare_kind(&c->ch, dir, kind);
 
     if (rc != 1 || local_ring_rx_wait_kind(&c->ch, dir) != LOCAL_RING_WAIT_EVENTFD)

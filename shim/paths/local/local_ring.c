@@ -904,7 +904,8 @@ int local_ring_rx_wait_prepare(local_ring_t *ch, int dir)
 int local_ring_rx_wait_prepare_kind(local_ring_t *ch, int dir, int kind)
 {
     local_ring_snap_t s;
-    uint32_t *w;
+    uint32_t *w, prev, mine;
+    uint8_t prev_kind, prev_armed;
     int rc = lr_check(ch, dir);
 
     if (rc)
@@ -912,6 +913,8 @@ int local_ring_rx_wait_prepare_kind(local_ring_t *ch, int dir, int kind)
     if (kind != LOCAL_RING_WAIT_FUTEX && kind != LOCAL_RING_WAIT_EVENTFD)
         kind = LOCAL_RING_WAIT_SOCKET;
     w = &ch->hdr->ctl[dir].cons_waiting;
+    prev_kind = ch->wait_kind[dir][LOCAL_RING_ROLE_CONS];
+    prev_armed = ch->armed[dir][LOCAL_RING_ROLE_CONS];
     if (kind == LOCAL_RING_WAIT_EVENTFD) {
         uint32_t cur = 0;
 
@@ -923,9 +926,14 @@ int local_ring_rx_wait_prepare_kind(local_ring_t *ch, int dir, int kind)
         } else if (cur != LOCAL_RING_WAIT_EVENTFD) {
             kind = cur == LOCAL_RING_WAIT_FUTEX ? LOCAL_RING_WAIT_FUTEX : LOCAL_RING_WAIT_SOCKET;
         }
+        prev = cur;                 /* 0 when ours went in, else what stands (and stays) */
     } else {
-        lr_announced(ch, dir, LOCAL_RING_ROLE_CONS, LR_XCHG(w, (uint32_t)kind));   /* C1 */
+        prev = LR_XCHG(w, (uint32_t)kind);                  /* C1 */
+        lr_announced(ch, dir, LOCAL_RING_ROLE_CONS, prev);
     }
+    mine = prev && kind == LOCAL_RING_WAIT_EVENTFD ? prev : (uint32_t)kind;
+    if (prev == 0)
+        prev_armed = 0;
     ch->wait_kind[dir][LOCAL_RING_ROLE_CONS] = (uint8_t)kind;
     LR_FENCE();                                             /* C2 */
     rc = local_ring_ctl_snap(ch, dir, LOCAL_RING_ROLE_CONS, &s);  /* C3 */
@@ -933,7 +941,23 @@ int local_ring_rx_wait_prepare_kind(local_ring_t *ch, int dir, int kind)
         return rc;
     ch->armed[dir][LOCAL_RING_ROLE_CONS] = 1;
     if (s.head != s.tail) {
-        lr_withdraw(ch, dir, LOCAL_RING_ROLE_CONS, w);
+        /* Data already: withdraw our part only.  An announcement that stood
+         * before ours (another thread's or holder's poll/epoll wait, which
+         * looked before this data came and sleeps) goes back as it was: the
+         * producer may look at the word only now, and must find it.  One of
+         * this process's with no other waiter possible is our own stale
+         * one: withdrawn with ours. */
+        uint32_t now = mine;
+
+        if (prev == 0 || (prev_armed && !ch->others)) {
+            lr_withdraw(ch, dir, LOCAL_RING_ROLE_CONS, w);
+        } else if (__atomic_compare_exchange_n(w, &now, prev, 0, __ATOMIC_SEQ_CST,
+                                               __ATOMIC_SEQ_CST)) {
+            ch->wait_kind[dir][LOCAL_RING_ROLE_CONS] = prev_kind;
+            ch->armed[dir][LOCAL_RING_ROLE_CONS] = prev_armed;
+        } else if (now == 0) {
+            lr_claimed(ch, dir, LOCAL_RING_ROLE_CONS);  /* claimed meanwhile: its wake */
+        }
         LR_STAT(ch, wait_aborts, 1);
         return 0;
     }
@@ -1073,10 +1097,12 @@ int local_ring_tx_wait_prepare_kind(local_ring_t *ch, int dir, size_t want, int 
          * before ours (a poll/epoll waiter, a blocked sender, who looked
          * before this room came and sleeps) goes back as it was: the
          * consumer that made the room may look at the word only now, and
-         * must find it (clearing it lost that waiter's wake-up). */
+         * must find it (clearing it lost that waiter's wake-up).  One of
+         * this process's with no other waiter possible is our own stale
+         * one: withdrawn with ours. */
         uint32_t now = (uint32_t)kind;
 
-        if (prev == 0) {
+        if (prev == 0 || (prev_armed && !ch->others)) {
             lr_withdraw(ch, dir, LOCAL_RING_ROLE_PROD, &ctl->prod_waiting);
         } else if (__atomic_compare_exchange_n(&ctl->prod_waiting, &now, prev, 0,
                                                __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {

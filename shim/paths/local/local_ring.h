@@ -220,6 +220,10 @@ typedef struct local_ring {
     int hot;                    /* the caller's hint: request/response traffic (it read
                                  * since it last wrote), so an empty ring may send the
                                  * next small message back to the hot window (PAD) */
+    uint8_t others;             /* other waiters of this process (threads) may stand
+                                 * in our announcements: a wait that needs none
+                                 * after all puts back what stood before its own
+                                 * (set by the caller; 0: ours alone, withdrawn) */
     uint64_t bells_claimed;     /* our socket-kind announcements the peer claimed: each
                                  * is one doorbell byte sent (or on its way)
                                  * to our kernel socket */

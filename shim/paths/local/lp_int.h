@@ -217,6 +217,14 @@ static inline int lp_alone(const lp_conn_t *c)
     return __libc_single_threaded && c->sole && !shim_vfork_child();
 }
 
+/* Before announcing a wait on c's ring: may another waiter of this process
+ * (a thread) stand in the same announcement?  (local_ring_t.others; a vfork
+ * child runs while its parent waits, so it is alone here.) */
+static inline void lp_ring_others(lp_conn_t *c)
+{
+    c->ch.others = !(__libc_single_threaded && c->sole);
+}
+
 /* efd.c: wake-up eventfds for poll/epoll waiters */
 int lp_rx_arm(lp_conn_t *c, int listening);
 int lp_wake_fd(shim_fd_t *f, int fd, int unusable);

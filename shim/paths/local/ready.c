@@ -120,6 +120,7 @@ short lp_revents(shim_fd_t *f, int fd, short ev, int kev, int arm, shim_ready_as
     int64_t rd, wr;
     int rc = 0;
 
+    lp_ring_others(c);
     if (c->state == LP_PAIRED && (c->rv_seen || lp_rv(c)))
         kev = lp_rv_progress(c, fd, ev, kev, ask);
     else if (c->rv_seen && kev < 0)

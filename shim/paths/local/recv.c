@@ -467,6 +467,7 @@ static ssize_t lp_rx_empty(lp_conn_t *c, int fd, lp_rx_t *r)
         efd = lp_efd_reset(c);
         rc = lp_rx_arm(c, 1);
     } else {
+        lp_ring_others(c);
         rc = local_ring_rx_wait_prepare_kind(&c->ch, lp_rxdir(c), LOCAL_RING_WAIT_FUTEX);
     }
     lp_unlock(c, LP_RX);

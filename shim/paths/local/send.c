@@ -110,6 +110,7 @@ static ssize_t lp_tx_full(lp_conn_t *c, int fd, lp_tx_t *t)
         lp_unlock(c, LP_TX);
         return (ssize_t)t->sent;
     }
+    lp_ring_others(c);
     rc = local_ring_tx_wait_prepare_kind(&c->ch, lp_txdir(c),
                                          lp_tx_want(c, left < LOCAL_RING_CHUNK
                                                            ? left + LP_ROOM_KEEP
