@@ -129,6 +129,11 @@ for c in closed_exec closed_fdopen closed_read closed_write; do
   t_run "$c/plain-client" "$T" $PY $TL run "$c" server tcp
   t_run "$c/self" "$T" $PY $TL run "$c" self tcp
 done
+# trust: the reader's mailbox name squatted (another user, a same-user process
+# that is not the reader) before it paired: the closing client posts nothing
+# there, and the reader still reads every byte from the ring
+t_run closed_read/squat-other-user "$T" env T_SQUAT_SELF=other $PY $TL run closed_read both tcp
+t_run closed_read/squat-same-user "$T" env T_SQUAT_SELF=same $PY $TL run closed_read both tcp
 t_run closed_fdopen/exit "$T" env T_EXIT=1 $PY $TL run closed_fdopen both tcp
 t_run closed_exec/exit-unix "$T" env T_EXIT=1 $PY $TL run closed_exec both unix
 for i in 1 2 3 4 5 6; do

@@ -1187,6 +1187,9 @@ def serve(case, fam):
         ls.bind(("::1" if f == socket.AF_INET6 else "127.0.0.1", 0))
         addr = str(ls.getsockname()[1])
     ls.listen(4)
+    # T_SQUAT_SELF=other|same: our own mailbox name taken before we pair
+    # (the client's lingering socket must not go to the squatter)
+    squat = mailbox_squatter(os.getpid(), os.environ.get("T_SQUAT_SELF"))
     print(addr, flush=True)
     c, _ = ls.accept()
     ls.close()
@@ -1194,6 +1197,9 @@ def serve(case, fam):
         c.sendall(b"G")
         check(recv_exact(c, 1) == b"H", "handshake")
     CASES[case][0](c)
+    if squat:
+        got = squat()
+        check(not got, "the squatter of our mailbox name received %r" % got[:200])
     print("paired=%d" % paired(), flush=True)
 
 
