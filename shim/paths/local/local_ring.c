@@ -974,21 +974,19 @@ int local_ring_rx_wait_cancel(local_ring_t *ch, int dir)
     return lr_withdraw(ch, dir, LOCAL_RING_ROLE_CONS, &ch->hdr->ctl[dir].cons_waiting);
 }
 
-/* Withdraw our announcement (dir, role) only while its word holds kind. */
+/* Withdraw our announcement (dir, role) only while its word holds kind.
+ * (The send side's sleeper withdraws its part of BOTH with
+ * local_ring_tx_wait_cancel_futex.) */
 static int lr_withdraw_kind(local_ring_t *ch, int dir, int role, int kind)
 {
     uint32_t *w, cur = (uint32_t)kind;
-    uint32_t to = kind == LOCAL_RING_WAIT_BOTH ? LOCAL_RING_WAIT_SOCKET : 0;
     int rc = lr_check(ch, dir);
 
     if (rc)
         return rc;
     w = local_ring_wait_word(ch, dir, role);
-    if (__atomic_compare_exchange_n(w, &cur, to, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
-        if (to)
-            ch->wait_kind[dir][role] = (uint8_t)to;     /* still ours, still armed */
-        else
-            ch->armed[dir][role] = 0;
+    if (__atomic_compare_exchange_n(w, &cur, 0, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
+        ch->armed[dir][role] = 0;
         return 0;
     }
     if (cur != 0 || !ch->armed[dir][role])
