@@ -52,6 +52,9 @@
       "in the ring, left alive in the peer's mailbox in case it hands the connection back") \
     X(LOCAL_LINGER_PUMPS, "local.linger_pumps", "hand-backs whose closed peer's unread "  \
       "ring bytes a pump process gave to the kernel through its lingering socket")       \
+    X(LOCAL_PEER_PUMPS, "local.peer_pumps", "hand-backs that started a pump process for "  \
+      "the bytes an alive peer left unread in the ring (it gives them to the kernel if "  \
+      "the peer has not begun to within 50 ms)")                                          \
     X(LOCAL_LOST_BYTES, "local.handback_lost_bytes", "ring bytes a hand-back could not "  \
       "give to the kernel: the peer had closed without a lingering socket (warned)")      \
     X(LOCAL_SWITCHES, "local.switches", "sending directions switched to the ring")       \

@@ -612,6 +612,121 @@ def s_closed_write(c):
     check(got == pattern(41, CLOSED_N)[:len(got)], "data before the reset")
 
 
+# --- an idle peer: its unread ring bytes reach a hand-back without its help ---
+
+IDLE_N = (1 << 20) + 11
+
+
+def c_idle_peer(c):
+    # send a header and IDLE_N bytes, then wait without any call on the
+    # socket until the server's reader says it has them all (a file), then
+    # read its answer; with both ends paired the bytes sit in the ring when
+    # the server hands the connection back, and only a pump can give them
+    # to the kernel while this side stays idle
+    done = closed_marker(c.getpeername()) + "-idle"
+    c.sendall(struct.pack("I", IDLE_N) + pattern(43, IDLE_N))
+    both = os.environ.get("T_MODE") == "both"
+    if os.environ.get("T_IDLE_MOVED"):
+        # the number our side published now names another socket (dup2 over
+        # it, the connection kept on a copy): the server's hand-back must not
+        # pump through it, and the bytes wait for our next call (the fallback)
+        fd = c.detach()
+        c = socket.socket(fileno=os.dup(fd))
+        other = socket.socket(c.family, socket.SOCK_STREAM)
+        os.dup2(other.fileno(), fd)
+        open(done + "-moved", "w").close()
+        if both:
+            time.sleep(1.5)
+            check(not os.path.exists(done), "the reader got the bytes through a socket "
+                  "that is not the connection's")
+            check(recv_exact(c, 2) == b"ok", "answer")      # our call moves them
+            check(zc_stat("local.returned_bytes") >= IDLE_N, "we did not move the bytes: %r"
+                  % zc_stat("local.returned_bytes"))
+            check(os.path.exists(done), "the reader's marker")
+            os.unlink(done)
+            expect_eof(c)
+            os.close(fd)
+            return
+    end = time.time() + 30
+    while not os.path.exists(done):
+        check(time.time() < end, "the reader never got the bytes an idle peer left in the ring")
+        time.sleep(0.01)
+    os.unlink(done)
+    if both:
+        check(not zc_stat("local.returned_bytes"), "the idle side moved the bytes itself: %r"
+              % zc_stat("local.returned_bytes"))
+    check(recv_exact(c, 2) == b"ok", "answer")
+    expect_eof(c)
+
+
+def idle_read(read, n):
+    """n bytes through read(k) (which returns b"" at EOF), checked."""
+    got = b""
+    end = time.time() + 30
+    while len(got) < n and time.time() < end:
+        b = read(min(1 << 16, n - len(got)))
+        if not b:
+            break
+        got += b
+    check(len(got) == n and got == pattern(43, n), "the reader got %d of %d bytes%s"
+          % (len(got), n, " (wrong)" if len(got) == n else ""))
+
+
+def s_idle_header(c):
+    """The header through the ring (and, with T_IDLE_MOVED, the client's
+    socket moved); returns the reader's marker file."""
+    done = closed_marker(c.getsockname()) + "-idle"
+    check(struct.unpack("I", recv_exact(c, 4))[0] == IDLE_N, "header")
+    end = time.time() + 20
+    while os.environ.get("T_IDLE_MOVED") and not os.path.exists(done + "-moved"):
+        check(time.time() < end, "the client never moved its socket")
+        time.sleep(0.01)
+    if os.environ.get("T_IDLE_MOVED"):
+        os.unlink(done + "-moved")
+    return done
+
+
+def s_idle_exec(c):
+    # a program without the library reads the rest while the client is idle
+    done = s_idle_header(c)
+    fork_exec_with(c, [sys.executable, HERE, "sink_idle", str(IDLE_N), done], env_without_lib())
+
+
+def sink_idle_main(n, done, fd):
+    c = socket.socket(fileno=fd)
+    idle_read(c.recv, n)
+    open(done, "w").close()
+    c.sendall(b"ok")
+    os._exit(0)
+
+
+def s_idle_fdopen(c):
+    # the server itself goes on through stdio (fread) while the client is idle
+    done = s_idle_header(c)
+    libc = ctypes.CDLL(None)
+    libc.fdopen.restype = ctypes.c_void_p
+    libc.fread.argtypes = [ctypes.c_char_p, ctypes.c_size_t, ctypes.c_size_t, ctypes.c_void_p]
+    libc.fread.restype = ctypes.c_size_t
+    fp = libc.fdopen(os.dup(c.fileno()), b"r")
+    check(fp, "fdopen")
+    buf = ctypes.create_string_buffer(1 << 16)
+
+    def fread(k):
+        got = libc.fread(buf, 1, k, fp)
+        return buf.raw[:got]
+    idle_read(fread, IDLE_N)
+    open(done, "w").close()
+    if os.environ.get("T_MODE") == "both":
+        want = 0 if os.environ.get("T_IDLE_MOVED") else 1
+        check(zc_stat("local.peer_pumps") == want, "pumps for the idle peer: %r, not %d"
+              % (zc_stat("local.peer_pumps"), want))
+        check(not zc_stat("local.handback_lost_bytes"), "bytes lost")
+    c.sendall(b"ok")
+    libc.fclose.argtypes = [ctypes.c_void_p]
+    libc.fclose(ctypes.c_void_p(fp))
+    c.close()       # the client waits for the end of the stream
+
+
 def tcp_states(port):
     """States (hex) of the TCP sockets whose local port is port."""
     out = []

@@ -140,6 +140,17 @@ for i in 1 2 3 4 5 6; do
   t_run "closed_fdopen/race$i" "$T" env T_RACE=1 $PY $TL run closed_fdopen both tcp
   t_run "closed_exec/race$i-unix" "$T" env T_RACE=1 $PY $TL run closed_exec both unix
 done
+# a peer alive but idle (it sent and waits on something else): a hand-back
+# (exec, fdopen) starts a pump with the peer's socket, fetched from the
+# process its side names, so the reader gets the bytes without the peer's
+# help; with that number naming another socket (T_IDLE_MOVED) nothing is
+# pumped through it and the bytes come at the peer's next call
+for c in idle_exec idle_fdopen; do
+  t_run "$c/unix" "$T" $PY $TL run "$c" both unix
+  t_run "$c/self" "$T" $PY $TL run "$c" self tcp
+  t_run "$c/moved" "$T" env T_IDLE_MOVED=1 $PY $TL run "$c" both tcp
+done
+t_run idle_exec/moved-unix "$T" env T_IDLE_MOVED=1 $PY $TL run idle_exec both unix
 # trust: the receiver's mailbox name squatted by another user / a same-user
 # process that is not the receiver: nothing reaches it, the connection goes
 # back to the kernel and the receiver reads every byte

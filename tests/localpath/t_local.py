@@ -1148,6 +1148,8 @@ CASES = {
     "closed_fdopen": (s_closed_fdopen, c_closed_peer),
     "closed_read": (s_closed_read, c_closed_peer),
     "closed_write": (s_closed_write, c_closed_peer),
+    "idle_exec": (s_idle_exec, c_idle_peer),
+    "idle_fdopen": (s_idle_fdopen, c_idle_peer),
 }
 
 # Cases for one family only (run.sh runs them there).
@@ -1382,6 +1384,8 @@ def main():
         echo_plain_main(int(sys.argv[2]))
     elif sys.argv[1] == "sink_plain":
         sink_plain_main(int(sys.argv[2]), int(sys.argv[3]))
+    elif sys.argv[1] == "sink_idle":
+        sink_idle_main(int(sys.argv[2]), sys.argv[3], int(sys.argv[4]))
     elif sys.argv[1] == "scm_worker":
         scm_worker_main(path=sys.argv[2])
     elif sys.argv[1] == "scm_worker_fd":

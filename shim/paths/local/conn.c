@@ -335,15 +335,25 @@ void lp_cached_set(lp_cached_t *k, int64_t v)
     k->ok = 1;
 }
 
-/* A channel is ours: keep its memfd (for exec) and count this process as a
- * holder of our side.  Our mailbox must exist: a peer closing with data we
- * have not read leaves its socket there (LINGER, handback.c). */
-void lp_channel_adopt(lp_conn_t *c, int memfd)
+/* A channel is ours (socket fd): keep its memfd (for exec) and count this
+ * process as a holder of our side.  Our mailbox must exist: a peer closing
+ * with data we have not read leaves its socket there (LINGER, handback.c). */
+void lp_channel_adopt(lp_conn_t *c, int memfd, int fd)
 {
     c->memfd = shim_fd_internal_keep(memfd, &path_local, c);
     lp_holders_add(c, 1);
     c->sole = 1;                /* pairing attaches only a socket no one else holds */
+    lp_side_publish(c, fd);
     path_local_mbox_ensure();
+}
+
+/* Say where a socket of our side is (PEER PUMP, handback.c). */
+void lp_side_publish(lp_conn_t *c, int fd)
+{
+    lp_side_t *me = lp_side(c, c->ch.side);
+
+    __atomic_store_n(&me->sock_no, (int32_t)fd, __ATOMIC_RELAXED);
+    __atomic_store_n(&me->sock_pid, (int32_t)syscall(SYS_getpid), __ATOMIC_RELEASE);
 }
 
 void lp_decline(int reason)

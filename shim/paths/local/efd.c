@@ -38,17 +38,6 @@
 #include <sys/eventfd.h>
 #include <sys/syscall.h>
 
-/* System calls of our own: straight to the real syscall() with every
- * argument given (the exported syscall hook reads six). */
-#define LP_SYS(nr, a, b, c) \
-    zc_real.syscall((long)(nr), (long)(a), (long)(b), (long)(c), 0L, 0L, 0L)
-
-#ifndef SYS_pidfd_open
-#define SYS_pidfd_open 434
-#endif
-#ifndef SYS_pidfd_getfd
-#define SYS_pidfd_getfd 438
-#endif
 
 /* Our eventfd for poll/epoll waiters on c, made and offered at the first
  * wait that can listen to it; -1 when there is none. */
@@ -154,7 +143,7 @@ void lp_efd_offered(lp_conn_t *c)
     lp_side_t *peer, *me;
     uint32_t gen;
     int32_t pid, no;
-    int pfd, fd;
+    int fd;
 
     if (!c->ch.base || !c->sole || !zc_config.wake_eventfd || shim_vfork_child())
         return;
@@ -168,11 +157,7 @@ void lp_efd_offered(lp_conn_t *c)
     if (pid <= 0 || no < 0 || pid != __atomic_load_n(&c->ch.hdr->side_pid[!c->ch.side],
                                                      __ATOMIC_RELAXED))
         return;
-    pfd = (int)LP_SYS(SYS_pidfd_open, pid, 0, 0);
-    if (pfd < 0)
-        return;
-    fd = (int)LP_SYS(SYS_pidfd_getfd, pfd, no, 0);    /* close-on-exec */
-    LP_SYS(SYS_close, pfd, 0, 0);
+    fd = lp_fetch_fd(pid, no);
     if (fd < 0)
         return;
     if (!lp_efd_is_eventfd(fd)) {
@@ -185,6 +170,19 @@ void lp_efd_offered(lp_conn_t *c)
     me = lp_side(c, c->ch.side);
     __atomic_store_n(&me->efd_ack, gen, __ATOMIC_SEQ_CST);
     zc_stat_add(ZC_STAT_LOCAL_EFD_FETCHED, 1);
+}
+
+/* A copy of descriptor no of process pid (close-on-exec), or -1 (no
+ * ptrace permission over it, gone, a seccomp filter's refusal). */
+int lp_fetch_fd(int32_t pid, int32_t no)
+{
+    int pfd = (int)LP_SYS(SYS_pidfd_open, pid, 0, 0), fd;
+
+    if (pfd < 0)
+        return -1;
+    fd = (int)LP_SYS(SYS_pidfd_getfd, pfd, no, 0);
+    LP_SYS(SYS_close, pfd, 0, 0);
+    return fd < 0 ? -1 : fd;
 }
 
 /* Wake the peer through its eventfd (an announcement of that kind was

@@ -213,6 +213,54 @@ static int lp_ring_to_kernel(local_ring_t *ch, int dir, int fd, int wait_ms, int
     }
 }
 
+/* PEER PUMP (below): the job of giving our ring to the kernel is ours
+ * (claimed now, or before), or the peer's pump has it: then wait, as wait_ms
+ * says (lp_ring_to_kernel), until the pump left the ring or died.  TX lock
+ * held.  0 go on (what the ring still holds is ours to move), -EAGAIN, or
+ * -EINTR (a blocking wait interrupted). */
+static int lp_rv_pump_wait(lp_conn_t *c, int wait_ms)
+{
+    lp_side_t *me = lp_side(c, c->ch.side);
+    uint32_t old = __atomic_load_n(&me->rv, __ATOMIC_SEQ_CST);
+    int64_t t0 = lp_now_ms();
+    int32_t pid;
+
+    for (;;) {
+        if (!(old & LP_RV_PUMP)) {
+            if (__atomic_compare_exchange_n(&me->rv, &old, old | LP_RV_PUMP, 0,
+                                            __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+                return 0;
+            continue;
+        }
+        if (!(old & LP_RV_PUMP_PEER) || (old & LP_RV_PUMPED))
+            return 0;
+        pid = __atomic_load_n(&me->pump_pid, __ATOMIC_ACQUIRE);
+        if (pid > 0 && kill(pid, 0) < 0 && errno == ESRCH)
+            return 0;   /* the pump is gone: what it left is ours */
+        if (!wait_ms || (wait_ms > 0 && lp_now_ms() - t0 > wait_ms))
+            return -EAGAIN;
+        if (!(old & LP_RV_PWAIT)) {     /* we write nothing now: the pump may start */
+            __atomic_compare_exchange_n(&me->rv, &old, old | LP_RV_PWAIT, 0, __ATOMIC_SEQ_CST,
+                                        __ATOMIC_SEQ_CST);
+            continue;
+        }
+        if (syscall(SYS_futex, &me->rv, FUTEX_WAIT, old,
+                    &(struct timespec){ 0, 10 * 1000 * 1000 }, NULL, 0) < 0 &&
+            errno == EINTR && wait_ms < 0)
+            return -EINTR;
+        old = __atomic_load_n(&me->rv, __ATOMIC_SEQ_CST);
+    }
+}
+
+/* The peer's pump has our ring now (a close need not wait for it: the pump
+ * holds a socket of ours). */
+int lp_rv_peer_pumping(lp_conn_t *c)
+{
+    uint32_t w = c->ch.base ? __atomic_load_n(&lp_side(c, c->ch.side)->rv, __ATOMIC_ACQUIRE) : 0;
+
+    return (w & LP_RV_PUMP_PEER) && !(w & LP_RV_PUMPED);
+}
+
 /* Our sending direction goes to the kernel for good: the ring's unread
  * bytes first (the initiator will not read them), copied in order.
  * wait_ms as lp_ring_to_kernel.  TX lock held.  Returns 0 when done,
@@ -233,6 +281,8 @@ int lp_rv_tx(lp_conn_t *c, int fd, int wait_ms)
             local_pair_switch_get(&c->ch, lp_txdir(c)) != LOCAL_PAIR_SWITCH_NEVER)
             c->tx_ring = 1;     /* a holder in another process switched it */
     }
+    if (c->tx_ring && (rc = lp_rv_pump_wait(c, wait_ms)) < 0)
+        return rc;
     if (c->tx_ring) {
         rc = lp_ring_to_kernel(&c->ch, lp_txdir(c), fd, wait_ms, &eof);
         if (rc == -EPROTO)
@@ -329,7 +379,8 @@ void lp_linger_wake(lp_conn_t *c, int fd)
     lp_unlock(c, LP_TX);
 }
 
-/* The lingering socket sock is the other end of our fd. */
+/* Socket sock (a lingering one, or one fetched from the peer) is the other
+ * end of our fd. */
 static int lp_linger_is_peer(lp_conn_t *c, int fd, int sock)
 {
     struct sockaddr_storage a[4];
@@ -349,14 +400,59 @@ static int lp_linger_is_peer(lp_conn_t *c, int fd, int sock)
            !memcmp(&a[2], &a[3], l[2]);
 }
 
+/* PEER PUMP: the pump's job over the ring of a peer that is alive (side
+ * words peer): leave it to the peer for LP_PUMP_GRACE_MS, take it, wait until
+ * no ring write of the peer's is in progress, move, say so.  0 when the
+ * bytes went (or the peer took the job), -1 otherwise. */
+static int lp_pump_peer(local_ring_t *ch, lp_side_t *peer, int dir, int sock)
+{
+    uint32_t old;
+    int i, eof = 0, rc = -1;
+
+    for (i = 0; i < LP_PUMP_GRACE_MS; i++) {
+        if (__atomic_load_n(&peer->rv, __ATOMIC_SEQ_CST) & LP_RV_PUMP)
+            return 0;                   /* the peer is at it */
+        zc_real.poll(NULL, 0, 1);
+    }
+    __atomic_store_n(&peer->pump_pid, (int32_t)syscall(SYS_getpid), __ATOMIC_RELEASE);
+    old = __atomic_load_n(&peer->rv, __ATOMIC_SEQ_CST);
+    do {
+        if (old & LP_RV_PUMP)
+            return 0;
+    } while (!__atomic_compare_exchange_n(&peer->rv, &old,
+                                          old | LP_RV_PUMP | LP_RV_PUMP_PEER, 0,
+                                          __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST));
+    /* A write the peer began before it could see the hand-back ends before
+     * its TX lock is free; every later one sees it and writes nothing (the
+     * lock's compare-and-swap and the hand-back's loads are sequentially
+     * consistent).  A holder waiting for us (LP_RV_PWAIT) writes nothing. */
+    for (i = 0; i < 1000; i++) {
+        if (!__atomic_load_n(&peer->lock[LP_TX], __ATOMIC_SEQ_CST) ||
+            (__atomic_load_n(&peer->rv, __ATOMIC_SEQ_CST) & LP_RV_PWAIT))
+            break;
+        zc_real.poll(NULL, 0, 1);
+    }
+    if (i < 1000) {
+        rc = lp_ring_to_kernel(ch, dir, sock, LP_LINGER_MS, &eof);
+        if (rc == 0 && eof)
+            zc_real.shutdown(sock, SHUT_WR);
+    }
+    /* what is left (a busy peer, a kernel that took nothing) is the peer's */
+    __atomic_or_fetch(&peer->rv, LP_RV_PUMPED, __ATOMIC_SEQ_CST);
+    syscall(SYS_futex, &peer->rv, FUTEX_WAKE, INT32_MAX, NULL, NULL, 0);
+    return rc == 0 ? 0 : -1;
+}
+
 /* The pump process: nothing of the application's (no descriptor, no signal
  * handler), only the ring and the socket; gives the ring's unread bytes to
- * the socket, waits until the kernel delivered them, closes.  Never returns. */
-static void lp_pump_run(local_ring_t *ch, int dir, int sock)
+ * the socket (peer: the side words of a peer that is alive, PEER PUMP; NULL:
+ * a lingering socket, LINGER), waits until the kernel delivered them,
+ * closes.  Never returns. */
+static void lp_pump_run(local_ring_t *ch, int dir, int sock, lp_side_t *peer)
 {
     struct sigaction sa;
     sigset_t none;
-    int sig, eof, i, q = 0;
+    int sig, eof, i, q = 0, rc;
 
     memset(&sa, 0, sizeof(sa));
     sa.sa_handler = SIG_DFL;
@@ -368,7 +464,9 @@ static void lp_pump_run(local_ring_t *ch, int dir, int sock)
     if (sock > 0)
         syscall(SYS_close_range, 0, sock - 1, 0);
     syscall(SYS_close_range, sock + 1, ~0u, 0);
-    if (lp_ring_to_kernel(ch, dir, sock, LP_LINGER_MS, &eof) == 0)
+    rc = peer ? lp_pump_peer(ch, peer, dir, sock) : lp_ring_to_kernel(ch, dir, sock,
+                                                                      LP_LINGER_MS, &eof);
+    if (rc == 0)
         for (i = 0; i < LP_LINGER_MS / 10; i++) {   /* delivered before the close's FIN/RST */
             if (ioctl(sock, SIOCOUTQ, &q) || q <= 0)
                 break;
@@ -379,11 +477,11 @@ static void lp_pump_run(local_ring_t *ch, int dir, int sock)
         ;
 }
 
-/* Start the pump for lingering socket sock (ours to close) over our
- * receiving direction: a grandchild made by raw clones without an exit
- * signal, so neither the application's wait() nor its SIGCHLD ever sees it;
- * the middle one is reaped here.  0, or -errno. */
-static int lp_pump_spawn(lp_conn_t *c, int sock)
+/* Start the pump for socket sock (ours to close) over our receiving
+ * direction (peer as lp_pump_run): a grandchild made by raw clones without
+ * an exit signal, so neither the application's wait() nor its SIGCHLD ever
+ * sees it; the middle one is reaped here.  0, or -errno. */
+static int lp_pump_spawn(lp_conn_t *c, int sock, lp_side_t *peer)
 {
     long mid = syscall(SYS_clone, 0L, NULL, NULL, NULL, 0L);
 
@@ -391,12 +489,69 @@ static int lp_pump_spawn(lp_conn_t *c, int sock)
         return -errno;
     if (mid == 0) {
         if (syscall(SYS_clone, 0L, NULL, NULL, NULL, 0L) == 0)
-            lp_pump_run(&c->ch, lp_rxdir(c), sock);
+            lp_pump_run(&c->ch, lp_rxdir(c), sock, peer);
         syscall(SYS_exit, 0);
     }
     while (syscall(SYS_wait4, (pid_t)mid, NULL, __WCLONE, NULL) < 0 && errno == EINTR)
         ;
     return 0;
+}
+
+/* --- PEER PUMP ------------------------------------------------------------------
+ *
+ * A hand-back leaves what the peer sent into the ring and we did not read to
+ * the peer's next call on the socket (HAND-BACK above).  A peer that stays
+ * idle meanwhile (it sent and now waits on something else: a timer, another
+ * descriptor, an answer from the exec'd program by another way) would leave
+ * the new reader waiting for ever.  So the hand-back, when the peer is alive,
+ * the ring holds bytes of its unread and every doorbell owed to us came
+ * (none can follow the pumped bytes), fetches a socket of the peer's
+ * (pidfd_getfd on the process and descriptor its side words name; it must be
+ * the other end of ours) and starts a pump process with it (lp_pump_peer):
+ *
+ *   - for LP_PUMP_GRACE_MS the job stays the peer's: an active peer takes it
+ *     in its next call (LP_RV_PUMP in its own side word, lp_rv_pump_wait);
+ *   - then the pump takes it (LP_RV_PUMP | LP_RV_PUMP_PEER: one
+ *     compare-and-swap decides between them), waits until no ring write of
+ *     the peer's can be in progress, moves the bytes (an EOF record becomes
+ *     shutdown(SHUT_WR)), and sets LP_RV_PUMPED;
+ *   - the peer's kernel sends wait for LP_RV_PUMPED (or the pump's end), so
+ *     they follow the pumped bytes; a close need not wait (the pump holds a
+ *     socket of the peer's, so the FIN follows the bytes too).
+ *
+ * A peer we may not fetch from (no ptrace permission over it, gone, our
+ * seccomp filter) keeps the old behaviour: the bytes come at its next call. */
+static void lp_peer_pump(lp_conn_t *c, int fd, int64_t unread)
+{
+    lp_side_t *peer = lp_side(c, !c->ch.side);
+    int32_t pid = __atomic_load_n(&peer->sock_pid, __ATOMIC_ACQUIRE);
+    int32_t no = __atomic_load_n(&peer->sock_no, __ATOMIC_RELAXED);
+    const char *why = NULL;
+    int sock = -1;
+
+    if (__atomic_load_n(&peer->rv, __ATOMIC_SEQ_CST) & LP_RV_PUMP)
+        return;                         /* the peer is at it */
+    if (lp_rv_owed(c) > 0)
+        why = "doorbells of the peer's still to come";
+    else if (pid <= 0 || no < 0 || shim_vfork_child())
+        why = "no socket of the peer's named";
+    else if ((sock = lp_fetch_fd(pid, no)) < 0)
+        why = "its socket cannot be fetched";
+    else if (!lp_linger_is_peer(c, fd, sock))
+        why = "the socket named is not the peer's";
+    else if (lp_pump_spawn(c, sock, peer) < 0)
+        why = "no pump process";
+    if (sock >= 0)
+        zc_real.close(sock);
+    if (why) {
+        zc_log(ZC_LOG_NOTICE, "local path: fd %d handed back with %lld byte(s) of its peer's "
+               "unread in the ring; they come at the peer's next call (%s)", fd,
+               (long long)unread, why);
+        return;
+    }
+    zc_stat_add(ZC_STAT_LOCAL_PEER_PUMPS, 1);
+    zc_log(ZC_LOG_TRACE, "local path: fd %d: a pump gives the %lld byte(s) its peer left unread "
+           "in the ring to the kernel unless the peer does first", fd, (long long)unread);
 }
 
 /* Our hand-back (lp_revert, both locks held), after our LP_RV_REQ: if the
@@ -408,7 +563,9 @@ static void lp_linger_pump(lp_conn_t *c, int fd)
     int sock, rc = -ENOENT;
 
     if (!(__atomic_load_n(theirs, __ATOMIC_SEQ_CST) & LP_RV_LINGER)) {
-        if (unread > 0 && local_ring_peer_state(&c->ch) == LOCAL_RING_PEER_GONE) {
+        if (unread > 0 && local_ring_peer_state(&c->ch) == LOCAL_RING_PEER_ATTACHED)
+            lp_peer_pump(c, fd, unread);
+        else if (unread > 0 && local_ring_peer_state(&c->ch) == LOCAL_RING_PEER_GONE) {
             zc_stat_add(ZC_STAT_LOCAL_LOST_BYTES, (uint64_t)unread);
             zc_log(ZC_LOG_WARN, "local path: fd %d handed back with %lld byte(s) its peer "
                    "sent and closed on, which no socket can deliver any more", fd,
@@ -420,7 +577,7 @@ static void lp_linger_pump(lp_conn_t *c, int fd)
         return;         /* the peer saw our hand-back first and gives them itself */
     sock = lp_linger_take(c->memfd);
     if (sock >= 0 && lp_linger_is_peer(c, fd, sock))
-        rc = unread > 0 ? lp_pump_spawn(c, sock) : 0;
+        rc = unread > 0 ? lp_pump_spawn(c, sock, NULL) : 0;
     if (sock >= 0)
         zc_real.close(sock);
     if (rc == 0 && unread > 0) {
@@ -534,6 +691,12 @@ void lp_revert(lp_conn_t *c, int fd, const char *why)
         zc_stat_add(ZC_STAT_LOCAL_HANDED_BACK, 1);
         lp_handback_count(why);
         zc_log(ZC_LOG_NOTICE, "local path: fd %d handed back to the kernel (%s)", fd, why);
+    } else if (c->state == LP_PAIRED && c->tx_ring &&
+               lp_rv_tx(c, fd, LP_RV_CLOSE_MS) == -EAGAIN) {
+        /* the peer handed back first: what it did not read of ours goes to
+         * the kernel before anything we send there (our sends are plain now) */
+        zc_log(ZC_LOG_WARN, "local path: fd %d handed back with ring data the kernel did "
+               "not take within %d ms", fd, LP_RV_CLOSE_MS);
     }
     owed = lp_rv_owed(c);                                                       /* 5 */
     sw = local_pair_switch_get(&c->ch, lp_rxdir(c));

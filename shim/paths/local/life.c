@@ -100,7 +100,8 @@ void lp_conn_release(lp_conn_t *c, int fd)
             /* Handed back: what the ring holds goes to the kernel before the
              * close, as the kernel would still send its queue. */
             lp_lock(c, LP_TX);
-            if (lp_rv_tx(c, fd, LP_RV_CLOSE_MS) == -EAGAIN)
+            if (lp_rv_tx(c, fd, lp_rv_peer_pumping(c) ? 0 : LP_RV_CLOSE_MS) == -EAGAIN &&
+                !lp_rv_peer_pumping(c))
                 zc_log(ZC_LOG_WARN, "local path: fd %d closed with ring data the kernel did "
                        "not take within %d ms", fd, LP_RV_CLOSE_MS);
             lp_unlock(c, LP_TX);
@@ -354,7 +355,7 @@ static void lp_process_exit(const char *why)
             continue;
         if (lp_rv(c)) {
             lp_lock(c, LP_TX);
-            (void)lp_rv_tx(c, fd, LP_RV_CLOSE_MS);
+            (void)lp_rv_tx(c, fd, lp_rv_peer_pumping(c) ? 0 : LP_RV_CLOSE_MS);
             lp_unlock(c, LP_TX);
         } else if (!c->linger0 && (c->rd_shut || local_ring_readable(&c->ch, lp_rxdir(c)) <= 0) &&
                    lp_linger_offer(c, fd)) {

@@ -48,6 +48,18 @@
 #include "zc_pool.h"
 #include "zc_spin.h"
 
+/* System calls of our own: straight to the real syscall() with every
+ * argument given (the exported syscall hook reads six). */
+#define LP_SYS(nr, a, b, c) \
+    zc_real.syscall((long)(nr), (long)(a), (long)(b), (long)(c), 0L, 0L, 0L)
+
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
+#endif
+#ifndef SYS_pidfd_getfd
+#define SYS_pidfd_getfd 438
+#endif
+
 #define LP_SIDE_OFF  2048u      /* per-side shared words in the header page */
 #define LP_IOV_WIN   64         /* iovecs handled per ring call */
 #define LP_ROOM_KEEP 64         /* ring bytes a write leaves for the EOF record */
@@ -69,6 +81,11 @@ typedef struct lp_side {
      * it says which generation of the peer's it holds (efd_ack). */
     int32_t efd_pid, efd_no;
     uint32_t efd_gen, efd_ack;
+    /* A socket of this side (process sock_pid, descriptor sock_no), which a
+     * hand-back of the peer's fetches when we leave ring bytes unread and
+     * stay idle; pump_pid: the peer's pump process moving them (PEER PUMP,
+     * handback.c). */
+    int32_t sock_pid, sock_no, pump_pid;
 } lp_side_t;
 
 #define LP_RV_REQ 1u            /* this side handed the connection back */
@@ -77,7 +94,12 @@ typedef struct lp_side {
 #define LP_RV_LINGER 8u         /* this side closed with ring data unread and posted its
                                  * socket to the peer's mailbox (LINGER, handback.c) */
 #define LP_RV_PUMP 16u          /* someone took the job of giving this side's unread
-                                 * ring data to the kernel after a LINGER */
+                                 * ring data to the kernel (LINGER, PEER PUMP) */
+#define LP_RV_PUMP_PEER 32u     /* ... and it is the peer's pump process (PEER PUMP) */
+#define LP_RV_PUMPED 64u        /* the peer's pump left the ring (moved what it could) */
+#define LP_RV_PWAIT 128u        /* a holder of this side waits for LP_RV_PUMPED holding
+                                 * its TX lock (it writes nothing to the ring) */
+#define LP_PUMP_GRACE_MS 50     /* the peer's pump leaves the job to an active peer */
 #define LP_LINGER_MS 120000     /* most a lingering socket's pump waits for the reader */
 #define LP_RV_WAIT_MS 2000      /* most a hand-back waits for doorbells in flight */
 #define LP_RV_CLOSE_MS 2000     /* most a close waits to give its ring to the kernel */
@@ -273,7 +295,7 @@ uint32_t lp_holders_add(lp_conn_t *c, int delta);
 int lp_cached_get(lp_conn_t *c, const lp_cached_t *k, int64_t *v);
 void lp_cached_begin(lp_conn_t *c, lp_cached_t *k);
 void lp_cached_set(lp_cached_t *k, int64_t v);
-void lp_channel_adopt(lp_conn_t *c, int memfd);
+void lp_channel_adopt(lp_conn_t *c, int memfd, int fd);
 void lp_decline(int reason);
 int64_t lp_tx_room(lp_conn_t *c);
 size_t lp_tx_want(lp_conn_t *c, size_t want);
@@ -304,6 +326,9 @@ int lp_linger_offer(lp_conn_t *c, int fd);
 void lp_linger_wake(lp_conn_t *c, int fd);
 void lp_linger_drop(lp_conn_t *c);
 int lp_peer_lingers(lp_conn_t *c);
+void lp_side_publish(lp_conn_t *c, int fd);
+int lp_fetch_fd(int32_t pid, int32_t no);
+int lp_rv_peer_pumping(lp_conn_t *c);
 void lp_revert(lp_conn_t *c, int fd, const char *why);
 /* Send the doorbells the kernel refused earlier, waiting (bounded) for
  * room: before anything of ours that is not a doorbell enters the kernel
@@ -330,7 +355,7 @@ void lp_stats_visit(void *arg, zc_stats_emit_func_t emit, void *ctx);
 void lp_init(void);
 
 /* pairing.c */
-void lp_pickup_done(lp_conn_t *c, int rc, int memfd);
+void lp_pickup_done(lp_conn_t *c, int rc, int memfd, int fd);
 void lp_pickup_try(lp_conn_t *c, int fd, int r3);
 void lp_pending_end(lp_conn_t *c);
 int lp_offer_due(lp_conn_t *c, int fd);

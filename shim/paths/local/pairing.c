@@ -9,13 +9,13 @@
 
 static int lp_held_elsewhere(int fd);
 
-void lp_pickup_done(lp_conn_t *c, int rc, int memfd)
+void lp_pickup_done(lp_conn_t *c, int rc, int memfd, int fd)
 {
     local_pair_fd_close(c->ann);
     c->ann = -1;
     if (rc == 0) {
         c->state = LP_PAIRED;
-        lp_channel_adopt(c, memfd);
+        lp_channel_adopt(c, memfd, fd);
         zc_stat_add(ZC_STAT_LOCAL_PAIRED_CLIENT, 1);
     } else {
         c->state = LP_PLAIN;
@@ -50,7 +50,7 @@ void lp_pickup_try(lp_conn_t *c, int fd, int r3)
         rc = local_pair_channel_recv(fd, c->ann, c->forked ? LOCAL_PAIR_F_REQUEUE : 0, &c->ch,
                                      &memfd);
         if (rc != -EAGAIN || r3)
-            lp_pickup_done(c, rc, memfd);
+            lp_pickup_done(c, rc, memfd, fd);
     }
     __atomic_store_n(&c->pickup_busy, 0, __ATOMIC_RELEASE);
 }
@@ -62,7 +62,7 @@ void lp_pending_end(lp_conn_t *c)
     while (__atomic_exchange_n(&c->pickup_busy, 1, __ATOMIC_ACQUIRE))
         sched_yield();
     if (c->state == LP_PENDING)
-        lp_pickup_done(c, -ECANCELED, -1);
+        lp_pickup_done(c, -ECANCELED, -1, -1);
     __atomic_store_n(&c->pickup_busy, 0, __ATOMIC_RELEASE);
 }
 
@@ -369,7 +369,7 @@ int lp_offer_due(lp_conn_t *c, int fd)
         dec = local_pair_accepted(-1, fd, lp.ring_size, &c->ch, &memfd, &reason);
     }
     if (dec == LOCAL_PAIR_PAIRED) {
-        lp_channel_adopt(c, memfd);
+        lp_channel_adopt(c, memfd, fd);
         c->state = LP_PAIRED;
         zc_stat_add(ZC_STAT_LOCAL_PAIRED_SERVER, 1);
         __atomic_store_n(&c->pickup_busy, 0, __ATOMIC_RELEASE);
