@@ -43,6 +43,11 @@
       "local path: a poll/select/epoll waiter is woken through an eventfd of its "  \
       "own the peer writes (fetched once per connection with pidfd_getfd) instead " \
       "of a doorbell byte through the kernel socket (0: doorbell bytes only)")      \
+    X(local_pump_ms, UINT, 50, 0, 600000,                                           \
+      "local path: a hand-back leaves the bytes its peer wrote into the ring and it " \
+      "did not read to the peer for this many ms, then a pump process of its own "  \
+      "gives them to the kernel through the peer's socket, fetched with "           \
+      "pidfd_getfd (0: no pump, they wait for the peer's next call)")               \
     X(spin, BOOL, 1, 0, 1,                                                          \
       "adaptive spinning: a blocking call on a paired connection, or a poll/select/"\
       "epoll wait over one, whose waits lately ended within 200 us spins up to 50 us "\

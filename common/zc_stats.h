@@ -55,6 +55,9 @@
     X(LOCAL_PEER_PUMPS, "local.peer_pumps", "hand-backs that started a pump process for "  \
       "the bytes an alive peer left unread in the ring (it gives them to the kernel if "  \
       "the peer has not begun to within 50 ms)")                                          \
+    X(LOCAL_BELLS_LEFT, "local.handback_bells_left", "doorbell bytes a hand-back left "  \
+      "in the kernel stream behind unread bytes from before the peer's switch-over, "   \
+      "where the new reader takes them for data (warned)")                              \
     X(LOCAL_LOST_BYTES, "local.handback_lost_bytes", "ring bytes a hand-back could not "  \
       "give to the kernel: the peer had closed without a lingering socket (warned)")      \
     X(LOCAL_SWITCHES, "local.switches", "sending directions switched to the ring")       \

@@ -53,8 +53,10 @@ def c_handback(c):
                   "server's data sent before the hand-over")
             check(recv_exact(c, n) == msg[4:], "echo of the data sent before the hand-over")
     c_exec(c)
-    if os.environ.get("T_MODE") == "both" and not os.environ.get("T_FORKED_PEER"):
-        # (with a forked reader, whichever process came first gave them back)
+    if os.environ.get("T_MODE") == "both" and not os.environ.get("T_FORKED_PEER") and \
+            os.environ.get("ZCSOCK_LOCAL_PUMP_MS") == "0":
+        # without the server's pump (with it, the pump gives them back while
+        # we sleep; with a forked reader, whichever process came first)
         check(zc_stat("local.returned_bytes"), "the client gave no ring data back to the kernel")
 
 
@@ -725,6 +727,78 @@ def s_idle_fdopen(c):
     libc.fclose.argtypes = [ctypes.c_void_p]
     libc.fclose(ctypes.c_void_p(fp))
     c.close()       # the client waits for the end of the stream
+
+
+# --- doorbells behind unread kernel bytes: the peer's switch-over after data ---
+
+PRE_X = (200 << 10) + 3        # sent before the connection paired (kernel bytes)
+PRE_Y = (300 << 10) + 5        # sent after (the ring, and a doorbell behind PRE_X)
+
+
+def c_prefix_peer(c):
+    # the first message goes before the server's first data call (no offer
+    # yet: kernel bytes); once the server has read its header, the second
+    # pairs the connection and goes into the ring, with a doorbell for the
+    # server behind the first's unread bytes; then idle until the reader
+    # has all of it
+    done = closed_marker(c.getpeername()) + "-prefix"
+    c.sendall(struct.pack("I", PRE_X + PRE_Y) + pattern(47, PRE_X + PRE_Y)[:PRE_X])
+    end = time.time() + 20
+    while not os.path.exists(done + "-go"):
+        check(time.time() < end, "the server never read the header")
+        time.sleep(0.01)
+    os.unlink(done + "-go")
+    c.sendall(pattern(47, PRE_X + PRE_Y)[PRE_X:])
+    open(done + "-sent", "w").close()
+    if os.environ.get("T_ACTIVE"):
+        # a call of ours at once: it waits for the server's pump to have
+        # written the first message back, then the ring (none of it ours)
+        check(recv_exact(c, 2) == b"ok", "answer")
+        check(os.path.exists(done), "the answer before the reader had all the bytes")
+        os.unlink(done)
+        expect_eof(c)
+        return
+    end = time.time() + 30
+    while not os.path.exists(done):
+        check(time.time() < end, "the reader never got the bytes")
+        time.sleep(0.01)
+    os.unlink(done)
+    check(recv_exact(c, 2) == b"ok", "answer")
+    expect_eof(c)
+
+
+def s_prefix_exec(c):
+    # hand the connection to a program without the library before reading
+    # the first message: it must read both messages, and no doorbell
+    done = closed_marker(c.getsockname()) + "-prefix"
+    check(struct.unpack("I", recv_exact(c, 4))[0] == PRE_X + PRE_Y, "header")
+    open(done + "-go", "w").close()
+    end = time.time() + 20
+    while not os.path.exists(done + "-sent"):
+        check(time.time() < end, "the client never sent the second message")
+        time.sleep(0.01)
+    os.unlink(done + "-sent")
+    time.sleep(0.1)                 # its doorbell in flight
+    fork_exec_with(c, [sys.executable, HERE, "sink_prefix", str(PRE_X + PRE_Y), done],
+                   env_without_lib())
+
+
+def sink_prefix_main(n, done, fd):
+    c = socket.socket(fileno=fd)
+    got = b""
+    end = time.time() + 30
+    while len(got) < n and time.time() < end:
+        b = c.recv(min(1 << 16, n - len(got)))
+        if not b:
+            break
+        got += b
+    want = pattern(47, n)
+    bad = next((i for i in range(len(got)) if got[i] != want[i]), None)
+    check(len(got) == n and got == want, "the exec'd reader got %d of %d bytes%s"
+          % (len(got), n, "" if bad is None else ", the first wrong at %d" % bad))
+    open(done, "w").close()
+    c.sendall(b"ok")
+    os._exit(0)
 
 
 def tcp_states(port):

@@ -151,6 +151,17 @@ for c in idle_exec idle_fdopen; do
   t_run "$c/moved" "$T" env T_IDLE_MOVED=1 $PY $TL run "$c" both tcp
 done
 t_run idle_exec/moved-unix "$T" env T_IDLE_MOVED=1 $PY $TL run idle_exec both unix
+# without the pump (ZCSOCK_LOCAL_PUMP_MS=0) the peer gives its ring back
+# itself at its next call (the client asserts it did)
+t_run exec_plain/no-pump "$T" env ZCSOCK_LOCAL_PUMP_MS=0 $PY $TL run exec_plain both tcp
+t_run scm_plain/no-pump-unix "$T" env ZCSOCK_LOCAL_PUMP_MS=0 $PY $TL run scm_plain both unix
+# a hand-back before the peer's first message (sent before pairing, kernel
+# bytes) was read, with a doorbell behind it: the hand-back reads it and
+# the doorbell, and its pump writes it back before the ring's bytes; the
+# peer idle, or calling at once (it waits for the pump)
+t_run prefix_exec/unix "$T" $PY $TL run prefix_exec both unix
+t_run prefix_exec/active "$T" env T_ACTIVE=1 $PY $TL run prefix_exec both tcp
+t_run prefix_exec/active-unix "$T" env T_ACTIVE=1 $PY $TL run prefix_exec both unix
 # trust: the receiver's mailbox name squatted by another user / a same-user
 # process that is not the receiver: nothing reaches it, the connection goes
 # back to the kernel and the receiver reads every byte

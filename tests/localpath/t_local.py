@@ -1150,6 +1150,7 @@ CASES = {
     "closed_write": (s_closed_write, c_closed_peer),
     "idle_exec": (s_idle_exec, c_idle_peer),
     "idle_fdopen": (s_idle_fdopen, c_idle_peer),
+    "prefix_exec": (s_prefix_exec, c_prefix_peer),
 }
 
 # Cases for one family only (run.sh runs them there).
@@ -1162,7 +1163,9 @@ OWN_LINE = ("exec_static",)
 # the middle of the data; the others first exchange one byte each way, after
 # which both directions of a paired connection use the ring.
 UNSETTLED = ("stream_both", "sizes", "fork", "exec_unswitched", "fclose_reuse",
-             "epoll_released")
+             "epoll_released", "prefix_exec")
+# Cases whose server accepts late (the client sends first, unpaired).
+LATE_ACCEPT = ("prefix_exec",)
 # Cases whose connection leaves the hooks' sight before the server's first
 # data call: with both ends preloaded they must not pair.
 NEVER_PAIRED = ("fclose_reuse",)
@@ -1193,6 +1196,8 @@ def serve(case, fam):
     # (the client's lingering socket must not go to the squatter)
     squat = mailbox_squatter(os.getpid(), os.environ.get("T_SQUAT_SELF"))
     print(addr, flush=True)
+    if case in LATE_ACCEPT:
+        time.sleep(0.5)             # the client's first bytes go before any offer
     c, _ = ls.accept()
     ls.close()
     if case not in UNSETTLED:
@@ -1386,6 +1391,8 @@ def main():
         sink_plain_main(int(sys.argv[2]), int(sys.argv[3]))
     elif sys.argv[1] == "sink_idle":
         sink_idle_main(int(sys.argv[2]), sys.argv[3], int(sys.argv[4]))
+    elif sys.argv[1] == "sink_prefix":
+        sink_prefix_main(int(sys.argv[2]), sys.argv[3], int(sys.argv[4]))
     elif sys.argv[1] == "scm_worker":
         scm_worker_main(path=sys.argv[2])
     elif sys.argv[1] == "scm_worker_fd":

@@ -2,6 +2,7 @@
 #include "lp_int.h"
 
 #include <linux/sockios.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 
 /* --- HAND-BACK ---------------------------------------------------------------------
@@ -322,17 +323,40 @@ int lp_rv_tx(lp_conn_t *c, int fd, int wait_ms)
  * and then the other's loaded sequentially consistent, so at least one side
  * sees the other. */
 
-/* Take the job of giving the ring back (LP_RV_PUMP in side word w): 1 ours. */
-static int lp_pump_claim(uint32_t *w)
+/* Take the job of giving the ring back (LP_RV_PUMP, with bits, in side
+ * word w): 1 ours. */
+static int lp_pump_claim(uint32_t *w, uint32_t bits)
 {
-    uint32_t old = __atomic_load_n(w, __ATOMIC_ACQUIRE);
+    uint32_t old = __atomic_load_n(w, __ATOMIC_SEQ_CST);
 
     do {
         if (old & LP_RV_PUMP)
             return 0;
-    } while (!__atomic_compare_exchange_n(w, &old, old | LP_RV_PUMP, 0, __ATOMIC_ACQ_REL,
-                                          __ATOMIC_ACQUIRE));
+    } while (!__atomic_compare_exchange_n(w, &old, old | bits, 0, __ATOMIC_SEQ_CST,
+                                          __ATOMIC_SEQ_CST));
     return 1;
+}
+
+/* Bytes no socket can deliver any more: counted, warned. */
+static void lp_lost(int fd, int64_t n, const char *what)
+{
+    zc_stat_add(ZC_STAT_LOCAL_LOST_BYTES, (uint64_t)n);
+    zc_log(ZC_LOG_WARN, "local path: fd %d handed back with %lld byte(s) %s", fd, (long long)n,
+           what);
+}
+
+/* The doorbells owed to us stay in the kernel stream behind bytes we did not
+ * read (PREFIX could not be done): the new reader will take them for data. */
+static void lp_behind_warn(lp_conn_t *c, int fd, const char *why)
+{
+    int64_t owed = (int64_t)(c->ch.bells_claimed - c->bells_drained);
+
+    if (owed <= 0)
+        return;
+    zc_stat_add(ZC_STAT_LOCAL_BELLS_LEFT, (uint64_t)owed);
+    zc_log(ZC_LOG_WARN, "local path: fd %d handed back before reading all the data that "
+           "preceded the peer's switch-over: %lld doorbell byte(s) stay in the stream (%s)", fd,
+           (long long)owed, why);
 }
 
 /* Our last close (connection paired, not handed back): post our socket to
@@ -358,7 +382,7 @@ int lp_linger_offer(lp_conn_t *c, int fd)
         posted = 1;
         __atomic_or_fetch(mine, LP_RV_LINGER, __ATOMIC_SEQ_CST);
         if ((__atomic_load_n(&lp_side(c, !c->ch.side)->rv, __ATOMIC_SEQ_CST) & LP_RV_REQ) &&
-            lp_pump_claim(mine) && lp_rv_tx(c, fd, LP_RV_CLOSE_MS) == -EAGAIN)
+            lp_pump_claim(mine, LP_RV_PUMP) && lp_rv_tx(c, fd, LP_RV_CLOSE_MS) == -EAGAIN)
             zc_log(ZC_LOG_WARN, "local path: fd %d closed with ring data the kernel did "
                    "not take within %d ms", fd, LP_RV_CLOSE_MS);
     } else {
@@ -400,28 +424,61 @@ static int lp_linger_is_peer(lp_conn_t *c, int fd, int sock)
            !memcmp(&a[2], &a[3], l[2]);
 }
 
-/* PEER PUMP: the pump's job over the ring of a peer that is alive (side
- * words peer): leave it to the peer for LP_PUMP_GRACE_MS, take it, wait until
- * no ring write of the peer's is in progress, move, say so.  0 when the
- * bytes went (or the peer took the job), -1 otherwise. */
-static int lp_pump_peer(local_ring_t *ch, lp_side_t *peer, int dir, int sock)
+/* What a pump process does (lp_pump_run). */
+typedef struct lp_pump_job {
+    lp_side_t *peer;            /* an alive peer's side words (PEER PUMP), NULL: LINGER */
+    int grace_ms;               /* PEER PUMP: the job stays the peer's this long; -1: the
+                                 * hand-back took it already (a prefix must go first) */
+    const char *pre;            /* bytes before the ring's (PREFIX below), or NULL */
+    size_t plen;
+} lp_pump_job_t;
+
+/* All of buf to socket sock, waiting for room at most LP_LINGER_MS in all.
+ * 0, or -1. */
+static int lp_send_all(int sock, const char *buf, size_t len)
 {
+    int64_t t0 = lp_now_ms();
+
+    while (len) {
+        ssize_t n = zc_real.send(sock, buf, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+
+        if (n > 0) {
+            buf += n;
+            len -= (size_t)n;
+        } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) &&
+                   lp_now_ms() - t0 < LP_LINGER_MS) {
+            zc_real.poll(&(struct pollfd){ sock, POLLOUT, 0 }, 1, 10);
+        } else {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* PEER PUMP: the pump's job over the ring of a peer that is alive: leave it
+ * to the peer for the grace, take it, wait until no ring write of the
+ * peer's is in progress, move (a prefix first), say so.  0 when the bytes
+ * went (or the peer took the job), -1 otherwise. */
+static int lp_pump_peer(local_ring_t *ch, int dir, int sock, const lp_pump_job_t *job)
+{
+    lp_side_t *peer = job->peer;
     uint32_t old;
     int i, eof = 0, rc = -1;
 
-    for (i = 0; i < LP_PUMP_GRACE_MS; i++) {
+    for (i = 0; i < job->grace_ms; i++) {
         if (__atomic_load_n(&peer->rv, __ATOMIC_SEQ_CST) & LP_RV_PUMP)
             return 0;                   /* the peer is at it */
         zc_real.poll(NULL, 0, 1);
     }
     __atomic_store_n(&peer->pump_pid, (int32_t)syscall(SYS_getpid), __ATOMIC_RELEASE);
     old = __atomic_load_n(&peer->rv, __ATOMIC_SEQ_CST);
-    do {
+    while (job->grace_ms >= 0) {
         if (old & LP_RV_PUMP)
             return 0;
-    } while (!__atomic_compare_exchange_n(&peer->rv, &old,
-                                          old | LP_RV_PUMP | LP_RV_PUMP_PEER, 0,
-                                          __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST));
+        if (__atomic_compare_exchange_n(&peer->rv, &old, old | LP_RV_PUMP | LP_RV_PUMP_PEER, 0,
+                                        __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+            break;
+    }
     /* A write the peer began before it could see the hand-back ends before
      * its TX lock is free; every later one sees it and writes nothing (the
      * lock's compare-and-swap and the hand-back's loads are sequentially
@@ -432,8 +489,10 @@ static int lp_pump_peer(local_ring_t *ch, lp_side_t *peer, int dir, int sock)
             break;
         zc_real.poll(NULL, 0, 1);
     }
-    if (i < 1000) {
-        rc = lp_ring_to_kernel(ch, dir, sock, LP_LINGER_MS, &eof);
+    if (i < 1000 || job->pre) {         /* a prefix goes whatever comes after it */
+        rc = job->pre ? lp_send_all(sock, job->pre, job->plen) : 0;
+        if (rc == 0 && i < 1000)
+            rc = lp_ring_to_kernel(ch, dir, sock, LP_LINGER_MS, &eof);
         if (rc == 0 && eof)
             zc_real.shutdown(sock, SHUT_WR);
     }
@@ -444,11 +503,11 @@ static int lp_pump_peer(local_ring_t *ch, lp_side_t *peer, int dir, int sock)
 }
 
 /* The pump process: nothing of the application's (no descriptor, no signal
- * handler), only the ring and the socket; gives the ring's unread bytes to
- * the socket (peer: the side words of a peer that is alive, PEER PUMP; NULL:
- * a lingering socket, LINGER), waits until the kernel delivered them,
+ * handler), only the ring and the socket; gives the job's prefix and the
+ * ring's unread bytes to the socket (job->peer: an alive peer's, PEER PUMP;
+ * NULL: a lingering socket, LINGER), waits until the kernel delivered them,
  * closes.  Never returns. */
-static void lp_pump_run(local_ring_t *ch, int dir, int sock, lp_side_t *peer)
+static void lp_pump_run(local_ring_t *ch, int dir, int sock, const lp_pump_job_t *job)
 {
     struct sigaction sa;
     sigset_t none;
@@ -464,8 +523,10 @@ static void lp_pump_run(local_ring_t *ch, int dir, int sock, lp_side_t *peer)
     if (sock > 0)
         syscall(SYS_close_range, 0, sock - 1, 0);
     syscall(SYS_close_range, sock + 1, ~0u, 0);
-    rc = peer ? lp_pump_peer(ch, peer, dir, sock) : lp_ring_to_kernel(ch, dir, sock,
-                                                                      LP_LINGER_MS, &eof);
+    if (job->peer)
+        rc = lp_pump_peer(ch, dir, sock, job);
+    else if ((rc = job->pre ? lp_send_all(sock, job->pre, job->plen) : 0) == 0)
+        rc = lp_ring_to_kernel(ch, dir, sock, LP_LINGER_MS, &eof);
     if (rc == 0)
         for (i = 0; i < LP_LINGER_MS / 10; i++) {   /* delivered before the close's FIN/RST */
             if (ioctl(sock, SIOCOUTQ, &q) || q <= 0)
@@ -478,10 +539,10 @@ static void lp_pump_run(local_ring_t *ch, int dir, int sock, lp_side_t *peer)
 }
 
 /* Start the pump for socket sock (ours to close) over our receiving
- * direction (peer as lp_pump_run): a grandchild made by raw clones without
- * an exit signal, so neither the application's wait() nor its SIGCHLD ever
- * sees it; the middle one is reaped here.  0, or -errno. */
-static int lp_pump_spawn(lp_conn_t *c, int sock, lp_side_t *peer)
+ * direction: a grandchild made by raw clones without an exit signal, so
+ * neither the application's wait() nor its SIGCHLD ever sees it; the middle
+ * one is reaped here.  0, or -errno. */
+static int lp_pump_spawn(lp_conn_t *c, int sock, const lp_pump_job_t *job)
 {
     long mid = syscall(SYS_clone, 0L, NULL, NULL, NULL, 0L);
 
@@ -489,12 +550,57 @@ static int lp_pump_spawn(lp_conn_t *c, int sock, lp_side_t *peer)
         return -errno;
     if (mid == 0) {
         if (syscall(SYS_clone, 0L, NULL, NULL, NULL, 0L) == 0)
-            lp_pump_run(&c->ch, lp_rxdir(c), sock, peer);
+            lp_pump_run(&c->ch, lp_rxdir(c), sock, job);
         syscall(SYS_exit, 0);
     }
     while (syscall(SYS_wait4, (pid_t)mid, NULL, __WCLONE, NULL) < 0 && errno == EINTR)
         ;
     return 0;
+}
+
+/* --- PREFIX ---------------------------------------------------------------------
+ *
+ * A doorbell the peer rang after its switch-over follows, in the kernel
+ * stream, the bytes it sent there before; a hand-back that comes before we
+ * read those (a connection handed on right after its first data call, with
+ * the peer's first message unread) could not read the doorbells out of the
+ * stream: the new reader would take them for data.  So the hand-back reads
+ * the unread kernel bytes before the switch-over (the prefix) and the
+ * doorbells, and a pump writes the prefix back through the peer's socket
+ * before the ring's bytes (the peer's kernel sends wait for it, PEER PUMP);
+ * the pump must hold the job before anything is read (lp_peer_pump). */
+
+#define LP_PREFIX_MAX (64u << 20)   /* most prefix bytes a hand-back takes in */
+
+/* Read the k prefix bytes (in flight or there) and the doorbells owed after
+ * them; *pre: an anonymous mapping of them (k bytes, to unmap).  0, or -1
+ * (the stream ended or stalled for LP_RV_WAIT_MS: what was read is in *pre,
+ * *got says how much). */
+static int lp_prefix_take(lp_conn_t *c, int fd, size_t k, char **pre, size_t *got)
+{
+    int64_t t0 = lp_now_ms();
+    char *buf = mmap(NULL, k, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+    *got = 0;
+    *pre = NULL;
+    if (buf == MAP_FAILED)
+        return -1;
+    *pre = buf;
+    while (*got < k) {
+        ssize_t n = zc_real.recv(fd, buf + *got, k - *got, MSG_DONTWAIT);
+
+        if (n > 0) {
+            *got += (size_t)n;
+            c->rx_kernel += (uint64_t)n;
+            t0 = lp_now_ms();
+        } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) &&
+                   lp_now_ms() - t0 < LP_RV_WAIT_MS) {
+            zc_real.poll(&(struct pollfd){ fd, POLLIN, 0 }, 1, 10);
+        } else {
+            return -1;
+        }
+    }
+    return lp_bells_take(c, fd, lp_rv_owed(c));
 }
 
 /* --- PEER PUMP ------------------------------------------------------------------
@@ -521,75 +627,126 @@ static int lp_pump_spawn(lp_conn_t *c, int sock, lp_side_t *peer)
  *
  * A peer we may not fetch from (no ptrace permission over it, gone, our
  * seccomp filter) keeps the old behaviour: the bytes come at its next call. */
-static void lp_peer_pump(lp_conn_t *c, int fd, int64_t unread)
+static void lp_peer_pump(lp_conn_t *c, int fd, int64_t unread, size_t behind)
 {
     lp_side_t *peer = lp_side(c, !c->ch.side);
     int32_t pid = __atomic_load_n(&peer->sock_pid, __ATOMIC_ACQUIRE);
     int32_t no = __atomic_load_n(&peer->sock_no, __ATOMIC_RELAXED);
+    lp_pump_job_t job = { peer, (int)zc_config.local_pump_ms, NULL, 0 };
     const char *why = NULL;
+    char *pre = NULL;
     int sock = -1;
 
-    if (__atomic_load_n(&peer->rv, __ATOMIC_SEQ_CST) & LP_RV_PUMP)
-        return;                         /* the peer is at it */
-    if (lp_rv_owed(c) > 0)
+    if (!zc_config.local_pump_ms)
+        why = "ZCSOCK_LOCAL_PUMP_MS=0";
+    else if (!c->pump_claimed && (__atomic_load_n(&peer->rv, __ATOMIC_SEQ_CST) & LP_RV_PUMP))
+        why = "the peer gives them itself";
+    else if (!behind && lp_rv_owed(c) > 0)
         why = "doorbells of the peer's still to come";
+    else if (behind > LP_PREFIX_MAX)
+        why = "too much unread before the peer's switch-over";
     else if (pid <= 0 || no < 0 || shim_vfork_child())
         why = "no socket of the peer's named";
     else if ((sock = lp_fetch_fd(pid, no)) < 0)
         why = "its socket cannot be fetched";
     else if (!lp_linger_is_peer(c, fd, sock))
         why = "the socket named is not the peer's";
-    else if (lp_pump_spawn(c, sock, peer) < 0)
+    else if (behind && !c->pump_claimed &&
+             !(c->pump_claimed = (uint8_t)lp_pump_claim(&peer->rv, LP_RV_PUMP | LP_RV_PUMP_PEER)))
+        why = "the peer gives them itself";
+    if (!why && behind) {               /* the job is ours: the prefix goes first */
+        job.grace_ms = -1;
+        if (lp_prefix_take(c, fd, behind, &pre, &job.plen) < 0)
+            lp_behind_warn(c, fd, "the stream stalled");
+        job.pre = pre;
+    }
+    if (!why && lp_pump_spawn(c, sock, &job) < 0) {
         why = "no pump process";
+        if (job.plen)
+            lp_lost(fd, (int64_t)job.plen, "read before the peer's switch-over, and no pump "
+                    "process to give them back");
+    }
+    if (why && c->pump_claimed) {       /* the job goes back to the peer */
+        __atomic_or_fetch(&peer->rv, LP_RV_PUMPED, __ATOMIC_SEQ_CST);
+        syscall(SYS_futex, &peer->rv, FUTEX_WAKE, INT32_MAX, NULL, NULL, 0);
+    }
+    c->pump_claimed = 0;
+    if (pre)
+        munmap(pre, behind);
     if (sock >= 0)
         zc_real.close(sock);
     if (why) {
-        zc_log(ZC_LOG_NOTICE, "local path: fd %d handed back with %lld byte(s) of its peer's "
-               "unread in the ring; they come at the peer's next call (%s)", fd,
-               (long long)unread, why);
+        if (behind && !job.pre)
+            lp_behind_warn(c, fd, why);
+        if (unread > 0)
+            zc_log(ZC_LOG_NOTICE, "local path: fd %d handed back with %lld byte(s) of its "
+                   "peer's unread in the ring; they come at the peer's next call (%s)", fd,
+                   (long long)unread, why);
         return;
     }
     zc_stat_add(ZC_STAT_LOCAL_PEER_PUMPS, 1);
-    zc_log(ZC_LOG_TRACE, "local path: fd %d: a pump gives the %lld byte(s) its peer left unread "
-           "in the ring to the kernel unless the peer does first", fd, (long long)unread);
+    zc_log(ZC_LOG_TRACE, "local path: fd %d: a pump gives %zu byte(s) read before the peer's "
+           "switch-over and the %lld its peer left unread in the ring to the kernel%s", fd,
+           job.plen, (long long)unread, behind ? "" : " unless the peer does first");
 }
 
-/* Our hand-back (lp_revert, both locks held), after our LP_RV_REQ: if the
- * peer's closed socket lingers for us, the ring's unread bytes go to it. */
-static void lp_linger_pump(lp_conn_t *c, int fd)
+/* Our hand-back (lp_revert, both locks held), after our LP_RV_REQ: the
+ * ring's unread bytes (and behind: that many unread kernel bytes before the
+ * peer's switch-over, with doorbells owed after them, PREFIX) go to the
+ * peer's lingering socket, or to an alive peer's through a pump. */
+static void lp_linger_pump(lp_conn_t *c, int fd, size_t behind)
 {
     uint32_t *theirs = &lp_side(c, !c->ch.side)->rv;
     int64_t unread = local_ring_readable(&c->ch, lp_rxdir(c));
-    int sock, rc = -ENOENT;
+    lp_pump_job_t job = { NULL, 0, NULL, 0 };
+    int sock, rc = -ENOENT, state = local_ring_peer_state(&c->ch);
+    char *pre = NULL;
 
     if (!(__atomic_load_n(theirs, __ATOMIC_SEQ_CST) & LP_RV_LINGER)) {
-        if (unread > 0 && local_ring_peer_state(&c->ch) == LOCAL_RING_PEER_ATTACHED)
-            lp_peer_pump(c, fd, unread);
-        else if (unread > 0 && local_ring_peer_state(&c->ch) == LOCAL_RING_PEER_GONE) {
-            zc_stat_add(ZC_STAT_LOCAL_LOST_BYTES, (uint64_t)unread);
-            zc_log(ZC_LOG_WARN, "local path: fd %d handed back with %lld byte(s) its peer "
-                   "sent and closed on, which no socket can deliver any more", fd,
-                   (long long)unread);
+        if ((unread > 0 || behind) && state == LOCAL_RING_PEER_ATTACHED) {
+            lp_peer_pump(c, fd, unread, behind);
+            return;
         }
+        if (c->pump_claimed) {          /* gone since: nobody waits for the job */
+            __atomic_or_fetch(theirs, LP_RV_PUMPED, __ATOMIC_SEQ_CST);
+            c->pump_claimed = 0;
+        }
+        if (behind)
+            lp_behind_warn(c, fd, "the peer is gone");
+        if (unread > 0 && state == LOCAL_RING_PEER_GONE)
+            lp_lost(fd, unread, "its peer sent and closed on, which no socket can deliver "
+                    "any more");
         return;
     }
-    if (!lp_pump_claim(theirs))
+    if (!c->pump_claimed && !lp_pump_claim(theirs, LP_RV_PUMP)) {
+        if (behind)
+            lp_behind_warn(c, fd, "the peer gives its ring itself");
         return;         /* the peer saw our hand-back first and gives them itself */
+    }
     sock = lp_linger_take(c->memfd);
-    if (sock >= 0 && lp_linger_is_peer(c, fd, sock))
-        rc = unread > 0 ? lp_pump_spawn(c, sock, NULL) : 0;
+    if (sock >= 0 && lp_linger_is_peer(c, fd, sock)) {
+        if (behind && behind <= LP_PREFIX_MAX &&
+            lp_prefix_take(c, fd, behind, &pre, &job.plen) < 0)
+            lp_behind_warn(c, fd, "the stream stalled");
+        else if (behind > LP_PREFIX_MAX)
+            lp_behind_warn(c, fd, "too much unread before the peer's switch-over");
+        job.pre = pre;
+        rc = unread > 0 || job.plen ? lp_pump_spawn(c, sock, &job) : 0;
+    } else if (behind) {
+        lp_behind_warn(c, fd, "its lingering socket never came");
+    }
+    if (pre)
+        munmap(pre, behind);
     if (sock >= 0)
         zc_real.close(sock);
-    if (rc == 0 && unread > 0) {
+    if (rc == 0 && (unread > 0 || job.plen)) {
         zc_stat_add(ZC_STAT_LOCAL_LINGER_PUMPS, 1);
         zc_log(ZC_LOG_NOTICE, "local path: fd %d: a pump gives the %lld byte(s) its closed peer "
                "left in the ring to the kernel", fd, (long long)unread);
-    } else if (rc < 0 && unread > 0) {
-        zc_stat_add(ZC_STAT_LOCAL_LOST_BYTES, (uint64_t)unread);
-        zc_log(ZC_LOG_WARN, "local path: fd %d handed back with %lld byte(s) its closed peer "
-               "left in the ring, which could not be given to the kernel (%s)", fd,
-               (long long)unread, sock < 0 ? "its socket never came" : rc == -ENOENT ?
-               "the socket that came is not its" : "no pump process");
+    } else if (rc < 0 && (unread > 0 || job.plen)) {
+        lp_lost(fd, unread + (int64_t)job.plen, sock < 0 ? "its closed peer left, and its "
+                "socket never came" : rc == -ENOENT ? "its closed peer left, and the socket "
+                "that came is not its" : "its closed peer left, and no pump process");
     }
 }
 
@@ -653,12 +810,25 @@ void lp_handback_count(const char *why)
     __atomic_add_fetch(&lp.handed_back[lp_handback_reason(why)], 1, __ATOMIC_RELAXED);
 }
 
+/* PREFIX: doorbells are owed to us (our announcements withdrawn) behind
+ * kernel bytes from before the peer's switch-over we have not read: how many
+ * bytes (0: none, or no doorbell behind them). */
+static size_t lp_behind(lp_conn_t *c)
+{
+    uint64_t sw = local_pair_switch_get(&c->ch, lp_rxdir(c));
+
+    if (c->ch.bells_claimed == c->bells_drained || c->rx_ring ||
+        sw == LOCAL_PAIR_SWITCH_UNSET || sw == LOCAL_PAIR_SWITCH_NEVER || c->rx_kernel >= sw)
+        return 0;
+    return (size_t)(sw - c->rx_kernel);
+}
+
 /* Hand the connection back to the kernel (steps 1-5 above).  No lock held. */
 void lp_revert(lp_conn_t *c, int fd, const char *why)
 {
     lp_side_t *me;
+    size_t behind;
     int64_t owed;
-    uint64_t sw;
 
     if (c->state == LP_PENDING) {
         lp_lock(c, LP_TX);
@@ -681,6 +851,12 @@ void lp_revert(lp_conn_t *c, int fd, const char *why)
             lp_broken(c);
         local_ring_rx_wait_cancel(&c->ch, lp_rxdir(c));                         /* 2 */
         local_ring_tx_wait_cancel(&c->ch, lp_txdir(c));
+        if (lp_behind(c) && zc_config.local_pump_ms &&
+            local_ring_peer_state(&c->ch) == LOCAL_RING_PEER_ATTACHED &&
+            !(__atomic_load_n(&lp_side(c, !c->ch.side)->rv, __ATOMIC_SEQ_CST) & LP_RV_LINGER))
+            /* PREFIX: the job is ours before the peer hears of the hand-back */
+            c->pump_claimed = (uint8_t)lp_pump_claim(&lp_side(c, !c->ch.side)->rv,
+                                                     LP_RV_PUMP | LP_RV_PUMP_PEER);
         __atomic_or_fetch(&me->rv, LP_RV_REQ | LP_RV_TX | LP_RV_RX, __ATOMIC_SEQ_CST); /* 3 */
         c->rv_seen = 1;
         lp_wake_ex(c, fd, local_ring_claim(&c->ch, lp_txdir(c), LOCAL_RING_ROLE_CONS), /* 4 */
@@ -699,16 +875,10 @@ void lp_revert(lp_conn_t *c, int fd, const char *why)
                "not take within %d ms", fd, LP_RV_CLOSE_MS);
     }
     owed = lp_rv_owed(c);                                                       /* 5 */
-    sw = local_pair_switch_get(&c->ch, lp_rxdir(c));
-    if (owed > 0 && !c->rx_ring && sw != LOCAL_PAIR_SWITCH_UNSET &&
-        sw != LOCAL_PAIR_SWITCH_NEVER && c->rx_kernel < sw)
-        zc_log(ZC_LOG_WARN, "local path: fd %d handed back before reading all the data that "
-               "preceded the peer's switch-over: %lld doorbell byte(s) stay in the stream",
-               fd, (long long)owed);
-    else if (owed > 0)
+    behind = lp_behind(c);      /* the doorbells follow that many unread bytes: PREFIX */
+    if (!behind && owed > 0)
         lp_bells_take(c, fd, owed);
-    if (c->state == LP_PAIRED)
-        lp_linger_pump(c, fd);
+    lp_linger_pump(c, fd, behind);
     c->tx_ring = c->rx_ring = 0;
     c->tx_never = 1;
     c->rx_plain = 1;

@@ -142,6 +142,7 @@ typedef struct lp_conn {
     uint8_t rx_plain;               /* handed back: every kernel byte is data */
     uint8_t rv_seen;                /* handed back (by either side) */
     uint8_t linger_dropped;         /* the peer's lingering socket let go (lp_linger_drop) */
+    uint8_t pump_claimed;           /* our hand-back holds the peer's ring job (PREFIX) */
     uint8_t is_unix;                /* an AF_UNIX stream (ancillary data possible) */
     uint16_t pb_off, pb_len;        /* pb: peer data a doorbell drain read */
     uint64_t cookie;                /* SO_COOKIE of the socket (exec finds it by it) */
