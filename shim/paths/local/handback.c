@@ -216,10 +216,13 @@ static int lp_ring_to_kernel(local_ring_t *ch, int dir, int fd, int wait_ms, int
 
 /* PEER PUMP (below): the job of giving our ring to the kernel is ours
  * (claimed now, or before), or the peer's pump has it: then wait, as wait_ms
- * says (lp_ring_to_kernel), until the pump left the ring or died.  TX lock
- * held.  0 go on (what the ring still holds is ours to move), -EAGAIN, or
- * -EINTR (a blocking wait interrupted). */
-static int lp_rv_pump_wait(lp_conn_t *c, int wait_ms)
+ * says (lp_ring_to_kernel), until the pump left the ring or died.  A pump
+ * that moves nothing for LP_PUMP_STALL_MS while our socket has room is not
+ * working (a peer that wrote garbage into the side words can name one): the
+ * connection reads as reset.  TX lock held.  0 go on (what the ring still
+ * holds is ours to move), -EAGAIN, -EINTR (a blocking wait interrupted), or
+ * -ECONNRESET. */
+static int lp_rv_pump_wait(lp_conn_t *c, int fd, int wait_ms)
 {
     lp_side_t *me = lp_side(c, c->ch.side);
     uint32_t old = __atomic_load_n(&me->rv, __ATOMIC_SEQ_CST);
@@ -227,6 +230,9 @@ static int lp_rv_pump_wait(lp_conn_t *c, int wait_ms)
     int32_t pid;
 
     for (;;) {
+        local_ring_snap_t sn;
+        int nq = -1;
+
         if (!(old & LP_RV_PUMP)) {
             if (__atomic_compare_exchange_n(&me->rv, &old, old | LP_RV_PUMP, 0,
                                             __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
@@ -238,6 +244,20 @@ static int lp_rv_pump_wait(lp_conn_t *c, int wait_ms)
         pid = __atomic_load_n(&me->pump_pid, __ATOMIC_ACQUIRE);
         if (pid > 0 && kill(pid, 0) < 0 && errno == ESRCH)
             return 0;   /* the pump is gone: what it left is ours */
+        /* progress, kept across calls (a non-blocking caller polls) */
+        if (local_ring_ctl_snap(&c->ch, lp_txdir(c), LOCAL_RING_ROLE_PROD, &sn))
+            return (int)lp_broken(c);
+        ioctl(fd, SIOCOUTQ, &nq);
+        if (!c->pump_moved || sn.tail != c->pump_tail || nq != c->pump_q ||
+            !(lp_kernel_revents(fd, POLLOUT) & POLLOUT)) {
+            c->pump_tail = sn.tail;     /* moving, or the kernel has no room for it */
+            c->pump_q = nq;
+            c->pump_moved = lp_now_ms();
+        } else if (lp_now_ms() - c->pump_moved > LP_PUMP_STALL_MS) {
+            zc_log(ZC_LOG_NOTICE, "local path: fd %d: the peer's pump moved nothing for %d ms: "
+                   "the connection reads as reset", fd, LP_PUMP_STALL_MS);
+            return (int)lp_broken(c);
+        }
         if (!wait_ms || (wait_ms > 0 && lp_now_ms() - t0 > wait_ms))
             return -EAGAIN;
         if (!(old & LP_RV_PWAIT)) {     /* we write nothing now: the pump may start */
@@ -282,7 +302,7 @@ int lp_rv_tx(lp_conn_t *c, int fd, int wait_ms)
             local_pair_switch_get(&c->ch, lp_txdir(c)) != LOCAL_PAIR_SWITCH_NEVER)
             c->tx_ring = 1;     /* a holder in another process switched it */
     }
-    if (c->tx_ring && (rc = lp_rv_pump_wait(c, wait_ms)) < 0)
+    if (c->tx_ring && (rc = lp_rv_pump_wait(c, fd, wait_ms)) < 0)
         return rc;
     if (c->tx_ring) {
         rc = lp_ring_to_kernel(&c->ch, lp_txdir(c), fd, wait_ms, &eof);
@@ -615,7 +635,7 @@ static int lp_prefix_take(lp_conn_t *c, int fd, size_t k, char **pre, size_t *go
  * (pidfd_getfd on the process and descriptor its side words name; it must be
  * the other end of ours) and starts a pump process with it (lp_pump_peer):
  *
- *   - for LP_PUMP_GRACE_MS the job stays the peer's: an active peer takes it
+ *   - for ZCSOCK_LOCAL_PUMP_MS (50) the job stays the peer's: an active peer takes it
  *     in its next call (LP_RV_PUMP in its own side word, lp_rv_pump_wait);
  *   - then the pump takes it (LP_RV_PUMP | LP_RV_PUMP_PEER: one
  *     compare-and-swap decides between them), waits until no ring write of

@@ -99,7 +99,8 @@ typedef struct lp_side {
 #define LP_RV_PUMPED 64u        /* the peer's pump left the ring (moved what it could) */
 #define LP_RV_PWAIT 128u        /* a holder of this side waits for LP_RV_PUMPED holding
                                  * its TX lock (it writes nothing to the ring) */
-#define LP_PUMP_GRACE_MS 50     /* the peer's pump leaves the job to an active peer */
+#define LP_PUMP_STALL_MS 1000   /* a peer's pump that moves nothing this long, with room
+                                 * in our socket, is not working (lp_rv_pump_wait) */
 #define LP_LINGER_MS 120000     /* most a lingering socket's pump waits for the reader */
 #define LP_RV_WAIT_MS 2000      /* most a hand-back waits for doorbells in flight */
 #define LP_RV_CLOSE_MS 2000     /* most a close waits to give its ring to the kernel */
@@ -143,6 +144,9 @@ typedef struct lp_conn {
     uint8_t rv_seen;                /* handed back (by either side) */
     uint8_t linger_dropped;         /* the peer's lingering socket let go (lp_linger_drop) */
     uint8_t pump_claimed;           /* our hand-back holds the peer's ring job (PREFIX) */
+    int64_t pump_moved;             /* the peer's pump last seen moving (ms), 0: not yet */
+    uint64_t pump_tail;             /* ... our ring's read position then */
+    int pump_q;                     /* ... our socket's send queue then */
     uint8_t is_unix;                /* an AF_UNIX stream (ancillary data possible) */
     uint16_t pb_off, pb_len;        /* pb: peer data a doorbell drain read */
     uint64_t cookie;                /* SO_COOKIE of the socket (exec finds it by it) */
