@@ -48,6 +48,11 @@
       "did not read to the peer for this many ms, then a pump process of its own "  \
       "gives them to the kernel through the peer's socket, fetched with "           \
       "pidfd_getfd (0: no pump, they wait for the peer's next call)")               \
+    X(signal_defer, BOOL, 1, 0, 1,                                                   \
+      "run an application's signal handler that interrupts the library while it "   \
+      "holds a connection's lock when the library lets go of it (so a handler's own " \
+      "I/O on that connection cannot wait for ever); 0: handlers run at once, as "  \
+      "installed")                                                                  \
     X(spin, BOOL, 1, 0, 1,                                                          \
       "adaptive spinning: a blocking call on a paired connection, or a poll/select/"\
       "epoll wait over one, whose waits lately ended within 200 us spins up to 50 us "\

@@ -29,6 +29,8 @@
       "calls on sockets the library did not see created (inherited or received)")        \
     X(FD_BEYOND_TABLE, "fd.beyond_table", "calls on descriptors above the state table")  \
     X(PROC_FORKS, "proc.forks", "fork() calls")                                          \
+    X(SIG_DEFERRED, "proc.signals_deferred", "signals whose handler waited for the end of " \
+      "a critical section of ours (SIGDEFER, shim/hooks_sig.c)")                          \
     X(PROC_EXECS, "proc.execs", "exec calls made")                                      \
     X(LOCAL_SEND_CALLS, "path.local.send_calls", "sends that wrote to a local ring")     \
     X(LOCAL_SEND_BYTES, "path.local.send_bytes", "bytes sent through local rings")       \

@@ -31,6 +31,44 @@ extern int shim_pid;
  * ask only when there is state to touch. */
 int shim_vfork_child(void);
 
+/* SIGDEFER (hooks_sig.c): a signal handler of the application's that
+ * interrupts this thread inside a critical section of ours (a connection's
+ * lock held) runs when the outermost one ends; inside a blocking wait of one
+ * (shim_sig_wait_begin/end) it runs at once. */
+extern __thread int shim_sig_crit __attribute__((tls_model("initial-exec")));
+extern __thread int shim_sig_open __attribute__((tls_model("initial-exec")));
+extern __thread uint64_t shim_sig_pend __attribute__((tls_model("initial-exec")));
+void shim_sig_release(void);
+
+static inline void shim_crit_enter(void)
+{
+    shim_sig_crit++;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+}
+
+static inline void shim_crit_leave(void)
+{
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    if (--shim_sig_crit <= 0) {
+        shim_sig_crit = 0;
+        __atomic_signal_fence(__ATOMIC_SEQ_CST);
+        if (__builtin_expect(shim_sig_pend != 0, 0))
+            shim_sig_release();
+    }
+}
+
+static inline void shim_sig_wait_begin(void)
+{
+    shim_sig_open++;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+}
+
+static inline void shim_sig_wait_end(void)
+{
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    shim_sig_open--;
+}
+
 /* Every hook starts here: make sure we are initialised and count the call.
  * When the real function is unknown (from inside dlsym itself, or an optional
  * function this libc lacks) the call fails with ENOSYS rather than crashing. */

@@ -29,9 +29,17 @@ $(LOCALPATH_NEEDS_URING): tests/localpath/needs_uring.c
 	$(quiet) CC $@
 	$(Q)$(CC) -O2 -Wall -shared -fPIC -o $@ $< -Wl,--no-as-needed -luring
 
+# sig_io: a signal handler's sends beside the sends it interrupts (SIGDEFER)
+LOCALPATH_SIG_IO := $(BUILD)/tests/localpath/sig_io
+$(LOCALPATH_SIG_IO): tests/localpath/sig_io.c
+	@mkdir -p $(@D)
+	$(quiet) CC $@
+	$(Q)$(CC) -O2 -Wall -o $@ $< -ldl -lpthread
+
 test-localpath: $(LIB) $(LOCALPATH_STATIC_ECHO) $(LOCALPATH_READY_CHK) $(LOCALPATH_SECCOMP_EXEC) \
-		$(LOCALPATH_NEEDS_URING)
+		$(LOCALPATH_NEEDS_URING) $(LOCALPATH_SIG_IO)
 	$(Q)$(TEST_ENV) T_STATIC_ECHO=$(abspath $(LOCALPATH_STATIC_ECHO)) \
+		T_SIG_IO=$(abspath $(LOCALPATH_SIG_IO)) \
 		T_READY_CHK=$(abspath $(LOCALPATH_READY_CHK)) \
 		T_SECCOMP_EXEC=$(abspath $(LOCALPATH_SECCOMP_EXEC)) \
 		T_NEEDS_URING=$(abspath $(LOCALPATH_NEEDS_URING)) tests/localpath/run.sh

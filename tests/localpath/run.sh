@@ -162,6 +162,11 @@ t_run scm_plain/no-pump-unix "$T" env ZCSOCK_LOCAL_PUMP_MS=0 $PY $TL run scm_pla
 t_run prefix_exec/unix "$T" $PY $TL run prefix_exec both unix
 t_run prefix_exec/active "$T" env T_ACTIVE=1 $PY $TL run prefix_exec both tcp
 t_run prefix_exec/active-unix "$T" env T_ACTIVE=1 $PY $TL run prefix_exec both unix
+# a SIGALRM handler sends on the connection whose lock the thread it
+# interrupts may hold (SIGDEFER): every byte arrives, nothing stalls; the
+# application still sees its own dispositions (SA_RESETHAND, signal())
+t_run sig_io/both "$T" env LD_PRELOAD="$ZC_LIB" "$T_SIG_IO" 256
+t_run sig_io/none "$T" "$T_SIG_IO" 64
 # trust: the receiver's mailbox name squatted by another user / a same-user
 # process that is not the receiver: nothing reaches it, the connection goes
 # back to the kernel and the receiver reads every byte

@@ -97,10 +97,19 @@ int lp_bells_flush(lp_conn_t *c, int fd)
             lp_broken(c);
             return -1;
         }
-        zc_real.poll(&(struct pollfd){ fd, POLLOUT, 0 }, 1, 10);
+        lp_wait_fd(fd, POLLOUT, 10);
     }
     errno = saved;
     return 0;
+}
+
+/* Wait up to ms for fd's events ev (a bounded wait inside a critical
+ * section: an application's signal handler may run meanwhile, SIGDEFER). */
+void lp_wait_fd(int fd, short ev, int ms)
+{
+    shim_sig_wait_begin();
+    zc_real.poll(&(struct pollfd){ fd, ev, 0 }, 1, ms);
+    shim_sig_wait_end();
 }
 
 /* The peer must be woken (flags of a ring call): a doorbell byte through the

@@ -79,7 +79,9 @@ int lp_lock_word(uint32_t *w, int sole)
                                          __ATOMIC_RELAXED))
             continue;
         cur |= LP_LOCK_WAITERS;
+        shim_sig_wait_begin();
         lp_futex(w, FUTEX_WAIT, cur, &ts);
+        shim_sig_wait_end();
         if ((i & 7) == 7 && kill((pid_t)(cur & ~LP_LOCK_WAITERS), 0) < 0 && errno == ESRCH)
             __atomic_compare_exchange_n(w, &cur, 0, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
         else if ((i & 7) == 7 && lp_now_ms() - t0 > LP_LOCK_MAX_MS)
@@ -114,6 +116,7 @@ void lp_lock(lp_conn_t *c, int role)
     int saved = errno;
     uint32_t *w = lp_lockp(c, role);
 
+    shim_crit_enter();          /* SIGDEFER: no handler of ours runs while we hold it */
     if (lp_lock_word(w, c->ch.base && c->sole) && c->ch.base) {
         /* a peer that wedges its lock loses the channel */
         __atomic_store_n(&c->ch.broken, 1, __ATOMIC_RELEASE);
@@ -129,6 +132,7 @@ void lp_lock(lp_conn_t *c, int role)
 void lp_unlock(lp_conn_t *c, int role)
 {
     lp_unlock_word(c->held[role]);
+    shim_crit_leave();
 }
 
 int lp_txdir(lp_conn_t *c)

@@ -104,7 +104,7 @@ int lp_bells_take(lp_conn_t *c, int fd, int64_t n)
         clock_gettime(CLOCK_MONOTONIC, &t);
         if ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 > LP_RV_WAIT_MS)
             return -1;
-        zc_real.poll(&(struct pollfd){ fd, POLLIN, 0 }, 1, 10);
+        lp_wait_fd(fd, POLLIN, 10);
     }
     return 0;
 }
@@ -195,14 +195,16 @@ static int lp_ring_to_kernel(local_ring_t *ch, int dir, int fd, int wait_ms, int
             *eof = (rc & LOCAL_RING_F_EOF) != 0;
             return 0;
         }
+        shim_sig_wait_begin();          /* SIGDEFER: a blocking send lets handlers in */
         n = zc_real.send(fd, buf, got, MSG_NOSIGNAL | (wait_ms < 0 ? 0 : MSG_DONTWAIT));
+        shim_sig_wait_end();
         if (n < 0 && errno == EINTR && wait_ms < 0)
             return -EINTR;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) && wait_ms > 0) {
             clock_gettime(CLOCK_MONOTONIC, &t);
             if ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 > wait_ms)
                 return -EAGAIN;
-            zc_real.poll(&(struct pollfd){ fd, POLLOUT, 0 }, 1, 10);
+            lp_wait_fd(fd, POLLOUT, 10);
             continue;
         }
         if (n < 0)
@@ -228,6 +230,7 @@ static int lp_rv_pump_wait(lp_conn_t *c, int fd, int wait_ms)
     uint32_t old = __atomic_load_n(&me->rv, __ATOMIC_SEQ_CST);
     int64_t t0 = lp_now_ms();
     int32_t pid;
+    int rc;
 
     for (;;) {
         local_ring_snap_t sn;
@@ -265,9 +268,11 @@ static int lp_rv_pump_wait(lp_conn_t *c, int fd, int wait_ms)
                                         __ATOMIC_SEQ_CST);
             continue;
         }
-        if (syscall(SYS_futex, &me->rv, FUTEX_WAIT, old,
-                    &(struct timespec){ 0, 10 * 1000 * 1000 }, NULL, 0) < 0 &&
-            errno == EINTR && wait_ms < 0)
+        shim_sig_wait_begin();
+        rc = (int)syscall(SYS_futex, &me->rv, FUTEX_WAIT, old,
+                          &(struct timespec){ 0, 10 * 1000 * 1000 }, NULL, 0);
+        shim_sig_wait_end();
+        if (rc < 0 && errno == EINTR && wait_ms < 0)
             return -EINTR;
         old = __atomic_load_n(&me->rv, __ATOMIC_SEQ_CST);
     }
@@ -615,7 +620,7 @@ static int lp_prefix_take(lp_conn_t *c, int fd, size_t k, char **pre, size_t *go
             t0 = lp_now_ms();
         } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) &&
                    lp_now_ms() - t0 < LP_RV_WAIT_MS) {
-            zc_real.poll(&(struct pollfd){ fd, POLLIN, 0 }, 1, 10);
+            lp_wait_fd(fd, POLLIN, 10);
         } else {
             return -1;
         }
