@@ -8,7 +8,8 @@
 
 TEST_TIERS += programs
 PROGRAMS_CASES ?=
-PROGRAMS_BINS := $(BUILD)/tests/programs/fdopen_lines $(BUILD)/tests/programs/uring_recv
+PROGRAMS_BINS := $(BUILD)/tests/programs/fdopen_lines $(BUILD)/tests/programs/uring_recv \
+		 $(BUILD)/tests/programs/uring_recv_static
 
 $(BUILD)/tests/programs/fdopen_lines: tests/programs/fdopen_lines.c
 	@mkdir -p $(@D)
@@ -19,6 +20,12 @@ $(BUILD)/tests/programs/uring_recv: tests/programs/uring_recv.c
 	@mkdir -p $(@D)
 	$(quiet) CC $@
 	$(Q)$(CC) -O2 -Wall -o $@ $< -luring
+
+# the same with liburing linked statically (its system calls inline in the program)
+$(BUILD)/tests/programs/uring_recv_static: tests/programs/uring_recv.c
+	@mkdir -p $(@D)
+	$(quiet) CC $@
+	$(Q)$(CC) -O2 -Wall -o $@ $< -Wl,-Bstatic -luring -Wl,-Bdynamic
 
 test-programs: $(LIB) $(PROGRAMS_BINS)
 	$(Q)$(TEST_ENV) tests/programs/run.sh $(PROGRAMS_CASES)

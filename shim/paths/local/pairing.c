@@ -124,8 +124,54 @@ static int lp_needs_uring(const struct dl_phdr_info *info)
     return 0;
 }
 
+/* The program itself makes io_uring_setup system calls inline (liburing
+ * linked statically: no DT_NEEDED entry, no libc function): the machine
+ * code that loads the call's number into the system call register right
+ * before the system call instruction, anywhere in its executable segments.
+ * A match that is no such call only keeps the process from pairing. */
+static int lp_inline_uring(const struct dl_phdr_info *info)
+{
+#if defined(__x86_64__)
+    static const unsigned char nr[] = { 0xb8, 0xa9, 0x01, 0x00, 0x00 };     /* mov $425,%eax */
+    static const unsigned char sc[] = { 0x0f, 0x05 };                       /* syscall */
+#elif defined(__aarch64__)
+    static const unsigned char nr[] = { 0x28, 0x35, 0x80, 0xd2 };           /* mov x8, #425 */
+    static const unsigned char sc[] = { 0x01, 0x00, 0x00, 0xd4 };           /* svc #0 */
+#endif
+#if defined(__x86_64__) || defined(__aarch64__)
+    int i;
+
+    for (i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        const unsigned char *p = (const unsigned char *)(info->dlpi_addr + ph->p_vaddr);
+        size_t left = ph->p_filesz;
+
+        if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_X) || !(ph->p_flags & PF_R))
+            continue;
+        while (left >= sizeof(nr)) {
+            const unsigned char *m = memmem(p, left, nr, sizeof(nr));
+
+            if (!m)
+                break;
+            if (memmem(m + sizeof(nr), (size_t)(p + left - m - sizeof(nr)) < 32
+                                       ? (size_t)(p + left - m - sizeof(nr)) : 32,
+                       sc, sizeof(sc)))
+                return 1;
+            left -= (size_t)(m + 1 - p);
+            p = m + 1;
+        }
+    }
+    return 0;
+#else
+    (void)info;
+    return 0;
+#endif
+}
+
 /* One loaded object (dl_iterate_phdr): stop at one that needs liburing,
- * or at once when nothing was loaded since the last look. */
+ * or at once when nothing was loaded since the last look.  The program
+ * itself (the first object) is also searched for inline io_uring_setup
+ * calls, once. */
 static int lp_uring_seen(struct dl_phdr_info *info, size_t size, void *arg)
 {
     lp_uring_look_t *st = arg;
@@ -134,6 +180,11 @@ static int lp_uring_seen(struct dl_phdr_info *info, size_t size, void *arg)
         st->first = 0;
         if (size >= offsetof(struct dl_phdr_info, dlpi_adds) + sizeof(info->dlpi_adds))
             st->adds = info->dlpi_adds;
+        if (!__atomic_exchange_n(&lp.uring_scanned, 1, __ATOMIC_RELAXED) &&
+            lp_inline_uring(info)) {
+            st->found = 1;
+            return 1;
+        }
         if (st->adds && st->adds == __atomic_load_n(&lp.uring_adds, __ATOMIC_RELAXED))
             return 1;
     }
@@ -148,8 +199,10 @@ static int lp_uring_seen(struct dl_phdr_info *info, size_t size, void *arg)
  * program or library that links it never pairs, and the first look that
  * finds one hands back what paired before (a library dlopen'ed after
  * pairing).  Looked up again only when the loader added an object since.
- * (A dlopen of liburing itself, as an FFI binding does, adds no object:
- * ours already loaded it, so that use stays unseen.) */
+ * A program that links liburing statically is found by its inline
+ * io_uring_setup calls (lp_inline_uring).  (A dlopen of liburing itself,
+ * as an FFI binding does, adds no object: ours already loaded it, so that
+ * use stays unseen; so does a shared library with liburing linked in.) */
 static int lp_uring_loaded(void)
 {
     lp_uring_look_t st = { 0, 0, 1 };
