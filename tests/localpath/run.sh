@@ -162,6 +162,8 @@ t_run scm_plain/no-pump-unix "$T" env ZCSOCK_LOCAL_PUMP_MS=0 $PY $TL run scm_pla
 t_run prefix_exec/unix "$T" $PY $TL run prefix_exec both unix
 t_run prefix_exec/active "$T" env T_ACTIVE=1 $PY $TL run prefix_exec both tcp
 t_run prefix_exec/active-unix "$T" env T_ACTIVE=1 $PY $TL run prefix_exec both unix
+# liburing itself dlopen'ed after pairing, as an FFI binding does (ctypes)
+t_run uring_dlopen/ffi "$T" env T_URING_FFI=1 $PY $TL run uring_dlopen both tcp
 # a SIGALRM handler sends on the connection whose lock the thread it
 # interrupts may hold (SIGDEFER): every byte arrives, nothing stalls; the
 # application still sees its own dispositions (SA_RESETHAND, signal())

@@ -90,14 +90,19 @@ typedef struct lp_uring_look {
     int found, first;
 } lp_uring_look_t;
 
-/* Does the loaded object need liburing (a DT_NEEDED entry)?  Our own
- * library does (the pin-down cache's backend) and is skipped. */
+/* Is the loaded object liburing, or does it need it (a DT_NEEDED entry)?
+ * Our own library has it linked in (the pin-down cache's backend). */
 static int lp_needs_uring(const struct dl_phdr_info *info)
 {
     const ElfW(Dyn) *dyn = NULL, *d;
     uintptr_t me = (uintptr_t)&lp_needs_uring, strtab = 0;
     int i;
 
+    const char *base = info->dlpi_name ? strrchr(info->dlpi_name, '/') : NULL;
+
+    base = base ? base + 1 : info->dlpi_name;
+    if (base && (!strncmp(base, "liburing.so", 11) || !strncmp(base, "liburing-ffi.so", 15)))
+        return 1;       /* liburing itself (dlopen'ed by an FFI binding: ours is linked in) */
     for (i = 0; i < info->dlpi_phnum; i++) {
         const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
         uintptr_t at = info->dlpi_addr + ph->p_vaddr;
@@ -200,9 +205,9 @@ static int lp_uring_seen(struct dl_phdr_info *info, size_t size, void *arg)
  * finds one hands back what paired before (a library dlopen'ed after
  * pairing).  Looked up again only when the loader added an object since.
  * A program that links liburing statically is found by its inline
- * io_uring_setup calls (lp_inline_uring).  (A dlopen of liburing itself,
- * as an FFI binding does, adds no object: ours already loaded it, so that
- * use stays unseen; so does a shared library with liburing linked in.) */
+ * io_uring_setup calls (lp_inline_uring), and a dlopen of liburing itself
+ * (an FFI binding) by its name.  (A shared library with liburing linked in
+ * stays unseen.) */
 static int lp_uring_loaded(void)
 {
     lp_uring_look_t st = { 0, 0, 1 };
