@@ -103,7 +103,6 @@
     X(int, posix_spawn_file_actions_adddup2, (posix_spawn_file_actions_t *, int, int), 1) \
     X(FILE *, fdopen, (int, const char *), 1)                                         \
     X(int, prctl, (int, ...), 1)                                                      \
-    X(int, sigaction, (int, const struct sigaction *, struct sigaction *), 1)         \
     X(long, syscall, (long, ...), 1)
 
 /* The allocator and mapping family, interposed by malloc-hooks/. */

@@ -33,6 +33,11 @@
 #include "shim_int.h"
 #include "zc_config.h"
 
+/* glibc's own entry (public since 2.2.5): reached without dlsym, so it is
+ * safe from the first instruction on, and from inside a sanitizer's
+ * runtime that forwards its own sigaction interceptor to us. */
+extern int __sigaction(int sig, const struct sigaction *act, struct sigaction *old);
+
 sighandler_t bsd_signal(int sig, sighandler_t h);
 sighandler_t sysv_signal(int sig, sighandler_t h);
 sighandler_t __sysv_signal(int sig, sighandler_t h);
@@ -80,7 +85,7 @@ static void shim_sig_tramp(int sig, siginfo_t *si, void *uc)
         memset(&dfl, 0, sizeof(dfl));
         dfl.sa_handler = SIG_DFL;
         __atomic_store_n(&shim_sig_app[sig].handler, NULL, __ATOMIC_RELEASE);
-        zc_real.sigaction(sig, &dfl, NULL);
+        __sigaction(sig, &dfl, NULL);
     }
     if (flags & SA_SIGINFO)
         h(sig, si, uc);
@@ -117,14 +122,12 @@ SHIM_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction
     struct sigaction k, was_k, was_app;
     int wrapped, rc;
 
-    if (shim_unlikely(!__atomic_load_n(&shim_ready, __ATOMIC_ACQUIRE)))
-        shim_init_slow();
-    if (shim_unlikely(!zc_real.sigaction)) {
-        errno = ENOSYS;
-        return -1;
-    }
-    if (sig <= 0 || sig >= 64 || sig >= _NSIG || shim_vfork_child())
-        return zc_real.sigaction(sig, act, old);
+    /* Before our constructor (a sanitizer runtime starting, another
+     * library's constructor) nothing is wrapped: no handler of the
+     * application's can be inside one of our critical sections yet. */
+    if (!__atomic_load_n(&shim_ready, __ATOMIC_ACQUIRE) || sig <= 0 || sig >= 64 ||
+        sig >= _NSIG || shim_vfork_child())
+        return __sigaction(sig, act, old);
     shim_sig_crit++;            /* a handler of this thread's waits for the table */
     while (__atomic_exchange_n(&shim_sig_lock, 1, __ATOMIC_ACQUIRE))
         sched_yield();
@@ -142,7 +145,7 @@ SHIM_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction
         __atomic_store_n(&shim_sig_app[sig].flags, act->sa_flags, __ATOMIC_RELAXED);
         shim_sig_app[sig].mask = act->sa_mask;
         __atomic_store_n(&shim_sig_app[sig].handler, act->sa_sigaction, __ATOMIC_RELEASE);
-        rc = zc_real.sigaction(sig, &k, &was_k);
+        rc = __sigaction(sig, &k, &was_k);
         if (rc < 0) {           /* put back what stood */
             __atomic_store_n(&shim_sig_app[sig].flags, was_app.sa_flags, __ATOMIC_RELAXED);
             shim_sig_app[sig].mask = was_app.sa_mask;
@@ -150,7 +153,7 @@ SHIM_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction
                              __ATOMIC_RELEASE);
         }
     } else {
-        rc = zc_real.sigaction(sig, act, &was_k);
+        rc = __sigaction(sig, act, &was_k);
         if (rc == 0 && act)
             __atomic_store_n(&shim_sig_app[sig].handler, NULL, __ATOMIC_RELEASE);
     }

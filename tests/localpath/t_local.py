@@ -1243,6 +1243,12 @@ def self_main(case, fam):
     ls.listen(1)
     c = socket.create_connection(ls.getsockname()[:2])
     s, _ = ls.accept()
+    if case not in UNSETTLED:
+        # the two processes' handshake (serve, connect): paired before the case
+        s.sendall(b"G")
+        check(recv_exact(c, 1) == b"G", "handshake")
+        c.sendall(b"H")
+        check(recv_exact(s, 1) == b"H", "handshake")
     err = []
 
     def server():
