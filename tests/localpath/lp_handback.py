@@ -636,26 +636,41 @@ def c_idle_peer(c):
     c.sendall(struct.pack("I", IDLE_N) + pattern(43, IDLE_N))
     both = os.environ.get("T_MODE") == "both"
     if os.environ.get("T_IDLE_MOVED"):
-        # the number our side published now names another socket (dup2 over
-        # it, the connection kept on a copy): the server's hand-back must not
-        # pump through it, and the bytes wait for our next call (the fallback)
+        # the connection moves to another number and another socket takes
+        # the one our side named (dup2 over it): the side names the new one,
+        # and the pump fetches that
         fd = c.detach()
         c = socket.socket(fileno=os.dup(fd))
         other = socket.socket(c.family, socket.SOCK_STREAM)
         os.dup2(other.fileno(), fd)
         open(done + "-moved", "w").close()
-        if both:
-            time.sleep(1.5)
-            check(not os.path.exists(done), "the reader got the bytes through a socket "
-                  "that is not the connection's")
-            check(recv_exact(c, 2) == b"ok", "answer")      # our call moves them
-            check(zc_stat("local.returned_bytes") >= IDLE_N, "we did not move the bytes: %r"
-                  % zc_stat("local.returned_bytes"))
-            check(os.path.exists(done), "the reader's marker")
-            os.unlink(done)
-            expect_eof(c)
-            os.close(fd)
+    if os.environ.get("T_IDLE_FORKED"):
+        # the process that paired closes its copy and waits; a forked child
+        # holds the connection: no socket is left where the side points, so
+        # nothing is pumped and the bytes wait for the child's next call
+        # (the fallback)
+        pid = os.fork()
+        if pid:
+            c.close()
+            open(done + "-moved", "w").close()
+            _, st = os.waitpid(pid, 0)
+            check(st == 0, "the forked holder failed")
             return
+        try:
+            if both:
+                time.sleep(1.5)
+                check(not os.path.exists(done), "the reader got the bytes while no socket "
+                      "could be fetched")
+                check(recv_exact(c, 2) == b"ok", "answer")      # our call moves them
+                check(zc_stat("local.returned_bytes") >= IDLE_N, "we did not move the bytes: "
+                      "%r" % zc_stat("local.returned_bytes"))
+                check(os.path.exists(done), "the reader's marker")
+                os.unlink(done)
+                expect_eof(c)
+                os._exit(0)
+        except BaseException as e:
+            print("FAIL: %s" % e, flush=True)
+            os._exit(1)
     end = time.time() + 30
     while not os.path.exists(done):
         check(time.time() < end, "the reader never got the bytes an idle peer left in the ring")
@@ -686,11 +701,12 @@ def s_idle_header(c):
     socket moved); returns the reader's marker file."""
     done = closed_marker(c.getsockname()) + "-idle"
     check(struct.unpack("I", recv_exact(c, 4))[0] == IDLE_N, "header")
+    moved = os.environ.get("T_IDLE_MOVED") or os.environ.get("T_IDLE_FORKED")
     end = time.time() + 20
-    while os.environ.get("T_IDLE_MOVED") and not os.path.exists(done + "-moved"):
+    while moved and not os.path.exists(done + "-moved"):
         check(time.time() < end, "the client never moved its socket")
         time.sleep(0.01)
-    if os.environ.get("T_IDLE_MOVED"):
+    if moved:
         os.unlink(done + "-moved")
     return done
 
@@ -726,7 +742,7 @@ def s_idle_fdopen(c):
     idle_read(fread, IDLE_N)
     open(done, "w").close()
     if os.environ.get("T_MODE") == "both":
-        want = 0 if os.environ.get("T_IDLE_MOVED") else 1
+        want = 0 if os.environ.get("T_IDLE_FORKED") else 1
         check(zc_stat("local.peer_pumps") == want, "pumps for the idle peer: %r, not %d"
               % (zc_stat("local.peer_pumps"), want))
         check(not zc_stat("local.handback_lost_bytes"), "bytes lost")

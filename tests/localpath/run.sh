@@ -143,14 +143,18 @@ done
 # a peer alive but idle (it sent and waits on something else): a hand-back
 # (exec, fdopen) starts a pump with the peer's socket, fetched from the
 # process its side names, so the reader gets the bytes without the peer's
-# help; with that number naming another socket (T_IDLE_MOVED) nothing is
-# pumped through it and the bytes come at the peer's next call
+# help; the peer moves the connection to another number (T_IDLE_MOVED: its
+# side names the new one); the process that paired closes its copy and a
+# forked child holds it (T_IDLE_FORKED: nothing to fetch, the bytes come at
+# the child's next call)
 for c in idle_exec idle_fdopen; do
   t_run "$c/unix" "$T" $PY $TL run "$c" both unix
   t_run "$c/self" "$T" $PY $TL run "$c" self tcp
   t_run "$c/moved" "$T" env T_IDLE_MOVED=1 $PY $TL run "$c" both tcp
+  t_run "$c/forked" "$T" env T_IDLE_FORKED=1 $PY $TL run "$c" both tcp
 done
 t_run idle_exec/moved-unix "$T" env T_IDLE_MOVED=1 $PY $TL run idle_exec both unix
+t_run idle_exec/forked-unix "$T" env T_IDLE_FORKED=1 $PY $TL run idle_exec both unix
 # without the pump (ZCSOCK_LOCAL_PUMP_MS=0) the peer gives its ring back
 # itself at its next call (the client asserts it did)
 t_run exec_plain/no-pump "$T" env ZCSOCK_LOCAL_PUMP_MS=0 $PY $TL run exec_plain both tcp

@@ -34,7 +34,7 @@ for c in closed_fdopen closed_exec closed_read; do
 done
 # an idle peer's unread ring bytes: its socket fetched, a pump (or the fallback)
 t_run idle_fdopen/tcp "$T" $PY $TL run idle_fdopen both tcp
-t_run idle_exec/moved "$T" env T_IDLE_MOVED=1 $PY $TL run idle_exec both tcp
+t_run idle_exec/forked "$T" env T_IDLE_FORKED=1 $PY $TL run idle_exec both tcp
 # wake-up eventfds (fetch, write, retire on fork) and several waiters at once
 t_run wake_efd/poll "$T" env T_READY=poll T_WAKE=efd ZCSOCK_SPIN=0 $PY $TL run wake_efd both tcp
 t_run wake_efd/fork "$T" env T_READY=epoll T_WAKE=fork ZCSOCK_SPIN=0 $PY $TL run wake_efd both tcp

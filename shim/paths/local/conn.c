@@ -351,6 +351,26 @@ void lp_channel_adopt(lp_conn_t *c, int memfd, int fd)
     path_local_mbox_ensure();
 }
 
+/* Descriptor fd of ours closed while others stay: if it was the one our
+ * side named (PEER PUMP), name another. */
+void lp_side_moved(lp_conn_t *c, int fd)
+{
+    lp_side_t *me;
+    int i;
+
+    if (!c->ch.base || shim_vfork_child())
+        return;
+    me = lp_side(c, c->ch.side);
+    if (__atomic_load_n(&me->sock_no, __ATOMIC_RELAXED) != fd ||
+        __atomic_load_n(&me->sock_pid, __ATOMIC_ACQUIRE) != (int32_t)syscall(SYS_getpid))
+        return;
+    for (i = 0; i < 4; i++)
+        if (c->fds[i] >= 0) {
+            lp_side_publish(c, c->fds[i]);
+            return;
+        }
+}
+
 /* Say where a socket of our side is (PEER PUMP, handback.c). */
 void lp_side_publish(lp_conn_t *c, int fd)
 {

@@ -89,8 +89,10 @@ void lp_bells_settle(lp_conn_t *c, int fd)
 void lp_conn_release(lp_conn_t *c, int fd)
 {
     lp_fds_note(c, fd, 0);
-    if (--c->refs > 0)
+    if (--c->refs > 0) {
+        lp_side_moved(c, fd);
         return;
+    }
     local_pair_fd_close(c->ann);
     lp_efd_close(c);
     if (c->ch.base) {

@@ -333,6 +333,7 @@ void lp_linger_wake(lp_conn_t *c, int fd);
 void lp_linger_drop(lp_conn_t *c);
 int lp_peer_lingers(lp_conn_t *c);
 void lp_side_publish(lp_conn_t *c, int fd);
+void lp_side_moved(lp_conn_t *c, int fd);
 int lp_fetch_fd(int32_t pid, int32_t no);
 void lp_wait_fd(int fd, short ev, int ms);
 int lp_rv_peer_pumping(lp_conn_t *c);
