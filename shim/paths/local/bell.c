@@ -152,6 +152,7 @@ size_t lp_drain_ex(lp_conn_t *c, int fd, int full)
     size_t total = 0;
     int saved = errno, i;
 
+    c->kern_look_us = zc_now_us();
     for (i = 0; i < 16; i++) {
         int rv = lp_rv(c);
         size_t want = sizeof(buf);

@@ -63,6 +63,8 @@
 #define LP_SIDE_OFF  2048u      /* per-side shared words in the header page */
 #define LP_IOV_WIN   64         /* iovecs handled per ring call */
 #define LP_ROOM_KEEP 64         /* ring bytes a write leaves for the EOF record */
+#define LP_LOOK_US 1000         /* most a non-blocking receive goes without a kernel
+                                 * look (lp_rx_empty) */
 #define LP_BELL_WAIT_MS 50      /* close: most time spent draining owed doorbells */
 
 enum { LP_TX = 0, LP_RX = 1 };
@@ -144,6 +146,7 @@ typedef struct lp_conn {
     uint8_t rv_seen;                /* handed back (by either side) */
     uint8_t linger_dropped;         /* the peer's lingering socket let go (lp_linger_drop) */
     uint8_t pump_claimed;           /* our hand-back holds the peer's ring job (PREFIX) */
+    int64_t kern_look_us;           /* the kernel socket last drained (zc_now_us) */
     int64_t pump_moved;             /* the peer's pump last seen moving (ms), 0: not yet */
     uint64_t pump_tail;             /* ... our ring's read position then */
     int pump_q;                     /* ... our socket's send queue then */

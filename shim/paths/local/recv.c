@@ -442,7 +442,14 @@ static ssize_t lp_rx_empty(lp_conn_t *c, int fd, lp_rx_t *r)
     int nonblock = lp_nonblocking(c, fd, r->flags), rc, efd = -1;
     int listened = !nonblock && lp_rx_listened(c);
 
-    if (nonblock || listened || c->ch.bells_claimed != c->bells_drained)
+    /* A non-blocking receive that found the ring empty looks at the kernel
+     * socket only when something may be there for it: doorbells owed, or
+     * no look (here or by a readiness wait, which drains whatever the
+     * kernel reports readable: doorbells, the FIN or reset of a peer that
+     * died) for LP_LOOK_US.  Otherwise the look is one more system call per
+     * message for an event-driven receiver, and finds nothing. */
+    if (listened || c->ch.bells_claimed != c->bells_drained ||
+        (nonblock && zc_now_us() - c->kern_look_us >= LP_LOOK_US))
         lp_drain(c, fd);
     if (!c->kern_eof && !c->kern_err &&
         local_ring_peer_state(&c->ch) == LOCAL_RING_PEER_GONE && !lp_peer_lingers(c)) {
