@@ -99,8 +99,11 @@ static void lp_spin_arm(lp_conn_t *c, int arm, int empty)
     int dir = lp_rxdir(c);
 
     if (arm == SHIM_READY_SPIN) {
-        if (!c->spin_withdrew && !lp_rv(c) && local_ring_rx_armed(&c->ch, dir) &&
-            lp_alone(c)) {      /* (lp_alone last: a system call) */
+        /* Not lp_alone: its vfork-child test is a system call per wait, and
+         * a vfork child is alone here too (its parent is suspended in
+         * vfork; the withdrawal and the re-arm both happen in this call). */
+        if (!c->spin_withdrew && __libc_single_threaded && c->sole && !lp_rv(c) &&
+            local_ring_rx_armed(&c->ch, dir)) {
             local_ring_rx_wait_cancel(&c->ch, dir);
             c->spin_withdrew = 1;
         }
