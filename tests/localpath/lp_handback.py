@@ -570,23 +570,35 @@ def sink_plain_main(n, fd):
     os._exit(0)
 
 
-def s_closed_fdopen(c):
-    # the server itself goes on through stdio (fdopen + fread), which no hook sees
-    s_closed_common(c)
+def stdio_reader(c):
+    """A copy of c read through glibc's stdio (fdopen, fread), which no hook
+    sees: returns (read(k) -> bytes, b"" at EOF; close())."""
     libc = ctypes.CDLL(None)
     libc.fdopen.restype = ctypes.c_void_p
     libc.fread.argtypes = [ctypes.c_char_p, ctypes.c_size_t, ctypes.c_size_t, ctypes.c_void_p]
     libc.fread.restype = ctypes.c_size_t
+    libc.fclose.argtypes = [ctypes.c_void_p]
     fp = libc.fdopen(os.dup(c.fileno()), b"r")
     check(fp, "fdopen")
     buf = ctypes.create_string_buffer(1 << 16)
+
+    def read(k):
+        n = libc.fread(buf, 1, min(k, len(buf)), fp)
+        return buf.raw[:n]
+    return read, lambda: libc.fclose(ctypes.c_void_p(fp))
+
+
+def s_closed_fdopen(c):
+    # the server itself goes on through stdio (fdopen + fread), which no hook sees
+    s_closed_common(c)
+    read, _ = stdio_reader(c)
     got = b""
     end = time.time() + 30
     while time.time() < end:
-        k = libc.fread(buf, 1, len(buf), fp)
-        if not k:
+        b = read(1 << 16)
+        if not b:
             break
-        got += buf.raw[:k]
+        got += b
     check(len(got) == CLOSED_N and got == pattern(41, CLOSED_N),
           "fread got %d of %d bytes" % (len(got), CLOSED_N))
     if os.environ.get("T_MODE") == "both" and not os.environ.get("T_RACE"):
@@ -728,18 +740,8 @@ def sink_idle_main(n, done, fd):
 def s_idle_fdopen(c):
     # the server itself goes on through stdio (fread) while the client is idle
     done = s_idle_header(c)
-    libc = ctypes.CDLL(None)
-    libc.fdopen.restype = ctypes.c_void_p
-    libc.fread.argtypes = [ctypes.c_char_p, ctypes.c_size_t, ctypes.c_size_t, ctypes.c_void_p]
-    libc.fread.restype = ctypes.c_size_t
-    fp = libc.fdopen(os.dup(c.fileno()), b"r")
-    check(fp, "fdopen")
-    buf = ctypes.create_string_buffer(1 << 16)
-
-    def fread(k):
-        got = libc.fread(buf, 1, k, fp)
-        return buf.raw[:got]
-    idle_read(fread, IDLE_N)
+    read, close = stdio_reader(c)
+    idle_read(read, IDLE_N)
     open(done, "w").close()
     if os.environ.get("T_MODE") == "both":
         want = 0 if os.environ.get("T_IDLE_FORKED") else 1
@@ -747,8 +749,7 @@ def s_idle_fdopen(c):
               % (zc_stat("local.peer_pumps"), want))
         check(not zc_stat("local.handback_lost_bytes"), "bytes lost")
     c.sendall(b"ok")
-    libc.fclose.argtypes = [ctypes.c_void_p]
-    libc.fclose(ctypes.c_void_p(fp))
+    close()
     c.close()       # the client waits for the end of the stream
 
 
