@@ -75,6 +75,7 @@ static void shim_sig_tramp(int sig, siginfo_t *si, void *uc)
         errno = saved;
         return;
     }
+    errno = saved;      /* as the handler would have found it (a failed re-queue) */
     h = __atomic_load_n(&shim_sig_app[sig].handler, __ATOMIC_ACQUIRE);
     flags = __atomic_load_n(&shim_sig_app[sig].flags, __ATOMIC_RELAXED);
     if (!h || h == (void *)SIG_IGN || h == (void *)SIG_DFL)
@@ -86,6 +87,7 @@ static void shim_sig_tramp(int sig, siginfo_t *si, void *uc)
         dfl.sa_handler = SIG_DFL;
         __atomic_store_n(&shim_sig_app[sig].handler, NULL, __ATOMIC_RELEASE);
         __sigaction(sig, &dfl, NULL);
+        errno = saved;
     }
     if (flags & SA_SIGINFO)
         h(sig, si, uc);
