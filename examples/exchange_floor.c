@@ -16,7 +16,23 @@
  * exchange only in 2 MiB units.  Prints the median microseconds per message
  * and the smallest size at which the exchange wins, per backing.
  *
+ * A second table prices what page exchange leaves behind: after a 2 MiB
+ * unit was handed over, the sender's (and the receiver's) copy of it must
+ * stay unchanged for the other side, so a write to it costs
+ *   owned:     memset of the unit while it is ours alone (MAP_SHARED, the
+ *              floor any scheme pays);
+ *   kernel CoW: memset of the unit mapped MAP_PRIVATE over the lent pages
+ *              (the kernel copies on write, one 4 KiB page per fault, even
+ *              on a huge page);
+ *   replace:   copy the unit into a pooled, already populated unit, map that
+ *              MAP_SHARED | MAP_FIXED over it, then memset (what a trap that
+ *              replaces the whole unit at the first write pays, the trap's
+ *              own 7-19 us excluded);
+ *   check:     one pread of /proc/self/pagemap for the unit's 512 entries
+ *              (is any page of a lent unit written since: PM_FILE clear).
+ *
  * usage: exchange_floor [iterations]   (default 200; 20 for 8 MiB and up) */
+#include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -142,6 +158,73 @@ out:
     return r;
 }
 
+/* Median microseconds of one write episode on a 2 MiB unit of backing b:
+ * what 0 owned, 1 kernel CoW, 2 replace, 3 pagemap check (see the header). */
+static double ef_write(int b, int what, int iters)
+{
+    int fd = ef_memfd(b, HUGE), pm = open("/proc/self/pagemap", O_RDONLY);
+    char *u = ef_area(HUGE), *pool = NULL;
+    double *t = calloc((size_t)iters, sizeof(double)), r = -1;
+    uint64_t ent[HUGE / 4096];
+    volatile char sink = 0;
+
+    if (fd < 0 || pm < 0 || !u || !t)
+        goto out;
+    for (int i = 0; i < iters; i++) {
+        int flags = what == 0 ? MAP_SHARED : MAP_PRIVATE;
+        double t0;
+
+        /* the unit as it stands after a hand-over: populated, lent */
+        if (mmap(u, HUGE, PROT_READ | PROT_WRITE, flags | MAP_FIXED, fd, 0) != u)
+            goto out;
+        if (b == B_THP)
+            madvise(u, HUGE, MADV_HUGEPAGE);
+        for (size_t k = 0; k < HUGE; k += 4096)
+            sink += u[k];
+        if (what == 2) {    /* a pooled unit, populated before */
+            pool = mmap(NULL, HUGE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)HUGE);
+            if (pool == MAP_FAILED)
+                goto out;
+            if (b == B_THP)
+                madvise(pool, HUGE, MADV_HUGEPAGE);
+            for (size_t k = 0; k < HUGE; k += 4096)
+                pool[k] = 1;
+        }
+        t0 = probe_now();
+        if (what == 3) {
+            if (pread(pm, ent, sizeof(ent), (off_t)((uintptr_t)u / 4096 * 8)) != sizeof(ent))
+                goto out;
+            sink += (char)(ent[0] >> 61);
+        } else {
+            if (what == 2) {
+                memcpy(pool, u, HUGE);
+                if (mmap(u, HUGE, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd,
+                         (off_t)HUGE) != u)
+                    goto out;
+                if (b == B_THP)
+                    madvise(u, HUGE, MADV_HUGEPAGE);
+            }
+            memset(u, i & 0x7f, HUGE);
+        }
+        t[i] = (probe_now() - t0) * 1e6;
+        if (pool) {
+            munmap(pool, HUGE);
+            pool = NULL;
+        }
+    }
+    r = median(t, iters);
+out:
+    (void)sink;
+    free(t);
+    if (pool && pool != MAP_FAILED)
+        munmap(pool, HUGE);
+    if (pm >= 0)
+        close(pm);
+    if (fd >= 0)
+        close(fd);
+    return r;
+}
+
 int main(int argc, char **argv)
 {
     static const size_t sizes[] = { 16u << 10, 64u << 10, 256u << 10, 1u << 20,
@@ -187,6 +270,23 @@ int main(int argc, char **argv)
             printf("  %-12s crossover: exchange wins from %zu KiB up\n", bname[b], cross >> 10);
         else
             printf("  %-12s crossover: none (copying wins at every size measured)\n", bname[b]);
+    }
+    printf("after an exchange: a write of a whole 2 MiB unit, median us (%d iterations)\n",
+           iters);
+    printf("  %-12s %10s %12s %10s %10s\n", "backing", "owned", "kernel CoW", "replace",
+           "check");
+    for (int b = 0; b < B_HUGETLB; b++) {
+        double w[4];
+        int ok = 1;
+
+        for (int k = 0; k < 4; k++)
+            ok &= (w[k] = ef_write(b, k, iters)) >= 0;
+        if (!ok) {
+            printf("  %-12s unavailable\n", bname[b]);
+            continue;
+        }
+        printf("  %-12s %10.1f %12.1f %10.1f %10.1f   (kernel CoW %.1fx, replace %.1fx owned)\n",
+               bname[b], w[0], w[1], w[2], w[3], w[1] / w[0], w[2] / w[0]);
     }
     return 0;
 }
