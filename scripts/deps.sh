@@ -15,6 +15,8 @@ PKGS=(
   # tests/programs: real daemons and clients with the library on both ends
   nodejs mosquitto mosquitto-clients openssh-server openssh-client git rsync
   openbsd-inetd postgresql memcached liburing-dev strace
+  # MPI over TCP (tests/programs mpi_* cases, make bench): Open MPI and MPICH
+  openmpi-bin libopenmpi-dev mpich libmpich-dev
   # malloc-hooks: a foreign allocator to detect (falls back to events only)
   libjemalloc2
   # benchmark: plot, HTTP load generator for the nginx figure

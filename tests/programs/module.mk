@@ -1,6 +1,6 @@
 # Tier programs: real programs (Node.js, mosquitto, OpenSSH, socat, git
-# daemon, rsync, inetd, PostgreSQL, memcached, and three small ones of our
-# own) with the library on both ends, one end and none; sha256 of every byte,
+# daemon, rsync, inetd, PostgreSQL, memcached, Open MPI, MPICH, and small
+# programs of our own) with the library on both ends, one end and none; sha256 of every byte,
 # pairing judged from the statistics (tests/programs/expect.txt).
 # `make test-programs` leaves out the entries marked known-fail;
 # `make test-programs-all` runs them too.  One case: PROGRAMS_CASES=ssh
@@ -26,6 +26,27 @@ $(BUILD)/tests/programs/uring_recv_static: tests/programs/uring_recv.c
 	@mkdir -p $(@D)
 	$(quiet) CC $@
 	$(Q)$(CC) -O2 -Wall -o $@ $< -Wl,-Bstatic -luring -Wl,-Bdynamic
+
+# MPI cases: built with each implementation's compiler wrapper when it is
+# installed (the cases skip, saying why, when the binary is missing)
+MPICC_OPENMPI := $(shell command -v mpicc.openmpi 2>/dev/null)
+MPICC_MPICH := $(shell command -v mpicc.mpich 2>/dev/null)
+ifneq ($(MPICC_OPENMPI),)
+PROGRAMS_BINS += $(BUILD)/tests/programs/mpi_check_openmpi
+endif
+ifneq ($(MPICC_MPICH),)
+PROGRAMS_BINS += $(BUILD)/tests/programs/mpi_check_mpich
+endif
+
+$(BUILD)/tests/programs/mpi_check_openmpi: tests/programs/mpi_check.c
+	@mkdir -p $(@D)
+	$(quiet) MPICC $@
+	$(Q)$(MPICC_OPENMPI) -O2 -Wall -o $@ $<
+
+$(BUILD)/tests/programs/mpi_check_mpich: tests/programs/mpi_check.c
+	@mkdir -p $(@D)
+	$(quiet) MPICC $@
+	$(Q)$(MPICC_MPICH) -O2 -Wall -o $@ $<
 
 test-programs: $(LIB) $(PROGRAMS_BINS)
 	$(Q)$(TEST_ENV) tests/programs/run.sh $(PROGRAMS_CASES)
