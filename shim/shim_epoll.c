@@ -318,8 +318,9 @@ static int shim_ep_wait(int epfd, struct epoll_event *evs, int max, int timeout,
         shim_ep_lock();
         for (g = shim_ep.head; g; g = g->next)
             g->seen = 0;
-        /* look, then look and arm; spinning: one look that may withdraw */
-        for (pass = 0; pass < 2 - spin && !out; pass++)
+        /* look, then look and arm; spinning: one look that may withdraw;
+         * a zero timeout only looks (nobody would wait for the wake-up) */
+        for (pass = 0; pass < (ws->may_sleep ? 2 - spin : 1) && !out; pass++)
             for (g = shim_ep.head; g && out < max; g = g->next) {
                 uint32_t rev;
 

@@ -166,8 +166,10 @@ int shim_ready_poll(struct pollfd *fds, nfds_t n, const struct timespec *timeout
         int ready = 0, pass, r, spin = shim_wait_spinning(&ws);
         nfds_t naux = 0;
 
-        /* look, then look and arm; spinning: one look that may withdraw */
-        for (pass = 0; pass < 2 - spin && !ready; pass++) {
+        /* look, then look and arm; spinning: one look that may withdraw;
+         * a call that cannot sleep (zero timeout) only looks: an arming
+         * would only make the peer signal a wake-up nobody waits for */
+        for (pass = 0; pass < (ws.may_sleep ? 2 - spin : 1) && !ready; pass++) {
             naux = 0;
             for (i = 0; i < n; i++) {
                 shim_fd_t *f = shim_fd_get(fds[i].fd);

@@ -21,6 +21,7 @@ import select
 import socket
 import subprocess
 import sys
+import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -69,11 +70,27 @@ def client(mode):
         s.connect((PEER, PORT))     # blocking (a timeout would make it non-blocking)
         s.settimeout(20)
     data = pattern(7, NBYTES)
-    s.sendall(data)
+    # the first data call (it makes the check), then the rest from a thread
+    # while this one reads the echo: a client that sent all 4 MiB before
+    # reading could fill both ends' buffers (its receive buffer grows only
+    # while it reads) and stall the echo
+    sent = s.send(data[:65536])
+    check(sent > 0, "the first send sent nothing")
     check(announcements() == 0, "the announcement is still up after the first send")
     check(zc_stat("local.declined.not_local") == 1,
           "local.declined.not_local is %s" % zc_stat("local.declined.not_local"))
+    errs = []
+
+    def rest():
+        try:
+            s.sendall(data[sent:])
+        except OSError as e:
+            errs.append(e)
+    t = threading.Thread(target=rest)
+    t.start()
     got = recv_exact(s, NBYTES)
+    t.join(30)
+    check(not t.is_alive() and not errs, "sending the rest failed: %s" % errs)
     check(got == data, "the echo differs from what was sent")
     s.close()
     paired = (zc_stat("local.paired.connected") or 0) + (zc_stat("path.local.send_bytes") or 0)

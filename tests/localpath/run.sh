@@ -89,6 +89,9 @@ for r in epoll poll; do
 done
 t_run wake_efd/client-off "$T" env T_READY=epoll T_WAKE=bells T_CLIENT_WAKE_EVENTFD=0 \
   ZCSOCK_SPIN=0 $PY $TL run wake_efd both tcp
+for r in epoll poll; do
+  t_run "busy_poll/$r" "$T" env T_READY=$r $PY $TL run busy_poll both tcp
+done
 t_run wake_efd/fork "$T" env T_READY=epoll T_WAKE=fork ZCSOCK_SPIN=0 $PY $TL run wake_efd both tcp
 t_run wake_efd/unix "$T" env T_READY=epoll T_WAKE=efd ZCSOCK_SPIN=0 $PY $TL run wake_efd both unix
 # one connection in two epoll sets (LT, ET) and a poll() in another thread

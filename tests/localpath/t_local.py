@@ -666,6 +666,43 @@ def c_ready_spin(c):
               "spinning server" % bells)
 
 
+def s_busy_poll(c):
+    # an echo that busy-polls (poll or epoll with a zero timeout, as MPI
+    # progress engines do) until the request is readable, then reads exactly
+    # it: a wait that cannot sleep must not arm the client's wake-up
+    c.setblocking(False)
+    wait = ready_waiter(c)
+    for i in range(300):
+        got = b""
+        t_end = time.monotonic() + 5
+        while len(got) < 100:
+            if wait(0):
+                got += c.recv(100 - len(got))
+            elif time.monotonic() > t_end:
+                fail("request %d: not readable within 5 s" % i)
+        check(got == pattern(50 + i % 3, 100), "request %d" % i)
+        check(c.send(got[::-1]) == 100, "answer %d" % i)
+    c.setblocking(True)
+    check(recv_exact(c, 1) == b"z", "end")
+
+
+def c_busy_poll(c):
+    for i in range(300):
+        if i == 20:
+            base = sum(zc_stat(k) or 0 for k in ("local.efd_wakes", "local.doorbells",
+                                                 "local.futex_wakes"))
+        c.sendall(pattern(50 + i % 3, 100))
+        check(recv_exact(c, 100) == pattern(50 + i % 3, 100)[::-1], "answer %d" % i)
+    c.sendall(b"z")
+    if not paired():
+        return
+    sig = sum(zc_stat(k) or 0 for k in ("local.efd_wakes", "local.doorbells",
+                                        "local.futex_wakes")) - base
+    sys.stderr.write("client: %d wake-up signals for 280 requests to a busy-polling server\n"
+                     % sig)
+    check(sig <= 5, "%d wake-up signals for 280 requests to a server that never sleeps" % sig)
+
+
 def s_wake_efd(c):
     # an event-driven echo (non-blocking, epoll or poll, reading until
     # EAGAIN) with no spin, so every wait sleeps: the client says through
@@ -1115,6 +1152,7 @@ CASES = {
     "pipelined": (s_pipelined, c_pipelined),
     "ready_spin": (s_ready_spin, c_ready_spin),
     "wake_efd": (s_wake_efd, c_wake_efd),
+    "busy_poll": (s_busy_poll, c_busy_poll),
     "multi_wait": (s_multi_wait, c_multi_wait),
     "mixed_wait": (s_mixed_wait, c_mixed_wait),
     "mixed_wait_tx": (s_mixed_wait_tx, c_mixed_wait_tx),
