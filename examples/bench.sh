@@ -311,6 +311,60 @@ else
   echo "nginx: SKIPPED (nginx, wrk or curl not installed)"
 fi
 
+# MPI over TCP: two ranks of examples/mpi_pingpong.c on this host through
+# the MPI library's TCP transport, without the library and with it (mpiexec
+# and both ranks preloaded, as `zcsock run -- mpiexec` does), alternating
+# rounds; and the MPI library's own shared-memory transport, what an MPI
+# user gets on one host without TCP (the bar of DESIGN.md §7). Figures:
+# median over rounds; round trips in us (lower is better), windows of 16
+# messages in MB/s (higher is better). Skipped without an MPI.
+mpi_fig() {   # IMPL VARIANT -> "lat1 lat4k bw64k bw1m bw8m" (0 on failure)
+  local impl=$1 v=$2 bin=$ZC_BUILD/mpi_pingpong_$1 secs pre=() env=() opts=()
+  secs=$([ "${QUICK:-}" = 1 ] && echo 0.3 || echo 0.5)
+  [ "$v" = zcsock ] && pre=(LD_PRELOAD="$ZC_LIB")
+  if [ "$impl" = openmpi ]; then
+    env=(OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1)
+    opts=(--mca pml ob1)
+    if [ "$v" = shm ]; then opts+=(--mca btl vader,self)
+    else opts+=(--mca btl tcp,self --mca btl_tcp_if_include lo); fi
+  else
+    env=(UCX_WARN_UNUSED_ENV_VARS=n)
+    [ "$v" = shm ] || env+=(UCX_TLS=tcp,self MPIR_CVAR_NOLOCAL=1)
+  fi
+  env "${env[@]}" "${pre[@]}" timeout 120 "mpiexec.$impl" -n 2 "${opts[@]}" "$bin" "$secs" 2>/dev/null |
+    awk '{v[NR] = $3} END {printf "%s %s %s %s %s\n", v[1] + 0, v[2] + 0, v[3] + 0, v[4] + 0, v[5] + 0}'
+}
+mpi_med() {   # column N of the rows on stdin: the median
+  awk -v c="$1" '{print $c}' | sort -g | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}'
+}
+echo
+mpi_any=
+for impl in openmpi mpich; do
+  [ -x "$ZC_BUILD/mpi_pingpong_$impl" ] && command -v "mpiexec.$impl" >/dev/null || continue
+  [ -n "$mpi_any" ] || echo "MPI, 2 ranks on this host (examples/mpi_pingpong.c): round trip us of 1 B / 4 KiB, MB/s of 64 KiB / 1 MiB / 8 MiB windows; median of $PROBE_ROUNDS rounds"
+  mpi_any=1
+  rk=$(mktemp) rz=$(mktemp) rs=$(mktemp)
+  for ((r = 1; r <= PROBE_ROUNDS; r++)); do
+    mpi_fig "$impl" kernel >>"$rk"; mpi_fig "$impl" zcsock >>"$rz"; mpi_fig "$impl" shm >>"$rs"
+  done
+  k=() z=() m=()
+  for c in 1 2 3 4 5; do
+    k+=("$(mpi_med "$c" <"$rk")"); z+=("$(mpi_med "$c" <"$rz")"); m+=("$(mpi_med "$c" <"$rs")")
+  done
+  rat() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", (b > 0 ? a / b : 0)}'; }
+  tcp=$([ "$impl" = openmpi ] && echo "ob1/tcp" || echo "ucx/tcp")
+  shm=$([ "$impl" = openmpi ] && echo "ob1/vader" || echo "ucx/shm")
+  printf '%-8s %-9s kernel %7.2f %7.2f %8.0f %8.0f %8.0f\n' "$impl" "$tcp" "${k[@]}"
+  printf '%-8s %-9s zcsock %7.2f %7.2f %8.0f %8.0f %8.0f   zcsock/kernel %s %s %s %s %s\n' "$impl" "$tcp" "${z[@]}" \
+    "$(rat "${z[0]}" "${k[0]}")" "$(rat "${z[1]}" "${k[1]}")" "$(rat "${z[2]}" "${k[2]}")" \
+    "$(rat "${z[3]}" "${k[3]}")" "$(rat "${z[4]}" "${k[4]}")"
+  printf '%-8s %-9s own    %7.2f %7.2f %8.0f %8.0f %8.0f   zcsock/own    %s %s %s %s %s\n' "$impl" "$shm" "${m[@]}" \
+    "$(rat "${z[0]}" "${m[0]}")" "$(rat "${z[1]}" "${m[1]}")" "$(rat "${z[2]}" "${m[2]}")" \
+    "$(rat "${z[3]}" "${m[3]}")" "$(rat "${z[4]}" "${m[4]}")"
+  rm -f "$rk" "$rz" "$rs"
+done
+[ -n "$mpi_any" ] || echo "MPI: SKIPPED (no mpiexec.openmpi or mpiexec.mpich with its mpicc at build time)"
+
 # Page exchange versus one copy (issue 13: the crossover on this machine),
 # on 4 KiB shmem pages and, where 2 MiB pages can be had, shmem THP and
 # hugetlb. As root the run allows shmem THP (advise) and reserves a few

@@ -21,8 +21,21 @@ $(BENCH_PROBES): $(BUILD)/%: examples/%.c examples/probe.h
 	$(quiet) CC $@
 	$(Q)$(CC) $(ZC_CFLAGS) $(ZC_LDFLAGS) -o $@ $<
 
+# MPI over TCP (examples/mpi_pingpong.c), built with each MPI's compiler
+# wrapper when it is installed; make bench says so when it is not.
+BENCH_MPI :=
+ifneq ($(shell command -v mpicc.openmpi 2>/dev/null),)
+BENCH_MPI += $(BUILD)/mpi_pingpong_openmpi
+endif
+ifneq ($(shell command -v mpicc.mpich 2>/dev/null),)
+BENCH_MPI += $(BUILD)/mpi_pingpong_mpich
+endif
+$(BUILD)/mpi_pingpong_%: examples/mpi_pingpong.c
+	$(quiet) MPICC $@
+	$(Q)mpicc.$* -O2 -Wall -o $@ $<
+
 # Kernel and zcsock variants interleaved; QUICK=1 for a short run.
-bench: $(LIB) $(BUILD)/zcbench $(BENCH_PROBES)
+bench: $(LIB) $(BUILD)/zcbench $(BENCH_PROBES) $(BENCH_MPI)
 	$(Q)ZC_BUILD=$(BUILD) ZC_LIB=$(abspath $(LIB)) ZC_LIB_BEFORE=$(ZC_LIB_BEFORE) QUICK=$(QUICK) examples/bench.sh
 
 # The README's first command: a short validated run under the launcher with
