@@ -45,6 +45,12 @@ sighandler_t __sysv_signal(int sig, sighandler_t h);
 __thread int shim_sig_crit __attribute__((tls_model("initial-exec")));
 __thread int shim_sig_open __attribute__((tls_model("initial-exec")));
 __thread uint64_t shim_sig_pend __attribute__((tls_model("initial-exec")));
+/* Handlers of the application's that ran on this thread (all, and those
+ * without SA_RESTART): a wait of ours that sees one of these move since it
+ * began must not go to sleep, since the kernel would have interrupted the
+ * application's call (shim_wait_signalled, lp_sig_interrupts). */
+__thread unsigned shim_sig_ran __attribute__((tls_model("initial-exec")));
+__thread unsigned shim_sig_ran_intr __attribute__((tls_model("initial-exec")));
 
 /* The application's disposition of each signal we wrap (handler NULL: not
  * wrapped).  Written under shim_sig_lock; the trampoline reads the handler
@@ -89,6 +95,9 @@ static void shim_sig_tramp(int sig, siginfo_t *si, void *uc)
         __sigaction(sig, &dfl, NULL);
         errno = saved;
     }
+    shim_sig_ran++;
+    if (!(flags & SA_RESTART))
+        shim_sig_ran_intr++;
     if (flags & SA_SIGINFO)
         h(sig, si, uc);
     else

@@ -352,6 +352,10 @@ static int shim_ep_wait(int epfd, struct epoll_event *evs, int max, int timeout,
         }
         if (!out && ask.recheck_ms && (tmo < 0 || tmo > ask.recheck_ms))
             tmo = ask.recheck_ms;
+        if (!out && shim_wait_signalled(ws)) {
+            errno = EINTR;
+            return -1;
+        }
         r = zc_real.epoll_pwait(epfd, evs + out, max - out, tmo, mask);
         if (r < 0)
             return out ? out : -1;

@@ -38,6 +38,8 @@ int shim_vfork_child(void);
 extern __thread int shim_sig_crit __attribute__((tls_model("initial-exec")));
 extern __thread int shim_sig_open __attribute__((tls_model("initial-exec")));
 extern __thread uint64_t shim_sig_pend __attribute__((tls_model("initial-exec")));
+extern __thread unsigned shim_sig_ran __attribute__((tls_model("initial-exec")));
+extern __thread unsigned shim_sig_ran_intr __attribute__((tls_model("initial-exec")));
 void shim_sig_release(void);
 
 static inline void shim_crit_enter(void)

@@ -88,6 +88,7 @@ void shim_wait_begin(shim_wait_t *w, int may_sleep)
     w->may_sleep = may_sleep;
     w->waited = 0;
     w->spun = 0;
+    w->sig0 = shim_sig_ran;
 }
 
 int shim_wait_spinning(shim_wait_t *w)
@@ -208,6 +209,11 @@ int shim_ready_poll(struct pollfd *fds, nfds_t n, const struct timespec *timeout
             if (!tmo || tmo->tv_sec > slice.tv_sec ||
                 (tmo->tv_sec == slice.tv_sec && tmo->tv_nsec > slice.tv_nsec))
                 left = slice, tmo = &left;
+        }
+        if (!ready && shim_wait_signalled(&ws)) {
+            errno = EINTR;
+            rc = -1;
+            break;
         }
         r = zc_real.ppoll(k, n + naux, tmo, mask);
         if (r < 0) {

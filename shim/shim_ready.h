@@ -29,9 +29,21 @@ typedef struct shim_wait {
     int64_t kernel_next;    /* spinning: no kernel look before this (us) */
     int may_sleep, waited;
     int spun;           /* a look ran with SHIM_READY_SPIN: end with SPUN */
+    unsigned sig0;      /* shim_sig_ran when the wait began */
 } shim_wait_t;
 void shim_wait_begin(shim_wait_t *w, int may_sleep);
 int shim_wait_spinning(shim_wait_t *w);
+/* A handler of the application's ran on this thread since the wait began
+ * (while we looked or spun, outside the kernel's wait): the kernel would
+ * have interrupted the application's poll/select/epoll call (never
+ * restarted, whatever SA_RESTART says), so the wait must end with EINTR
+ * rather than sleep.  Always 0 with ZCSOCK_SIGNAL_DEFER=0 (handlers are not
+ * ours to see). */
+extern __thread unsigned shim_sig_ran __attribute__((tls_model("initial-exec")));
+static inline int shim_wait_signalled(const shim_wait_t *w)
+{
+    return w->may_sleep && shim_sig_ran != w->sig0;
+}
 /* While spinning, the kernel (a system call over the whole set) is asked at
  * most every SHIM_SPIN_KERNEL_US; the looks in between ask only the paths'
  * memory.  The first look of a wait always asks the kernel.  1: skip this

@@ -92,6 +92,10 @@ t_run wake_efd/client-off "$T" env T_READY=epoll T_WAKE=bells T_CLIENT_WAKE_EVEN
 for r in epoll poll; do
   t_run "busy_poll/$r" "$T" env T_READY=$r $PY $TL run busy_poll both tcp
 done
+for r in epoll poll; do
+  t_run "sig_wait/$r" "$T" env T_READY=$r $PY $TL run sig_wait both tcp
+done
+t_run sig_wait/nospin "$T" env T_READY=epoll ZCSOCK_SPIN=0 $PY $TL run sig_wait both tcp
 t_run wake_efd/fork "$T" env T_READY=epoll T_WAKE=fork ZCSOCK_SPIN=0 $PY $TL run wake_efd both tcp
 t_run wake_efd/unix "$T" env T_READY=epoll T_WAKE=efd ZCSOCK_SPIN=0 $PY $TL run wake_efd both unix
 # one connection in two epoll sets (LT, ET) and a poll() in another thread

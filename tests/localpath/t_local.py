@@ -703,6 +703,69 @@ def c_busy_poll(c):
     check(sig <= 5, "%d wake-up signals for 280 requests to a server that never sleeps" % sig)
 
 
+class _SigWake(Exception):
+    pass
+
+
+def _sig_wake(signum, frame):
+    raise _SigWake()
+
+
+def s_sig_wait(c):
+    # an event loop whose SIGUSR1 handler (no SA_RESTART) must end its
+    # readiness wait: the client signals right after a burst of requests,
+    # while the wait here most likely looks or spins in the library's own
+    # code, then sends nothing until it hears "!".  A handler that ran
+    # there and let the wait go to sleep would hang this loop for good (the
+    # kernel would have ended the wait with EINTR).  T_READY: epoll or poll.
+    old = signal.signal(signal.SIGUSR1, _sig_wake)
+    signal.siginterrupt(signal.SIGUSR1, True)
+    c.sendall(struct.pack("=i", os.getpid()))
+    c.setblocking(False)
+    wait = ready_waiter(c)
+    got, acks = b"", 0
+    usr1 = {signal.SIGUSR1}
+    try:
+        while acks < 60:
+            try:
+                if wait(20):
+                    # the handler may raise only in the wait: not between
+                    # a receive and the bytes' count
+                    signal.pthread_sigmask(signal.SIG_BLOCK, usr1)
+                    try:
+                        b = c.recv(65536)
+                    except BlockingIOError:
+                        b = None
+                    if b == b"":
+                        fail("EOF before the last signal")
+                    got += b or b""
+                    signal.pthread_sigmask(signal.SIG_UNBLOCK, usr1)
+            except _SigWake:
+                c.setblocking(True)
+                c.sendall(b"!")
+                c.setblocking(False)
+                acks += 1
+    finally:
+        signal.signal(signal.SIGUSR1, old)
+    c.setblocking(True)
+    want = b"".join(pattern(60 + i % 5, 10) for i in range(60 * 20))
+    got += recv_exact(c, len(want) - len(got))
+    check(got == want, "requests")
+
+
+def c_sig_wait(c):
+    pid = struct.unpack("=i", recv_exact(c, 4))[0]
+    c.settimeout(5)
+    for k in range(60):
+        for i in range(20):
+            c.sendall(pattern(60 + (k * 20 + i) % 5, 10))
+        os.kill(pid, signal.SIGUSR1)
+        try:
+            check(recv_exact(c, 1) == b"!", "ack %d" % k)
+        except socket.timeout:
+            fail("signal %d: the server's wait never ended (a handler ran and it slept on)" % k)
+
+
 def s_wake_efd(c):
     # an event-driven echo (non-blocking, epoll or poll, reading until
     # EAGAIN) with no spin, so every wait sleeps: the client says through
@@ -1153,6 +1216,7 @@ CASES = {
     "ready_spin": (s_ready_spin, c_ready_spin),
     "wake_efd": (s_wake_efd, c_wake_efd),
     "busy_poll": (s_busy_poll, c_busy_poll),
+    "sig_wait": (s_sig_wait, c_sig_wait),
     "multi_wait": (s_multi_wait, c_multi_wait),
     "mixed_wait": (s_mixed_wait, c_mixed_wait),
     "mixed_wait_tx": (s_mixed_wait_tx, c_mixed_wait_tx),

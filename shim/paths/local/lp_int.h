@@ -213,9 +213,10 @@ extern const shim_path_t path_local;
 typedef struct lp_wait {
     int64_t deadline;
     int init;
+    unsigned sig0, sig0_intr;   /* shim_sig_ran(_intr) when the call began */
 } lp_wait_t;
 
-#define LP_WAIT_INIT { -1, 0 }
+#define LP_WAIT_INIT { -1, 0, shim_sig_ran, shim_sig_ran_intr }
 #define LP_CONTINUE ((ssize_t)INT64_MIN)    /* a step of a call loop: "look again" */
 #define LP_SLEEP_SLICE_MS 50
 
@@ -397,6 +398,7 @@ int path_local_getsockopt(shim_fd_t *f, int fd, int level, int name, void *val, 
 /* recv.c */
 int64_t lp_now_ms(void);
 int lp_interrupted(const lp_wait_t *w);
+int lp_sig_interrupts(const lp_wait_t *w);
 void lp_kernel_look(lp_conn_t *c, int fd, int role);
 int lp_sleep(lp_conn_t *c, int fd, int role, lp_wait_t *w);
 ssize_t lp_recv_kernel(lp_conn_t *c, shim_fd_t *f, int fd, struct msghdr *msg, int flags,

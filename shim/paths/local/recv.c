@@ -7,11 +7,33 @@ int64_t lp_now_ms(void)
     return zc_now_us() / 1000;
 }
 
-/* poll() was interrupted: would the application's blocking call have been?
- * The kernel restarts a socket call after a handler with SA_RESTART unless
- * the socket has a timeout; we cannot tell which signal it was, so any
+static int lp_any_norestart(const lp_wait_t *w);
+
+/* A wait of ours was interrupted (EINTR): would the application's blocking
+ * call have been?  The kernel restarts a socket call after a handler with
+ * SA_RESTART unless the socket has a timeout.  A handler of ours to see
+ * (SIGDEFER's trampoline counts them) says which it was; otherwise any
  * installed handler without SA_RESTART counts. */
 int lp_interrupted(const lp_wait_t *w)
+{
+    if (shim_sig_ran != w->sig0)
+        return lp_sig_interrupts(w);
+    return lp_any_norestart(w);
+}
+
+/* A handler of the application's ran on this thread during the call,
+ * outside the kernel's wait (while we looked or spun): the kernel would
+ * have interrupted it (a handler without SA_RESTART, or any handler when
+ * the socket has a timeout), so it must not go to sleep now. */
+int lp_sig_interrupts(const lp_wait_t *w)
+{
+    return w->deadline >= 0 ? shim_sig_ran != w->sig0 : shim_sig_ran_intr != w->sig0_intr;
+}
+
+/* Some installed handler has no SA_RESTART (or the socket has a timeout):
+ * the guess when the handler that ran is not ours to see
+ * (ZCSOCK_SIGNAL_DEFER=0, a raw rt_sigaction). */
+static int lp_any_norestart(const lp_wait_t *w)
 {
     struct sigaction sa;
     int sig;
@@ -143,6 +165,8 @@ int lp_sleep(lp_conn_t *c, int fd, int role, lp_wait_t *w)
     }
     if (spin)
         zc_stat_add(ZC_STAT_LOCAL_SPINS_SLEPT, 1);
+    if (lp_sig_interrupts(w))
+        return -EINTR;
     zc_stat_add(ZC_STAT_LOCAL_SLEEPS, 1);
     r = syscall(SYS_futex, word, FUTEX_WAIT, kind, &ts, NULL, 0);
     zc_spin_learn(&c->spin[role], t0);
@@ -165,6 +189,8 @@ static int lp_sleep_listening(lp_conn_t *c, int fd, int efd, lp_wait_t *w)
 
     if (ms < 0)
         return (int)ms;
+    if (lp_sig_interrupts(w))
+        return -EINTR;
     zc_stat_add(ZC_STAT_LOCAL_SLEEPS, 1);
     r = zc_real.poll(p, efd >= 0 ? 2 : 1, (int)ms);
     if (r < 0 && errno == EINTR)
