@@ -323,7 +323,8 @@ mpi_fig() {   # IMPL VARIANT -> "lat1 lat4k bw64k bw1m bw8m" (0 on failure)
   secs=$([ "${QUICK:-}" = 1 ] && echo 0.3 || echo 0.5)
   [ "$v" = zcsock ] && pre=(LD_PRELOAD="$ZC_LIB")
   if [ "$impl" = openmpi ]; then
-    env=(OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1)
+    env=(OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1)   # 2 ranks, 2 slots: no
+    # oversubscription, which would make idle ranks yield the CPU
     opts=(--mca pml ob1)
     if [ "$v" = shm ]; then opts+=(--mca btl vader,self)
     else opts+=(--mca btl tcp,self --mca btl_tcp_if_include lo); fi
