@@ -190,6 +190,21 @@ done
 # under the library (the connection pairs) or neither, alternating rounds;
 # requests per second, ratio: median over rounds of zcsock/kernel (above 1:
 # zcsock serves more).  Skipped (and said so) without redis.
+# Stop a server the bench started: TERM, and KILL (said on stderr) if it is
+# still there 5 s later, so that a server ignoring TERM cannot hang the run.
+stop_server() {
+  local pid=$1 i
+  kill "$pid" 2>/dev/null
+  for ((i = 0; i < 50; i++)); do
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  if kill -0 "$pid" 2>/dev/null; then
+    echo "bench: pid $pid ($(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | cut -c1-60)) still ran 5 s after SIGTERM: killed" >&2
+    kill -KILL "$pid" 2>/dev/null
+  fi
+  wait "$pid" 2>/dev/null
+}
 redis_rps() {   # preload pipeline -> requests/s of SET and GET together
   local pre=$1 pipe=$2 port pid rps
   port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
@@ -203,8 +218,7 @@ redis_rps() {   # preload pipeline -> requests/s of SET and GET together
   rps=$(env ${pre:+LD_PRELOAD=$pre ZCSOCK_STATS=1} timeout 120 redis-benchmark -p "$port" -c 1 \
           -n "$REDIS_N" -d 100 -P "$pipe" -t set,get --csv 2>"$REDIS_ERR" |
         awk -F'"' 'NR > 1 && $4 != "" {s += $4; n++} END {if (n) printf "%.0f", s / n}')
-  kill "$pid" 2>/dev/null
-  wait "$pid" 2>/dev/null
+  stop_server "$pid"
   # with the library: the benchmark's connections must have paired (its
   # statistics at exit), or the figure says nothing about zcsock
   if [ -n "$pre" ] && awk '$1 == "local.paired.connected:" && $2 > 0 {ok = 1} END {exit !ok}' \
@@ -282,8 +296,7 @@ NGX
   done
   rps=$(env ${pre:+LD_PRELOAD=$pre ZCSOCK_STATS=1} timeout 60 wrk -t1 -c4 -d"$NGINX_S"s \
           "http://127.0.0.1:$port/f.bin" 2>"$d/wrk.err" | awk '/^Requests\/sec:/ {printf "%.0f", $2}')
-  kill "$pid" 2>/dev/null
-  wait "$pid" 2>/dev/null
+  stop_server "$pid"
   if [ -n "$pre" ] && awk '$1 == "local.paired.connected:" && $2 > 0 {ok = 1} END {exit !ok}' \
                           "$d/wrk.err"; then
     echo paired >> "$NGINX_OK"
