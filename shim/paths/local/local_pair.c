@@ -55,6 +55,7 @@ static const char *const lp_reason_names[LOCAL_PAIR_R_COUNT] = {
     [LOCAL_PAIR_R_ERROR] = "error",
     [LOCAL_PAIR_R_UNVERIFIED] = "unverified",
     [LOCAL_PAIR_R_IO_URING] = "io_uring",
+    [LOCAL_PAIR_R_CONNECT_FAILED] = "connect_failed",
 };
 
 const char *local_pair_reason_name(int reason)

@@ -302,7 +302,7 @@ void path_local_connect_done(int fd, int rc, int err)
         local_pair_fd_close(c->ann);
         c->ann = -1;
         c->state = LP_PLAIN;
-        lp_decline(rc < 0 ? LOCAL_PAIR_R_ERROR : reason);
+        lp_decline(rc < 0 ? LOCAL_PAIR_R_CONNECT_FAILED : reason);
     }
 }
 
