@@ -93,9 +93,10 @@ for r in epoll poll; do
   t_run "busy_poll/$r" "$T" env T_READY=$r $PY $TL run busy_poll both tcp
 done
 for r in epoll poll; do
-  t_run "sig_wait/$r" "$T" env T_READY=$r $PY $TL run sig_wait both tcp
+  t_run "sig_wait/$r" "$T" env T_READY=$r ZCSOCK_SPIN_US=2000 $PY $TL run sig_wait both tcp
 done
-t_run sig_wait/nospin "$T" env T_READY=epoll ZCSOCK_SPIN=0 $PY $TL run sig_wait both tcp
+t_run sig_wait/adaptive "$T" env T_READY=epoll $PY $TL run sig_wait both tcp
+t_run sig_wait/none "$T" env T_READY=epoll $PY $TL run sig_wait none tcp
 t_run wake_efd/fork "$T" env T_READY=epoll T_WAKE=fork ZCSOCK_SPIN=0 $PY $TL run wake_efd both tcp
 t_run wake_efd/unix "$T" env T_READY=epoll T_WAKE=efd ZCSOCK_SPIN=0 $PY $TL run wake_efd both unix
 # one connection in two epoll sets (LT, ET) and a poll() in another thread
