@@ -92,7 +92,7 @@ t_run wake_efd/client-off "$T" env T_READY=epoll T_WAKE=bells T_CLIENT_WAKE_EVEN
 for r in epoll poll; do
   t_run "busy_poll/$r" "$T" env T_READY=$r $PY $TL run busy_poll both tcp
 done
-for r in epoll poll; do
+for r in epoll poll recv; do
   t_run "sig_wait/$r" "$T" env T_READY=$r ZCSOCK_SPIN_US=2000 $PY $TL run sig_wait both tcp
 done
 t_run sig_wait/adaptive "$T" env T_READY=epoll $PY $TL run sig_wait both tcp
