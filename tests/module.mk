@@ -70,3 +70,10 @@ test: all
 	tests/summary.sh $(BUILD) $(TEST_TIERS) || status=1; exit $$status
 
 .PHONY: test-unit test-unit-asan test-unit-ubsan test-unit-tsan test-symbols test-docs test-install
+
+# Long runs kept out of `make test` (tests/soak/run.sh): two-way sha256-checked
+# streams of SOAK_GIB (8) GiB each way, and SOAK_MPI_REPS (25) rounds of each
+# MPI case.
+soak: $(LIB) $(PROGRAMS_BINS)
+	$(Q)$(TEST_ENV) tests/soak/run.sh
+.PHONY: soak

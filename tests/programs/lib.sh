@@ -30,7 +30,7 @@
 #   p_same WHAT A B        compare two hashes, say so, fail on mismatch
 #   p_say MSG / p_die MSG
 #   p_nap SECS             sleep without starting a process
-#   p_reps N               N, or N/4 (at least 1) when QUICK=1
+#   p_reps N               N, or N/4 (at least 1) when QUICK=1; P_REPS overrides
 
 P_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
@@ -267,6 +267,7 @@ p_same() {
 p_reps() {
   local n=$1
   if [ "$QUICK" = 1 ]; then n=$(((n + 3) / 4)); fi
+  [ -n "${P_REPS:-}" ] && n=$P_REPS     # make soak: many more rounds
   echo "$n"
 }
 
