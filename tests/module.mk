@@ -72,7 +72,7 @@ test: all
 .PHONY: test-unit test-unit-asan test-unit-ubsan test-unit-tsan test-symbols test-docs test-install
 
 # Long runs kept out of `make test` (tests/soak/run.sh): two-way sha256-checked
-# streams of SOAK_GIB (8) GiB each way, and SOAK_MPI_REPS (25) rounds of each
+# streams of SOAK_GIB (32) GiB each way, and SOAK_MPI_REPS (100) rounds of each
 # MPI case.
 soak: $(LIB) $(PROGRAMS_BINS)
 	$(Q)$(TEST_ENV) tests/soak/run.sh

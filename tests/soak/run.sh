@@ -1,17 +1,17 @@
 #!/usr/bin/env bash
-# Tier soak (`make soak`, not part of `make test`: about 10 minutes on 2
+# Tier soak (`make soak`, not part of `make test`: about 5 minutes on 2
 # cores): long runs that the default tiers keep short.
-#   stream/*   soak_stream.py: SOAK_GIB (default 8) GiB each way at once over
+#   stream/*   soak_stream.py: SOAK_GIB (default 32) GiB each way at once over
 #              one paired connection, sizes 1 B .. 4 MiB mixed, aligned and
 #              not, sha256 both ways; TCP, AF_UNIX, ::1, no spin, and once
 #              without the library as the reference
 #   mpi/*      the programs tier's MPI cases, both ends under the library,
-#              SOAK_MPI_REPS (default 25) rounds each
+#              SOAK_MPI_REPS (default 100) rounds each
 set -u
 cd "$(dirname "$0")/../.."
 . tests/lib/harness.sh
-GIB=${SOAK_GIB:-8}
-REPS=${SOAK_MPI_REPS:-25}
+GIB=${SOAK_GIB:-32}
+REPS=${SOAK_MPI_REPS:-100}
 PY=${PYTHON:-python3}
 S=tests/soak/soak_stream.py
 small=$(awk -v g="$GIB" 'BEGIN {print g / 4}')
