@@ -33,36 +33,37 @@ static int iters_for(double per_iter_s, double secs, int lo, int hi)
     return n;
 }
 
+/* One round trip of size bytes: rank 0 sends first. */
+static void round_trip(char *buf, size_t size, int rank, int tag)
+{
+    int peer = !rank;
+
+    if (rank == 0) {
+        MPI_Send(buf, (int)size, MPI_BYTE, peer, tag, MPI_COMM_WORLD);
+        MPI_Recv(buf, (int)size, MPI_BYTE, peer, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    } else {
+        MPI_Recv(buf, (int)size, MPI_BYTE, peer, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        MPI_Send(buf, (int)size, MPI_BYTE, peer, tag, MPI_COMM_WORLD);
+    }
+}
+
 static void latency(int rank, size_t size, double secs)
 {
     char *buf = calloc(1, size);
     double t0, *t;
-    int n, peer = !rank;
+    int n;
 
     /* warm-up and calibration: 100 round trips */
     MPI_Barrier(MPI_COMM_WORLD);
     t0 = MPI_Wtime();
-    for (int i = 0; i < 100; i++) {
-        if (rank == 0) {
-            MPI_Send(buf, (int)size, MPI_BYTE, peer, 1, MPI_COMM_WORLD);
-            MPI_Recv(buf, (int)size, MPI_BYTE, peer, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-        } else {
-            MPI_Recv(buf, (int)size, MPI_BYTE, peer, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-            MPI_Send(buf, (int)size, MPI_BYTE, peer, 1, MPI_COMM_WORLD);
-        }
-    }
+    for (int i = 0; i < 100; i++)
+        round_trip(buf, size, rank, 1);
     n = iters_for((MPI_Wtime() - t0) / 100, secs, 100, 200000);
     t = malloc(sizeof(double) * (size_t)n);
     for (int i = 0; i < n; i++) {
         double a = MPI_Wtime();
 
-        if (rank == 0) {
-            MPI_Send(buf, (int)size, MPI_BYTE, peer, 2, MPI_COMM_WORLD);
-            MPI_Recv(buf, (int)size, MPI_BYTE, peer, 2, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-        } else {
-            MPI_Recv(buf, (int)size, MPI_BYTE, peer, 2, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-            MPI_Send(buf, (int)size, MPI_BYTE, peer, 2, MPI_COMM_WORLD);
-        }
+        round_trip(buf, size, rank, 2);
         t[i] = MPI_Wtime() - a;
     }
     qsort(t, (size_t)n, sizeof(double), cmp_d);

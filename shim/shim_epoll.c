@@ -307,7 +307,8 @@ static void shim_ep_spun(int epfd)
 static int shim_ep_wait(int epfd, struct epoll_event *evs, int max, int timeout,
                         const sigset_t *mask, shim_wait_t *ws)
 {
-    int64_t deadline = timeout < 0 ? -1 : shim_now_ns() + (int64_t)timeout * 1000000;
+    int64_t deadline = timeout < 0 ? -1 : timeout == 0 ? 0 :
+                       shim_now_ns() + (int64_t)timeout * 1000000;
 
     for (;;) {
         shim_ep_reg_t *g;
@@ -342,7 +343,7 @@ static int shim_ep_wait(int epfd, struct epoll_event *evs, int max, int timeout,
             shim_wait_idle(ws);
         if (spin && !out && shim_wait_kernel_skip(ws))
             continue;       /* the paths' memory only, this time */
-        if (out || spin)
+        if (out || spin || timeout == 0)
             tmo = 0;
         else if (deadline < 0)
             tmo = -1;

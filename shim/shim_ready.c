@@ -82,7 +82,7 @@ void shim_wait_begin(shim_wait_t *w, int may_sleep)
 {
     unsigned us = may_sleep ? zc_spin_for(&shim_ready_spin) : 0;
 
-    w->t0 = zc_now_us();
+    w->t0 = may_sleep ? zc_now_us() : 0;   /* (a zero timeout reads no clock) */
     w->end = us ? w->t0 + us : 0;
     w->kernel_next = 0;
     w->may_sleep = may_sleep;
@@ -148,7 +148,8 @@ int shim_ready_poll(struct pollfd *fds, nfds_t n, const struct timespec *timeout
                            const sigset_t *mask)
 {
     struct pollfd stack[SHIM_POLL_STACK], *k = stack;
-    int64_t deadline = shim_deadline(timeout);
+    int nowait = timeout && !timeout->tv_sec && !timeout->tv_nsec;
+    int64_t deadline = nowait ? 0 : shim_deadline(timeout);
     shim_wait_t ws;
     int rc = 0;
     nfds_t i, kn = 2 * n;      /* the set, then the paths' wake fds */
@@ -159,7 +160,7 @@ int shim_ready_poll(struct pollfd *fds, nfds_t n, const struct timespec *timeout
         if (!k)
             return zc_real.ppoll(fds, n, timeout, mask);
     }
-    shim_wait_begin(&ws, !timeout || timeout->tv_sec || timeout->tv_nsec);
+    shim_wait_begin(&ws, !nowait);
     for (;;) {
         struct timespec left, zero = { 0, 0 };
         const struct timespec *tmo;
@@ -202,7 +203,7 @@ int shim_ready_poll(struct pollfd *fds, nfds_t n, const struct timespec *timeout
             shim_wait_idle(&ws);
         if (spin && !ready && shim_wait_kernel_skip(&ws))
             continue;       /* the paths' memory only, this time */
-        tmo = ready || spin ? &zero : shim_left(deadline, &left);
+        tmo = ready || spin || nowait ? &zero : shim_left(deadline, &left);
         if (!ready && ask.recheck_ms) {
             struct timespec slice = { ask.recheck_ms / 1000, (ask.recheck_ms % 1000) * 1000000L };
 
@@ -244,8 +245,7 @@ int shim_ready_poll(struct pollfd *fds, nfds_t n, const struct timespec *timeout
                 zc_real.syscall(SYS_read, (long)k[i].fd, (long)&v, (long)sizeof(v), 0L, 0L, 0L);
             errno = saved;
         }
-        if (rc || ready || shim_expired(deadline) || (timeout && !timeout->tv_sec &&
-                                                      !timeout->tv_nsec))
+        if (rc || ready || nowait || shim_expired(deadline))
             break;
     }
     if (ws.spun) {      /* the spin is over: wake-ups it withdrew come back */

@@ -955,12 +955,7 @@ def mailbox_squatter(pid, who):
 
     def result():
         os.waitpid(child, 0)
-        out = b""
-        while True:
-            b = os.read(r, 4096)
-            if not b:
-                break
-            out += b
+        out = read_all(r)
         os.close(r)
         return out
     return result

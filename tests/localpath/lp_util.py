@@ -96,6 +96,16 @@ def recv_exact(s, n):
     return out
 
 
+def read_all(fd):
+    """Everything a pipe's read end gives until EOF."""
+    out = b""
+    while True:
+        b = os.read(fd, 65536)
+        if not b:
+            return out
+        out += b
+
+
 def expect_eof(s):
     check(s.recv(10) == b"", "expected EOF")
 

@@ -20,7 +20,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "localpath"))
-from lp_util import zc_stat  # noqa: E402
+from lp_util import read_all, zc_stat  # noqa: E402
 
 BLOCK = 64 << 20        # the data: a pseudo-random block, read at shifting offsets
 MAXMSG = 4 << 20
@@ -154,12 +154,7 @@ def main():
     c.connect(addr)
     t0 = time.monotonic()
     mine = run_end(c, total, seed)
-    theirs = b""
-    while True:
-        b = os.read(rfd, 65536)
-        if not b:
-            break
-        theirs += b
+    theirs = read_all(rfd)
     os.waitpid(pid, 0)
     dt = time.monotonic() - t0
     if f == socket.AF_UNIX:
