@@ -9,7 +9,7 @@
 TEST_TIERS += programs
 PROGRAMS_CASES ?=
 PROGRAMS_BINS := $(BUILD)/tests/programs/fdopen_lines $(BUILD)/tests/programs/uring_recv \
-		 $(BUILD)/tests/programs/uring_recv_static
+		 $(BUILD)/tests/programs/uring_recv_static $(BUILD)/tests/programs/uring_recv_so
 
 $(BUILD)/tests/programs/fdopen_lines: tests/programs/fdopen_lines.c
 	@mkdir -p $(@D)
@@ -26,6 +26,18 @@ $(BUILD)/tests/programs/uring_recv_static: tests/programs/uring_recv.c
 	@mkdir -p $(@D)
 	$(quiet) CC $@
 	$(Q)$(CC) -O2 -Wall -o $@ $< -Wl,-Bstatic -luring -Wl,-Bdynamic
+
+# the same again with the code and liburing (statically) in a shared library
+# the program needs: the inline io_uring_setup call is in that library
+$(BUILD)/tests/programs/liburing_recv.so: tests/programs/uring_recv.c
+	@mkdir -p $(@D)
+	$(quiet) CC $@
+	$(Q)$(CC) -O2 -Wall -fPIC -shared -Dmain=uring_recv_main -o $@ $< \
+		-Wl,-Bstatic -luring -Wl,-Bdynamic
+
+$(BUILD)/tests/programs/uring_recv_so: tests/programs/uring_recv_so.c $(BUILD)/tests/programs/liburing_recv.so
+	$(quiet) CC $@
+	$(Q)$(CC) -O2 -Wall -o $@ $< -L$(@D) -l:liburing_recv.so -Wl,-rpath,'$$ORIGIN'
 
 # MPI cases: built with each implementation's compiler wrapper when it is
 # installed (the cases skip, saying why, when the binary is missing)

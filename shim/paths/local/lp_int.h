@@ -201,7 +201,6 @@ typedef struct lp_global {
     uint64_t never_paired[LP_HB_COUNT]; /* left before the offer, by reason */
     int uring;                          /* liburing is loaded (pairing.c) */
     unsigned long long uring_adds;      /* the loader's object count when it was not */
-    int uring_scanned;                  /* the program was searched for inline calls */
 } lp_global_t;
 
 extern lp_global_t lp;

@@ -129,8 +129,8 @@ static int lp_needs_uring(const struct dl_phdr_info *info)
     return 0;
 }
 
-/* The program itself makes io_uring_setup system calls inline (liburing
- * linked statically: no DT_NEEDED entry, no libc function): the machine
+/* An object makes io_uring_setup system calls inline (liburing linked
+ * statically: no DT_NEEDED entry, no libc function): the machine
  * code that loads the call's number into the system call register right
  * before the system call instruction, anywhere in its executable segments.
  * A match that is no such call only keeps the process from pairing. */
@@ -173,10 +173,53 @@ static int lp_inline_uring(const struct dl_phdr_info *info)
 #endif
 }
 
-/* One loaded object (dl_iterate_phdr): stop at one that needs liburing,
- * or at once when nothing was loaded since the last look.  The program
- * itself (the first object) is also searched for inline io_uring_setup
- * calls, once. */
+/* Objects already searched for inline calls (their load addresses): each
+ * is searched once; past LP_SCANNED_MAX objects the rest are searched at
+ * every look (a look happens only when the loader added an object). */
+#define LP_SCANNED_MAX 512
+static struct { uintptr_t addr; uint32_t name; } lp_scanned[LP_SCANNED_MAX];
+static int lp_nscanned;
+
+/* Search one object for inline io_uring_setup calls, unless it was, or it
+ * cannot have them: the vDSO, the C library and the loader (no io_uring
+ * wrapper), ourselves (our liburing, which never touches an application's
+ * socket).  Called under dl_iterate_phdr's lock: one at a time. */
+static int lp_object_inline_uring(const struct dl_phdr_info *info)
+{
+    static const char *const skip[] = { "linux-vdso.so", "libc.so", "ld-linux", "libzcsock" };
+    const char *name = info->dlpi_name ? info->dlpi_name : "";
+    const char *base = strrchr(name, '/');
+    uintptr_t me = (uintptr_t)&lp_object_inline_uring;
+    uint32_t h = 2166136261u;   /* the name too: dlclose can free an address for another */
+    int i;
+
+    base = base ? base + 1 : name;
+    for (i = 0; i < (int)(sizeof(skip) / sizeof(skip[0])); i++)
+        if (!strncmp(base, skip[i], strlen(skip[i])))
+            return 0;
+    for (i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        uintptr_t at = info->dlpi_addr + ph->p_vaddr;
+
+        if (ph->p_type == PT_LOAD && me >= at && me - at < ph->p_memsz)
+            return 0;
+    }
+    for (; *name; name++)
+        h = (h ^ (unsigned char)*name) * 16777619u;
+    for (i = 0; i < lp_nscanned; i++)
+        if (lp_scanned[i].addr == info->dlpi_addr && lp_scanned[i].name == h)
+            return 0;
+    if (lp_nscanned < LP_SCANNED_MAX) {
+        lp_scanned[lp_nscanned].addr = info->dlpi_addr;
+        lp_scanned[lp_nscanned++].name = h;
+    }
+    return lp_inline_uring(info);
+}
+
+/* One loaded object (dl_iterate_phdr): stop at one that needs liburing or
+ * makes io_uring_setup calls inline (liburing linked statically into the
+ * program or into a shared library), or at once when nothing was loaded
+ * since the last look. */
 static int lp_uring_seen(struct dl_phdr_info *info, size_t size, void *arg)
 {
     lp_uring_look_t *st = arg;
@@ -185,15 +228,10 @@ static int lp_uring_seen(struct dl_phdr_info *info, size_t size, void *arg)
         st->first = 0;
         if (size >= offsetof(struct dl_phdr_info, dlpi_adds) + sizeof(info->dlpi_adds))
             st->adds = info->dlpi_adds;
-        if (!__atomic_exchange_n(&lp.uring_scanned, 1, __ATOMIC_RELAXED) &&
-            lp_inline_uring(info)) {
-            st->found = 1;
-            return 1;
-        }
         if (st->adds && st->adds == __atomic_load_n(&lp.uring_adds, __ATOMIC_RELAXED))
             return 1;
     }
-    if (!lp_needs_uring(info))
+    if (!lp_needs_uring(info) && !lp_object_inline_uring(info))
         return 0;
     st->found = 1;
     return 1;
@@ -204,10 +242,9 @@ static int lp_uring_seen(struct dl_phdr_info *info, size_t size, void *arg)
  * program or library that links it never pairs, and the first look that
  * finds one hands back what paired before (a library dlopen'ed after
  * pairing).  Looked up again only when the loader added an object since.
- * A program that links liburing statically is found by its inline
- * io_uring_setup calls (lp_inline_uring), and a dlopen of liburing itself
- * (an FFI binding) by its name.  (A shared library with liburing linked in
- * stays unseen.) */
+ * A program or a shared library that links liburing statically is found
+ * by its inline io_uring_setup calls (lp_inline_uring, each object once),
+ * and a dlopen of liburing itself (an FFI binding) by its name. */
 static int lp_uring_loaded(void)
 {
     lp_uring_look_t st = { 0, 0, 1 };
