@@ -76,6 +76,9 @@ for r in epoll poll; do
 done
 # many paired connections in one epoll set (LT and ET), one active at a time
 t_run epoll_many "$T" $PY tests/localpath/lp_epoll_many.py
+# a connect whose listener closes before accepting it: counted as
+# local.declined.connect_failed, not error (tests/localpath/lp_connect_failed.py)
+t_run connect_failed "$T" $PY tests/localpath/lp_connect_failed.py
 t_run epoll_many/spin-fixed "$T" env ZCSOCK_SPIN_US=200 $PY tests/localpath/lp_epoll_many.py
 for r in epoll poll; do
   t_run "ready_spin/$r-fixed" "$T" env T_READY=$r ZCSOCK_SPIN_US=2000 $PY $TL run ready_spin both tcp
