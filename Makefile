@@ -68,6 +68,11 @@ all: lib
 # malloc-hooks is always linked in (shim/shim_mem.c wires it to the cache).
 MH ?= 1
 
+# MPI implementations whose compiler wrapper is installed (mpicc.<name>):
+# the MPI benchmark (examples/) and the MPI test cases (tests/programs/)
+# are built for each.
+MPI_IMPLS := $(foreach m,openmpi mpich,$(if $(shell command -v mpicc.$(m) 2>/dev/null),$(m)))
+
 include common/module.mk
 include shim/module.mk
 -include malloc-hooks/module.mk

@@ -23,13 +23,7 @@ $(BENCH_PROBES): $(BUILD)/%: examples/%.c examples/probe.h
 
 # MPI over TCP (examples/mpi_pingpong.c), built with each MPI's compiler
 # wrapper when it is installed; make bench says so when it is not.
-BENCH_MPI :=
-ifneq ($(shell command -v mpicc.openmpi 2>/dev/null),)
-BENCH_MPI += $(BUILD)/mpi_pingpong_openmpi
-endif
-ifneq ($(shell command -v mpicc.mpich 2>/dev/null),)
-BENCH_MPI += $(BUILD)/mpi_pingpong_mpich
-endif
+BENCH_MPI := $(MPI_IMPLS:%=$(BUILD)/mpi_pingpong_%)
 $(BUILD)/mpi_pingpong_%: examples/mpi_pingpong.c
 	$(quiet) MPICC $@
 	$(Q)mpicc.$* -O2 -Wall -o $@ $<

@@ -39,26 +39,13 @@ $(BUILD)/tests/programs/uring_recv_so: tests/programs/uring_recv_so.c $(BUILD)/t
 	$(quiet) CC $@
 	$(Q)$(CC) -O2 -Wall -o $@ $< -L$(@D) -l:liburing_recv.so -Wl,-rpath,'$$ORIGIN'
 
-# MPI cases: built with each implementation's compiler wrapper when it is
-# installed (the cases skip, saying why, when the binary is missing)
-MPICC_OPENMPI := $(shell command -v mpicc.openmpi 2>/dev/null)
-MPICC_MPICH := $(shell command -v mpicc.mpich 2>/dev/null)
-ifneq ($(MPICC_OPENMPI),)
-PROGRAMS_BINS += $(BUILD)/tests/programs/mpi_check_openmpi
-endif
-ifneq ($(MPICC_MPICH),)
-PROGRAMS_BINS += $(BUILD)/tests/programs/mpi_check_mpich
-endif
-
-$(BUILD)/tests/programs/mpi_check_openmpi: tests/programs/mpi_check.c
+# MPI cases: built with each installed implementation's compiler wrapper
+# (MPI_IMPLS; the cases skip, saying why, when the binary is missing)
+PROGRAMS_BINS += $(MPI_IMPLS:%=$(BUILD)/tests/programs/mpi_check_%)
+$(BUILD)/tests/programs/mpi_check_%: tests/programs/mpi_check.c
 	@mkdir -p $(@D)
 	$(quiet) MPICC $@
-	$(Q)$(MPICC_OPENMPI) -O2 -Wall -o $@ $<
-
-$(BUILD)/tests/programs/mpi_check_mpich: tests/programs/mpi_check.c
-	@mkdir -p $(@D)
-	$(quiet) MPICC $@
-	$(Q)$(MPICC_MPICH) -O2 -Wall -o $@ $<
+	$(Q)mpicc.$* -O2 -Wall -o $@ $<
 
 test-programs: $(LIB) $(PROGRAMS_BINS)
 	$(Q)$(TEST_ENV) tests/programs/run.sh $(PROGRAMS_CASES)

@@ -90,28 +90,47 @@ typedef struct lp_uring_look {
     int found, first;
 } lp_uring_look_t;
 
-/* Is the loaded object liburing, or does it need it (a DT_NEEDED entry)?
- * Our own library has it linked in (the pin-down cache's backend). */
-static int lp_needs_uring(const struct dl_phdr_info *info)
+/* The file name of a loaded object, without its directory ("" for none). */
+static const char *lp_object_base(const struct dl_phdr_info *info)
 {
-    const ElfW(Dyn) *dyn = NULL, *d;
-    uintptr_t me = (uintptr_t)&lp_needs_uring, strtab = 0;
+    const char *name = info->dlpi_name ? info->dlpi_name : "";
+    const char *slash = strrchr(name, '/');
+
+    return slash ? slash + 1 : name;
+}
+
+/* Is the loaded object our own library? */
+static int lp_object_ours(const struct dl_phdr_info *info)
+{
+    uintptr_t me = (uintptr_t)&lp_object_ours;
     int i;
 
-    const char *base = info->dlpi_name ? strrchr(info->dlpi_name, '/') : NULL;
-
-    base = base ? base + 1 : info->dlpi_name;
-    if (base && (!strncmp(base, "liburing.so", 11) || !strncmp(base, "liburing-ffi.so", 15)))
-        return 1;       /* liburing itself (dlopen'ed by an FFI binding: ours is linked in) */
     for (i = 0; i < info->dlpi_phnum; i++) {
         const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
         uintptr_t at = info->dlpi_addr + ph->p_vaddr;
 
         if (ph->p_type == PT_LOAD && me >= at && me - at < ph->p_memsz)
-            return 0;                                   /* ourselves */
-        if (ph->p_type == PT_DYNAMIC)
-            dyn = (const ElfW(Dyn) *)at;
+            return 1;
     }
+    return 0;
+}
+
+/* Is the loaded object liburing, or does it need it (a DT_NEEDED entry)?
+ * Our own library has it linked in (the pin-down cache's backend). */
+static int lp_needs_uring(const struct dl_phdr_info *info)
+{
+    const ElfW(Dyn) *dyn = NULL, *d;
+    const char *base = lp_object_base(info);
+    uintptr_t strtab = 0;
+    int i;
+
+    if (!strncmp(base, "liburing.so", 11) || !strncmp(base, "liburing-ffi.so", 15))
+        return 1;       /* liburing itself (dlopen'ed by an FFI binding: ours is linked in) */
+    if (lp_object_ours(info))
+        return 0;
+    for (i = 0; i < info->dlpi_phnum; i++)
+        if (info->dlpi_phdr[i].p_type == PT_DYNAMIC)
+            dyn = (const ElfW(Dyn) *)(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr);
     if (!dyn)
         return 0;
     for (d = dyn; d->d_tag != DT_NULL; d++)
@@ -186,24 +205,17 @@ static int lp_nscanned;
  * socket).  Called under dl_iterate_phdr's lock: one at a time. */
 static int lp_object_inline_uring(const struct dl_phdr_info *info)
 {
-    static const char *const skip[] = { "linux-vdso.so", "libc.so", "ld-linux", "libzcsock" };
+    static const char *const skip[] = { "linux-vdso.so", "libc.so", "ld-linux" };
     const char *name = info->dlpi_name ? info->dlpi_name : "";
-    const char *base = strrchr(name, '/');
-    uintptr_t me = (uintptr_t)&lp_object_inline_uring;
+    const char *base = lp_object_base(info);
     uint32_t h = 2166136261u;   /* the name too: dlclose can free an address for another */
     int i;
 
-    base = base ? base + 1 : name;
     for (i = 0; i < (int)(sizeof(skip) / sizeof(skip[0])); i++)
         if (!strncmp(base, skip[i], strlen(skip[i])))
             return 0;
-    for (i = 0; i < info->dlpi_phnum; i++) {
-        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-        uintptr_t at = info->dlpi_addr + ph->p_vaddr;
-
-        if (ph->p_type == PT_LOAD && me >= at && me - at < ph->p_memsz)
-            return 0;
-    }
+    if (lp_object_ours(info))
+        return 0;
     for (; *name; name++)
         h = (h ^ (unsigned char)*name) * 16777619u;
     for (i = 0; i < lp_nscanned; i++)
