@@ -125,6 +125,30 @@ void mh_fork_child(void);
 int mh_region_lookup(const void *addr, size_t len, int *memfd_p,
                      uint64_t *offset_p, int *huge_p);
 
+/* Exchange units (page exchange, shim/paths/local/xchg.c).  A unit is one
+ * 2 MiB unit of a used block of a huge arena (2 MiB aligned).  States:
+ *   MH_UNIT_SHARED   the arena's memfd, MAP_SHARED (every unit at first);
+ *   MH_UNIT_PRIV     frozen: MAP_PRIVATE over the same memfd range, so
+ *                    every later write (the kernel's too) copies on write
+ *                    and the memfd range keeps the bytes it had when frozen;
+ *   MH_UNIT_FOREIGN  some of it maps another file MAP_PRIVATE (a received
+ *                    unit mapped in place).
+ * Freeing the block maps the arena's memfd back (SHARED); a fork keeps
+ * frozen and foreign units as they are (already private: both processes
+ * copy on write); madvise(DONTNEED) zeroes through the memfd.  All three
+ * are hook-safe (raw mmap under the arena lock, no allocation). */
+enum { MH_UNIT_SHARED = 0, MH_UNIT_PRIV = 1, MH_UNIT_FOREIGN = 2 };
+#define MH_UNIT_SIZE ((size_t)2 << 20)
+/* Freeze the unit at addr (SHARED -> PRIV; PRIV stays).  0, -EINVAL (not a
+ * unit of a used block of a shared huge arena), -EPERM (FOREIGN), or the
+ * mmap error. */
+int mh_unit_freeze(void *addr);
+/* Map the first 2 MiB of fd MAP_PRIVATE over the unit at addr: FOREIGN.
+ * 0, -EINVAL (not a unit as above) or the mmap error (the unit unchanged). */
+int mh_unit_map(void *addr, int fd);
+/* The unit's state, or -1 when addr is not a unit of a used block. */
+int mh_unit_state(const void *addr);
+
 /* 1 when fd is one of this module's arena memfds (the shim refuses
  * close/dup2 over it).  Hook-safe. */
 int mh_fd_is_internal(int fd);

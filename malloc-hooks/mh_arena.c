@@ -20,6 +20,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/falloc.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
@@ -53,6 +54,8 @@ static int mh_arena_tlb_used;          /* the one hugetlb arena was made */
 static int mh_arena_fork_ok;           /* prepare made every copy */
 
 static void mh_arena_pool_recount(void);
+static void mh_units_restore(mh_arena_t *a, size_t idx, size_t units);
+static int mh_arena_remap_private(mh_arena_t *a);
 
 #define MH_FIT_CLASSES 9      /* classes searched: up to 2x the request */
 
@@ -422,12 +425,13 @@ static int mh_arena_reset(mh_arena_t *a)
  * when it was the last block, reclaim the slot with a fresh memfd. */
 static size_t mh_arena_free_priv(mh_arena_t *a, mh_meta_t *m, void *p, size_t size)
 {
-    zc_real.madvise(p, size, MADV_DONTNEED);
     pthread_mutex_lock(&mh_arena_lock);
     if (!(m->flags & MH_BLK_USED)) {
         pthread_mutex_unlock(&mh_arena_lock);
         return 0;
     }
+    mh_units_restore(a, (size_t)(m - a->meta), size >> a->shift);
+    zc_real.madvise(p, size, MADV_DONTNEED);
     m->flags = 0;
     if (--a->used == 0)
         mh_arena_reset(a);
@@ -450,6 +454,13 @@ size_t mh_arena_free(mh_arena_t *a, void *p)
         return 0;
     if (__atomic_load_n(&a->priv, __ATOMIC_RELAXED))
         return mh_arena_free_priv(a, m, p, size);
+    if (__atomic_load_n(&a->ustates, __ATOMIC_RELAXED)) {
+        /* frozen or foreign units get the arena's shared pages back first */
+        pthread_mutex_lock(&mh_arena_lock);
+        if ((m->flags & MH_BLK_USED) && !a->priv)
+            mh_units_restore(a, (size_t)(m - a->meta), size >> a->shift);
+        pthread_mutex_unlock(&mh_arena_lock);
+    }
     release = __atomic_load_n(&mh_st_pool_bytes, __ATOMIC_RELAXED) + size > MH_POOL_CAP;
     if (release)
         zc_real.madvise(p, size, MADV_REMOVE);
@@ -460,6 +471,7 @@ size_t mh_arena_free(mh_arena_t *a, void *p)
     }
     if (a->priv) {
         /* a fork made the arena private while we were on our way here */
+        mh_units_restore(a, (size_t)(m - a->meta), size >> a->shift);
         zc_real.madvise(p, size, MADV_DONTNEED);
         m->flags = 0;
         if (--a->used == 0)
@@ -686,9 +698,7 @@ void mh_arena_fork_prepare(void)
 
         if (a->priv || !a->used)
             continue;
-        if (zc_real.mmap(a->base, a->size, PROT_READ | PROT_WRITE,
-                         MAP_PRIVATE | MAP_FIXED | (a->hugetlb ? 0 : MAP_NORESERVE),
-                         a->fd, 0) != MAP_FAILED) {
+        if (mh_arena_remap_private(a) == 0) {
             mh_arena_drop_free_lists(a);
             __atomic_store_n(&a->priv, 1, __ATOMIC_RELEASE);
         } else if (mh_arena_fork_copy(a) < 0) {
@@ -750,6 +760,178 @@ void mh_arena_fork_child(void)
     }
     mh_arena_pool_recount();
     pthread_mutex_unlock(&mh_arena_lock);
+}
+
+/* ---- exchange units (mh.h) ------------------------------------------------ */
+
+#define MH_UNIT_SCAN 256      /* units a block can span, with class rounding */
+
+/* The meta of the unit at addr when it lies in a used block of a shared,
+ * THP-or-plain huge arena (hugetlb: a private mapping could SIGBUS), else
+ * NULL.  Lock held. */
+static mh_meta_t *mh_unit_find(const void *addr, mh_arena_t **a_p)
+{
+    mh_arena_t *a = mh_arena_find(addr);
+    size_t idx, i;
+
+    if (!a || !a->huge || a->hugetlb || a->priv || ((uintptr_t)addr & (MH_HUGE - 1)))
+        return NULL;
+    idx = (size_t)((const char *)addr - a->base) >> a->shift;
+    if (idx >= a->bump)
+        return NULL;
+    for (i = idx; !a->meta[i].cls; i--)       /* back to the block's start */
+        if (i == 0 || idx - i >= MH_UNIT_SCAN)
+            return NULL;
+    if (!(a->meta[i].flags & MH_BLK_USED) || i + mh_class_units(a->meta[i].cls - 1u) <= idx)
+        return NULL;
+    *a_p = a;
+    return &a->meta[idx];
+}
+
+/* Map [addr, addr+len) of arena a (file range at the same offset) again,
+ * MAP_SHARED or MAP_PRIVATE.  0 or -errno.  Lock held. */
+static int mh_unit_remap(mh_arena_t *a, void *addr, size_t len, int type)
+{
+    off_t off = (off_t)((char *)addr - a->base);
+
+    if (zc_real.mmap(addr, len, PROT_READ | PROT_WRITE, type | MAP_FIXED | MAP_NORESERVE,
+                     a->fd, off) == MAP_FAILED)
+        return -errno;
+    if (mh_arena_cfg.thp)
+        zc_real.madvise(addr, len, MADV_HUGEPAGE);
+    return 0;
+}
+
+static void mh_unit_set(mh_arena_t *a, mh_meta_t *m, uint8_t st)
+{
+    a->ustates += (st != MH_UNIT_SHARED) - (m->ustate != MH_UNIT_SHARED);
+    m->ustate = st;
+}
+
+int mh_unit_freeze(void *addr)
+{
+    int e = errno, rc = 0;
+    mh_arena_t *a;
+    mh_meta_t *m;
+
+    pthread_mutex_lock(&mh_arena_lock);
+    m = mh_unit_find(addr, &a);
+    if (!m)
+        rc = -EINVAL;
+    else if (m->ustate == MH_UNIT_FOREIGN)
+        rc = -EPERM;
+    else if (m->ustate == MH_UNIT_SHARED && (rc = mh_unit_remap(a, addr, MH_HUGE, MAP_PRIVATE)) == 0)
+        mh_unit_set(a, m, MH_UNIT_PRIV);
+    pthread_mutex_unlock(&mh_arena_lock);
+    errno = e;
+    return rc;
+}
+
+int mh_unit_map(void *addr, int fd)
+{
+    int e = errno, rc = 0;
+    mh_arena_t *a;
+    mh_meta_t *m;
+
+    pthread_mutex_lock(&mh_arena_lock);
+    m = mh_unit_find(addr, &a);
+    if (!m) {
+        rc = -EINVAL;
+    } else if (zc_real.mmap(addr, MH_HUGE, PROT_READ | PROT_WRITE,
+                            MAP_PRIVATE | MAP_FIXED | MAP_NORESERVE, fd, 0) == MAP_FAILED) {
+        rc = -errno;
+    } else {
+        if (mh_arena_cfg.thp)
+            zc_real.madvise(addr, MH_HUGE, MADV_HUGEPAGE);
+        mh_unit_set(a, m, MH_UNIT_FOREIGN);
+    }
+    pthread_mutex_unlock(&mh_arena_lock);
+    errno = e;
+    return rc;
+}
+
+int mh_unit_state(const void *addr)
+{
+    mh_arena_t *a;
+    mh_meta_t *m;
+    int st;
+
+    pthread_mutex_lock(&mh_arena_lock);
+    m = mh_unit_find(addr, &a);
+    st = m ? m->ustate : -1;
+    pthread_mutex_unlock(&mh_arena_lock);
+    return st;
+}
+
+/* Units [idx, idx+units) of a go back to the arena's memfd: MAP_SHARED in a
+ * shared arena, MAP_PRIVATE in a private generation (a freed block whose
+ * pages are dropped next).  Lock held. */
+static void mh_units_restore(mh_arena_t *a, size_t idx, size_t units)
+{
+    for (size_t i = idx; a->ustates && i < idx + units && i < a->nunits; i++)
+        if (a->meta[i].ustate != MH_UNIT_SHARED) {
+            mh_unit_remap(a, a->base + (i << a->shift), MH_HUGE,
+                          a->priv ? MAP_PRIVATE : MAP_SHARED);
+            mh_unit_set(a, &a->meta[i], MH_UNIT_SHARED);
+        }
+}
+
+/* See mh_int.h. */
+int mh_arena_units_zero(mh_arena_t *a, void *addr, size_t len)
+{
+    char *p = addr, *end = p + MH_ALIGN_UP(len, MH_PAGE);
+    int e = errno;
+
+    if (!a->huge || !__atomic_load_n(&a->ustates, __ATOMIC_RELAXED))
+        return 0;
+    pthread_mutex_lock(&mh_arena_lock);
+    while (p < end) {
+        size_t idx = (size_t)(p - a->base) >> a->shift;
+        char *ue = a->base + ((idx + 1) << a->shift), *se = ue < end ? ue : end;
+        off_t off = (off_t)(p - a->base);
+        uint8_t st = idx < a->nunits ? a->meta[idx].ustate : MH_UNIT_SHARED;
+
+        if (st == MH_UNIT_SHARED) {
+            zc_real.madvise(p, (size_t)(se - p), MADV_REMOVE);
+        } else {
+            /* zero the memfd's range, then read it through a private view */
+            syscall(SYS_fallocate, a->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, off,
+                    (off_t)(se - p));
+            if (st == MH_UNIT_PRIV)
+                zc_real.madvise(p, (size_t)(se - p), MADV_DONTNEED);
+            else
+                mh_unit_remap(a, p, (size_t)(se - p), MAP_PRIVATE);
+        }
+        p = se;
+    }
+    pthread_mutex_unlock(&mh_arena_lock);
+    errno = e;
+    return 1;
+}
+
+/* Remap arena a MAP_PRIVATE over its memfd for a fork, except frozen and
+ * foreign units, which are private already (a remap would drop their
+ * copied-on-write pages).  0 or -1.  Lock held. */
+static int mh_arena_remap_private(mh_arena_t *a)
+{
+    size_t i = 0, n = a->ustates ? a->bump : 0;
+
+    if (!n)
+        return zc_real.mmap(a->base, a->size, PROT_READ | PROT_WRITE,
+                            MAP_PRIVATE | MAP_FIXED | (a->hugetlb ? 0 : MAP_NORESERVE), a->fd,
+                            0) == MAP_FAILED ? -1 : 0;
+    while (i < a->nunits) {
+        size_t j = i;
+
+        while (j < a->nunits && (j >= n || a->meta[j].ustate == MH_UNIT_SHARED))
+            j++;
+        if (j > i && zc_real.mmap(a->base + (i << a->shift), (j - i) << a->shift,
+                                  PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_FIXED | MAP_NORESERVE,
+                                  a->fd, (off_t)(i << a->shift)) == MAP_FAILED)
+            return -1;
+        i = j + 1;          /* j is a frozen or foreign unit (or the end) */
+    }
+    return 0;
 }
 
 /* Unit tests only: unmap every arena and forget them. */

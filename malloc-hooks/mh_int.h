@@ -97,8 +97,9 @@ size_t mh_class_units(unsigned cls);
 typedef struct mh_meta {
     uint32_t next;     /* free list link: unit index + 1, 0 = end */
     uint8_t cls;       /* class + 1 at a block start, 0 elsewhere */
-    uint8_t flags;     /* MH_BLK_* */
-    uint16_t pad;
+    uint8_t flags;     /* MH_BLK_* (block start) */
+    uint8_t ustate;    /* huge arenas, every unit: MH_UNIT_* (mh.h; lock) */
+    uint8_t pad;
 } mh_meta_t;
 
 #define MH_BLK_USED  0x1
@@ -121,6 +122,7 @@ typedef struct mh_arena {
                               exchangeable, no new blocks; reclaimed with a
                               fresh memfd when its last block is freed */
     size_t used;           /* used blocks (lock) */
+    size_t ustates;        /* units not MH_UNIT_SHARED (lock) */
 } mh_arena_t;
 
 typedef struct mh_arena_cfg {
@@ -179,6 +181,11 @@ void mh_arena_fork_prepare(void);
 void mh_arena_fork_parent(void);
 void mh_arena_fork_child(void);
 void mh_arena_reset_for_test(void);
+/* madvise(DONTNEED) over [addr, addr+len) of a shared huge arena that holds
+ * frozen or foreign units (mh_unit_*): 1 when it handled the call (the
+ * range now reads zeros), 0 when the caller's plain MADV_REMOVE is right
+ * (no such unit in the range).  Hook-safe. */
+int mh_arena_units_zero(mh_arena_t *a, void *addr, size_t len);
 
 /* ---- allocator / mapping helpers ------------------------------------- */
 

@@ -159,6 +159,8 @@ MH_EXPORT int madvise(void *addr, size_t len, int advice)
         if (mh_map_in_arena(addr, len)) {
             if (advice == MADV_FREE)
                 return 0;
+            if (advice != MADV_REMOVE && mh_arena_units_zero(a, addr, len))
+                return 0;
             if (advice == MADV_DONTNEED || advice == MADV_DONTNEED_LOCKED)
                 advice = MADV_REMOVE;
         }

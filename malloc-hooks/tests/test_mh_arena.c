@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -354,6 +355,101 @@ static void t_fork_private_generation(void **state)
     mh_arena_free(mh_arena_find(q), q);
 }
 
+/* The file bytes behind arena address q (what a peer would map). */
+static char t_file_byte(mh_arena_t *a, const char *q)
+{
+    char c = 0;
+
+    assert_int_equal(pread(a->fd, &c, 1, q - a->base), 1);
+    return c;
+}
+
+/* Exchange units: freeze (copy-on-write over the memfd), a foreign mapping,
+ * zeroing by madvise, fork, and the memfd coming back at free. */
+static void t_units(void **state)
+{
+    int dirty, st, xfd = memfd_create("t-xu", 0);
+    size_t U = MH_UNIT_SIZE;
+    char *p = mh_arena_alloc(3 * U, 1, &dirty), *q;
+    mh_arena_t *a = mh_arena_find(p);
+    pid_t pid;
+
+    (void)state;
+    assert_non_null(p);
+    assert_int_equal((uintptr_t)p % U, 0);
+    memset(p, 'a', 3 * U);
+    assert_int_equal(mh_unit_state(p), MH_UNIT_SHARED);
+    assert_int_equal(mh_unit_state(p + 3 * U), -1);            /* past the block */
+    assert_int_equal(mh_unit_freeze(p + 4096), -EINVAL);        /* not a unit start */
+    assert_int_equal(mh_unit_freeze(p + U), 0);
+    assert_int_equal(mh_unit_freeze(p + U), 0);                 /* idempotent */
+    assert_int_equal(mh_unit_state(p + U), MH_UNIT_PRIV);
+    assert_int_equal(a->ustates, 1);
+    p[U + 10] = 'b';                                            /* copies on write */
+    assert_int_equal(p[U + 10], 'b');
+    assert_int_equal(t_file_byte(a, p + U + 10), 'a');          /* frozen bytes kept */
+    p[10] = 'c';                                                /* shared unit: the file */
+    assert_int_equal(t_file_byte(a, p + 10), 'c');
+
+    /* a foreign unit: another file's bytes, private */
+    assert_true(xfd >= 0);
+    assert_int_equal(ftruncate(xfd, (off_t)U), 0);
+    assert_int_equal(pwrite(xfd, "zz", 2, 0), 2);
+    assert_int_equal(mh_unit_map(p + 2 * U, xfd), 0);
+    assert_int_equal(mh_unit_state(p + 2 * U), MH_UNIT_FOREIGN);
+    assert_int_equal(p[2 * U], 'z');
+    assert_int_equal(p[2 * U + 5], 0);
+    assert_int_equal(mh_unit_freeze(p + 2 * U), -EPERM);
+    p[2 * U + 1] = 'w';
+    assert_int_equal(pread(xfd, &st, 1, 1), 1);
+    assert_int_equal((char)st, 'z');                            /* not written through */
+
+    /* madvise(DONTNEED) zeroes the range whatever the unit's state */
+    assert_int_equal(mh_arena_units_zero(a, p + U + 4096, 8192), 1);
+    assert_int_equal(p[U + 4096], 0);
+    assert_int_equal(p[U + 4096 + 8191], 0);
+    assert_int_equal(p[U + 10], 'b');
+    assert_int_equal(p[U + 4096 + 8192], 'a');
+    assert_int_equal(mh_arena_units_zero(a, p + 2 * U, 4096), 1);
+    assert_int_equal(p[2 * U], 0);
+    assert_int_equal(p[2 * U + 4096], 0);                       /* the foreign file's zeros */
+    p[2 * U + 1] = 'w';
+
+    /* fork: frozen and foreign units keep their bytes on both sides */
+    mh_arena_fork_prepare();
+    pid = fork();
+    if (pid == 0) {
+        mh_arena_fork_child();
+        _exit(p[U + 10] == 'b' && p[10] == 'c' && p[2 * U + 1] == 'w' ? 0 : 1);
+    }
+    mh_arena_fork_parent();
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    assert_int_equal(p[U + 10], 'b');
+    assert_int_equal(p[2 * U + 1], 'w');
+    assert_true(a->priv);
+    assert_int_equal(mh_unit_freeze(p), -EINVAL);               /* private generation */
+    assert_true(mh_arena_free(a, p) > 0);                       /* last block: reclaimed */
+    assert_int_equal(a->ustates, 0);
+    assert_false(a->priv);
+
+    /* free in a shared arena maps the memfd back */
+    p = mh_arena_alloc(2 * U, 1, &dirty);
+    a = mh_arena_find(p);
+    assert_int_equal(mh_unit_freeze(p), 0);
+    assert_int_equal(mh_unit_map(p + U, xfd), 0);
+    assert_int_equal(a->ustates, 2);
+    q = mh_arena_alloc(U, 1, &dirty);                           /* keeps p off the bump end */
+    assert_true(mh_arena_free(a, p) > 0);
+    assert_int_equal(a->ustates, 0);
+    p = mh_arena_alloc(2 * U, 1, &dirty);                       /* the same block again */
+    p[U + 7] = 'q';
+    assert_int_equal(t_file_byte(a, p + U + 7), 'q');            /* shared again */
+    mh_arena_free(a, p);
+    mh_arena_free(a, q);
+    close(xfd);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -370,6 +466,7 @@ int main(void)
         cmocka_unit_test_setup(t_threads_alloc_free, t_setup),
         cmocka_unit_test_setup(t_fork_child_gets_private_copy, t_setup),
         cmocka_unit_test_setup(t_fork_private_generation, t_setup),
+        cmocka_unit_test_setup(t_units, t_setup),
     };
 
     return cmocka_run_group_tests_name("mh_arena", tests, NULL, NULL);
