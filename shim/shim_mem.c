@@ -65,12 +65,14 @@ static void shim_mem_fork_prepare(void)
     mh_fork_prepare();
     if (shim_pdc)
         pdc_fork_prepare(shim_pdc);
+    shim_xu_fork_prepare();
     zc_pool_fork_prepare();
 }
 
 static void shim_mem_fork_parent(void)
 {
     zc_pool_fork_parent();
+    shim_xu_fork_parent();
     if (shim_pdc)
         pdc_fork_parent(shim_pdc);
     mh_fork_parent();
@@ -79,6 +81,7 @@ static void shim_mem_fork_parent(void)
 static void shim_mem_fork_child(void)
 {
     zc_pool_fork_child();
+    shim_xu_fork_child();
     if (shim_pdc)
         pdc_fork_child(shim_pdc);
     mh_fork_child();
@@ -185,10 +188,12 @@ size_t shim_mem_report(char *buf, size_t size)
 
 int shim_mem_fd_is_internal(int fd)
 {
-    return mh_fd_is_internal(fd);
+    return mh_fd_is_internal(fd) || shim_xu_fd_is_internal(fd);
 }
 
 int shim_mem_fd_move(int fd)
 {
-    return mh_fd_move(fd);
+    int rc = mh_fd_move(fd);
+
+    return rc ? rc : shim_xu_fd_move(fd);
 }

@@ -33,4 +33,30 @@ SHIM_MEM_API int shim_mem_fd_is_internal(int fd);
  * Returns 0 or -errno.  Hook-safe. */
 SHIM_MEM_API int shim_mem_fd_move(int fd);
 
+/* Page exchange, the lending side (shim_xu.c): the exchange-unit cache.
+ * shim_xu_lend() returns in *x the sealed unit file (x->fd, the library's
+ * descriptor, valid until shim_xu_release) holding the bytes of the 2 MiB
+ * unit at unit, a 2 MiB-aligned unit of a placed huge block, registering it
+ * on a miss (the unit is frozen: the application's later writes copy on
+ * write).  0, or -EINVAL (not such a unit, or no cache), -EPERM (a received
+ * unit), -EFAULT (rewritten since it was lent: refused until freed),
+ * -EAGAIN (budget, limits or descriptors exhausted), -ENOSPC, -ENOMEM.
+ * Not from a memory hook. */
+typedef struct shim_xu {
+    int fd;
+    unsigned long long ino;     /* the unit file's inode (st_ino) */
+    void *region;               /* the cache's reference */
+} shim_xu_t;
+SHIM_MEM_API int shim_xu_lend(void *unit, shim_xu_t *x);
+SHIM_MEM_API void shim_xu_release(shim_xu_t *x);
+/* 1 when no page of the 2 MiB unit at unit is private to this process
+ * (pagemap): a frozen unit still holds its frozen bytes. */
+SHIM_MEM_API int shim_xu_clean(const void *unit);
+/* Wiring for shim_mem.c. */
+void shim_xu_fork_prepare(void);
+void shim_xu_fork_parent(void);
+void shim_xu_fork_child(void);
+int shim_xu_fd_is_internal(int fd);
+int shim_xu_fd_move(int fd);
+
 #endif

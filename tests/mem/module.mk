@@ -1,6 +1,6 @@
 # Tier "mem": the memory subsystem wired end to end (malloc-hooks events
 # invalidating the pin-down cache), in a program linking the library's objects.
-MEM_TESTS := $(BUILD)/tests/mem/t_wiring $(BUILD)/tests/mem/t_storm
+MEM_TESTS := $(BUILD)/tests/mem/t_wiring $(BUILD)/tests/mem/t_storm $(BUILD)/tests/mem/t_xu
 
 $(BUILD)/tests/mem/%: tests/mem/%.c $(LIB_OBJS)
 	@mkdir -p $(@D)

@@ -1,0 +1,378 @@
+/* Page exchange, the lending side: the pin-down cache over exchange units.
+ *
+ * A send of whole 2 MiB units of a placed huge block will lend each unit by
+ * identity instead of copying it (ARCHITECTURE.md "Page exchange").  This
+ * file is the registration behind that: a pdc_t of its own ("pdc.xu."
+ * statistics) whose backend makes, for a unit of the application's memory,
+ * the unit file a peer may map, and which the memory events invalidate like
+ * the wire path's cache.
+ *
+ *   reg(unit)   mh_unit_freeze(): the application's view of the unit becomes
+ *               MAP_PRIVATE over the arena memfd's range, so its writes (and
+ *               the kernel's) copy on write from now on and that range keeps
+ *               its bytes.  This replaces a mapping by one of the same file,
+ *               so a store racing with it lands in one or the other and is
+ *               never lost.  Then: no page of the unit may be private yet
+ *               (pagemap); its bytes are copied into a new 2 MiB memfd (it
+ *               holds nothing but them: a peer given it sees no neighbour),
+ *               which is sealed (F_SEAL_WRITE | SHRINK | GROW | SEAL: nobody,
+ *               us included, changes it again) and kept as the library's
+ *               descriptor, above the internal floor.
+ *   get (hit)   the registration still holds the application's bytes when no
+ *               page of the unit became private since (shim_xu_lend checks
+ *               pagemap: every present page is the memfd's).  Otherwise the
+ *               unit was rewritten: the registration is invalidated and the
+ *               next reg() fails with -EFAULT, which the cache remembers
+ *               (negative entry) until the application frees the block.  A
+ *               program that refills one buffer pays one copy-on-write pass
+ *               (ARCHITECTURE.md: 48x a plain write of the unit) and then
+ *               goes through the ring; one that sends a buffer it does not
+ *               change, or a fresh buffer each time, lends.
+ *   dereg       close the unit file (a peer that was given it keeps its own
+ *               reference).
+ *
+ * Descriptors: one per registration, in a slot table (handle.id = slot) so a
+ * dup2 onto one can move it (shim_xu_fd_move).  A fork child closes its
+ * copies (pdc's fork_child forgets the registrations) and reopens pagemap.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "mh.h"
+#include "pdc.h"
+#include "shim_mem.h"
+#include "shim_path.h"
+#include "zc_config.h"
+#include "zc_pool.h"
+#include "zc_real.h"
+#include "zc_stats.h"
+
+#define XU_UNIT      MH_UNIT_SIZE
+#define XU_PM_PRESENT (1ull << 63)
+#define XU_PM_SWAP    (1ull << 62)
+#define XU_PM_FILE    (1ull << 61)
+
+typedef struct xu_slot {
+    int fd;                 /* -1 free, -2 being filled */
+    uint64_t ino;
+} xu_slot_t;
+
+static struct {
+    pthread_mutex_t lock;   /* set-up only */
+    int state;              /* 0 not tried, 1 ready, -1 unavailable (atomic) */
+    pdc_t *pdc;
+    pdc_ops_t ops;
+    xu_slot_t *slots;
+    unsigned nslots;
+    int pagemap;            /* /proc/self/pagemap, -1 */
+    int minfd;              /* lowest descriptor number kept (a quick "not ours") */
+    uint64_t rewritten;     /* units found rewritten since they were lent */
+    uint64_t lends;         /* units handed out by shim_xu_lend */
+} xu = { .lock = PTHREAD_MUTEX_INITIALIZER, .pagemap = -1, .minfd = INT32_MAX };
+
+static void xu_kept(int fd)
+{
+    int m = __atomic_load_n(&xu.minfd, __ATOMIC_RELAXED);
+
+    while (fd >= 0 && fd < m &&
+           !__atomic_compare_exchange_n(&xu.minfd, &m, fd, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+        ;
+}
+
+static void xu_close(int fd)
+{
+    if (fd >= 0)
+        zc_real.close(fd);
+}
+
+/* A new sealed 2 MiB memfd holding the bytes at unit.  fd or -errno. */
+static int xu_unit_file(const void *unit, uint64_t *ino_p)
+{
+    int fd = memfd_create("zcsock-xu", MFD_CLOEXEC | MFD_ALLOW_SEALING), err;
+    struct stat st;
+    void *m;
+
+    if (fd < 0)
+        return -errno;
+    if (fchmod(fd, 0) < 0 || ftruncate(fd, (off_t)XU_UNIT) < 0)
+        goto fail;
+    m = zc_real.mmap(NULL, XU_UNIT, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (m == MAP_FAILED)
+        goto fail;
+    zc_real.madvise(m, XU_UNIT, MADV_HUGEPAGE);
+    memcpy(m, unit, XU_UNIT);
+    zc_real.munmap(m, XU_UNIT);
+    if (fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0 ||
+        fstat(fd, &st) < 0)
+        goto fail;
+    *ino_p = st.st_ino;
+    fd = shim_fd_internal_raise(fd);
+    xu_kept(fd);
+    return fd;
+fail:
+    err = -errno;
+    xu_close(fd);
+    return err;
+}
+
+static int xu_pagemap(void)
+{
+    int fd = __atomic_load_n(&xu.pagemap, __ATOMIC_ACQUIRE), nfd;
+
+    if (fd >= 0)
+        return fd;
+    nfd = shim_fd_internal_raise(open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC));
+    if (nfd < 0)
+        return -1;
+    xu_kept(nfd);
+    if (!__atomic_compare_exchange_n(&xu.pagemap, &fd, nfd, 0, __ATOMIC_ACQ_REL,
+                                     __ATOMIC_ACQUIRE)) {
+        xu_close(nfd);
+        return fd;
+    }
+    return nfd;
+}
+
+/* 1 when no page of the unit at unit is private to this process (each
+ * present page is the file's, none is swapped out): the unit still holds
+ * what it held when it was frozen.  0 otherwise or when pagemap cannot be
+ * read. */
+int shim_xu_clean(const void *unit)
+{
+    uint64_t e[XU_UNIT / 4096];
+    int fd = xu_pagemap();
+
+    if (fd < 0 || pread(fd, e, sizeof(e), (off_t)((uintptr_t)unit / 4096 * 8)) !=
+                      (ssize_t)sizeof(e))
+        return 0;
+    for (size_t i = 0; i < XU_UNIT / 4096; i++)
+        if ((e[i] & XU_PM_SWAP) || ((e[i] & XU_PM_PRESENT) && !(e[i] & XU_PM_FILE)))
+            return 0;
+    return 1;
+}
+
+static int xu_reg(void *arg, void *addr, size_t len, pdc_handle_t *h)
+{
+    uint64_t ino = 0;
+    int rc, fd;
+
+    (void)arg;
+    if (len != XU_UNIT || ((uintptr_t)addr & (XU_UNIT - 1)))
+        return -EINVAL;
+    rc = mh_unit_freeze(addr);
+    if (rc)
+        return rc == -EPERM || rc == -EINVAL ? rc : -EAGAIN;
+    if (!shim_xu_clean(addr)) {
+        __atomic_fetch_add(&xu.rewritten, 1, __ATOMIC_RELAXED);
+        return -EFAULT;     /* rewritten since frozen: remembered until freed */
+    }
+    for (unsigned i = 0; i < xu.nslots; i++) {
+        int fr = -1;
+
+        if (!__atomic_compare_exchange_n(&xu.slots[i].fd, &fr, -2, 0, __ATOMIC_ACQUIRE,
+                                         __ATOMIC_RELAXED))
+            continue;
+        fd = xu_unit_file(addr, &ino);
+        if (fd < 0) {
+            __atomic_store_n(&xu.slots[i].fd, -1, __ATOMIC_RELEASE);
+            return fd == -EMFILE || fd == -ENFILE || fd == -ENOMEM ? -EAGAIN : fd;
+        }
+        xu.slots[i].ino = ino;
+        __atomic_store_n(&xu.slots[i].fd, fd, __ATOMIC_RELEASE);
+        h->id = i;
+        h->aux = ino;
+        h->ptr = addr;
+        return 0;
+    }
+    return -EAGAIN;
+}
+
+static int xu_dereg(void *arg, pdc_handle_t h)
+{
+    int fd;
+
+    (void)arg;
+    if (h.id >= xu.nslots)
+        return -EINVAL;
+    fd = __atomic_exchange_n(&xu.slots[h.id].fd, -2, __ATOMIC_ACQ_REL);
+    xu_close(fd);
+    __atomic_store_n(&xu.slots[h.id].fd, -1, __ATOMIC_RELEASE);
+    return 0;
+}
+
+/* Fork child: the registrations are the parent's; close our copies of their
+ * files, and pagemap (it describes the parent). */
+static void xu_fork_child(void *arg)
+{
+    (void)arg;
+    for (unsigned i = 0; i < xu.nslots; i++) {
+        xu_close(xu.slots[i].fd);
+        xu.slots[i].fd = -1;
+    }
+    xu_close(xu.pagemap);
+    xu.pagemap = -1;
+}
+
+static void xu_on_event(unsigned kind, void *addr, size_t len, void *arg)
+{
+    (void)kind;
+    pdc_range_invalidate(arg, addr, len);
+}
+
+#define XU_STAT_NAME(id, suffix) [PDC_STAT_##id] = "pdc.xu." suffix,
+static const char *const xu_stat_names[PDC_STAT_COUNT] = { PDC_STAT_LIST(XU_STAT_NAME) };
+
+static void xu_visit(void *arg, zc_stats_emit_func_t emit, void *ctx)
+{
+    (void)arg;
+    for (unsigned i = 0; i < PDC_STAT_COUNT; i++)
+        emit(ctx, xu_stat_names[i], pdc_stats_get(xu.pdc, i));
+    emit(ctx, "xu.lends", __atomic_load_n(&xu.lends, __ATOMIC_RELAXED));
+    emit(ctx, "xu.rewritten", __atomic_load_n(&xu.rewritten, __ATOMIC_RELAXED));
+}
+
+static const zc_stats_source_t xu_source = { xu_visit, NULL };
+
+/* Make the cache once.  1 ready, 0 unavailable. */
+static int xu_start(void)
+{
+    int st = __atomic_load_n(&xu.state, __ATOMIC_ACQUIRE);
+    pdc_params_t pp;
+
+    if (st)
+        return st > 0;
+    pthread_mutex_lock(&xu.lock);
+    if (!xu.state) {
+        xu.state = -1;
+        pdc_params_default(&pp);
+        pp.max_bytes = zc_config.pdc_max_bytes;
+        pp.max_entries = (unsigned)zc_config.pdc_max_entries;
+        pp.budget[PDC_SEND] = zc_config.pdc_send_budget;
+        pp.budget[PDC_RECV] = zc_config.pdc_recv_budget;
+        pp.memlock_bytes = PDC_MEMLOCK_NONE;   /* nothing is pinned: unit files */
+        pp.alloc = zc_pool_alloc_cb;
+        pp.free = zc_pool_free_cb;
+        xu.nslots = pp.max_entries;
+        xu.slots = zc_pool_alloc_cb(NULL, xu.nslots * sizeof(xu_slot_t));
+        memset(&xu.ops, 0, sizeof(xu.ops));
+        xu.ops.name = "xu";
+        xu.ops.reg = xu_reg;
+        xu.ops.dereg = xu_dereg;
+        xu.ops.fork_child = xu_fork_child;
+        xu.ops.max_region_len = XU_UNIT;
+        xu.ops.max_regions = xu.nslots;
+        if (xu.slots) {
+            for (unsigned i = 0; i < xu.nslots; i++)
+                xu.slots[i].fd = -1;
+            if (pdc_create(&pp, &xu.ops, NULL, &xu.pdc) == 0) {
+                if (mh_event_subscribe(MH_EV_ALL, xu_on_event, xu.pdc) >= 0) {
+                    zc_stats_source_add(&xu_source);
+                    xu.state = 1;
+                } else {
+                    pdc_destroy(xu.pdc);
+                    xu.pdc = NULL;
+                }
+            }
+        }
+    }
+    st = xu.state;
+    pthread_mutex_unlock(&xu.lock);
+    return st > 0;
+}
+
+int shim_xu_lend(void *unit, shim_xu_t *x)
+{
+    pdc_region_t *r;
+    int rc;
+
+    x->region = NULL;
+    if (((uintptr_t)unit & (XU_UNIT - 1)) || !xu_start())
+        return -EINVAL;
+    rc = pdc_region_get(xu.pdc, unit, XU_UNIT, PDC_SEND, PDC_F_NOWAIT | PDC_F_NOMERGE, &r);
+    if (rc)
+        return rc;
+    /* a registration found (not made) by this get may be stale: the
+     * application wrote the unit since it was lent */
+    if (!shim_xu_clean(unit)) {
+        __atomic_fetch_add(&xu.rewritten, 1, __ATOMIC_RELAXED);
+        pdc_range_invalidate(xu.pdc, unit, XU_UNIT);
+        pdc_region_put(xu.pdc, r, PDC_SEND);
+        return -EFAULT;
+    }
+    x->fd = __atomic_load_n(&xu.slots[r->handle.id].fd, __ATOMIC_ACQUIRE);
+    x->ino = (unsigned long long)r->handle.aux;
+    x->region = r;
+    __atomic_fetch_add(&xu.lends, 1, __ATOMIC_RELAXED);
+    return 0;
+}
+
+void shim_xu_release(shim_xu_t *x)
+{
+    if (x->region)
+        pdc_region_put(xu.pdc, x->region, PDC_SEND);
+    x->region = NULL;
+}
+
+void shim_xu_fork_prepare(void)
+{
+    if (__atomic_load_n(&xu.state, __ATOMIC_ACQUIRE) > 0)
+        pdc_fork_prepare(xu.pdc);
+}
+
+void shim_xu_fork_parent(void)
+{
+    if (__atomic_load_n(&xu.state, __ATOMIC_ACQUIRE) > 0)
+        pdc_fork_parent(xu.pdc);
+}
+
+void shim_xu_fork_child(void)
+{
+    if (__atomic_load_n(&xu.state, __ATOMIC_ACQUIRE) > 0)
+        pdc_fork_child(xu.pdc);
+}
+
+int shim_xu_fd_is_internal(int fd)
+{
+    if (fd < __atomic_load_n(&xu.minfd, __ATOMIC_RELAXED) ||
+        __atomic_load_n(&xu.state, __ATOMIC_ACQUIRE) <= 0)
+        return 0;
+    if (fd == __atomic_load_n(&xu.pagemap, __ATOMIC_RELAXED))
+        return 1;
+    for (unsigned i = 0; i < xu.nslots; i++)
+        if (__atomic_load_n(&xu.slots[i].fd, __ATOMIC_RELAXED) == fd)
+            return 1;
+    return 0;
+}
+
+int shim_xu_fd_move(int fd)
+{
+    int *where = NULL, to;
+
+    if (!shim_xu_fd_is_internal(fd))
+        return 0;
+    if (fd == xu.pagemap)
+        where = &xu.pagemap;
+    for (unsigned i = 0; !where && i < xu.nslots; i++)
+        if (xu.slots[i].fd == fd)
+            where = &xu.slots[i].fd;
+    if (!where)
+        return 0;
+    to = zc_real.fcntl(fd, F_DUPFD_CLOEXEC, shim_fd_internal_floor());
+    if (to < 0)
+        to = zc_real.fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    if (to < 0)
+        return -errno;
+    xu_kept(to);
+    if (!__atomic_compare_exchange_n(where, &fd, to, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+        xu_close(to);       /* it closed meanwhile */
+        return 0;
+    }
+    xu_close(fd);
+    return 0;
+}
