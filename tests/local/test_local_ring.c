@@ -371,6 +371,81 @@ static void test_pages(void **state)
     t_pair_close(&p);
 }
 
+/* A fake pages_read: the record's stream byte at offset o is (o * 7 + pos) & 0xff;
+ * counts the calls that consumed. */
+static int t_pr_consumed, t_pr_fail;
+static ssize_t t_pages_read(void *ctx, int dir, const local_ring_frame_t *f, uint64_t off,
+                            const struct iovec *dst, int dstcnt, int consume)
+{
+    ssize_t n = 0;
+
+    (void)ctx;
+    (void)dir;
+    if (t_pr_fail)
+        return -EIO;
+    for (int i = 0; i < dstcnt; i++)
+        for (size_t j = 0; j < dst[i].iov_len; j++, n++)
+            ((uint8_t *)dst[i].iov_base)[j] = (uint8_t)((off + (uint64_t)n) * 7 + f->pos);
+    assert_true(off + (uint64_t)n <= f->bytes);
+    if (consume) {
+        assert_int_equal(off + (uint64_t)n, f->bytes);
+        t_pr_consumed++;
+    }
+    return n;
+}
+
+/* With pages_read, PAGES bytes read like BYTES: across records, in part
+ * (the consumer line keeps the rest), peeked, and a failure consumes nothing. */
+static void test_pages_read(void **state)
+{
+    local_ring_page_t pg = { 0, 1, 0, 21 };
+    local_ring_frame_t f;
+    uint64_t rpos;
+    uint8_t *buf = malloc(3 << 20);
+    size_t U = 2 << 20, got = 0;
+    t_pair_t p;
+    int ret;
+
+    (void)state;
+    t_pair_open(&p, 4096);
+    p.b.pages_read = t_pages_read;
+    t_pr_consumed = t_pr_fail = 0;
+    t_write(&p.a, AB, "abc", 3, NULL);
+    assert_int_equal(local_ring_frame_next(&p.b, AB, &f), 0);
+    rpos = f.next;                              /* where the PAGES record will be */
+    assert_true(local_ring_pages_write(&p.a, AB, &pg, 1) >= 0);
+    t_write(&p.a, AB, "de", 2, NULL);
+    /* 3 bytes and 10 of the unit */
+    assert_int_equal(t_read(&p.b, AB, buf, 13, 0, &ret), 13);
+    assert_false(ret & LOCAL_RING_F_RECORD);
+    assert_memory_equal(buf, "abc", 3);
+    for (int i = 0; i < 10; i++)
+        assert_int_equal(buf[3 + i], (uint8_t)(i * 7 + rpos));
+    assert_int_equal(t_pr_consumed, 0);
+    assert_int_equal(local_ring_readable(&p.b, AB), U - 10 + 2);
+    /* the rest, seen by frame_next */
+    assert_int_equal(local_ring_frame_next(&p.b, AB, &f), 0);
+    assert_int_equal(f.type, LOCAL_RING_REC_PAGES);
+    assert_int_equal(f.skip, 10);
+    assert_int_equal(f.bytes, U - 10);
+    /* a failing resolver: nothing consumed */
+    t_pr_fail = 1;
+    assert_int_equal(local_ring_read(&p.b, AB, &(struct iovec){ buf, 100 }, 1, 0, &got), -EIO);
+    assert_int_equal(local_ring_readable(&p.b, AB), U - 10 + 2);
+    t_pr_fail = 0;
+    /* peek 5, then everything */
+    assert_int_equal(t_read(&p.b, AB, buf, 5, LOCAL_RING_PEEK, NULL), 5);
+    assert_int_equal(buf[0], (uint8_t)(10 * 7 + rpos));
+    assert_int_equal(t_read(&p.b, AB, buf, 3 << 20, 0, &ret), U - 10 + 2);
+    assert_int_equal(buf[0], (uint8_t)(10 * 7 + rpos));
+    assert_int_equal(buf[U - 11], (uint8_t)((U - 1) * 7 + rpos));
+    assert_memory_equal(buf + U - 10, "de", 2);
+    assert_int_equal(t_pr_consumed, 1);
+    assert_int_equal(local_ring_readable(&p.b, AB), 0);
+    t_pair_close(&p);
+    free(buf);
+}
+
 /* A MARK record (hand-back) stops reads like PAGES, carries no stream
  * bytes, and quiet mode claims no announcement while local_ring_claim does. */
 static void test_mark_quiet(void **state)
@@ -967,6 +1042,7 @@ int main(void)
         cmocka_unit_test(test_wrap_around),
         cmocka_unit_test(test_iov_across_wrap),
         cmocka_unit_test(test_peek),
+        cmocka_unit_test(test_pages_read),
         cmocka_unit_test(test_full_partial),
         cmocka_unit_test(test_eof),
         cmocka_unit_test(test_pages),

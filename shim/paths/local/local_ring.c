@@ -51,6 +51,8 @@
 #define LR_REC_HDR      8u
 #define LR_BYTES_CAP    (1ULL << 40)    /* sanity bound of bytes_head - bytes_tail */
 #define LR_DESC_SIZE    16u
+#define LR_LEFT_PAGES   0x80000000u     /* rec_left: the rest of the PAGES record at tail */
+#define LR_PAGES_BYTES_MAX ((uint64_t)LOCAL_RING_PAGES_MAX << 21)  /* stream bytes per PAGES */
 #define LR_MARK_SIZE    8u
 
 _Static_assert(sizeof(local_ring_hdr_t) <= LOCAL_RING_HDR_SIZE, "header page");
@@ -234,9 +236,16 @@ int local_ring_ctl_snap(local_ring_t *ch, int dir, int role, local_ring_snap_t *
     s->bytes_tail = LR_LOAD(&ctl->bytes_tail);
     if ((s->head & (LR_ALIGN - 1)) || s->head - s->tail > ch->ring_size)
         return lr_broken(ch);
-    if (s->rec_left == 0 ? (s->tail & (LR_ALIGN - 1)) != 0
-                         : (s->rec_left > LOCAL_RING_CHUNK || s->rec_left > s->head - s->tail))
+    if (s->rec_left & LR_LEFT_PAGES) {
+        /* the rest of a PAGES record at tail (the record's header is there) */
+        if ((s->tail & (LR_ALIGN - 1)) || (s->rec_left & ~LR_LEFT_PAGES) == 0 ||
+            (s->rec_left & ~LR_LEFT_PAGES) > LR_PAGES_BYTES_MAX || s->head - s->tail < LR_REC_HDR)
+            return lr_broken(ch);
+    } else if (s->rec_left == 0 ? (s->tail & (LR_ALIGN - 1)) != 0
+                                : (s->rec_left > LOCAL_RING_CHUNK ||
+                                   s->rec_left > s->head - s->tail)) {
         return lr_broken(ch);
+    }
     if (s->bytes_head - s->bytes_tail > LR_BYTES_CAP)
         return lr_broken(ch);
     return 0;
@@ -278,6 +287,7 @@ int local_ring_frame_parse(local_ring_t *ch, int dir, const local_ring_snap_t *s
     f->len = (uint32_t)(word >> 32);
     f->pos = pos;
     f->bytes = 0;
+    f->skip = 0;
     f->npages = 0;
     f->mark = 0;
     avail = s->head - pos - LR_REC_HDR;
@@ -318,6 +328,8 @@ int local_ring_frame_parse(local_ring_t *ch, int dir, const local_ring_snap_t *s
         for (int i = 0; i < f->npages; i++)
             if (lr_page_check(&f->pages[i], &f->bytes))
                 return lr_broken(ch);
+        if (f->bytes > LR_PAGES_BYTES_MAX)
+            return lr_broken(ch);
         break;
     default:
         return lr_broken(ch);
@@ -660,6 +672,8 @@ int local_ring_pages_write(local_ring_t *ch, int dir, const local_ring_page_t *p
     for (int i = 0; i < n; i++)
         if (lr_page_check(&pages[i], &bytes))
             return -EINVAL;
+    if (bytes > LR_PAGES_BYTES_MAX)
+        return -EINVAL;
     need = LR_REC_HDR + (uint64_t)n * LR_DESC_SIZE;
     rc = lr_prod_begin(ch, dir, &s);
     if (rc || (rc = lr_room(ch, dir, &s, need, &room)))
@@ -756,6 +770,48 @@ static int lr_cons_commit(local_ring_t *ch, int dir, uint64_t tail, uint32_t rec
     return lr_wake_producer(ch, dir, tail);
 }
 
+/* Take up to n bytes of the cursor's destination as iovecs (at most wmax),
+ * advancing it; returns how many iovecs, *got_p the bytes they hold. */
+static int lr_cur_window(lr_iov_cur_t *c, size_t n, struct iovec *w, int wmax, size_t *got_p)
+{
+    size_t got = 0;
+    int k = 0;
+
+    while (got < n && k < wmax && lr_cur_more(c)) {
+        size_t m = c->iov[c->i].iov_len - c->off;
+
+        if (m > n - got)
+            m = n - got;
+        w[k].iov_base = (uint8_t *)c->iov[c->i].iov_base + c->off;
+        w[k++].iov_len = m;
+        c->off += m;
+        got += m;
+    }
+    *got_p = got;
+    return k;
+}
+
+/* Read up to the rest of PAGES record f (from byte off) through
+ * ch->pages_read into the cursor.  Bytes placed, or -errno. */
+static ssize_t lr_pages_to_cur(local_ring_t *ch, int dir, lr_iov_cur_t *c,
+                               const local_ring_frame_t *f, uint64_t off, int peek)
+{
+    struct iovec w[16];
+    lr_iov_cur_t save = *c;
+    size_t got;
+    int k = lr_cur_window(c, f->bytes - off, w, 16, &got);
+    ssize_t n;
+
+    if (!k)
+        return 0;
+    n = ch->pages_read(ch->pages_ctx, dir, f, off, w, k, !peek && off + got == f->bytes);
+    if (n != (ssize_t)got) {
+        *c = save;
+        return n < 0 ? n : -EPROTO;
+    }
+    return n;
+}
+
 int local_ring_read(local_ring_t *ch, int dir, const struct iovec *iov, int iovcnt,
                     int flags, size_t *done_p)
 {
@@ -777,17 +833,37 @@ int local_ring_read(local_ring_t *ch, int dir, const struct iovec *iov, int iovc
     while (lr_cur_more(&cur)) {
         size_t n;
 
-        if (left == 0) {
+        if (left == 0 || (left & LR_LEFT_PAGES)) {
             rc = local_ring_frame_parse(ch, dir, &s, pos, &f);
             if (rc == -EAGAIN)
                 break;
             if (rc)
                 return rc;
+            if (left && (f.type != LOCAL_RING_REC_PAGES || (left & ~LR_LEFT_PAGES) > f.bytes))
+                return lr_broken(ch);
             if (f.type == LOCAL_RING_REC_PAD) {
                 pos = f.next;
                 if (!done) {    /* taken at once, even by a peek: no stream bytes */
                     ret |= lr_cons_commit(ch, dir, pos, 0, s.bytes_tail);
                     s.tail = pos;
+                }
+                continue;
+            }
+            if (f.type == LOCAL_RING_REC_PAGES && ch->pages_read) {
+                uint64_t off = left ? f.bytes - (left & ~LR_LEFT_PAGES) : 0;
+                ssize_t m = lr_pages_to_cur(ch, dir, &cur, &f, off, flags & LOCAL_RING_PEEK);
+
+                if (m < 0) {
+                    if (done)
+                        break;      /* what was read stands; the error comes next time */
+                    return (int)m;
+                }
+                done += (size_t)m;
+                if (off + (uint64_t)m == f.bytes) {
+                    pos = f.next;
+                    left = 0;
+                } else {
+                    left = LR_LEFT_PAGES | (f.bytes - off - (uint64_t)m);
                 }
                 continue;
             }
@@ -834,6 +910,16 @@ int local_ring_frame_next(local_ring_t *ch, int dir, local_ring_frame_t *f)
 
     if (rc)
         return rc;
+    if (s.rec_left & LR_LEFT_PAGES) {
+        rc = local_ring_frame_parse(ch, dir, &s, s.tail, f);
+        if (rc)
+            return rc;
+        if (f->type != LOCAL_RING_REC_PAGES || (s.rec_left & ~LR_LEFT_PAGES) > f->bytes)
+            return lr_broken(ch);
+        f->skip = f->bytes - (s.rec_left & ~LR_LEFT_PAGES);
+        f->bytes -= f->skip;
+        return 0;
+    }
     if (s.rec_left) {
         memset(f, 0, sizeof(*f));
         f->type = LOCAL_RING_REC_BYTES;

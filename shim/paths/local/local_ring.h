@@ -175,6 +175,8 @@ typedef struct local_ring_snap {
 /* A validated record, copied out of the ring. */
 typedef struct local_ring_frame {
     int type;                   /* LOCAL_RING_REC_* */
+    uint64_t skip;              /* PAGES: stream bytes of it already read (a partial
+                                 * read left the rest: local_ring_frame_next) */
     uint32_t len;               /* payload bytes (BYTES) / descriptor bytes */
     uint64_t pos;               /* ring position of the record header */
     uint64_t next;              /* ring position of the next record */
@@ -229,6 +231,16 @@ typedef struct local_ring {
                                  * is one doorbell byte sent (or on its way)
                                  * to our kernel socket */
     local_ring_stats_t stats;
+    /* Page exchange: how local_ring_read turns a PAGES record's pages into
+     * bytes (NULL: it stops at the record, LOCAL_RING_F_RECORD).  Called with
+     * the record f, the offset off of the first byte wanted among its stream
+     * bytes, and destination iovecs for the next bytes (at most the record's
+     * rest); consume: these bytes end the record and the read consumes them.
+     * Returns the bytes it placed (all of dst) or -errno (the read fails with
+     * it, nothing consumed). */
+    ssize_t (*pages_read)(void *ctx, int dir, const struct local_ring_frame *f, uint64_t off,
+                          const struct iovec *dst, int dstcnt, int consume);
+    void *pages_ctx;
 } local_ring_t;
 
 /* Create a channel with ring_size bytes per direction (0: the default;
@@ -305,8 +317,11 @@ int local_ring_claim_kind(local_ring_t *ch, int dir, int role, int kind);
 /* Copy stream bytes from direction dir into iov[0..iovcnt), scattered
  * straight into the iovecs, crossing records; consume them unless flags has
  * LOCAL_RING_PEEK.  Stops at an EOF record (LOCAL_RING_F_EOF; the record
- * stays, so later reads see EOF again) or a PAGES or MARK record (LOCAL_RING_F_RECORD;
- * take it with local_ring_frame_next/consume).  *done_p = bytes copied; 0 with
+ * stays, so later reads see EOF again), a MARK record, or a PAGES record when
+ * ch->pages_read is NULL (LOCAL_RING_F_RECORD; take it with
+ * local_ring_frame_next/consume).  With pages_read, a PAGES record's bytes
+ * are read like a BYTES record's, through it; a read may take part of one
+ * (the consumer line then says how much is left, LR_LEFT_PAGES).  *done_p = bytes copied; 0 with
  * no flag means empty.  Returns flags (LOCAL_RING_F_DOORBELL: the producer
  * sleeps for space that is now free), -EINVAL, -EPROTO. */
 int local_ring_read(local_ring_t *ch, int dir, const struct iovec *iov, int iovcnt,
