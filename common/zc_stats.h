@@ -80,6 +80,23 @@
       "(pidfd_getfd, once per connection)")                                             \
     X(LOCAL_WAKES_AVOIDED, "local.wakes_avoided", "ring writes that needed no wake-up "  \
       "signal: the peer was not waiting (busy, or spinning)")                           \
+    X(LOCAL_XCHG_LENT, "local.xchg.bytes_lent", "bytes sent as lent 2 MiB units "      \
+      "(page exchange) instead of through the ring")                                     \
+    X(LOCAL_XCHG_MAPPED, "local.xchg.bytes_mapped", "lent bytes received by mapping "   \
+      "the unit in place (no copy)")                                                     \
+    X(LOCAL_XCHG_COPIED, "local.xchg.bytes_copied", "lent bytes received by one copy "  \
+      "out of the unit (destination not a placed, aligned unit, a peek, a part)")        \
+    X(LOCAL_XCHG_UNAVAILABLE, "local.xchg.unavailable", "connections whose sends "    \
+      "could not lend at all: no 2 MiB shared pages, or no memory events (ZCSOCK_DEBUG "  \
+      "says why)")                                                                       \
+    X(LOCAL_XCHG_NOT_PLACED, "local.xchg.not_placed", "2 MiB-aligned units of a send "  \
+      "that were not placed huge memory (sent through the ring)")                        \
+    X(LOCAL_XCHG_REWRITTEN, "local.xchg.rewritten", "units refused because the "        \
+      "application wrote them since they were lent (sent through the ring)")             \
+    X(LOCAL_XCHG_BUDGET, "local.xchg.budget", "units refused by the cache's limits or " \
+      "budget, or for want of descriptors (sent through the ring)")                      \
+    X(LOCAL_XCHG_NO_TRANSPORT, "local.xchg.no_transport", "lends given up because the " \
+      "peer holds no unit transport of ours or it was full (sent through the ring)")     \
     X(LOCAL_PROTO_ERRORS, "local.proto_errors",                                          \
       "channels found corrupted (the connection then reads as reset)")
 

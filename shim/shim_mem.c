@@ -93,7 +93,7 @@ static int shim_mem_hooks_start(void)
     mh_params_t mp = {
         .alloc_min = zc_config.alloc_min,
         .huge_min = zc_config.alloc_huge_min,
-        .placement = (int)zc_config.alloc_placement,
+        .placement = (int)(zc_config.alloc_placement || zc_config.exchange),
         .no_atfork = 1,     /* ordered with the cache's in shim_mem_fork_* */
     };
     const char *reason = "";
@@ -109,7 +109,7 @@ static int shim_mem_hooks_start(void)
     if (st & MH_ST_SELFTEST_FAILED)
         zc_log(ZC_LOG_NOTICE, "memory events are not delivered (%s): zero-copy paths off",
                reason);
-    if (zc_config.alloc_placement && !(st & MH_ST_PLACEMENT_ACTIVE) &&
+    if ((zc_config.alloc_placement || zc_config.exchange) && !(st & MH_ST_PLACEMENT_ACTIVE) &&
         !(st & MH_ST_FOREIGN_ALLOCATOR))
         zc_log(ZC_LOG_NOTICE, "large-buffer placement unavailable (%s)", reason);
     zc_stats_source_add(&shim_mem_mh_source);

@@ -48,10 +48,18 @@ typedef struct shim_xu {
     void *region;               /* the cache's reference */
 } shim_xu_t;
 SHIM_MEM_API int shim_xu_lend(void *unit, shim_xu_t *x);
+/* 1 when units can be lent at all (the cache exists: memory events work and
+ * shared memory has 2 MiB pages); the first call says why not, once, under
+ * ZCSOCK_DEBUG. */
+SHIM_MEM_API int shim_xu_ready(void);
 SHIM_MEM_API void shim_xu_release(shim_xu_t *x);
 /* 1 when no page of the 2 MiB unit at unit is private to this process
  * (pagemap): a frozen unit still holds its frozen bytes. */
 SHIM_MEM_API int shim_xu_clean(const void *unit);
+/* Receive a unit in place: map the first 2 MiB of unit file fd
+ * copy-on-write over the 2 MiB-aligned unit of a placed huge block at dst.
+ * 0, or -EINVAL (dst is not such a unit) or the mmap error (dst unchanged). */
+SHIM_MEM_API int shim_xu_map(void *dst, int fd);
 /* Wiring for shim_mem.c. */
 void shim_xu_fork_prepare(void);
 void shim_xu_fork_parent(void);

@@ -49,6 +49,7 @@
 #include "shim_mem.h"
 #include "shim_path.h"
 #include "zc_config.h"
+#include "zc_log.h"
 #include "zc_pool.h"
 #include "zc_real.h"
 #include "zc_stats.h"
@@ -248,6 +249,14 @@ static int xu_start(void)
     if (st)
         return st > 0;
     pthread_mutex_lock(&xu.lock);
+    if (!xu.state && !(mh_status(NULL) & MH_ST_HUGE_THP)) {
+        /* on 4 KiB pages mapping a unit costs more than copying it
+         * (ARCHITECTURE.md, "Page exchange"): the ring stays */
+        xu.state = -1;
+        zc_log(ZC_LOG_NOTICE, "page exchange off: shared memory has no 2 MiB pages here "
+               "(/sys/kernel/mm/transparent_hugepage/shmem_enabled is never or deny; "
+               "advise turns them on): copying through the ring");
+    }
     if (!xu.state) {
         xu.state = -1;
         pdc_params_default(&pp);
@@ -286,6 +295,11 @@ static int xu_start(void)
     return st > 0;
 }
 
+int shim_xu_ready(void)
+{
+    return xu_start();
+}
+
 int shim_xu_lend(void *unit, shim_xu_t *x)
 {
     pdc_region_t *r;
@@ -317,6 +331,11 @@ void shim_xu_release(shim_xu_t *x)
     if (x->region)
         pdc_region_put(xu.pdc, x->region, PDC_SEND);
     x->region = NULL;
+}
+
+int shim_xu_map(void *dst, int fd)
+{
+    return mh_unit_map(dst, fd);
 }
 
 void shim_xu_fork_prepare(void)

@@ -238,6 +238,7 @@ lp_conn_t *lp_conn_new(int state)
     c->ann = c->memfd = c->efd = c->peer_efd = -1;
     c->fds[0] = c->fds[1] = c->fds[2] = c->fds[3] = -1;
     c->lowat = 1;
+    lp_xchg_init(c);
     lp_list_lock();
     c->next = lp.head;
     if (lp.head)
@@ -345,6 +346,7 @@ void lp_cached_set(lp_cached_t *k, int64_t v)
 void lp_channel_adopt(lp_conn_t *c, int memfd, int fd)
 {
     c->memfd = shim_fd_internal_keep(memfd, &path_local, c);
+    lp_xchg_attach(c);
     lp_holders_add(c, 1);
     c->sole = 1;                /* pairing attaches only a socket no one else holds */
     lp_side_publish(c, fd);

@@ -214,6 +214,7 @@ void lp_inherit_one(const int *fds, int nfds, int memfd, int side, unsigned flag
     }
     c->memfd = shim_fd_internal_keep(memfd, &path_local, c);
     zc_real.fcntl(c->memfd, F_SETFD, FD_CLOEXEC);
+    lp_xchg_attach(c);
     path_local_mbox_ensure();   /* for a lingering peer socket (LINGER, handback.c) */
     lp_side_publish(c, fd);
     c->tx_ring = !!(flags & LP_F_TX_RING);

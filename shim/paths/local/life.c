@@ -140,6 +140,7 @@ void lp_conn_release(lp_conn_t *c, int fd)
         }
         local_ring_close(&c->ch, 0);
     }
+    lp_xchg_close(c);                   /* after the hand-back: it may read our units */
     shim_fd_internal_drop(c->memfd);    /* after the linger: the post proves with it */
     lp_conn_free(c);
 }
@@ -291,7 +292,8 @@ static void lp_op_flags_changed(shim_fd_t *f, int fd)
  * &mbox) moved from one number to another. */
 static void lp_internal_moved(void *ctx, int from, int to)
 {
-    if (!path_local_mbox_moved(ctx, from, to) && !lp_efd_moved(ctx, from, to))
+    if (!path_local_mbox_moved(ctx, from, to) && !lp_efd_moved(ctx, from, to) &&
+        !lp_xchg_moved(ctx, from, to))
         ((lp_conn_t *)ctx)->memfd = to;
 }
 

@@ -661,6 +661,11 @@ int local_ring_eof_write(local_ring_t *ch, int dir)
     return lr_publish(ch, dir, &s, LOCAL_RING_REC_EOF, 0, LR_REC_HDR, 0);
 }
 
+uint64_t local_ring_head_pos(local_ring_t *ch, int dir)
+{
+    return LR_LOAD(&ch->hdr->ctl[dir].head);
+}
+
 int local_ring_pages_write(local_ring_t *ch, int dir, const local_ring_page_t *pages, int n)
 {
     local_ring_snap_t s;

@@ -295,6 +295,10 @@ int local_ring_write(local_ring_t *ch, int dir, const struct iovec *iov, int iov
  * -EAGAIN when there is no room for it yet, -EPROTO. */
 int local_ring_eof_write(local_ring_t *ch, int dir);
 
+/* The ring position the next record of direction dir will have (the
+ * producer's own head). */
+uint64_t local_ring_head_pos(local_ring_t *ch, int dir);
+
 /* Append a PAGES record of n (1..LOCAL_RING_PAGES_MAX) descriptors.  Returns
  * flags, -EAGAIN (no room), -EINVAL (bad descriptor), -EPROTO. */
 int local_ring_pages_write(local_ring_t *ch, int dir, const local_ring_page_t *pages,

@@ -62,6 +62,7 @@
 
 #define LP_SIDE_OFF  2048u      /* per-side shared words in the header page */
 #define LP_IOV_WIN   64         /* iovecs handled per ring call */
+#define LP_XCHG_MIN  (2u << 20) /* a send shorter than a unit never lends (xchg.c) */
 #define LP_ROOM_KEEP 64         /* ring bytes a write leaves for the EOF record */
 #define LP_LOOK_US 1000         /* most a non-blocking receive goes without a kernel
                                  * look (lp_rx_empty) */
@@ -88,7 +89,22 @@ typedef struct lp_side {
      * stay idle; pump_pid: the peer's pump process moving them (PEER PUMP,
      * handback.c). */
     int32_t sock_pid, sock_no, pump_pid;
+    /* Page exchange (xchg.c): this side, as a sender, offers the receiving
+     * end of its unit transport (process xs_pid, descriptor xs_no,
+     * generation xs_gen); as a receiver it says which generation of the
+     * peer's it holds (xs_ack). */
+    int32_t xs_pid, xs_no;
+    uint32_t xs_gen, xs_ack;
 } lp_side_t;
+
+/* The PAGES record being read (xchg.c): its unit files (copies installed by
+ * a peek at the transport) and read-only maps made on demand. */
+typedef struct lp_xrec {
+    uint64_t pos;                   /* the record's ring position */
+    int dir, n;                     /* n == 0: none loaded */
+    int fd[LOCAL_RING_PAGES_MAX];
+    void *map[LOCAL_RING_PAGES_MAX];
+} lp_xrec_t;
 
 #define LP_RV_REQ 1u            /* this side handed the connection back */
 #define LP_RV_TX  2u            /* this side sends through the kernel for good */
@@ -124,6 +140,13 @@ typedef struct lp_cached {
 
 typedef struct lp_conn {
     struct lp_conn *next, *prev;    /* all connections (fork) */
+    /* page exchange (xchg.c) */
+    int x_tx, x_rx;                 /* our unit transport's ends, -1 */
+    uint32_t x_gen;                 /* ... the generation our side words offer */
+    int x_in;                       /* the peer's transport (receiving end), -1 */
+    uint32_t x_in_gen;
+    uint8_t x_off;                  /* no transport of ours can be made */
+    lp_xrec_t xr;
     int refs;                       /* descriptors of this process */
     int state;                      /* LP_* */
     int ann;                        /* announcement (pending client), -1 */
@@ -432,5 +455,18 @@ void path_local_mbox_fork_child(void);
 int path_local_mbox_moved(void *ctx, int from, int to);
 void path_local_scm_send(int fd, const struct msghdr *msg);
 void path_local_scm_received(struct msghdr *msg);
+
+/* Page exchange (xchg.c). */
+void lp_xchg_init(lp_conn_t *c);
+void lp_xchg_attach(lp_conn_t *c);
+void lp_xchg_offered(lp_conn_t *c);
+/* Lend the whole 2 MiB units at stream byte `sent` of msg (TX lock held):
+ * the bytes lent (one PAGES record, *flags_p its ring flags), 0 when none
+ * (the ring window is then cut to *lim_p: up to the next unit, or the one
+ * refused), or -errno (the channel broke). */
+ssize_t lp_xchg_send(lp_conn_t *c, const struct msghdr *msg, size_t sent, size_t *lim_p,
+                     int *flags_p);
+void lp_xchg_close(lp_conn_t *c);
+int lp_xchg_moved(lp_conn_t *c, int from, int to);
 
 #endif

@@ -143,7 +143,7 @@ static ssize_t lp_tx_full(lp_conn_t *c, int fd, lp_tx_t *t)
 static ssize_t lp_tx_step(lp_conn_t *c, shim_fd_t *f, int fd, lp_tx_t *t)
 {
     struct iovec win[LP_IOV_WIN];
-    size_t done = 0;
+    size_t done = 0, lim;
     int64_t room;
     int k, rc;
 
@@ -165,8 +165,26 @@ static ssize_t lp_tx_step(lp_conn_t *c, shim_fd_t *f, int fd, lp_tx_t *t)
     }
     if (room <= LP_ROOM_KEEP)
         return lp_tx_full(c, fd, t);
-    k = lp_iov_window(t->msg->msg_iov, t->msg->msg_iovlen, t->sent,
-                      (size_t)(room - LP_ROOM_KEEP), win);
+    lim = (size_t)(room - LP_ROOM_KEEP);
+    if (zc_config.exchange && t->total - t->sent >= LP_XCHG_MIN) {
+        ssize_t x = lp_xchg_send(c, t->msg, t->sent, &lim, &rc);
+
+        if (x < 0) {
+            lp_unlock(c, LP_TX);
+            return t->sent ? (ssize_t)t->sent : lp_broken(c);
+        }
+        if (x > 0) {
+            lp_wake(c, fd, rc, local_ring_wait_word(&c->ch, lp_txdir(c), LOCAL_RING_ROLE_CONS));
+            t->sent += (size_t)x;
+            zc_stat_add(ZC_STAT_LOCAL_SEND_BYTES, (uint64_t)x);
+            if (t->sent == t->total) {
+                lp_unlock(c, LP_TX);
+                return (ssize_t)t->sent;
+            }
+            return LP_CONTINUE;
+        }
+    }
+    k = lp_iov_window(t->msg->msg_iov, t->msg->msg_iovlen, t->sent, lim, win);
     rc = local_ring_write(&c->ch, lp_txdir(c), win, k, &done);
     c->ch.hot = 0;          /* until we read again: a stream keeps walking the ring */
     if (rc < 0) {

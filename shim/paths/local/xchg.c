@@ -1,0 +1,457 @@
+/* The local path: page exchange (issue 13; ARCHITECTURE.md "Page exchange").
+ *
+ * SENDING (lp_xchg_send, from the ring send loop, TX lock held).  Where a
+ * send's bytes reach a 2 MiB-aligned address with at least one whole 2 MiB
+ * unit after it in the same iovec, the units are lent instead of copied:
+ * shim_xu_lend() gives each one's sealed unit file (the exchange-unit cache's
+ * registration; the application's later writes to the unit copy on write),
+ * one message on the unit transport carries the files (SCM_RIGHTS) with
+ * {seq, inodes}, then one PAGES record names them in the ring.  Bytes before
+ * the first unit go through the ring as usual, the ring window cut at the
+ * unit.  A unit that is refused (not placed huge memory, rewritten since it
+ * was lent, cache limits, no transport) goes through the ring, counted by
+ * reason.
+ *
+ * THE UNIT TRANSPORT.  A socketpair (SOCK_SEQPACKET) of the sending side,
+ * made by the process that paired the connection at its first lend.  It
+ * keeps both ends and offers the receiving one in its side words (xs_pid,
+ * xs_no, xs_gen), as efd.c offers eventfds; the receiver fetches it
+ * (pidfd_getfd) and acknowledges the generation (xs_ack); units are lent
+ * only while that acknowledgement stands.  The receiver's copy makes a lend
+ * durable: a sender that dies after its sendmsg leaves the message queued
+ * there, files included, as the kernel still delivers a crashed TCP
+ * sender's bytes.  Order: under the TX lock the message goes out before its
+ * record is published, with the record's ring position as seq, so the head
+ * of the queue always belongs to the oldest PAGES record in the ring.
+ *
+ * RECEIVING (lp_xchg_pages_read: the ring's pages_read).  local_ring_read
+ * meets a PAGES record: the head message is peeked (MSG_PEEK installs copies
+ * of its files) and checked against the record (seq, count; each file a
+ * sealed 2 MiB regular file with the inode the message names), then the
+ * record's bytes are placed: a whole unit that lands on a 2 MiB-aligned unit
+ * of a placed huge block is mapped there copy-on-write (shim_xu_map, no
+ * copy); anything else (a part, a peek, another buffer) is copied out of a
+ * read-only map of the file: one copy where the ring makes two.  The read
+ * that ends the record takes the message off the queue.  Whoever reads a
+ * ring resolves its records this way: a receive, a hand-back giving our own
+ * unread records to the kernel (through our copy of the receiving end), a
+ * pump, a process that inherited the connection (fetching the transport
+ * from the sender on demand).
+ *
+ * TRUST.  The transport is fetched only from the process the channel header
+ * names as the peer side, and must be a SOCK_SEQPACKET AF_UNIX socket; a
+ * message is checked before use and a bad one breaks the channel (reads as
+ * reset).  A peer that lies can only corrupt what it sends to us, which it
+ * could do through the ring anyway.  Unit files are sealed against writes:
+ * nobody, their maker included, changes one after it is made.
+ */
+#include "lp_int.h"
+#include "shim_mem.h"
+
+#include <sys/mman.h>
+#include <sys/socket.h>
+
+#define LX_UNIT  ((size_t)2 << 20)
+#define LX_MAGIC 0x31787a63736b637aULL
+#define LX_SEALS (F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW)
+
+typedef struct lx_msg {
+    uint64_t magic;
+    uint64_t seq;           /* ring position of the PAGES record it belongs to */
+    uint32_t n;             /* files, one per descriptor of the record */
+    uint32_t pad;
+    uint64_t ino[LOCAL_RING_PAGES_MAX];
+} lx_msg_t;
+
+typedef union {
+    struct cmsghdr h;
+    char buf[CMSG_SPACE(LOCAL_RING_PAGES_MAX * sizeof(int))];
+} lx_cmsg_t;
+
+static ssize_t lp_xchg_pages_read(void *ctx, int dir, const local_ring_frame_t *f, uint64_t off,
+                                  const struct iovec *dst, int dstcnt, int consume);
+
+void lp_xchg_attach(lp_conn_t *c)
+{
+    c->ch.pages_read = lp_xchg_pages_read;
+    c->ch.pages_ctx = c;
+}
+
+void lp_xchg_init(lp_conn_t *c)
+{
+    c->x_tx = c->x_rx = c->x_in = -1;
+    c->xr.n = 0;
+}
+
+/* --- the transport ------------------------------------------------------------ */
+
+/* Our transport, made at the first lend of a connection this process
+ * paired, and acknowledged by the peer: 1, else 0. */
+static int lx_transport(lp_conn_t *c)
+{
+    lp_side_t *me;
+    int sv[2];
+    uint32_t gen;
+
+    if (c->x_tx < 0) {
+        if (c->x_off || !c->sole || shim_vfork_child())
+            return 0;
+        if (zc_real.socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sv)) {
+            c->x_off = 1;
+            return 0;
+        }
+        c->x_tx = shim_fd_internal_keep(sv[0], &path_local, c);
+        c->x_rx = shim_fd_internal_keep(sv[1], &path_local, c);
+        me = lp_side(c, c->ch.side);
+        gen = __atomic_load_n(&me->xs_gen, __ATOMIC_ACQUIRE) + 1;
+        if (!gen)
+            gen = 1;
+        __atomic_store_n(&me->xs_pid, (int32_t)LP_SYS(SYS_getpid, 0, 0, 0), __ATOMIC_RELAXED);
+        __atomic_store_n(&me->xs_no, c->x_rx, __ATOMIC_RELAXED);
+        __atomic_store_n(&me->xs_gen, gen, __ATOMIC_RELEASE);
+        c->x_gen = gen;
+    }
+    return __atomic_load_n(&lp_side(c, !c->ch.side)->xs_ack, __ATOMIC_ACQUIRE) == c->x_gen;
+}
+
+/* Fetch the peer's offered transport end when we do not hold that
+ * generation yet.  ack: say so in our side words (the peer may lend from
+ * now on).  The descriptor, or -1. */
+static int lx_fetch(lp_conn_t *c, int ack)
+{
+    lp_side_t *peer = lp_side(c, !c->ch.side);
+    uint32_t gen = __atomic_load_n(&peer->xs_gen, __ATOMIC_ACQUIRE);
+    int32_t pid = __atomic_load_n(&peer->xs_pid, __ATOMIC_RELAXED);
+    int32_t no = __atomic_load_n(&peer->xs_no, __ATOMIC_RELAXED);
+    int fd, type = 0, dom = 0;
+
+    if (!gen || (gen == c->x_in_gen && c->x_in >= 0))
+        goto out;
+    if (pid <= 0 || no < 0 || shim_vfork_child() ||
+        pid != __atomic_load_n(&c->ch.hdr->side_pid[!c->ch.side], __ATOMIC_RELAXED))
+        goto out;
+    fd = lp_fetch_fd(pid, no);
+    if (fd < 0)
+        goto out;
+    if (zc_real.getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &(socklen_t){ sizeof(int) }) ||
+        zc_real.getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &dom, &(socklen_t){ sizeof(int) }) ||
+        type != SOCK_SEQPACKET || dom != AF_UNIX) {
+        LP_SYS(SYS_close, fd, 0, 0);
+        goto out;
+    }
+    if (c->x_in >= 0)
+        shim_fd_internal_drop(c->x_in);
+    c->x_in = shim_fd_internal_keep(fd, &path_local, c);
+    c->x_in_gen = gen;
+out:
+    if (ack && c->x_in >= 0 && c->sole)
+        __atomic_store_n(&lp_side(c, c->ch.side)->xs_ack, c->x_in_gen, __ATOMIC_SEQ_CST);
+    return c->x_in;
+}
+
+/* A receive is about to read the ring: take up a transport the peer offers
+ * (only with exchange on: acknowledging it lets the peer lend). */
+void lp_xchg_offered(lp_conn_t *c)
+{
+    uint32_t gen;
+
+    if (!zc_config.exchange || !c->ch.base)
+        return;
+    gen = __atomic_load_n(&lp_side(c, !c->ch.side)->xs_gen, __ATOMIC_RELAXED);
+    if (gen && (gen != c->x_in_gen || c->x_in < 0))
+        lx_fetch(c, 1);
+}
+
+/* --- sending ------------------------------------------------------------------- */
+
+/* The iovec element holding stream byte `sent` of msg: its address and the
+ * bytes left in it. */
+static const char *lx_at(const struct msghdr *msg, size_t sent, size_t *avail_p)
+{
+    for (size_t i = 0; i < msg->msg_iovlen; i++) {
+        size_t l = msg->msg_iov[i].iov_len;
+
+        if (sent < l) {
+            *avail_p = l - sent;
+            return (const char *)msg->msg_iov[i].iov_base + sent;
+        }
+        sent -= l;
+    }
+    *avail_p = 0;
+    return NULL;
+}
+
+static void lx_refused(int rc)
+{
+    zc_stat_add(rc == -EFAULT ? ZC_STAT_LOCAL_XCHG_REWRITTEN
+                : rc == -EINVAL || rc == -EPERM ? ZC_STAT_LOCAL_XCHG_NOT_PLACED
+                : ZC_STAT_LOCAL_XCHG_BUDGET, 1);
+}
+
+ssize_t lp_xchg_send(lp_conn_t *c, const struct msghdr *msg, size_t sent, size_t *lim_p,
+                     int *flags_p)
+{
+    local_ring_page_t pg[LOCAL_RING_PAGES_MAX];
+    shim_xu_t x[LOCAL_RING_PAGES_MAX];
+    lx_msg_t m = { .magic = LX_MAGIC };
+    lx_cmsg_t cm;
+    struct iovec v = { &m, sizeof(m) };
+    struct msghdr mh = { .msg_iov = &v, .msg_iovlen = 1, .msg_control = cm.buf };
+    struct cmsghdr *h;
+    size_t avail, k, n = 0, gap;
+    const char *p = lx_at(msg, sent, &avail);
+    int rc;
+
+    *flags_p = 0;
+    if (!p || avail < LX_UNIT || c->x_off)
+        return 0;
+    if (!shim_xu_ready || !shim_xu_ready()) {
+        c->x_off = 1;           /* not on this connection, ever */
+        zc_stat_add(ZC_STAT_LOCAL_XCHG_UNAVAILABLE, 1);
+        return 0;
+    }
+    gap = (size_t)(-(uintptr_t)p & (LX_UNIT - 1));
+    if (gap) {
+        /* the ring takes the bytes up to the first unit */
+        if (gap < avail && avail - gap >= LX_UNIT && gap < *lim_p)
+            *lim_p = gap;
+        return 0;
+    }
+    k = avail / LX_UNIT;
+    if (k > LOCAL_RING_PAGES_MAX)
+        k = LOCAL_RING_PAGES_MAX;
+    while (k && *lim_p < 8 + 16 * k)
+        k--;
+    if (!k)
+        return 0;
+    if (!lx_transport(c)) {
+        zc_stat_add(ZC_STAT_LOCAL_XCHG_NO_TRANSPORT, 1);
+        goto ring_one;
+    }
+    for (; n < k; n++) {
+        rc = shim_xu_lend((char *)p + n * LX_UNIT, &x[n]);
+        if (rc) {
+            lx_refused(rc);
+            break;
+        }
+        pg[n] = (local_ring_page_t){ .offset = 0, .npages = 1, .seg = 0, .shift = 21 };
+        m.ino[n] = x[n].ino;
+    }
+    if (!n)
+        goto ring_one;
+    m.n = (uint32_t)n;
+    m.seq = local_ring_head_pos(&c->ch, lp_txdir(c));
+    mh.msg_controllen = CMSG_SPACE(n * sizeof(int));
+    memset(&cm, 0, sizeof(cm));
+    h = CMSG_FIRSTHDR(&mh);
+    h->cmsg_level = SOL_SOCKET;
+    h->cmsg_type = SCM_RIGHTS;
+    h->cmsg_len = CMSG_LEN(n * sizeof(int));
+    for (size_t i = 0; i < n; i++)
+        memcpy(CMSG_DATA(h) + i * sizeof(int), &x[i].fd, sizeof(int));
+    if (zc_real.sendmsg(c->x_tx, &mh, MSG_DONTWAIT | MSG_NOSIGNAL) != (ssize_t)sizeof(m)) {
+        /* full (the receiver is behind), or too many files in flight */
+        zc_stat_add(ZC_STAT_LOCAL_XCHG_NO_TRANSPORT, 1);
+        for (size_t i = 0; i < n; i++)
+            shim_xu_release(&x[i]);
+        goto ring_one;
+    }
+    rc = local_ring_pages_write(&c->ch, lp_txdir(c), pg, (int)n);
+    for (size_t i = 0; i < n; i++)
+        shim_xu_release(&x[i]);
+    if (rc < 0)
+        return rc;      /* the channel is broken (our message has no record now) */
+    *flags_p = rc;
+    zc_stat_add(ZC_STAT_LOCAL_XCHG_LENT, n * LX_UNIT);
+    return (ssize_t)(n * LX_UNIT);
+ring_one:
+    /* this unit (the refused one) goes through the ring; the next is tried */
+    if (*lim_p > LX_UNIT)
+        *lim_p = LX_UNIT;
+    return 0;
+}
+
+/* --- receiving ------------------------------------------------------------------ */
+
+static void lx_close_fds(const int *fds, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (fds[i] >= 0)
+            LP_SYS(SYS_close, fds[i], 0, 0);
+}
+
+static void lx_rec_drop(lp_xrec_t *r)
+{
+    for (int i = 0; i < r->n; i++) {
+        if (r->map[i])
+            zc_real.munmap(r->map[i], LX_UNIT);
+        if (r->fd[i] >= 0)
+            LP_SYS(SYS_close, r->fd[i], 0, 0);
+    }
+    r->n = 0;
+}
+
+/* Receive the head message of transport sock (peek: leave it there) into
+ * *m and fds.  The number of files, or -errno. */
+static int lx_msg_recv(int sock, lx_msg_t *m, int *fds, int peek)
+{
+    lx_cmsg_t cm;
+    struct iovec v = { m, sizeof(*m) };
+    struct msghdr mh = { .msg_iov = &v, .msg_iovlen = 1, .msg_control = cm.buf,
+                         .msg_controllen = sizeof(cm.buf) };
+    int nfd = 0;
+    ssize_t got = zc_real.recvmsg(sock, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC | (peek ? MSG_PEEK : 0));
+
+    if (got < 0)
+        return -errno;
+    for (struct cmsghdr *h = CMSG_FIRSTHDR(&mh); h; h = CMSG_NXTHDR(&mh, h)) {
+        size_t k;
+
+        if (h->cmsg_level != SOL_SOCKET || h->cmsg_type != SCM_RIGHTS)
+            continue;
+        k = (h->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        for (size_t i = 0; i < k; i++) {
+            int fd;
+
+            memcpy(&fd, CMSG_DATA(h) + i * sizeof(int), sizeof(int));
+            if (nfd < LOCAL_RING_PAGES_MAX)
+                fds[nfd++] = fd;
+            else
+                LP_SYS(SYS_close, fd, 0, 0);
+        }
+    }
+    if (got != (ssize_t)sizeof(*m) || (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC))) {
+        lx_close_fds(fds, nfd);
+        return -EPROTO;
+    }
+    return nfd;
+}
+
+/* Load record f's files from the head of transport sock into r: -EPROTO
+ * when the message does not belong to it or a file is not a sealed unit. */
+static int lx_rec_load(int sock, const local_ring_frame_t *f, int dir, lp_xrec_t *r)
+{
+    lx_msg_t m;
+    int fds[LOCAL_RING_PAGES_MAX], n = lx_msg_recv(sock, &m, fds, 1);
+    struct stat st;
+
+    if (n < 0)
+        return n == -EAGAIN ? -EPROTO : n;      /* sent before its record: must be there */
+    if (m.magic != LX_MAGIC || m.seq != f->pos || m.n != (uint32_t)f->npages ||
+        n != f->npages)
+        goto bad;
+    for (int i = 0; i < n; i++) {
+        const local_ring_page_t *pg = &f->pages[i];
+
+        if (pg->shift != 21 || pg->npages != 1 || pg->offset != 0 || fstat(fds[i], &st) ||
+            !S_ISREG(st.st_mode) || st.st_size != (off_t)LX_UNIT || st.st_ino != m.ino[i] ||
+            (zc_real.fcntl(fds[i], F_GET_SEALS) & LX_SEALS) != LX_SEALS)
+            goto bad;
+    }
+    for (int i = 0; i < n; i++) {
+        r->fd[i] = fds[i];
+        r->map[i] = NULL;
+    }
+    r->pos = f->pos;
+    r->dir = dir;
+    r->n = n;
+    return 0;
+bad:
+    lx_close_fds(fds, n);
+    return -EPROTO;
+}
+
+static ssize_t lp_xchg_pages_read(void *ctx, int dir, const local_ring_frame_t *f, uint64_t off,
+                                  const struct iovec *dst, int dstcnt, int consume)
+{
+    lp_conn_t *c = ctx;
+    lp_xrec_t *r = &c->xr;
+    int sock = dir == lp_txdir(c) ? c->x_rx : (c->x_in >= 0 ? c->x_in : lx_fetch(c, 0));
+    uint64_t o = off;
+    ssize_t total = 0;
+    int rc;
+
+    if (sock < 0)
+        return -EPROTO;     /* no transport to read this record's units from */
+    if (!r->n || r->pos != f->pos || r->dir != dir) {
+        lx_rec_drop(r);
+        rc = lx_rec_load(sock, f, dir, r);
+        if (rc)
+            return rc;
+    }
+    for (int i = 0; i < dstcnt; i++) {
+        char *d = dst[i].iov_base;
+        size_t len = dst[i].iov_len;
+
+        while (len) {
+            size_t u = (size_t)(o / LX_UNIT), uo = (size_t)(o % LX_UNIT);
+            size_t k = LX_UNIT - uo < len ? LX_UNIT - uo : len;
+
+            if (u >= (size_t)r->n)
+                return -EPROTO;
+            if (!uo && k == LX_UNIT && !((uintptr_t)d & (LX_UNIT - 1)) && shim_xu_map &&
+                shim_xu_map(d, r->fd[u]) == 0) {
+                zc_stat_add(ZC_STAT_LOCAL_XCHG_MAPPED, k);
+            } else {
+                if (!r->map[u]) {
+                    void *mp = zc_real.mmap(NULL, LX_UNIT, PROT_READ, MAP_SHARED, r->fd[u], 0);
+
+                    if (mp == MAP_FAILED)
+                        return -errno;
+                    r->map[u] = mp;
+                }
+                memcpy(d, (char *)r->map[u] + uo, k);
+                zc_stat_add(ZC_STAT_LOCAL_XCHG_COPIED, k);
+            }
+            d += k;
+            len -= k;
+            o += k;
+            total += (ssize_t)k;
+        }
+    }
+    if (consume) {
+        lx_msg_t m;
+        int fds[LOCAL_RING_PAGES_MAX], n = lx_msg_recv(sock, &m, fds, 0);
+
+        if (n < 0)
+            return n;
+        lx_close_fds(fds, n);
+        lx_rec_drop(r);
+        if (m.seq != f->pos)
+            return -EPROTO;
+    }
+    return total;
+}
+
+/* --- descriptors ---------------------------------------------------------------- */
+
+void lp_xchg_close(lp_conn_t *c)
+{
+    lx_rec_drop(&c->xr);
+    if (c->x_tx >= 0)
+        shim_fd_internal_drop(c->x_tx);
+    if (c->x_rx >= 0)
+        shim_fd_internal_drop(c->x_rx);
+    if (c->x_in >= 0)
+        shim_fd_internal_drop(c->x_in);
+    c->x_tx = c->x_rx = c->x_in = -1;
+}
+
+int lp_xchg_moved(lp_conn_t *c, int from, int to)
+{
+    if (c->x_tx == from) {
+        c->x_tx = to;
+        return 1;
+    }
+    if (c->x_rx == from) {
+        c->x_rx = to;
+        if (c->ch.base && c->sole)
+            __atomic_store_n(&lp_side(c, c->ch.side)->xs_no, to, __ATOMIC_RELEASE);
+        return 1;
+    }
+    if (c->x_in == from) {
+        c->x_in = to;
+        return 1;
+    }
+    return 0;
+}
