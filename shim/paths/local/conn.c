@@ -346,9 +346,9 @@ void lp_cached_set(lp_cached_t *k, int64_t v)
 void lp_channel_adopt(lp_conn_t *c, int memfd, int fd)
 {
     c->memfd = shim_fd_internal_keep(memfd, &path_local, c);
-    lp_xchg_attach(c);
     lp_holders_add(c, 1);
     c->sole = 1;                /* pairing attaches only a socket no one else holds */
+    lp_xchg_attach(c);
     lp_side_publish(c, fd);
     path_local_mbox_ensure();
 }

@@ -348,10 +348,8 @@ ssize_t lp_recv_ring(lp_conn_t *c, int fd, struct msghdr *msg, int flags, size_t
 {
     struct iovec win[LP_IOV_WIN];
     size_t done = 0;
-    int n = lp_iov_window(msg->msg_iov, msg->msg_iovlen, skip, SIZE_MAX, win), rc;
-
-    lp_xchg_offered(c);
-    rc = local_ring_read(&c->ch, lp_rxdir(c), win, n,
+    int n = lp_iov_window(msg->msg_iov, msg->msg_iovlen, skip, SIZE_MAX, win);
+    int rc = local_ring_read(&c->ch, lp_rxdir(c), win, n,
                              (flags & MSG_PEEK) ? LOCAL_RING_PEEK : 0, &done);
 
     *eof = 0;
@@ -530,6 +528,8 @@ static ssize_t lp_rx_step(lp_conn_t *c, shim_fd_t *f, int fd, lp_rx_t *r)
         lp_rv_return(c, fd, r->flags, &r->w))
         return LP_CONTINUE;
     lp_lock(c, LP_RX);
+    if (c->state == LP_PAIRED)
+        lp_xchg_offered(c);     /* a receive acknowledges the peer's unit transport */
     if (!c->rx_ring)
         return lp_rx_kernel_step(c, f, fd, r);
     n = lp_recv_ring(c, fd, r->msg, r->flags, r->got, &eof);

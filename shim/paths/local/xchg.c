@@ -71,10 +71,15 @@ typedef union {
 static ssize_t lp_xchg_pages_read(void *ctx, int dir, const local_ring_frame_t *f, uint64_t off,
                                   const struct iovec *dst, int dstcnt, int consume);
 
+static int lx_transport(lp_conn_t *c);
+
 void lp_xchg_attach(lp_conn_t *c)
 {
     c->ch.pages_read = lp_xchg_pages_read;
     c->ch.pages_ctx = c;
+    /* offered now, so the peer's first receive acknowledges it */
+    if (zc_config.exchange && c->sole && shim_xu_ready && shim_xu_ready())
+        lx_transport(c);
 }
 
 void lp_xchg_init(lp_conn_t *c)

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# One t_xchg run: case.sh BIN CASE FAMILY THP EXCHANGE THP_FILE CHECK...
+# (see run.sh).  Sets shmem THP for the run when asked for never.
+bin=$1 mode=$2 fam=$3 thp=$4 ex=$5 thpf=$6; shift 6
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+if [ "$thp" = never ]; then
+  old=$(sed -n 's/.*\[\(.*\)\].*/\1/p' "$thpf")
+  if [ "$old" != never ]; then
+    echo never > "$thpf" 2>/dev/null || { echo "cannot turn shmem THP off (not root)"; exit 77; }
+    trap 'echo "$old" > "$thpf"; rm -rf "$dir"' EXIT
+  fi
+fi
+env ZCSOCK_EXCHANGE="$ex" ZCSOCK_LOCAL_UNIX=1 ZCSOCK_STATS=1 ZCSOCK_LOG_FILE="$dir/%p.log" \
+  LD_PRELOAD="$ZC_LIB" "$bin" "$mode" "$fam" || exit 1
+cat "$dir"/*.log | grep -E '^(local\.xchg|path\.local\.send_bytes|pdc\.xu\.(hits|regs))' | grep -v ': 0$'
+rc=0
+for chk in "$@"; do
+  key=${chk%%[<>=]*} op=${chk#"$key"}
+  val=$(cat "$dir"/*.log | awk -F': ' -v k="$key" '$1 == k { s += $2 } END { print s + 0 }')
+  case $op in
+    \>*)  [ "$val" -gt "${op#>}" ] ;;
+    ==*)  [ "$val" -eq "${op#==}" ] ;;
+    \<=*) [ "$val" -le "${op#<=}" ] ;;
+  esac || { echo "statistics: $key is $val, want $op"; rc=1; }
+done
+exit $rc

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Tier "xchg": page exchange end to end.  Each case of t_xchg runs over TCP
+# and over AF_UNIX with ZCSOCK_EXCHANGE=1, both ends under the library; its
+# statistics (one report per process) must show which path carried the
+# bytes.  Then the fallbacks: shmem without 2 MiB pages (the ring, and a
+# counted reason), and exchange off.
+. "$(dirname "$0")/../lib/harness.sh"
+t_begin xchg
+BIN=${XCHG_BIN:-$ZC_BUILD/tests/xchg/t_xchg}
+THP=/sys/kernel/mm/transparent_hugepage/shmem_enabled
+old=$(sed -n 's/.*\[\(.*\)\].*/\1/p' "$THP" 2>/dev/null)
+restore() { [ -n "$old" ] && echo "$old" > "$THP" 2>/dev/null; }
+trap restore EXIT
+huge=0
+if [ "$old" = advise ] || [ "$old" = always ] || [ "$old" = within_size ]; then
+  huge=1
+elif [ -w "$THP" ] && echo advise > "$THP" 2>/dev/null; then
+  huge=1
+fi
+
+# xcase NAME CASE FAMILY THP(advise|never) EXCHANGE CHECK...
+#   CHECK: "stat>N", "stat==N" or "stat<=N" over the sum of both reports
+xcase() {
+  local name=$1 mode=$2 fam=$3 thp=$4 ex=$5; shift 5
+  if [ "$thp" = advise ] && [ $huge = 0 ]; then
+    t_run "$name" 5 sh -c 'echo "no 2 MiB shared pages here and no root to turn shmem THP on"; exit 77'
+    return
+  fi
+  t_run "$name" 120 "$(dirname "$0")/case.sh" "$BIN" "$mode" "$fam" "$thp" "$ex" "$THP" "$@"
+}
+for fam in tcp unix; do
+  xcase "mutate/$fam" mutate $fam advise 1 local.xchg.bytes_lent\>0 local.xchg.bytes_mapped\>0 \
+    local.xchg.bytes_copied\>0 local.xchg.rewritten\>0
+  xcase "kill/$fam" kill $fam advise 1 local.xchg.bytes_mapped==134217728
+  xcase "echo/$fam" echo $fam advise 1 local.xchg.bytes_mapped\>0 local.xchg.not_placed\>0
+  xcase "thread/$fam" thread $fam advise 1 local.xchg.bytes_lent\>0 local.xchg.rewritten\>0
+  xcase "fork/$fam" fork $fam advise 1 local.xchg.bytes_mapped\>0 local.xchg.not_placed\>0
+done
+xcase "mutate/no-huge-pages" mutate tcp never 1 local.xchg.unavailable\>0 local.xchg.bytes_lent==0 \
+  path.local.send_bytes\>0
+xcase "mutate/exchange-off" mutate tcp advise 0 local.xchg.bytes_lent==0 local.xchg.unavailable==0 \
+  path.local.send_bytes\>0
+t_end
