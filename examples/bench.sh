@@ -400,5 +400,66 @@ if [ "$(id -u)" = 0 ] && [ "${BENCH_HUGE:-1}" = 1 ]; then
   echo "(for this probe: shmem THP $(sed -n 's/.*\[\(.*\)\].*/\1/p' "$hp_thp" 2>/dev/null), hugetlb pages $(cat /proc/sys/vm/nr_hugepages); put back to $hp_old_thp, $hp_old_nr after)"
 fi
 "$ZC_BUILD/exchange_floor" "$([ "${QUICK:-}" = 1 ] && echo 30 || echo 200)"
+
+# Page exchange on the data path (ZCSOCK_EXCHANGE=1): zcbench streaming over
+# TCP, the kernel, the ring (zcsock's default) and exchange in the same
+# rounds; MB/s medians, CPU seconds per GB (user + system of both ends), the
+# exchange-unit cache's hit rate.  Buffers: reused (sent again unchanged),
+# fresh (malloc/free per message), refilled (--validate: the sender writes
+# every message, the receiver checks every byte).  Then exchange with shmem
+# THP off (it must fall back to the ring, not lose to it).
+xb_run() {   # SIZE BUFOPT ENV... -> "MB/s cpu_s_per_GB hit%"
+  local size=$1 opt=$2; shift 2
+  local d; d=$(mktemp -d)
+  local out; out=$( { env "$@" ZCSOCK_STATS=1 ZCSOCK_LOG_FILE="$d/%p.log" /usr/bin/time -f 'cpu %U %S' \
+      "$ZC_BUILD/zcbench" run --transport tcp --test stream --sizes "$size" --seconds "$XB_SECS" \
+      $opt --quiet --csv "$d/r.csv"; } 2>&1 )
+  local mbs bytes cpu
+  mbs=$(awk -F, 'NR > 1 && $1 == "stream" {print $7}' "$d/r.csv" 2>/dev/null | head -1)
+  bytes=$(awk -F, 'NR > 1 && $1 == "stream" {print $13}' "$d/r.csv" 2>/dev/null | head -1)
+  cpu=$(echo "$out" | awk '/^cpu / {print $2 + $3}')
+  awk -v m="${mbs:-0}" -v n="${bytes:-0}" -v c="${cpu:-0}" \
+      -v h="$(cat "$d"/*.log 2>/dev/null | awk -F': ' '$1 == "pdc.xu.hits" {h += $2} $1 == "pdc.xu.misses" {m += $2} END {print ((h + m) ? 100 * h / (h + m) : -1)}')" \
+      'BEGIN {gb = n / 1e9; printf "%s %.3f %.0f\n", m, (gb > 0 ? c / gb : 0), h}'
+  rm -rf "$d"
+}
+xb_med() { sort -g | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)] + 0}'; }
+XB_SECS=$([ "${QUICK:-}" = 1 ] && echo 0.5 || echo 1)
+XB_ROUNDS=$([ "${QUICK:-}" = 1 ] && echo 2 || echo 3)
+echo
+echo "Page exchange: streaming over TCP, MB/s (median of $XB_ROUNDS rounds), CPU s per GB, cache hit %"
+echo "  (shmem THP: $(sed -n 's/.*\[\(.*\)\].*/\1/p' "$hp_thp" 2>/dev/null); ring: zcsock's default; exchange: ZCSOCK_EXCHANGE=1)"
+printf '%-9s %5s  %10s %10s %10s  %8s %8s  %6s %6s %6s  %5s\n' buffer size kernel ring exchange \
+  "xch/kern" "xch/ring" cpu_k cpu_r cpu_x "hit%"
+for bm in reused fresh refilled; do
+  case $bm in reused) opt=""; sizes="2M 4M 8M 16M 64M" ;; fresh) opt="--fresh"; sizes="8M 64M" ;;
+              refilled) opt="--validate"; sizes="8M 64M" ;; esac
+  for size in $sizes; do
+    k=(); z=(); x=(); ck=(); cz=(); cx=(); hx=()
+    for ((r = 1; r <= XB_ROUNDS; r++)); do
+      read -r a b _ <<< "$(xb_run "$size" "$opt" ZCSOCK_X=0)"; k+=("$a"); ck+=("$b")
+      read -r a b _ <<< "$(xb_run "$size" "$opt" LD_PRELOAD="$ZC_LIB")"; z+=("$a"); cz+=("$b")
+      read -r a b c <<< "$(xb_run "$size" "$opt" LD_PRELOAD="$ZC_LIB" ZCSOCK_EXCHANGE=1)"
+      x+=("$a"); cx+=("$b"); hx+=("$c")
+    done
+    mk=$(printf '%s\n' "${k[@]}" | xb_med); mz=$(printf '%s\n' "${z[@]}" | xb_med)
+    mx=$(printf '%s\n' "${x[@]}" | xb_med)
+    printf '%-9s %5s  %10.0f %10.0f %10.0f  %8.2f %8.2f  %6.3f %6.3f %6.3f  %5s\n' "$bm" "$size" \
+      "$mk" "$mz" "$mx" "$(awk -v a="$mx" -v b="$mk" 'BEGIN {print b ? a / b : 0}')" \
+      "$(awk -v a="$mx" -v b="$mz" 'BEGIN {print b ? a / b : 0}')" \
+      "$(printf '%s\n' "${ck[@]}" | xb_med)" "$(printf '%s\n' "${cz[@]}" | xb_med)" \
+      "$(printf '%s\n' "${cx[@]}" | xb_med)" "$(printf '%s\n' "${hx[@]}" | xb_med)"
+  done
+done
+if [ "$(id -u)" = 0 ] && echo never > "$hp_thp" 2>/dev/null; then
+  z=(); x=()
+  for ((r = 1; r <= XB_ROUNDS; r++)); do
+    read -r a _ <<< "$(xb_run 8M "" LD_PRELOAD="$ZC_LIB")"; z+=("$a")
+    read -r a _ <<< "$(xb_run 8M "" LD_PRELOAD="$ZC_LIB" ZCSOCK_EXCHANGE=1)"; x+=("$a")
+  done
+  mz=$(printf '%s\n' "${z[@]}" | xb_med); mx=$(printf '%s\n' "${x[@]}" | xb_med)
+  printf 'shmem THP never, reused 8M: ring %.0f, exchange %.0f MB/s: exchange/ring %.2f (falls back to the ring)\n' \
+    "$mz" "$mx" "$(awk -v a="$mx" -v b="$mz" 'BEGIN {print b ? a / b : 0}')"
+fi
 hp_restore
 trap - EXIT
