@@ -93,7 +93,10 @@ static int shim_mem_hooks_start(void)
     mh_params_t mp = {
         .alloc_min = zc_config.alloc_min,
         .huge_min = zc_config.alloc_huge_min,
-        .placement = (int)(zc_config.alloc_placement || zc_config.exchange),
+        /* page exchange alone: placement starts at the first pairing
+         * (shim_mem_placement_start), so that a process that never pairs
+         * pays nothing for it */
+        .placement = zc_config.alloc_placement ? 1 : zc_config.exchange ? 2 : 0,
         .no_atfork = 1,     /* ordered with the cache's in shim_mem_fork_* */
     };
     const char *reason = "";
@@ -109,7 +112,7 @@ static int shim_mem_hooks_start(void)
     if (st & MH_ST_SELFTEST_FAILED)
         zc_log(ZC_LOG_NOTICE, "memory events are not delivered (%s): zero-copy paths off",
                reason);
-    if ((zc_config.alloc_placement || zc_config.exchange) && !(st & MH_ST_PLACEMENT_ACTIVE) &&
+    if (zc_config.alloc_placement && !(st & MH_ST_PLACEMENT_ACTIVE) &&
         !(st & MH_ST_FOREIGN_ALLOCATOR))
         zc_log(ZC_LOG_NOTICE, "large-buffer placement unavailable (%s)", reason);
     zc_stats_source_add(&shim_mem_mh_source);
@@ -169,6 +172,15 @@ int shim_mem_init(void)
         zc_log(ZC_LOG_NOTICE, "pin-down cache unavailable (%s): copying only",
                strerrordesc_np(-rc));
     return rc;
+}
+
+void shim_mem_placement_start(void)
+{
+    static int started;
+
+    if (!__atomic_load_n(&started, __ATOMIC_RELAXED) &&
+        !__atomic_exchange_n(&started, 1, __ATOMIC_ACQ_REL))
+        mh_placement_set(1);
 }
 
 pdc_t *shim_mem_cache(void)

@@ -78,6 +78,11 @@ def s_peek(c):
     c.sendall(b"0123456789" * 100)
     check(recv_exact(c, 2) == b"ok", "no ok")
     c.sendall(b"abc")
+    check(recv_exact(c, 2) == b"pw", "no pw")
+    # MSG_PEEK | MSG_WAITALL waits for the whole length, as the kernel does
+    c.sendall(b"x" * 1000)
+    time.sleep(0.2)
+    c.sendall(b"y" * 1000)
     check(recv_exact(c, 4) == b"done", "no done")
 
 
@@ -97,6 +102,10 @@ def c_peek(c):
     c.sendall(b"ok")
     # WAITALL across a later arrival
     check(c.recv(3, socket.MSG_WAITALL) == b"abc", "WAITALL across arrivals")
+    c.sendall(b"pw")
+    b = c.recv(1500, socket.MSG_PEEK | socket.MSG_WAITALL)
+    check(b == b"x" * 1000 + b"y" * 500, "MSG_PEEK|MSG_WAITALL returned %d bytes" % len(b))
+    check(recv_exact(c, 2000) == b"x" * 1000 + b"y" * 1000, "read after the waiting peek")
     c.sendall(b"done")
 
 

@@ -402,6 +402,9 @@ int lp_rv_return(lp_conn_t *c, int fd, int flags, lp_wait_t *w)
 typedef struct lp_rx {
     struct msghdr *msg;
     int flags, waitall;
+    int peekall;            /* MSG_PEEK | MSG_WAITALL, blocking: the kernel waits until
+                             * the whole length can be peeked (or EOF, an error, the
+                             * timeout) */
     size_t total, got, ctl0;
     socklen_t name0;
     lp_wait_t w;
@@ -518,6 +521,25 @@ static ssize_t lp_rx_empty(lp_conn_t *c, int fd, lp_rx_t *r)
     return rc < 0 ? lp_rx_done(r, rc) : LP_CONTINUE;
 }
 
+/* MSG_PEEK | MSG_WAITALL found some bytes, not all: the ring announces only
+ * an empty-to-non-empty change, so look again every half millisecond (the
+ * peek starts over each time) until enough arrived, within the socket's
+ * receive timeout.  RX lock held; released on return. */
+static ssize_t lp_rx_peek_more(lp_conn_t *c, int fd, lp_rx_t *r)
+{
+    long ms;
+
+    lp_unlock(c, LP_RX);
+    ms = lp_slice_ms(c, fd, LP_RX, &r->w);
+    if (ms < 0)
+        return (ssize_t)r->got;     /* timed out: what could be peeked */
+    if (lp_sig_interrupts(&r->w))
+        return (ssize_t)r->got;
+    syscall(SYS_nanosleep, &(struct timespec){ 0, 500000 }, NULL);
+    r->got = 0;
+    return LP_CONTINUE;
+}
+
 /* One pass of the receive loop. */
 static ssize_t lp_rx_step(lp_conn_t *c, shim_fd_t *f, int fd, lp_rx_t *r)
 {
@@ -538,6 +560,8 @@ static ssize_t lp_rx_step(lp_conn_t *c, shim_fd_t *f, int fd, lp_rx_t *r)
         return lp_rx_done(r, n);
     }
     r->got += (size_t)n;
+    if (r->peekall && n && r->got < r->total && !eof && !c->rd_shut)
+        return lp_rx_peek_more(c, fd, r);
     if ((r->got && (!r->waitall || r->got == r->total)) || eof || c->rd_shut) {
         lp_unlock(c, LP_RX);
         return (ssize_t)r->got;
@@ -562,6 +586,8 @@ ssize_t lp_recvmsg(shim_fd_t *f, int fd, struct msghdr *msg, int flags)
         return rc0;
     r.total = lp_iov_total(msg->msg_iov, msg->msg_iovlen);
     r.waitall = (flags & MSG_WAITALL) && !(flags & MSG_PEEK);
+    r.peekall = (flags & (MSG_WAITALL | MSG_PEEK)) == (MSG_WAITALL | MSG_PEEK) &&
+                !lp_nonblocking(c, fd, flags);
     r.ctl0 = msg->msg_controllen;
     r.name0 = msg->msg_namelen;
     if (c->state == LP_OFFER && lp_offer_due(c, fd)) {     /* the copy path now */

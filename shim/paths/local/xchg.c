@@ -77,6 +77,8 @@ void lp_xchg_attach(lp_conn_t *c)
 {
     c->ch.pages_read = lp_xchg_pages_read;
     c->ch.pages_ctx = c;
+    if (zc_config.exchange && shim_mem_placement_start)
+        shim_mem_placement_start();     /* large blocks from now on can be lent */
     /* offered now, so the peer's first receive acknowledges it */
     if (zc_config.exchange && c->sole && shim_xu_ready && shim_xu_ready())
         lx_transport(c);
