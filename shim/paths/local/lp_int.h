@@ -458,6 +458,7 @@ void path_local_scm_received(struct msghdr *msg);
 
 /* Page exchange (xchg.c). */
 void lp_xchg_init(lp_conn_t *c);
+void lp_xchg_expect(void);
 void lp_xchg_attach(lp_conn_t *c);
 void lp_xchg_offered(lp_conn_t *c);
 /* Lend the whole 2 MiB units at stream byte `sent` of msg (TX lock held):

@@ -77,11 +77,20 @@ void lp_xchg_attach(lp_conn_t *c)
 {
     c->ch.pages_read = lp_xchg_pages_read;
     c->ch.pages_ctx = c;
-    if (zc_config.exchange && shim_mem_placement_start)
-        shim_mem_placement_start();     /* large blocks from now on can be lent */
+    lp_xchg_expect();
     /* offered now, so the peer's first receive acknowledges it */
     if (zc_config.exchange && c->sole && shim_xu_ready && shim_xu_ready())
         lx_transport(c);
+}
+
+/* This process may pair (it listens, connects to a zcsock listener, or
+ * paired): with exchange on, placement starts now (it was deferred so that a
+ * process that never pairs pays nothing for it); blocks allocated from now
+ * on can be lent or receive units in place. */
+void lp_xchg_expect(void)
+{
+    if (zc_config.exchange && shim_mem_placement_start)
+        shim_mem_placement_start();
 }
 
 void lp_xchg_init(lp_conn_t *c)
