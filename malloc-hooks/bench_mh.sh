@@ -66,6 +66,8 @@ run_pair "malloc/free pairs 16B..1KiB (ns)" "$bin" small "$((PAIRS * 4))"
 MH_ENV="ZCSOCK_ALLOC_PLACEMENT=1" run_pair "realloc 1KiB..8MiB, placed (ns/call)" "$bin" realloc 200
 run_pair "python3 fixed script (us)" bash -c pytime
 MH_ENV="ZCSOCK_ALLOC_PLACEMENT=1" run_pair "python3 fixed script, placed (us)" bash -c pytime
+# page exchange defers placement until the process listens, connects or pairs
+MH_ENV="ZCSOCK_EXCHANGE=1" run_pair "python3 fixed script, exchange (us)" bash -c pytime
 echo "placement threshold data (ns per block), glibc vs arena (ZCSOCK_ALLOC_MIN=4096)"
 for kb in 16 32 64 128 256 512 1024 4096; do
   it=$(( 400000 / kb )); [ "$it" -lt 200 ] && it=200
