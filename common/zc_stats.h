@@ -93,8 +93,9 @@
       "that were not placed huge memory (sent through the ring)")                        \
     X(LOCAL_XCHG_REWRITTEN, "local.xchg.rewritten", "units refused because the "        \
       "application wrote them since they were lent (sent through the ring)")             \
-    X(LOCAL_XCHG_BUDGET, "local.xchg.budget", "units refused by the cache's limits or " \
-      "budget, or for want of descriptors (sent through the ring)")                      \
+    X(LOCAL_XCHG_BUDGET, "local.xchg.budget", "units refused by the cache's limits, for " \
+      "want of descriptors, or because ZCSOCK_PDC_SEND_BUDGET bytes lent are unread "    \
+      "(sent through the ring)")                                                         \
     X(LOCAL_XCHG_NO_TRANSPORT, "local.xchg.no_transport", "lends given up because the " \
       "peer holds no unit transport of ours or it was full (sent through the ring)")     \
     X(LOCAL_PROTO_ERRORS, "local.proto_errors",                                          \

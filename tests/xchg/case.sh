@@ -11,7 +11,7 @@ if [ "$thp" = never ]; then
     trap 'echo "$old" > "$thpf"; rm -rf "$dir"' EXIT
   fi
 fi
-env ZCSOCK_EXCHANGE="$ex" ZCSOCK_LOCAL_UNIX=1 ZCSOCK_STATS=1 ZCSOCK_LOG_FILE="$dir/%p.log" \
+env ${XCHG_ENV:-} ZCSOCK_EXCHANGE="$ex" ZCSOCK_LOCAL_UNIX=1 ZCSOCK_STATS=1 ZCSOCK_LOG_FILE="$dir/%p.log" \
   LD_PRELOAD="$ZC_LIB" "$bin" "$mode" "$fam" || exit 1
 cat "$dir"/*.log | grep -E '^(local\.xchg|path\.local\.send_bytes|pdc\.xu\.(hits|regs))' | grep -v ': 0$'
 rc=0

@@ -18,7 +18,11 @@
  *            (a receive into a lent page);
  *   thread   a thread stores into the buffer while it is sent: no store is
  *            lost, the stream stays whole;
- *   fork     the sender forks while its buffer is lent; the child writes it.
+ *   fork     the sender forks while its buffer is lent; the child writes it;
+ *   budget   a non-blocking sender lends fresh buffers to a receiver that
+ *            reads nothing: it gets EAGAIN once ZCSOCK_PDC_SEND_BUDGET (run.sh:
+ *            32 MiB) lent bytes and the ring are full, as the kernel's
+ *            buffers would stop it; then every byte arrives.
  *
  * Exit 0 pass, 1 fail. */
 #define _GNU_SOURCE
@@ -480,8 +484,69 @@ int main(int argc, char **argv)
             t_verify(b, SZ, 11, "after fork");
             T_CHECK(t_wait(pid) == 0);
         }
+    } else if (!strcmp(mode, "budget")) {
+        /* the stream's byte at offset o is a function of o alone, so that
+         * partial sends need no bookkeeping */
+        if (pid == 0) {
+            size_t sent = 0;
+            int stop = 0;
+
+            t_hello_sender(cli);
+            T_CHECK(fcntl(cli, F_SETFL, O_NONBLOCK) == 0);
+            for (int i = 0; i < 64 && !stop; i++) {
+                char *b = malloc(SZ);               /* fresh: lent, never a hit */
+                size_t off = 0;
+
+                for (size_t j = 0; j < SZ; j += 64)
+                    memcpy(b + j, &(uint64_t){ (sent + j) / 64 }, 8), memset(b + j + 8, 'z', 56);
+                while (off < SZ) {
+                    ssize_t k = send(cli, b + off, SZ - off, MSG_NOSIGNAL);
+
+                    if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+                        stop = 1;
+                        break;
+                    }
+                    T_CHECK(k > 0);
+                    off += (size_t)k;
+                }
+                sent += off;
+                if (off < SZ) {                     /* the rest, blocking, later */
+                    T_CHECK(fcntl(cli, F_SETFL, 0) == 0);
+                    fprintf(stderr, "EAGAIN after %zu bytes\n", sent);
+                    T_CHECK(sent <= ((size_t)32 << 20) + ((size_t)8 << 20) + SZ);
+                    t_send_all(cli, b + off, SZ - off);
+                    sent += SZ - off;
+                }
+            }
+            T_CHECK(stop);                          /* it did stop */
+            shutdown(cli, SHUT_WR);
+            exit(0);
+        }
+        {
+            char *b = malloc(SZ);
+            size_t got = 0;
+            ssize_t k;
+
+            t_hello_receiver(srv);
+            usleep(300000);                         /* let the sender fill up */
+            while ((k = recv(srv, b, SZ, 0)) > 0) {
+                for (ssize_t j = 0; j < k; j++) {
+                    size_t o = got + (size_t)j;
+                    uint64_t v = o / 64;
+                    char want = o % 64 < 8 ? ((char *)&v)[o % 64] : 'z';
+
+                    if (b[j] != want) {
+                        fprintf(stderr, "budget: byte %zu is %d, want %d\n", o, b[j], want);
+                        exit(1);
+                    }
+                }
+                got += (size_t)k;
+            }
+            T_CHECK(k == 0 && got > SZ);
+            T_CHECK(t_wait(pid) == 0);
+        }
     } else {
-        fprintf(stderr, "usage: t_xchg mutate|kill|echo|thread|fork [unix]\n");
+        fprintf(stderr, "usage: t_xchg mutate|kill|echo|thread|fork|budget [unix]\n");
         return 2;
     }
     printf("%s: ok\n", mode);

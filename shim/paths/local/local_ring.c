@@ -661,6 +661,14 @@ int local_ring_eof_write(local_ring_t *ch, int dir)
     return lr_publish(ch, dir, &s, LOCAL_RING_REC_EOF, 0, LR_REC_HDR, 0);
 }
 
+uint64_t local_ring_unread(local_ring_t *ch, int dir)
+{
+    uint64_t tail = LR_LOAD(&ch->hdr->ctl[dir].bytes_tail);   /* the peer's */
+    uint64_t head = LR_LOAD(&ch->hdr->ctl[dir].bytes_head);   /* ours */
+
+    return head - tail > LR_BYTES_CAP ? LR_BYTES_CAP : head - tail;
+}
+
 uint64_t local_ring_head_pos(local_ring_t *ch, int dir)
 {
     return LR_LOAD(&ch->hdr->ctl[dir].head);

@@ -295,6 +295,10 @@ int local_ring_write(local_ring_t *ch, int dir, const struct iovec *iov, int iov
  * -EAGAIN when there is no room for it yet, -EPROTO. */
 int local_ring_eof_write(local_ring_t *ch, int dir);
 
+/* Producer side: stream bytes of direction dir published and not yet read
+ * (lent units included), at most 2^40 whatever the peer wrote. */
+uint64_t local_ring_unread(local_ring_t *ch, int dir);
+
 /* The ring position the next record of direction dir will have (the
  * producer's own head). */
 uint64_t local_ring_head_pos(local_ring_t *ch, int dir);

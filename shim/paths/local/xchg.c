@@ -9,8 +9,9 @@
  * {seq, inodes}, then one PAGES record names them in the ring.  Bytes before
  * the first unit go through the ring as usual, the ring window cut at the
  * unit.  A unit that is refused (not placed huge memory, rewritten since it
- * was lent, cache limits, no transport) goes through the ring, counted by
- * reason.
+ * was lent, cache limits, no transport, the send budget: ZCSOCK_PDC_SEND_BUDGET
+ * bytes lent and not yet read) goes through the ring, counted by reason; the
+ * ring then fills and blocks as the kernel's buffers would.
  *
  * THE UNIT TRANSPORT.  A socketpair (SOCK_SEQPACKET) of the sending side,
  * made by the process that paired the connection at its first lend.  It
@@ -215,6 +216,7 @@ ssize_t lp_xchg_send(lp_conn_t *c, const struct msghdr *msg, size_t sent, size_t
     struct msghdr mh = { .msg_iov = &v, .msg_iovlen = 1, .msg_control = cm.buf };
     struct cmsghdr *h;
     size_t avail, k, n = 0, gap;
+    uint64_t unread;
     const char *p = lx_at(msg, sent, &avail);
     int rc;
 
@@ -240,6 +242,16 @@ ssize_t lp_xchg_send(lp_conn_t *c, const struct msghdr *msg, size_t sent, size_t
         k--;
     if (!k)
         return 0;
+    /* Lent bytes take no ring room: the send budget bounds those the
+     * receiver has not read, after which bytes go through the ring, which
+     * fills and blocks (or says EAGAIN) as the kernel's buffers would. */
+    unread = local_ring_unread(&c->ch, lp_txdir(c));
+    while (k && zc_config.pdc_send_budget && unread + k * LX_UNIT > zc_config.pdc_send_budget)
+        k--;
+    if (!k) {
+        zc_stat_add(ZC_STAT_LOCAL_XCHG_BUDGET, 1);
+        goto ring_one;
+    }
     if (!lx_transport(c)) {
         zc_stat_add(ZC_STAT_LOCAL_XCHG_NO_TRANSPORT, 1);
         goto ring_one;
