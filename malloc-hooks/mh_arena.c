@@ -833,6 +833,9 @@ int mh_unit_map(void *addr, int fd)
     mh_arena_t *a;
     mh_meta_t *m;
 
+    /* the unit's bytes change: registrations over it (a lend of this very
+     * buffer) must go first, as for any mmap(MAP_FIXED) */
+    mh_event_dispatch(MH_EV_MAP_FIXED, addr, MH_HUGE);
     pthread_mutex_lock(&mh_arena_lock);
     m = mh_unit_find(addr, &a);
     if (!m) {

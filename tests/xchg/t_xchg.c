@@ -15,7 +15,9 @@
  *            buffer no unit file is left in its descriptors or mappings;
  *   echo     the receiver sends back what it received (a received unit is
  *            not lent on: the ring), into the very buffer the sender lent
- *            (a receive into a lent page);
+ *            (a receive into a lent page); then new bytes mapped over that
+ *            buffer, which the sender sends on: the peer must get those, not
+ *            the unit lent before;
  *   thread   a thread stores into the buffer while it is sent: no store is
  *            lost, the stream stays whole;
  *   fork     the sender forks while its buffer is lent; the child writes it;
@@ -408,18 +410,25 @@ int main(int argc, char **argv)
 
             t_hello_sender(cli);
             t_fill(b, SZ, 7);
-            t_send_all(cli, b, SZ);
-            t_recv_all(cli, b, SZ);                 /* into the lent buffer */
+            t_send_all(cli, b, SZ);                 /* lent */
+            t_recv_all(cli, b, SZ);                 /* the echo, into the lent buffer */
             t_verify(b, SZ, 7, "echo");
+            t_recv_all(cli, b, SZ);                 /* new bytes, mapped over it */
+            t_verify(b, SZ, 8, "second");
+            t_send_all(cli, b, SZ);                 /* what it holds now, not what it lent */
             exit(0);
         }
         {
-            char *b = malloc(SZ);
+            char *b = malloc(SZ), *n = malloc(SZ);
 
             t_hello_receiver(srv);
             t_recv_all(srv, b, SZ);
             t_verify(b, SZ, 7, "received");
             t_send_all(srv, b, SZ);                 /* received units, sent on */
+            t_fill(n, SZ, 8);
+            t_send_all(srv, n, SZ);
+            t_recv_all(srv, b, SZ);
+            t_verify(b, SZ, 8, "sent back");
             T_CHECK(t_wait(pid) == 0);
         }
     } else if (!strcmp(mode, "thread")) {
