@@ -88,14 +88,16 @@ static void shim_mem_fork_child(void)
 }
 
 /* Say once what malloc-hooks could not do, and whether events work. */
+static int shim_mem_placement_wanted;
+
 static int shim_mem_hooks_start(void)
 {
     mh_params_t mp = {
         .alloc_min = zc_config.alloc_min,
         .huge_min = zc_config.alloc_huge_min,
-        /* page exchange alone: placement starts at the first pairing
-         * (shim_mem_placement_start), so that a process that never pairs
-         * pays nothing for it */
+        /* page exchange alone: placement starts when the process listens,
+         * connects to a zcsock listener or pairs (shim_mem_placement_start),
+         * so that a process that never does pays nothing for it */
         .placement = zc_config.alloc_placement ? 1 : zc_config.exchange ? 2 : 0,
         .no_atfork = 1,     /* ordered with the cache's in shim_mem_fork_* */
     };
@@ -103,6 +105,8 @@ static int shim_mem_hooks_start(void)
     unsigned st;
     int rc = mh_init(&mp);
 
+    if (__atomic_load_n(&shim_mem_placement_wanted, __ATOMIC_ACQUIRE))
+        mh_placement_set(1);    /* a connection adopted before we got here */
     st = mh_status(&reason);
     if (rc)
         zc_log(ZC_LOG_NOTICE, "memory hooks unavailable (%s): copying only", strerrordesc_np(-rc));
@@ -176,10 +180,9 @@ int shim_mem_init(void)
 
 void shim_mem_placement_start(void)
 {
-    static int started;
-
-    if (!__atomic_load_n(&started, __ATOMIC_RELAXED) &&
-        !__atomic_exchange_n(&started, 1, __ATOMIC_ACQ_REL))
+    /* before mh_init (an exec'd image adopts its connections first) it
+     * refuses: shim_mem_hooks_start turns it on then */
+    if (!__atomic_exchange_n(&shim_mem_placement_wanted, 1, __ATOMIC_ACQ_REL))
         mh_placement_set(1);
 }
 

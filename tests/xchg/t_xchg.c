@@ -21,6 +21,9 @@
  *   thread   a thread stores into the buffer while it is sent: no store is
  *            lost, the stream stays whole;
  *   fork     the sender forks while its buffer is lent; the child writes it;
+ *   exec     the sender lends 64 MiB and is killed; then the receiver execs
+ *            and its next image reads everything (the transport's receiving
+ *            end survives the exec);
  *   budget   a non-blocking sender lends fresh buffers to a receiver that
  *            reads nothing: it gets EAGAIN once ZCSOCK_PDC_SEND_BUDGET (run.sh:
  *            32 MiB) lent bytes and the ring are full, as the kernel's
@@ -369,6 +372,19 @@ int main(int argc, char **argv)
     int srv = -1, cli = -1;
     pid_t pid;
 
+    if (!strcmp(mode, "exec-reader")) {             /* the exec'd image of "exec" */
+        char *b = malloc(SZ), c;
+        int s = atoi(argv[2]);
+
+        for (unsigned r = 0; r < 4; r++) {
+            t_recv_all(s, b, SZ);
+            t_verify(b, SZ, 2000 + r, "after exec, the sender dead");
+        }
+        T_CHECK(recv(s, &c, 1, 0) <= 0);
+        printf("exec: ok\n");
+        return 0;
+    }
+
     t_unix = argc > 2 && !strcmp(argv[2], "unix");
     pid = t_pair(&srv, &cli);
     if (!strcmp(mode, "mutate")) {
@@ -493,6 +509,27 @@ int main(int argc, char **argv)
             t_verify(b, SZ, 11, "after fork");
             T_CHECK(t_wait(pid) == 0);
         }
+    } else if (!strcmp(mode, "exec")) {
+        if (pid == 0) {
+            t_hello_sender(cli);
+            for (unsigned r = 0; r < 4; r++) {
+                char *b = malloc(SZ);
+
+                t_fill(b, SZ, 2000 + r);
+                t_send_all(cli, b, SZ);
+            }
+            raise(SIGKILL);
+        }
+        {
+            char fdstr[16];
+
+            t_hello_receiver(srv);
+            T_CHECK(t_wait(pid) == 128 + SIGKILL);
+            snprintf(fdstr, sizeof(fdstr), "%d", srv);
+            fflush(stdout);
+            execl("/proc/self/exe", argv[0], "exec-reader", fdstr, (char *)NULL);
+            T_CHECK(!"exec");
+        }
     } else if (!strcmp(mode, "budget")) {
         /* the stream's byte at offset o is a function of o alone, so that
          * partial sends need no bookkeeping */
@@ -555,7 +592,7 @@ int main(int argc, char **argv)
             T_CHECK(t_wait(pid) == 0);
         }
     } else {
-        fprintf(stderr, "usage: t_xchg mutate|kill|echo|thread|fork|budget [unix]\n");
+        fprintf(stderr, "usage: t_xchg mutate|kill|echo|thread|fork|exec|budget [unix]\n");
         return 2;
     }
     printf("%s: ok\n", mode);

@@ -115,6 +115,7 @@ static size_t lp_exec_describe(lp_conn_t *c, const lp_exec_fds_t *x, int loads, 
                   (unsigned long long)c->rx_kernel, (unsigned long long)c->bells_drained,
                   (unsigned long long)c->ch.bells_claimed);
     zc_real.fcntl(c->memfd, F_SETFD, 0);
+    lp_xchg_exec(c, 1);
     if (vforked) {
         /* No fork hook counted this child: the next image is a holder. */
         lp_holders_add(c, 1);
@@ -159,6 +160,7 @@ void path_local_exec_failed(void)
     for (c = lp.head; c; c = c->next) {
         if (c->memfd >= 0)
             zc_real.fcntl(c->memfd, F_SETFD, FD_CLOEXEC);
+        lp_xchg_exec(c, 0);
         if (c->vfork_held && c->ch.base)
             lp_holders_add(c, -1);
         c->vfork_held = 0;
@@ -215,6 +217,7 @@ void lp_inherit_one(const int *fds, int nfds, int memfd, int side, unsigned flag
     c->memfd = shim_fd_internal_keep(memfd, &path_local, c);
     zc_real.fcntl(c->memfd, F_SETFD, FD_CLOEXEC);
     lp_xchg_attach(c);
+    lp_xchg_inherit(c);
     path_local_mbox_ensure();   /* for a lingering peer socket (LINGER, handback.c) */
     lp_side_publish(c, fd);
     c->tx_ring = !!(flags & LP_F_TX_RING);

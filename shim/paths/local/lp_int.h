@@ -95,6 +95,9 @@ typedef struct lp_side {
      * peer's it holds (xs_ack). */
     int32_t xs_pid, xs_no;
     uint32_t xs_gen, xs_ack;
+    /* ... and, as a receiver, where its copy of the peer's is (process
+     * xi_pid, descriptor xi_no): an exec'd image takes it up. */
+    int32_t xi_pid, xi_no;
 } lp_side_t;
 
 /* The PAGES record being read (xchg.c): its unit files (copies installed by
@@ -468,6 +471,8 @@ void lp_xchg_offered(lp_conn_t *c);
 ssize_t lp_xchg_send(lp_conn_t *c, const struct msghdr *msg, size_t sent, size_t *lim_p,
                      int *flags_p);
 void lp_xchg_close(lp_conn_t *c);
+void lp_xchg_exec(lp_conn_t *c, int keep);
+void lp_xchg_inherit(lp_conn_t *c);
 int lp_xchg_moved(lp_conn_t *c, int from, int to);
 
 #endif

@@ -73,6 +73,7 @@ static ssize_t lp_xchg_pages_read(void *ctx, int dir, const local_ring_frame_t *
                                   const struct iovec *dst, int dstcnt, int consume);
 
 static int lx_transport(lp_conn_t *c);
+static int lx_is_transport(int fd);
 
 void lp_xchg_attach(lp_conn_t *c)
 {
@@ -131,6 +132,18 @@ static int lx_transport(lp_conn_t *c)
     return __atomic_load_n(&lp_side(c, !c->ch.side)->xs_ack, __ATOMIC_ACQUIRE) == c->x_gen;
 }
 
+/* Name our copy of the peer's transport in our side words (an exec'd image
+ * of this process takes it up, lp_xchg_inherit). */
+static void lx_publish_in(lp_conn_t *c)
+{
+    lp_side_t *me = lp_side(c, c->ch.side);
+
+    if (!c->sole)
+        return;
+    __atomic_store_n(&me->xi_no, c->x_in, __ATOMIC_RELAXED);
+    __atomic_store_n(&me->xi_pid, (int32_t)LP_SYS(SYS_getpid, 0, 0, 0), __ATOMIC_RELEASE);
+}
+
 /* Fetch the peer's offered transport end when we do not hold that
  * generation yet.  ack: say so in our side words (the peer may lend from
  * now on).  The descriptor, or -1. */
@@ -140,7 +153,7 @@ static int lx_fetch(lp_conn_t *c, int ack)
     uint32_t gen = __atomic_load_n(&peer->xs_gen, __ATOMIC_ACQUIRE);
     int32_t pid = __atomic_load_n(&peer->xs_pid, __ATOMIC_RELAXED);
     int32_t no = __atomic_load_n(&peer->xs_no, __ATOMIC_RELAXED);
-    int fd, type = 0, dom = 0;
+    int fd;
 
     if (!gen || (gen == c->x_in_gen && c->x_in >= 0))
         goto out;
@@ -150,9 +163,7 @@ static int lx_fetch(lp_conn_t *c, int ack)
     fd = lp_fetch_fd(pid, no);
     if (fd < 0)
         goto out;
-    if (zc_real.getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &(socklen_t){ sizeof(int) }) ||
-        zc_real.getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &dom, &(socklen_t){ sizeof(int) }) ||
-        type != SOCK_SEQPACKET || dom != AF_UNIX) {
+    if (!lx_is_transport(fd)) {
         LP_SYS(SYS_close, fd, 0, 0);
         goto out;
     }
@@ -160,6 +171,7 @@ static int lx_fetch(lp_conn_t *c, int ack)
         shim_fd_internal_drop(c->x_in);
     c->x_in = shim_fd_internal_keep(fd, &path_local, c);
     c->x_in_gen = gen;
+    lx_publish_in(c);
 out:
     if (ack && c->x_in >= 0 && c->sole)
         __atomic_store_n(&lp_side(c, c->ch.side)->xs_ack, c->x_in_gen, __ATOMIC_SEQ_CST);
@@ -453,9 +465,33 @@ static ssize_t lp_xchg_pages_read(void *ctx, int dir, const local_ring_frame_t *
 
 /* --- descriptors ---------------------------------------------------------------- */
 
+/* A SOCK_SEQPACKET AF_UNIX socket? */
+static int lx_is_transport(int fd)
+{
+    int type = 0, dom = 0;
+
+    return fd >= 0 &&
+           !zc_real.getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &(socklen_t){ sizeof(int) }) &&
+           !zc_real.getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &dom, &(socklen_t){ sizeof(int) }) &&
+           type == SOCK_SEQPACKET && dom == AF_UNIX;
+}
+
 void lp_xchg_close(lp_conn_t *c)
 {
+    int32_t me = (int32_t)LP_SYS(SYS_getpid, 0, 0, 0);
+
     lx_rec_drop(&c->xr);
+    if (c->ch.base && !shim_vfork_child()) {
+        lp_side_t *s = lp_side(c, c->ch.side);
+
+        /* our offer and our copy stop being fetchable: their numbers may be
+         * anything once closed */
+        if (c->x_rx >= 0 && __atomic_load_n(&s->xs_pid, __ATOMIC_RELAXED) == me &&
+            __atomic_load_n(&s->xs_no, __ATOMIC_RELAXED) == c->x_rx)
+            __atomic_store_n(&s->xs_gen, 0, __ATOMIC_RELEASE);
+        if (c->x_in >= 0 && __atomic_load_n(&s->xi_pid, __ATOMIC_RELAXED) == me)
+            __atomic_store_n(&s->xi_pid, 0, __ATOMIC_RELEASE);
+    }
     if (c->x_tx >= 0)
         shim_fd_internal_drop(c->x_tx);
     if (c->x_rx >= 0)
@@ -463,6 +499,45 @@ void lp_xchg_close(lp_conn_t *c)
     if (c->x_in >= 0)
         shim_fd_internal_drop(c->x_in);
     c->x_tx = c->x_rx = c->x_in = -1;
+}
+
+/* exec of a connection the next image inherits (keep: 1 before, 0 when the
+ * exec failed): the receiving ends survive it, so that the next image can
+ * read PAGES records already sent, and resolve our own, whatever becomes of
+ * the peer.  Our sending end does not: the next image lends on a transport
+ * of its own, if at all. */
+void lp_xchg_exec(lp_conn_t *c, int keep)
+{
+    int flag = keep ? 0 : FD_CLOEXEC;
+
+    if (c->x_rx >= 0)
+        zc_real.fcntl(c->x_rx, F_SETFD, flag);
+    if (c->x_in >= 0)
+        zc_real.fcntl(c->x_in, F_SETFD, flag);
+}
+
+/* An exec'd image adopted connection c: take up the receiving ends the
+ * previous image of this process left open (named in our side words). */
+void lp_xchg_inherit(lp_conn_t *c)
+{
+    lp_side_t *s = lp_side(c, c->ch.side);
+    int32_t me = (int32_t)LP_SYS(SYS_getpid, 0, 0, 0);
+    int32_t no;
+
+    if (__atomic_load_n(&s->xs_pid, __ATOMIC_ACQUIRE) == me &&
+        __atomic_load_n(&s->xs_gen, __ATOMIC_RELAXED) &&
+        lx_is_transport(no = __atomic_load_n(&s->xs_no, __ATOMIC_RELAXED))) {
+        c->x_rx = shim_fd_internal_keep(no, &path_local, c);
+        zc_real.fcntl(c->x_rx, F_SETFD, FD_CLOEXEC);
+        __atomic_store_n(&s->xs_no, c->x_rx, __ATOMIC_RELEASE);
+    }
+    if (__atomic_load_n(&s->xi_pid, __ATOMIC_ACQUIRE) == me &&
+        lx_is_transport(no = __atomic_load_n(&s->xi_no, __ATOMIC_RELAXED))) {
+        c->x_in = shim_fd_internal_keep(no, &path_local, c);
+        zc_real.fcntl(c->x_in, F_SETFD, FD_CLOEXEC);
+        c->x_in_gen = __atomic_load_n(&lp_side(c, !c->ch.side)->xs_gen, __ATOMIC_RELAXED);
+        __atomic_store_n(&s->xi_no, c->x_in, __ATOMIC_RELEASE);
+    }
 }
 
 int lp_xchg_moved(lp_conn_t *c, int from, int to)
