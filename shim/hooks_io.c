@@ -60,13 +60,18 @@ static ssize_t shim_path_recv(shim_fd_t *f, int fd, const struct iovec *iov, siz
                                                                       \
     SHIM_ENTER(name, -1);                                             \
     f = shim_fd_get(fd);                                              \
-    if (shim_fd_claimed(f))                                             \
+    if (shim_fd_claimed(f)) {                                         \
+        if (is_send)                                                  \
+            shim_send_site = (uintptr_t)__builtin_return_address(0);  \
         return path_call;                                             \
+    }                                                                 \
     n = zc_real.name(__VA_ARGS__);                                    \
     shim_copy_account(f, is_send, n, must_be_socket);                 \
     return n
 
 #define SHIM_IOV1(buf, len) (&(struct iovec){ (void *)(buf), (len) })
+
+__thread uintptr_t shim_send_site __attribute__((tls_model("initial-exec")));
 
 /* --- send family --------------------------------------------------------- */
 

@@ -36,6 +36,9 @@ int shim_vfork_child(void);
  * lock held) runs when the outermost one ends; inside a blocking wait of one
  * (shim_sig_wait_begin/end) it runs at once. */
 extern __thread int shim_sig_crit __attribute__((tls_model("initial-exec")));
+/* The application's call site of the send hook now running (its return
+ * address): page exchange charges a refusal to it (shim_xu_refused). */
+extern __thread uintptr_t shim_send_site __attribute__((tls_model("initial-exec")));
 extern __thread int shim_sig_open __attribute__((tls_model("initial-exec")));
 extern __thread uint64_t shim_sig_pend __attribute__((tls_model("initial-exec")));
 extern __thread unsigned shim_sig_ran __attribute__((tls_model("initial-exec")));

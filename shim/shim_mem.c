@@ -198,7 +198,9 @@ pdc_uring_t *shim_mem_uring(void)
 
 size_t shim_mem_report(char *buf, size_t size)
 {
-    return shim_pdc ? pdc_stats_sites_format(shim_pdc, "pdc", 5, buf, size) : 0;
+    size_t n = shim_pdc ? pdc_stats_sites_format(shim_pdc, "pdc", 5, buf, size) : 0;
+
+    return n + shim_xu_report(buf + n, size - n);
 }
 
 int shim_mem_fd_is_internal(int fd)

@@ -3,6 +3,7 @@
 #define SHIM_MEM_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 struct pdc;
 struct pdc_uring;
@@ -64,6 +65,14 @@ SHIM_MEM_API int shim_xu_clean(const void *unit);
  * copy-on-write over the 2 MiB-aligned unit of a placed huge block at dst.
  * 0, or -EINVAL (dst is not such a unit) or the mmap error (dst unchanged). */
 SHIM_MEM_API int shim_xu_map(void *dst, int fd);
+/* Charge a unit that could not be lent (reason: one of SHIM_XU_WHY_*) to
+ * the application's call site; the report lists the top ones.  Hook-safe:
+ * a busy table drops the charge. */
+enum { SHIM_XU_WHY_NOT_PLACED = 0, SHIM_XU_WHY_REWRITTEN = 1, SHIM_XU_WHY_BUDGET = 2,
+       SHIM_XU_WHY_NO_TRANSPORT = 3, SHIM_XU_WHYS = 4 };
+SHIM_MEM_API void shim_xu_refused(uintptr_t site, int why);
+/* Append the top refusal sites to a report.  Report time only. */
+size_t shim_xu_report(char *buf, size_t size);
 /* Wiring for shim_mem.c. */
 void shim_xu_fork_prepare(void);
 void shim_xu_fork_parent(void);

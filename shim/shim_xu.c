@@ -42,6 +42,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <stdio.h>
 #include <unistd.h>
 
 #include "mh.h"
@@ -336,6 +337,72 @@ void shim_xu_release(shim_xu_t *x)
 int shim_xu_map(void *dst, int fd)
 {
     return mh_unit_map(dst, fd);
+}
+
+/* --- refusals by call site ------------------------------------------------- */
+
+#define XU_SITES 8          /* per reason, space-saving: a new site replaces the least */
+
+static struct {
+    int busy;
+    struct {
+        uintptr_t pc;
+        uint64_t n;
+    } v[SHIM_XU_WHYS][XU_SITES];
+} xu_sites;
+
+static const char *const xu_why_names[SHIM_XU_WHYS] = { "not_placed", "rewritten", "budget",
+                                                       "no_transport" };
+
+void shim_xu_refused(uintptr_t site, int why)
+{
+    unsigned min = 0;
+
+    if (why < 0 || why >= SHIM_XU_WHYS || !site ||
+        __atomic_exchange_n(&xu_sites.busy, 1, __ATOMIC_ACQUIRE))
+        return;
+    for (unsigned i = 0; i < XU_SITES; i++) {
+        if (xu_sites.v[why][i].pc == site) {
+            xu_sites.v[why][i].n++;
+            goto out;
+        }
+        if (xu_sites.v[why][i].n < xu_sites.v[why][min].n)
+            min = i;
+    }
+    xu_sites.v[why][min].pc = site;
+    xu_sites.v[why][min].n++;
+out:
+    __atomic_store_n(&xu_sites.busy, 0, __ATOMIC_RELEASE);
+}
+
+size_t shim_xu_report(char *buf, size_t size)
+{
+    size_t n = 0;
+
+    for (int w = 0; w < SHIM_XU_WHYS; w++) {
+        unsigned used[XU_SITES] = { 0 };
+
+        for (unsigned rank = 1; rank <= 3; rank++) {
+            unsigned best = XU_SITES;
+            char where[256];
+            int k;
+
+            for (unsigned i = 0; i < XU_SITES; i++)
+                if (!used[i] && xu_sites.v[w][i].n &&
+                    (best == XU_SITES || xu_sites.v[w][i].n > xu_sites.v[w][best].n))
+                    best = i;
+            if (best == XU_SITES || n + 1 >= size)
+                break;
+            used[best] = 1;
+            k = snprintf(buf + n, size - n, "xchg.refused.%s.%u: %llu %s\n", xu_why_names[w],
+                         rank, (unsigned long long)xu_sites.v[w][best].n,
+                         pdc_site_format(xu_sites.v[w][best].pc, where, sizeof(where)));
+            if (k < 0)
+                break;
+            n += (size_t)k < size - n ? (size_t)k : size - n - 1;
+        }
+    }
+    return n;
 }
 
 void shim_xu_fork_prepare(void)

@@ -13,7 +13,7 @@ if [ "$thp" = never ]; then
 fi
 env ${XCHG_ENV:-} ZCSOCK_EXCHANGE="$ex" ZCSOCK_LOCAL_UNIX=1 ZCSOCK_STATS=1 ZCSOCK_LOG_FILE="$dir/%p.log" \
   LD_PRELOAD="$ZC_LIB" "$bin" "$mode" "$fam" || exit 1
-cat "$dir"/*.log | grep -E '^(local\.xchg|path\.local\.send_bytes|pdc\.xu\.(hits|regs))' | grep -v ': 0$'
+cat "$dir"/*.log | grep -E '^(xchg\.refused|local\.xchg|path\.local\.send_bytes|pdc\.xu\.(hits|regs))' | grep -v ': 0$'
 rc=0
 for chk in "$@"; do
   key=${chk%%[<>=]*} op=${chk#"$key"}

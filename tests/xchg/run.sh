@@ -30,7 +30,7 @@ xcase() {
 }
 for fam in tcp unix; do
   xcase "mutate/$fam" mutate $fam advise 1 local.xchg.bytes_lent\>0 local.xchg.bytes_mapped\>0 \
-    local.xchg.bytes_copied\>0 local.xchg.rewritten\>0
+    local.xchg.bytes_copied\>0 local.xchg.rewritten\>0 xchg.refused.rewritten.1\>0
   xcase "kill/$fam" kill $fam advise 1 local.xchg.bytes_mapped==134217728
   xcase "echo/$fam" echo $fam advise 1 local.xchg.bytes_mapped\>0 local.xchg.not_placed\>0
   xcase "thread/$fam" thread $fam advise 1 local.xchg.bytes_lent\>0 local.xchg.rewritten\>0

@@ -210,11 +210,27 @@ static const char *lx_at(const struct msghdr *msg, size_t sent, size_t *avail_p)
     return NULL;
 }
 
-static void lx_refused(int rc)
+/* A unit refused for why (SHIM_XU_WHY_*): counted, and charged to the
+ * application's send call. */
+static void lx_refused(int why)
 {
-    zc_stat_add(rc == -EFAULT ? ZC_STAT_LOCAL_XCHG_REWRITTEN
-                : rc == -EINVAL || rc == -EPERM ? ZC_STAT_LOCAL_XCHG_NOT_PLACED
-                : ZC_STAT_LOCAL_XCHG_BUDGET, 1);
+    static const unsigned stat[SHIM_XU_WHYS] = {
+        [SHIM_XU_WHY_NOT_PLACED] = ZC_STAT_LOCAL_XCHG_NOT_PLACED,
+        [SHIM_XU_WHY_REWRITTEN] = ZC_STAT_LOCAL_XCHG_REWRITTEN,
+        [SHIM_XU_WHY_BUDGET] = ZC_STAT_LOCAL_XCHG_BUDGET,
+        [SHIM_XU_WHY_NO_TRANSPORT] = ZC_STAT_LOCAL_XCHG_NO_TRANSPORT,
+    };
+
+    zc_stat_add(stat[why], 1);
+    if (shim_xu_refused)
+        shim_xu_refused(shim_send_site, why);
+}
+
+static int lx_why(int rc)
+{
+    return rc == -EFAULT ? SHIM_XU_WHY_REWRITTEN
+           : rc == -EINVAL || rc == -EPERM ? SHIM_XU_WHY_NOT_PLACED
+           : SHIM_XU_WHY_BUDGET;
 }
 
 ssize_t lp_xchg_send(lp_conn_t *c, const struct msghdr *msg, size_t sent, size_t *lim_p,
@@ -261,17 +277,17 @@ ssize_t lp_xchg_send(lp_conn_t *c, const struct msghdr *msg, size_t sent, size_t
     while (k && zc_config.pdc_send_budget && unread + k * LX_UNIT > zc_config.pdc_send_budget)
         k--;
     if (!k) {
-        zc_stat_add(ZC_STAT_LOCAL_XCHG_BUDGET, 1);
+        lx_refused(SHIM_XU_WHY_BUDGET);
         goto ring_one;
     }
     if (!lx_transport(c)) {
-        zc_stat_add(ZC_STAT_LOCAL_XCHG_NO_TRANSPORT, 1);
+        lx_refused(SHIM_XU_WHY_NO_TRANSPORT);
         goto ring_one;
     }
     for (; n < k; n++) {
         rc = shim_xu_lend((char *)p + n * LX_UNIT, &x[n]);
         if (rc) {
-            lx_refused(rc);
+            lx_refused(lx_why(rc));
             break;
         }
         pg[n] = (local_ring_page_t){ .offset = 0, .npages = 1, .seg = 0, .shift = 21 };
@@ -291,7 +307,7 @@ ssize_t lp_xchg_send(lp_conn_t *c, const struct msghdr *msg, size_t sent, size_t
         memcpy(CMSG_DATA(h) + i * sizeof(int), &x[i].fd, sizeof(int));
     if (zc_real.sendmsg(c->x_tx, &mh, MSG_DONTWAIT | MSG_NOSIGNAL) != (ssize_t)sizeof(m)) {
         /* full (the receiver is behind), or too many files in flight */
-        zc_stat_add(ZC_STAT_LOCAL_XCHG_NO_TRANSPORT, 1);
+        lx_refused(SHIM_XU_WHY_NO_TRANSPORT);
         for (size_t i = 0; i < n; i++)
             shim_xu_release(&x[i]);
         goto ring_one;
