@@ -335,6 +335,7 @@ mpi_fig() {   # IMPL VARIANT -> "lat1 lat4k bw64k bw1m bw8m" (0 on failure)
   local impl=$1 v=$2 bin=$ZC_BUILD/mpi_pingpong_$1 secs pre=() env=() opts=()
   secs=$([ "${QUICK:-}" = 1 ] && echo 0.3 || echo 0.5)
   [ "$v" = zcsock ] && pre=(LD_PRELOAD="$ZC_LIB")
+  [ "$v" = xchg ] && pre=(LD_PRELOAD="$ZC_LIB" ZCSOCK_EXCHANGE=1)
   if [ "$impl" = openmpi ]; then
     env=(OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1)   # 2 ranks, 2 slots: no
     # oversubscription, which would make idle ranks yield the CPU
@@ -450,6 +451,19 @@ for bm in reused fresh refilled; do
       "$(printf '%s\n' "${ck[@]}" | xb_med)" "$(printf '%s\n' "${cz[@]}" | xb_med)" \
       "$(printf '%s\n' "${cx[@]}" | xb_med)" "$(printf '%s\n' "${hx[@]}" | xb_med)"
   done
+done
+# MPI over TCP with page exchange: the 8 MiB window's bandwidth
+for impl in openmpi mpich; do
+  [ -x "$ZC_BUILD/mpi_pingpong_$impl" ] && command -v "mpiexec.$impl" >/dev/null || continue
+  rk=$(mktemp) rz=$(mktemp) rx=$(mktemp)
+  for ((r = 1; r <= XB_ROUNDS; r++)); do
+    mpi_fig "$impl" kernel >>"$rk"; mpi_fig "$impl" zcsock >>"$rz"; mpi_fig "$impl" xchg >>"$rx"
+  done
+  k=$(mpi_med 5 <"$rk"); z=$(mpi_med 5 <"$rz"); x=$(mpi_med 5 <"$rx")
+  printf 'MPI %-8s 8 MiB windows, MB/s: kernel %.0f, ring %.0f, exchange %.0f: exchange/kernel %.2f, exchange/ring %.2f\n' \
+    "$impl" "$k" "$z" "$x" "$(awk -v a="$x" -v b="$k" 'BEGIN {print b ? a / b : 0}')" \
+    "$(awk -v a="$x" -v b="$z" 'BEGIN {print b ? a / b : 0}')"
+  rm -f "$rk" "$rz" "$rx"
 done
 if [ "$(id -u)" = 0 ] && echo never > "$hp_thp" 2>/dev/null; then
   z=(); x=()
