@@ -66,7 +66,7 @@ run_pair "malloc/free pairs 16B..1KiB (ns)" "$bin" small "$((PAIRS * 4))"
 MH_ENV="ZCSOCK_ALLOC_PLACEMENT=1" run_pair "realloc 1KiB..8MiB, placed (ns/call)" "$bin" realloc 200
 run_pair "python3 fixed script (us)" bash -c pytime
 MH_ENV="ZCSOCK_ALLOC_PLACEMENT=1" run_pair "python3 fixed script, placed (us)" bash -c pytime
-# page exchange defers placement until the process listens, connects or pairs
+# page exchange places only blocks of 2 MiB and more (on 2 MiB shared pages)
 MH_ENV="ZCSOCK_EXCHANGE=1" run_pair "python3 fixed script, exchange (us)" bash -c pytime
 echo "placement threshold data (ns per block), glibc vs arena (ZCSOCK_ALLOC_MIN=4096)"
 for kb in 16 32 64 128 256 512 1024 4096; do

@@ -88,16 +88,14 @@ static void shim_mem_fork_child(void)
 }
 
 /* Say once what malloc-hooks could not do, and whether events work. */
-static int shim_mem_placement_wanted;
-
 static int shim_mem_hooks_start(void)
 {
     mh_params_t mp = {
-        .alloc_min = zc_config.alloc_min,
+        .alloc_min = zc_config.alloc_placement || zc_config.alloc_min > zc_config.alloc_huge_min
+                         ? zc_config.alloc_min : zc_config.alloc_huge_min,
         .huge_min = zc_config.alloc_huge_min,
-        /* page exchange alone: placement starts when the process listens,
-         * connects to a zcsock listener or pairs (shim_mem_placement_start),
-         * so that a process that never does pays nothing for it */
+        /* page exchange alone: set up, turned on below only where it can
+         * lend (2 MiB shared pages), and only for blocks it can lend */
         .placement = zc_config.alloc_placement ? 1 : zc_config.exchange ? 2 : 0,
         .no_atfork = 1,     /* ordered with the cache's in shim_mem_fork_* */
     };
@@ -105,9 +103,13 @@ static int shim_mem_hooks_start(void)
     unsigned st;
     int rc = mh_init(&mp);
 
-    if (__atomic_load_n(&shim_mem_placement_wanted, __ATOMIC_ACQUIRE))
-        mh_placement_set(1);    /* a connection adopted before we got here */
     st = mh_status(&reason);
+    /* Page exchange places only what it can lend, 2 MiB blocks on 2 MiB
+     * pages: those fault in no slower than the allocator's own, so a process
+     * that never pairs pays nothing measurable (README, bench-mh). */
+    if (!zc_config.alloc_placement && zc_config.exchange && (st & MH_ST_HUGE_THP) &&
+        mh_placement_set(1) == 0)
+        st = mh_status(&reason);
     if (rc)
         zc_log(ZC_LOG_NOTICE, "memory hooks unavailable (%s): copying only", strerrordesc_np(-rc));
     if (st & MH_ST_FOREIGN_ALLOCATOR)
@@ -176,14 +178,6 @@ int shim_mem_init(void)
         zc_log(ZC_LOG_NOTICE, "pin-down cache unavailable (%s): copying only",
                strerrordesc_np(-rc));
     return rc;
-}
-
-void shim_mem_placement_start(void)
-{
-    /* before mh_init (an exec'd image adopts its connections first) it
-     * refuses: shim_mem_hooks_start turns it on then */
-    if (!__atomic_exchange_n(&shim_mem_placement_wanted, 1, __ATOMIC_ACQ_REL))
-        mh_placement_set(1);
 }
 
 pdc_t *shim_mem_cache(void)

@@ -27,10 +27,6 @@ SHIM_MEM_API struct pdc_uring *shim_mem_uring(void);
 /* Append the cache's top call sites to a report.  Report time only. */
 SHIM_MEM_API size_t shim_mem_report(char *buf, size_t size);
 
-/* A local peer paired: deferred placement (ZCSOCK_EXCHANGE without
- * ZCSOCK_ALLOC_PLACEMENT) starts now.  Once; hook-safe. */
-SHIM_MEM_API void shim_mem_placement_start(void);
-
 /* 1 when fd belongs to the memory subsystem (arena memfds).  Hook-safe. */
 SHIM_MEM_API int shim_mem_fd_is_internal(int fd);
 

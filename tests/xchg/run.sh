@@ -40,7 +40,7 @@ for fam in tcp unix; do
   xcase "fork/$fam" fork $fam advise 1 local.xchg.bytes_mapped\>0 local.xchg.not_placed\>0
   xcase "exec/$fam" exec $fam advise 1 local.xchg.bytes_mapped==67108864
   XCHG_ENV="ZCSOCK_PDC_SEND_BUDGET=32M" xcase "budget/$fam" budget $fam advise 1 \
-    local.xchg.bytes_lent\>0 local.xchg.budget\>0
+    local.xchg.bytes_lent\>0 local.xchg.budget\>0 local.xchg.budget_waits\>0
 done
 xcase "mutate/no-huge-pages" mutate tcp never 1 local.xchg.unavailable\>0 local.xchg.bytes_lent==0 \
   path.local.send_bytes\>0

@@ -27,7 +27,8 @@
  *   budget   a non-blocking sender lends fresh buffers to a receiver that
  *            reads nothing: it gets EAGAIN once ZCSOCK_PDC_SEND_BUDGET (run.sh:
  *            32 MiB) lent bytes and the ring are full, as the kernel's
- *            buffers would stop it; then every byte arrives.
+ *            buffers would stop it; blocking sends then wait for the
+ *            receiver (naps, counted); then every byte arrives.
  *
  * Exit 0 pass, 1 fail. */
 #define _GNU_SOURCE
@@ -539,7 +540,7 @@ int main(int argc, char **argv)
 
             t_hello_sender(cli);
             T_CHECK(fcntl(cli, F_SETFL, O_NONBLOCK) == 0);
-            for (int i = 0; i < 64 && !stop; i++) {
+            for (int i = 0; i < 64 + 4 && (!stop || i < stop); i++) {
                 char *b = malloc(SZ);               /* fresh: lent, never a hit */
                 size_t off = 0;
 
@@ -549,7 +550,8 @@ int main(int argc, char **argv)
                     ssize_t k = send(cli, b + off, SZ - off, MSG_NOSIGNAL);
 
                     if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-                        stop = 1;
+                        stop = i + 1 + 4;   /* then 4 more buffers, blocking:
+                                             * over the budget, they wait */
                         break;
                     }
                     T_CHECK(k > 0);

@@ -63,6 +63,7 @@
 #define LP_SIDE_OFF  2048u      /* per-side shared words in the header page */
 #define LP_IOV_WIN   64         /* iovecs handled per ring call */
 #define LP_XCHG_MIN  (2u << 20) /* a send shorter than a unit never lends (xchg.c) */
+#define LP_XCHG_NAP_US 20       /* a blocking send over the send budget naps this long */
 #define LP_ROOM_KEEP 64         /* ring bytes a write leaves for the EOF record */
 #define LP_LOOK_US 1000         /* most a non-blocking receive goes without a kernel
                                  * look (lp_rx_empty) */
@@ -424,6 +425,9 @@ int path_local_getsockopt(shim_fd_t *f, int fd, int level, int name, void *val, 
 int64_t lp_now_ms(void);
 int lp_interrupted(const lp_wait_t *w);
 int lp_sig_interrupts(const lp_wait_t *w);
+/* The slice a wait of role may sleep (ms, the socket's timeout left), or
+ * -EAGAIN when that timeout passed. */
+long lp_slice_ms(lp_conn_t *c, int fd, int role, lp_wait_t *w);
 void lp_kernel_look(lp_conn_t *c, int fd, int role);
 int lp_sleep(lp_conn_t *c, int fd, int role, lp_wait_t *w);
 ssize_t lp_recv_kernel(lp_conn_t *c, shim_fd_t *f, int fd, struct msghdr *msg, int flags,
@@ -461,15 +465,16 @@ void path_local_scm_received(struct msghdr *msg);
 
 /* Page exchange (xchg.c). */
 void lp_xchg_init(lp_conn_t *c);
-void lp_xchg_expect(void);
 void lp_xchg_attach(lp_conn_t *c);
 void lp_xchg_offered(lp_conn_t *c);
 /* Lend the whole 2 MiB units at stream byte `sent` of msg (TX lock held):
  * the bytes lent (one PAGES record, *flags_p its ring flags), 0 when none
  * (the ring window is then cut to *lim_p: up to the next unit, or the one
- * refused), or -errno (the channel broke). */
+ * refused; *over_p: refused because the send budget is spent, which a
+ * blocking send waits out rather than copying), or -errno (the channel
+ * broke). */
 ssize_t lp_xchg_send(lp_conn_t *c, const struct msghdr *msg, size_t sent, size_t *lim_p,
-                     int *flags_p);
+                     int *flags_p, int *over_p);
 void lp_xchg_close(lp_conn_t *c);
 void lp_xchg_exec(lp_conn_t *c, int keep);
 void lp_xchg_inherit(lp_conn_t *c);

@@ -300,10 +300,7 @@ void path_local_listened(int fd)
     shim_fd_t *f = shim_fd_get(fd);
     int beacon = -1;
 
-    if (!lp_candidate(fd))
-        return;
-    lp_xchg_expect();
-    if (f->family == AF_UNIX)
+    if (!lp_candidate(fd) || f->family == AF_UNIX)
         return;
     if (local_pair_listen(fd, &beacon) != 0)
         beacon = -1;        /* tried: another process holds the name */
@@ -333,7 +330,6 @@ void path_local_connect_prepare(int fd, const struct sockaddr *addr, socklen_t l
     c->ann = shim_fd_internal_raise(ann);   /* held until the pickup */
     c->state = LP_PENDING;
     lp_claim(fd, c);
-    lp_xchg_expect();
 }
 
 void path_local_connect_done(int fd, int rc, int err)

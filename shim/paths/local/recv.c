@@ -99,7 +99,7 @@ static int lp_spin(const uint32_t *word, uint32_t kind, unsigned us)
 
 /* The length of the next sleep slice in ms, or -EAGAIN past the
  * application's SO_RCVTIMEO / SO_SNDTIMEO (read once per call into w). */
-static long lp_slice_ms(lp_conn_t *c, int fd, int role, lp_wait_t *w)
+long lp_slice_ms(lp_conn_t *c, int fd, int role, lp_wait_t *w)
 {
     if (!w->init) {
         lp_cached_t *k = &c->timeo[role];

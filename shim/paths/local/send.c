@@ -138,6 +138,27 @@ static ssize_t lp_tx_full(lp_conn_t *c, int fd, lp_tx_t *t)
     return LP_CONTINUE;
 }
 
+/* A blocking send whose next units are over the send budget (lent bytes the
+ * receiver has not read): wait for the receiver, in naps (its consumption
+ * rings no bell for this), within the socket's timeout and letting signal
+ * handlers interrupt as a blocked send would.  TX lock held; LP_CONTINUE
+ * returns with it held, anything else without. */
+static ssize_t lp_xchg_over(lp_conn_t *c, int fd, lp_tx_t *t)
+{
+    long ms;
+
+    lp_unlock(c, LP_TX);
+    ms = lp_slice_ms(c, fd, LP_TX, &t->w);
+    if (ms < 0)
+        return t->sent ? (ssize_t)t->sent : ms;
+    if (lp_sig_interrupts(&t->w))
+        return t->sent ? (ssize_t)t->sent : -EINTR;
+    zc_stat_add(ZC_STAT_LOCAL_XCHG_BUDGET_WAITS, 1);
+    syscall(SYS_nanosleep, &(struct timespec){ 0, LP_XCHG_NAP_US * 1000L }, NULL);
+    lp_lock(c, LP_TX);
+    return LP_CONTINUE;
+}
+
 /* One pass of the ring send loop.  TX lock held; LP_CONTINUE returns with
  * it held, anything else without. */
 static ssize_t lp_tx_step(lp_conn_t *c, shim_fd_t *f, int fd, lp_tx_t *t)
@@ -167,12 +188,15 @@ static ssize_t lp_tx_step(lp_conn_t *c, shim_fd_t *f, int fd, lp_tx_t *t)
         return lp_tx_full(c, fd, t);
     lim = (size_t)(room - LP_ROOM_KEEP);
     if (zc_config.exchange && t->total - t->sent >= LP_XCHG_MIN) {
-        ssize_t x = lp_xchg_send(c, t->msg, t->sent, &lim, &rc);
+        int over;
+        ssize_t x = lp_xchg_send(c, t->msg, t->sent, &lim, &rc, &over);
 
         if (x < 0) {
             lp_unlock(c, LP_TX);
             return t->sent ? (ssize_t)t->sent : lp_broken(c);
         }
+        if (!x && over && !lp_nonblocking(c, fd, t->flags))
+            return lp_xchg_over(c, fd, t);
         if (x > 0) {
             lp_wake(c, fd, rc, local_ring_wait_word(&c->ch, lp_txdir(c), LOCAL_RING_ROLE_CONS));
             t->sent += (size_t)x;

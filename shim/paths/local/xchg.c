@@ -11,7 +11,10 @@
  * unit.  A unit that is refused (not placed huge memory, rewritten since it
  * was lent, cache limits, no transport, the send budget: ZCSOCK_PDC_SEND_BUDGET
  * bytes lent and not yet read) goes through the ring, counted by reason; the
- * ring then fills and blocks as the kernel's buffers would.
+ * ring then fills and blocks as the kernel's buffers would.  A blocking send
+ * over the budget waits for the receiver instead (naps of LP_XCHG_NAP_US
+ * within its timeout: send.c), since mixing in ring copies would make it
+ * run at the ring's pace with the receiver copying misaligned units.
  *
  * THE UNIT TRANSPORT.  A socketpair (SOCK_SEQPACKET) of the sending side,
  * made by the process that paired the connection at its first lend.  It
@@ -79,20 +82,9 @@ void lp_xchg_attach(lp_conn_t *c)
 {
     c->ch.pages_read = lp_xchg_pages_read;
     c->ch.pages_ctx = c;
-    lp_xchg_expect();
     /* offered now, so the peer's first receive acknowledges it */
     if (zc_config.exchange && c->sole && shim_xu_ready && shim_xu_ready())
         lx_transport(c);
-}
-
-/* This process may pair (it listens, connects to a zcsock listener, or
- * paired): with exchange on, placement starts now (it was deferred so that a
- * process that never pairs pays nothing for it); blocks allocated from now
- * on can be lent or receive units in place. */
-void lp_xchg_expect(void)
-{
-    if (zc_config.exchange && shim_mem_placement_start)
-        shim_mem_placement_start();
 }
 
 void lp_xchg_init(lp_conn_t *c)
@@ -234,7 +226,7 @@ static int lx_why(int rc)
 }
 
 ssize_t lp_xchg_send(lp_conn_t *c, const struct msghdr *msg, size_t sent, size_t *lim_p,
-                     int *flags_p)
+                     int *flags_p, int *over_p)
 {
     local_ring_page_t pg[LOCAL_RING_PAGES_MAX];
     shim_xu_t x[LOCAL_RING_PAGES_MAX];
@@ -249,6 +241,7 @@ ssize_t lp_xchg_send(lp_conn_t *c, const struct msghdr *msg, size_t sent, size_t
     int rc;
 
     *flags_p = 0;
+    *over_p = 0;
     if (!p || avail < LX_UNIT || c->x_off)
         return 0;
     if (!shim_xu_ready || !shim_xu_ready()) {
@@ -277,6 +270,7 @@ ssize_t lp_xchg_send(lp_conn_t *c, const struct msghdr *msg, size_t sent, size_t
     while (k && zc_config.pdc_send_budget && unread + k * LX_UNIT > zc_config.pdc_send_budget)
         k--;
     if (!k) {
+        *over_p = 1;
         lx_refused(SHIM_XU_WHY_BUDGET);
         goto ring_one;
     }
