@@ -197,6 +197,10 @@ int shim_fd_internal_keep(int fd, const shim_path_t *p, void *ctx);
  * cannot move (no free number up there).  Hook-safe. */
 int shim_fd_internal_raise(int fd);
 
+/* A close-on-exec copy of fd at shim_fd_internal_floor() or above, else at
+ * any free number (the original stays open).  The copy, or -errno. */
+int shim_fd_dup_high(int fd);
+
 /* Give a kept descriptor up (closes it). */
 void shim_fd_internal_drop(int fd);
 

@@ -105,6 +105,15 @@ void shim_fd_internal_drop(int fd)
     zc_real.close(fd);
 }
 
+int shim_fd_dup_high(int fd)
+{
+    int to = zc_real.fcntl(fd, F_DUPFD_CLOEXEC, shim_fd_internal_floor());
+
+    if (to < 0)
+        to = zc_real.fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    return to < 0 ? -errno : to;
+}
+
 /* dup2/dup3 onto internal descriptor fd: move it away first.  0 or -errno. */
 int shim_fd_internal_move(int fd)
 {
@@ -115,11 +124,9 @@ int shim_fd_internal_move(int fd)
 
     if (!p)
         return 0;
-    to = zc_real.fcntl(fd, F_DUPFD_CLOEXEC, shim_fd_internal_floor());
+    to = shim_fd_dup_high(fd);
     if (to < 0)
-        to = zc_real.fcntl(fd, F_DUPFD_CLOEXEC, 0);
-    if (to < 0)
-        return -errno;
+        return to;
     *shim_fd_get(to) = *f;
     memset(f, 0, sizeof(*f));
     if (p->internal_moved)

@@ -449,11 +449,9 @@ int shim_xu_fd_move(int fd)
             where = &xu.slots[i].fd;
     if (!where)
         return 0;
-    to = zc_real.fcntl(fd, F_DUPFD_CLOEXEC, shim_fd_internal_floor());
+    to = shim_fd_dup_high(fd);
     if (to < 0)
-        to = zc_real.fcntl(fd, F_DUPFD_CLOEXEC, 0);
-    if (to < 0)
-        return -errno;
+        return to;
     xu_kept(to);
     if (!__atomic_compare_exchange_n(where, &fd, to, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
         xu_close(to);       /* it closed meanwhile */

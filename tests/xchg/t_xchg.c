@@ -347,6 +347,20 @@ static int t_count_units(void)
     return n;
 }
 
+/* The sender of kill and exec: n fresh buffers (all lent: never a hit, never
+ * rewritten), seeds seed0.., then killed before its peer reads a byte. */
+static void t_lend_and_die(int s, unsigned n, unsigned seed0)
+{
+    t_hello_sender(s);
+    for (unsigned r = 0; r < n; r++) {
+        char *b = malloc(SZ);
+
+        t_fill(b, SZ, seed0 + r);
+        t_send_all(s, b, SZ);
+    }
+    raise(SIGKILL);
+}
+
 /* --- main ------------------------------------------------------------------- */
 
 static char *t_target;
@@ -397,16 +411,8 @@ int main(int argc, char **argv)
         t_mutate_receiver(srv);
         T_CHECK(t_wait(pid) == 0);
     } else if (!strcmp(mode, "kill")) {
-        if (pid == 0) {
-            t_hello_sender(cli);
-            for (unsigned r = 0; r < 8; r++) {
-                char *b = malloc(SZ);       /* a fresh buffer each time: all lent */
-
-                t_fill(b, SZ, 1000 + r);
-                t_send_all(cli, b, SZ);
-            }
-            raise(SIGKILL);
-        }
+        if (pid == 0)
+            t_lend_and_die(cli, 8, 1000);
         t_hello_receiver(srv);
         T_CHECK(t_wait(pid) == 128 + SIGKILL);      /* dead before we read a byte */
         {
@@ -511,16 +517,8 @@ int main(int argc, char **argv)
             T_CHECK(t_wait(pid) == 0);
         }
     } else if (!strcmp(mode, "exec")) {
-        if (pid == 0) {
-            t_hello_sender(cli);
-            for (unsigned r = 0; r < 4; r++) {
-                char *b = malloc(SZ);
-
-                t_fill(b, SZ, 2000 + r);
-                t_send_all(cli, b, SZ);
-            }
-            raise(SIGKILL);
-        }
+        if (pid == 0)
+            t_lend_and_die(cli, 4, 2000);
         {
             char fdstr[16];
 
