@@ -54,6 +54,9 @@ SHIM_MEM_API int shim_xu_lend(void *unit, shim_xu_t *x);
  * ZCSOCK_DEBUG. */
 SHIM_MEM_API int shim_xu_ready(void);
 SHIM_MEM_API void shim_xu_release(shim_xu_t *x);
+/* Close the unit files of registrations the memory events invalidated
+ * (a free inside a hook only marks them).  Not from a memory hook. */
+SHIM_MEM_API void shim_xu_reap(void);
 /* 1 when no page of the 2 MiB unit at unit is private to this process
  * (pagemap): a frozen unit still holds its frozen bytes. */
 SHIM_MEM_API int shim_xu_clean(const void *unit);

@@ -327,6 +327,12 @@ int shim_xu_lend(void *unit, shim_xu_t *x)
     return 0;
 }
 
+void shim_xu_reap(void)
+{
+    if (__atomic_load_n(&xu.state, __ATOMIC_ACQUIRE) > 0)
+        pdc_cache_reap(xu.pdc);
+}
+
 void shim_xu_release(shim_xu_t *x)
 {
     if (x->region)

@@ -19,6 +19,7 @@ for chk in "$@"; do
   key=${chk%%[<>=]*} op=${chk#"$key"}
   val=$(cat "$dir"/*.log | awk -F': ' -v k="$key" '$1 == k { s += $2 } END { print s + 0 }')
   case $op in
+    \>=*) [ "$val" -ge "${op#>=}" ] ;;
     \>*)  [ "$val" -gt "${op#>}" ] ;;
     ==*)  [ "$val" -eq "${op#==}" ] ;;
     \<=*) [ "$val" -le "${op#<=}" ] ;;

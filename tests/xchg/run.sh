@@ -22,7 +22,7 @@ elif [ -w "$THP" ] && echo advise > "$THP" 2>/dev/null; then
 fi
 
 # xcase NAME CASE FAMILY THP(advise|never) EXCHANGE CHECK...
-#   CHECK: "stat>N", "stat==N" or "stat<=N" over the sum of both reports
+#   CHECK: "stat>N", "stat>=N", "stat==N" or "stat<=N" over the sum of both reports
 xcase() {
   local name=$1 mode=$2 fam=$3 thp=$4 ex=$5; shift 5
   if [ "$thp" = advise ] && [ $huge = 0 ]; then
@@ -35,12 +35,15 @@ for fam in tcp unix; do
   xcase "mutate/$fam" mutate $fam advise 1 local.xchg.bytes_lent\>0 local.xchg.bytes_mapped\>0 \
     local.xchg.bytes_copied\>0 local.xchg.rewritten\>0 xchg.refused.rewritten.1\>0
   xcase "kill/$fam" kill $fam advise 1 local.xchg.bytes_mapped==134217728
+  xcase "rkill/$fam" rkill $fam advise 1 local.xchg.bytes_lent\>=67108864
   xcase "echo/$fam" echo $fam advise 1 local.xchg.bytes_mapped\>0 local.xchg.not_placed\>0
   xcase "thread/$fam" thread $fam advise 1 local.xchg.bytes_lent\>0 local.xchg.rewritten\>0
   xcase "fork/$fam" fork $fam advise 1 local.xchg.bytes_mapped\>0 local.xchg.not_placed\>0
   xcase "exec/$fam" exec $fam advise 1 local.xchg.bytes_mapped==67108864
   XCHG_ENV="ZCSOCK_PDC_SEND_BUDGET=32M" xcase "budget/$fam" budget $fam advise 1 \
-    local.xchg.bytes_lent\>0 local.xchg.budget\>0 local.xchg.budget_waits\>0
+    local.xchg.bytes_lent\>0 local.xchg.budget\>0
+  XCHG_ENV="ZCSOCK_PDC_SEND_BUDGET=32M" xcase "budget_wait/$fam" budget_wait $fam advise 1 \
+    local.xchg.bytes_lent\>=100663296 local.xchg.budget_waits\>0
 done
 xcase "mutate/no-huge-pages" mutate tcp never 1 local.xchg.unavailable\>0 local.xchg.bytes_lent==0 \
   path.local.send_bytes\>0

@@ -21,14 +21,20 @@
  *   thread   a thread stores into the buffer while it is sent: no store is
  *            lost, the stream stays whole;
  *   fork     the sender forks while its buffer is lent; the child writes it;
+ *   rkill    the receiver is killed while it holds 64 MiB of units mapped:
+ *            the sender's sends fail as the kernel's would, and once it
+ *            freed its buffers and closed it holds no unit file (the
+ *            files of freed buffers close at the cache's next operation or
+ *            the connection's close);
  *   exec     the sender lends 64 MiB and is killed; then the receiver execs
  *            and its next image reads everything (the transport's receiving
  *            end survives the exec);
  *   budget   a non-blocking sender lends fresh buffers to a receiver that
  *            reads nothing: it gets EAGAIN once ZCSOCK_PDC_SEND_BUDGET (run.sh:
  *            32 MiB) lent bytes and the ring are full, as the kernel's
- *            buffers would stop it; blocking sends then wait for the
- *            receiver (naps, counted); then every byte arrives.
+ *            buffers would stop it; then every byte arrives;
+ *   budget_wait  the same with a blocking sender of 96 MiB: it waits for the
+ *            receiver (naps, counted) instead of copying through the ring.
  *
  * Exit 0 pass, 1 fail. */
 #define _GNU_SOURCE
@@ -529,15 +535,52 @@ int main(int argc, char **argv)
             execl("/proc/self/exe", argv[0], "exec-reader", fdstr, (char *)NULL);
             T_CHECK(!"exec");
         }
-    } else if (!strcmp(mode, "budget")) {
+    } else if (!strcmp(mode, "rkill")) {
+        /* roles swapped: the child receives (units mapped) and is killed
+         * holding them; the parent, the sender, must be left with nothing */
+        if (pid == 0) {
+            char *b = malloc(SZ), c = 'r';
+
+            t_hello_receiver(cli);
+            for (unsigned r = 0; r < 4; r++) {
+                t_recv_all(cli, b, SZ);
+                t_verify(b, SZ, 3000 + r, "before being killed");
+            }
+            t_send_all(cli, &c, 1);
+            raise(SIGKILL);
+        }
+        {
+            char *bufs[4], c;
+            ssize_t k = 0;
+
+            t_hello_sender(srv);
+            for (unsigned r = 0; r < 4; r++) {
+                bufs[r] = malloc(SZ);
+                t_fill(bufs[r], SZ, 3000 + r);
+                t_send_all(srv, bufs[r], SZ);
+            }
+            t_recv_all(srv, &c, 1);
+            T_CHECK(c == 'r');
+            T_CHECK(t_wait(pid) == 128 + SIGKILL);
+            for (int i = 0; i < 100 && k >= 0; i++)     /* the peer is gone */
+                k = send(srv, bufs[0], SZ, MSG_NOSIGNAL);
+            T_CHECK(k < 0 && (errno == EPIPE || errno == ECONNRESET));
+            for (unsigned r = 0; r < 4; r++)
+                free(bufs[r]);
+            close(srv);
+            T_CHECK(t_count_units() == 0);          /* no unit file left */
+        }
+    } else if (!strcmp(mode, "budget") || !strcmp(mode, "budget_wait")) {
         /* the stream's byte at offset o is a function of o alone, so that
          * partial sends need no bookkeeping */
         if (pid == 0) {
+            int nonblock = !strcmp(mode, "budget");
             size_t sent = 0;
-            int stop = 0;
+            int stop = nonblock ? 0 : 6;            /* blocking: 6 buffers, 96 MiB */
 
             t_hello_sender(cli);
-            T_CHECK(fcntl(cli, F_SETFL, O_NONBLOCK) == 0);
+            if (nonblock)
+                T_CHECK(fcntl(cli, F_SETFL, O_NONBLOCK) == 0);
             for (int i = 0; i < 64 + 4 && (!stop || i < stop); i++) {
                 char *b = malloc(SZ);               /* fresh: lent, never a hit */
                 size_t off = 0;
@@ -548,15 +591,14 @@ int main(int argc, char **argv)
                     ssize_t k = send(cli, b + off, SZ - off, MSG_NOSIGNAL);
 
                     if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-                        stop = i + 1 + 4;   /* then 4 more buffers, blocking:
-                                             * over the budget, they wait */
+                        stop = i + 1;
                         break;
                     }
                     T_CHECK(k > 0);
                     off += (size_t)k;
                 }
                 sent += off;
-                if (off < SZ) {                     /* the rest, blocking, later */
+                if (off < SZ) {                     /* the rest, blocking */
                     T_CHECK(fcntl(cli, F_SETFL, 0) == 0);
                     fprintf(stderr, "EAGAIN after %zu bytes\n", sent);
                     T_CHECK(sent <= ((size_t)32 << 20) + ((size_t)8 << 20) + SZ);
@@ -564,7 +606,7 @@ int main(int argc, char **argv)
                     sent += SZ - off;
                 }
             }
-            T_CHECK(stop);                          /* it did stop */
+            T_CHECK(stop);                          /* it did stop (EAGAIN) */
             shutdown(cli, SHUT_WR);
             exit(0);
         }
@@ -592,7 +634,7 @@ int main(int argc, char **argv)
             T_CHECK(t_wait(pid) == 0);
         }
     } else {
-        fprintf(stderr, "usage: t_xchg mutate|kill|echo|thread|fork|exec|budget [unix]\n");
+        fprintf(stderr, "usage: t_xchg mutate|kill|rkill|echo|thread|fork|exec|budget|budget_wait [unix]\n");
         return 2;
     }
     printf("%s: ok\n", mode);

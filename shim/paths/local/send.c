@@ -141,7 +141,8 @@ static ssize_t lp_tx_full(lp_conn_t *c, int fd, lp_tx_t *t)
 /* A blocking send whose next units are over the send budget (lent bytes the
  * receiver has not read): wait for the receiver, in naps (its consumption
  * rings no bell for this), within the socket's timeout and letting signal
- * handlers interrupt as a blocked send would.  TX lock held; LP_CONTINUE
+ * handlers interrupt as a blocked send would, and looking at the kernel
+ * socket for the end of a peer that died.  TX lock held; LP_CONTINUE
  * returns with it held, anything else without. */
 static ssize_t lp_xchg_over(lp_conn_t *c, int fd, lp_tx_t *t)
 {
@@ -155,6 +156,9 @@ static ssize_t lp_xchg_over(lp_conn_t *c, int fd, lp_tx_t *t)
         return t->sent ? (ssize_t)t->sent : -EINTR;
     zc_stat_add(ZC_STAT_LOCAL_XCHG_BUDGET_WAITS, 1);
     syscall(SYS_nanosleep, &(struct timespec){ 0, LP_XCHG_NAP_US * 1000L }, NULL);
+    /* a peer that died reads nothing more: its FIN or reset says so (the
+     * next step then answers as the kernel does) */
+    lp_kernel_look(c, fd, LP_TX);
     lp_lock(c, LP_TX);
     return LP_CONTINUE;
 }

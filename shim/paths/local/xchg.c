@@ -502,8 +502,11 @@ void lp_xchg_close(lp_conn_t *c)
         if (c->x_in >= 0 && __atomic_load_n(&s->xi_pid, __ATOMIC_RELAXED) == me)
             __atomic_store_n(&s->xi_pid, 0, __ATOMIC_RELEASE);
     }
-    if (c->x_tx >= 0)
+    if (c->x_tx >= 0) {
         shim_fd_internal_drop(c->x_tx);
+        if (shim_xu_reap)
+            shim_xu_reap();     /* unit files of buffers freed meanwhile */
+    }
     if (c->x_rx >= 0)
         shim_fd_internal_drop(c->x_rx);
     if (c->x_in >= 0)
