@@ -138,9 +138,11 @@ void lp_conn_release(lp_conn_t *c, int fd)
             syscall(SYS_futex, local_ring_wait_word(&c->ch, lp_rxdir(c), LOCAL_RING_ROLE_PROD),
                     FUTEX_WAKE, INT32_MAX, NULL, NULL, 0);
         }
+        lp_xchg_close(c);               /* after the hand-back (it may read our units),
+                                         * before the side words go */
         local_ring_close(&c->ch, 0);
     }
-    lp_xchg_close(c);                   /* after the hand-back: it may read our units */
+    lp_xchg_close(c);                   /* (nothing left if it ran above) */
     shim_fd_internal_drop(c->memfd);    /* after the linger: the post proves with it */
     lp_conn_free(c);
 }
