@@ -91,8 +91,6 @@
       "says why)")                                                                       \
     X(LOCAL_XCHG_NOT_PLACED, "local.xchg.not_placed", "2 MiB-aligned units of a send "  \
       "that were not placed huge memory (sent through the ring)")                        \
-    X(LOCAL_XCHG_REWRITTEN, "local.xchg.rewritten", "units refused because the "        \
-      "application wrote them since they were lent (sent through the ring)")             \
     X(LOCAL_XCHG_BUDGET, "local.xchg.budget", "units refused by the cache's limits, for " \
       "want of descriptors, or because ZCSOCK_PDC_SEND_BUDGET bytes lent are unread "    \
       "(sent through the ring)")                                                         \

@@ -7,29 +7,36 @@
  * the unit file a peer may map, and which the memory events invalidate like
  * the wire path's cache.
  *
- *   reg(unit)   mh_unit_freeze(): the application's view of the unit becomes
- *               MAP_PRIVATE over the arena memfd's range, so its writes (and
- *               the kernel's) copy on write from now on and that range keeps
- *               its bytes.  This replaces a mapping by one of the same file,
- *               so a store racing with it lands in one or the other and is
- *               never lost.  Then: no page of the unit may be private yet
- *               (pagemap); its bytes are copied into a new 2 MiB memfd (it
- *               holds nothing but them: a peer given it sees no neighbour),
- *               which is sealed (F_SEAL_WRITE | SHRINK | GROW | SEAL: nobody,
- *               us included, changes it again) and kept as the library's
- *               descriptor, above the internal floor.
- *   get (hit)   the registration still holds the application's bytes when no
- *               page of the unit became private since (shim_xu_lend checks
- *               pagemap: every present page is the memfd's).  Otherwise the
- *               unit was rewritten: the registration is invalidated and the
- *               next reg() fails with -EFAULT, which the cache remembers
- *               (negative entry) until the application frees the block.  A
- *               program that refills one buffer pays one copy-on-write pass
- *               (ARCHITECTURE.md: 48x a plain write of the unit) and then
- *               goes through the ring; one that sends a buffer it does not
- *               change, or a fresh buffer each time, lends.
+ *   reg(unit)   the unit must be one of a placed huge block that this
+ *               process owns (not a received unit: those are not lent on).
+ *               Its bytes are copied into a new 2 MiB memfd (it holds
+ *               nothing but them: a peer given it sees no neighbour), which
+ *               is sealed (F_SEAL_WRITE | SHRINK | GROW | SEAL: nobody, us
+ *               included, changes it again) and kept as the library's
+ *               descriptor, above the internal floor.  The unit itself is
+ *               left alone: the application writes on into its own pages.
+ *   get (hit)   is the registration still the application's bytes?
+ *               - a unit not frozen: compared with the file (memcmp; a
+ *                 refilled buffer differs in its first bytes, so this costs
+ *                 little).  Equal means the buffer is sent again unchanged:
+ *                 the unit is frozen now (mh_unit_freeze: its view becomes
+ *                 MAP_PRIVATE over the arena memfd's range, so later writes,
+ *                 the kernel's too, copy on write and that range keeps its
+ *                 bytes; a store racing with the remap lands in one or the
+ *                 other and is never lost), compared again, and from then on
+ *               - a frozen unit: checked against pagemap (2 us: no page of
+ *                 the unit became private since it was frozen).
+ *               Not the same: the unit was rewritten (xu.rewritten); the
+ *               registration is invalidated and a new one made from the
+ *               current bytes.  So a program that refills one buffer pays a
+ *               copy per send, into the unit file, and no copy-on-write; one
+ *               that sends a buffer unchanged pays a compare once and then
+ *               nothing; one that sends a fresh buffer each time pays the
+ *               copy.  (Freezing at the first lend made a refilled buffer
+ *               pay a 4 KiB copy-on-write pass per unit: 48x a plain write;
+ *               ARCHITECTURE.md, "Page exchange".)
  *   dereg       close the unit file (a peer that was given it keeps its own
- *               reference).
+ *               reference) and unmap our view of it.
  *
  * Descriptors: one per registration, in a slot table (handle.id = slot) so a
  * dup2 onto one can move it (shim_xu_fd_move).  A fork child closes its
@@ -62,7 +69,10 @@
 
 typedef struct xu_slot {
     int fd;                 /* -1 free, -2 being filled */
+    int fresh;              /* made by the get that has not looked at it yet */
+    int frozen;             /* the unit was frozen with these bytes: pagemap says */
     uint64_t ino;
+    void *view;             /* the file read-only, for the compare (lazily), or NULL */
 } xu_slot_t;
 
 static struct {
@@ -75,6 +85,7 @@ static struct {
     int pagemap;            /* /proc/self/pagemap, -1 */
     int minfd;              /* lowest descriptor number kept (a quick "not ours") */
     uint64_t rewritten;     /* units found rewritten since they were lent */
+    uint64_t frozen;        /* units frozen: sent again unchanged */
     uint64_t lends;         /* units handed out by shim_xu_lend */
 } xu = { .lock = PTHREAD_MUTEX_INITIALIZER, .pagemap = -1, .minfd = INT32_MAX };
 
@@ -162,18 +173,16 @@ int shim_xu_clean(const void *unit)
 static int xu_reg(void *arg, void *addr, size_t len, pdc_handle_t *h)
 {
     uint64_t ino = 0;
-    int rc, fd;
+    int st, fd;
 
     (void)arg;
     if (len != XU_UNIT || ((uintptr_t)addr & (XU_UNIT - 1)))
         return -EINVAL;
-    rc = mh_unit_freeze(addr);
-    if (rc)
-        return rc == -EPERM || rc == -EINVAL ? rc : -EAGAIN;
-    if (!shim_xu_clean(addr)) {
-        __atomic_fetch_add(&xu.rewritten, 1, __ATOMIC_RELAXED);
-        return -EFAULT;     /* rewritten since frozen: remembered until freed */
-    }
+    st = mh_unit_state(addr);
+    if (st < 0)
+        return -EINVAL;
+    if (st == MH_UNIT_FOREIGN)
+        return -EPERM;
     for (unsigned i = 0; i < xu.nslots; i++) {
         int fr = -1;
 
@@ -186,6 +195,9 @@ static int xu_reg(void *arg, void *addr, size_t len, pdc_handle_t *h)
             return fd == -EMFILE || fd == -ENFILE || fd == -ENOMEM ? -EAGAIN : fd;
         }
         xu.slots[i].ino = ino;
+        xu.slots[i].view = NULL;
+        xu.slots[i].frozen = 0;
+        xu.slots[i].fresh = 1;
         __atomic_store_n(&xu.slots[i].fd, fd, __ATOMIC_RELEASE);
         h->id = i;
         h->aux = ino;
@@ -204,6 +216,9 @@ static int xu_dereg(void *arg, pdc_handle_t h)
         return -EINVAL;
     fd = __atomic_exchange_n(&xu.slots[h.id].fd, -2, __ATOMIC_ACQ_REL);
     xu_close(fd);
+    if (xu.slots[h.id].view)
+        zc_real.munmap(xu.slots[h.id].view, XU_UNIT);
+    xu.slots[h.id].view = NULL;
     __atomic_store_n(&xu.slots[h.id].fd, -1, __ATOMIC_RELEASE);
     return 0;
 }
@@ -216,6 +231,9 @@ static void xu_fork_child(void *arg)
     for (unsigned i = 0; i < xu.nslots; i++) {
         xu_close(xu.slots[i].fd);
         xu.slots[i].fd = -1;
+        if (xu.slots[i].view)
+            zc_real.munmap(xu.slots[i].view, XU_UNIT);
+        xu.slots[i].view = NULL;
     }
     xu_close(xu.pagemap);
     xu.pagemap = -1;
@@ -237,6 +255,7 @@ static void xu_visit(void *arg, zc_stats_emit_func_t emit, void *ctx)
         emit(ctx, xu_stat_names[i], pdc_stats_get(xu.pdc, i));
     emit(ctx, "xu.lends", __atomic_load_n(&xu.lends, __ATOMIC_RELAXED));
     emit(ctx, "xu.rewritten", __atomic_load_n(&xu.rewritten, __ATOMIC_RELAXED));
+    emit(ctx, "xu.frozen", __atomic_load_n(&xu.frozen, __ATOMIC_RELAXED));
 }
 
 static const zc_stats_source_t xu_source = { xu_visit, NULL };
@@ -301,30 +320,87 @@ int shim_xu_ready(void)
     return xu_start();
 }
 
+/* The unit file of slot s, read-only, 2 MiB-aligned (one PMD maps it).  Set
+ * once: the caller holds the registration. */
+static const void *xu_view(xu_slot_t *s)
+{
+    void *v = __atomic_load_n(&s->view, __ATOMIC_ACQUIRE), *r, *want = NULL;
+    int fd = __atomic_load_n(&s->fd, __ATOMIC_ACQUIRE);
+
+    if (v || fd < 0)
+        return v;
+    r = zc_real.mmap(NULL, 2 * XU_UNIT, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                     -1, 0);
+    if (r == MAP_FAILED)
+        return NULL;
+    v = (void *)(((uintptr_t)r + XU_UNIT - 1) & ~(uintptr_t)(XU_UNIT - 1));
+    if ((char *)v > (char *)r)
+        zc_real.munmap(r, (size_t)((char *)v - (char *)r));
+    zc_real.munmap((char *)v + XU_UNIT, (size_t)((char *)r + XU_UNIT - (char *)v));
+    if (zc_real.mmap(v, XU_UNIT, PROT_READ, MAP_SHARED | MAP_FIXED, fd, 0) == MAP_FAILED) {
+        zc_real.munmap(v, XU_UNIT);
+        return NULL;
+    }
+    if (!__atomic_compare_exchange_n(&s->view, &want, v, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+        zc_real.munmap(v, XU_UNIT);
+        return want;
+    }
+    return v;
+}
+
+/* Does the registration in slot s still hold the bytes at unit?  (The
+ * caller holds it.)  The first look by the get that made it: yes.  A frozen
+ * unit: pagemap.  Otherwise a compare, and a unit found unchanged is frozen
+ * (then compared again: a store may have raced with the first compare). */
+static int xu_still(xu_slot_t *s, void *unit)
+{
+    const void *v;
+
+    if (__atomic_exchange_n(&s->fresh, 0, __ATOMIC_ACQ_REL))
+        return 1;
+    if (__atomic_load_n(&s->frozen, __ATOMIC_ACQUIRE))
+        return shim_xu_clean(unit);
+    v = xu_view(s);
+    if (!v || memcmp(v, unit, XU_UNIT))
+        return 0;
+    if (mh_unit_freeze(unit) == 0 && shim_xu_clean(unit) && !memcmp(v, unit, XU_UNIT) &&
+        shim_xu_clean(unit)) {
+        if (!__atomic_exchange_n(&s->frozen, 1, __ATOMIC_ACQ_REL))
+            __atomic_fetch_add(&xu.frozen, 1, __ATOMIC_RELAXED);
+        return 1;
+    }
+    /* equal, but the unit was already frozen once and rewritten (some
+     * pages are private): it cannot be told by pagemap; compared each time */
+    return !memcmp(v, unit, XU_UNIT);
+}
+
 int shim_xu_lend(void *unit, shim_xu_t *x)
 {
     pdc_region_t *r;
+    xu_slot_t *s;
     int rc;
 
     x->region = NULL;
     if (((uintptr_t)unit & (XU_UNIT - 1)) || !xu_start())
         return -EINVAL;
-    rc = pdc_region_get(xu.pdc, unit, XU_UNIT, PDC_SEND, PDC_F_NOWAIT | PDC_F_NOMERGE, &r);
-    if (rc)
-        return rc;
-    /* a registration found (not made) by this get may be stale: the
-     * application wrote the unit since it was lent */
-    if (!shim_xu_clean(unit)) {
+    for (int tries = 0; tries < 2; tries++) {
+        rc = pdc_region_get(xu.pdc, unit, XU_UNIT, PDC_SEND, PDC_F_NOWAIT | PDC_F_NOMERGE, &r);
+        if (rc)
+            return rc;
+        s = &xu.slots[r->handle.id];
+        if (xu_still(s, unit)) {
+            x->fd = __atomic_load_n(&s->fd, __ATOMIC_ACQUIRE);
+            x->ino = (unsigned long long)r->handle.aux;
+            x->region = r;
+            __atomic_fetch_add(&xu.lends, 1, __ATOMIC_RELAXED);
+            return 0;
+        }
+        /* rewritten since it was lent: a new registration, from these bytes */
         __atomic_fetch_add(&xu.rewritten, 1, __ATOMIC_RELAXED);
         pdc_range_invalidate(xu.pdc, unit, XU_UNIT);
         pdc_region_put(xu.pdc, r, PDC_SEND);
-        return -EFAULT;
     }
-    x->fd = __atomic_load_n(&xu.slots[r->handle.id].fd, __ATOMIC_ACQUIRE);
-    x->ino = (unsigned long long)r->handle.aux;
-    x->region = r;
-    __atomic_fetch_add(&xu.lends, 1, __ATOMIC_RELAXED);
-    return 0;
+    return -EAGAIN;     /* rewritten under us twice: this once, the ring */
 }
 
 void shim_xu_reap(void)
@@ -357,8 +433,7 @@ static struct {
     } v[SHIM_XU_WHYS][XU_SITES];
 } xu_sites;
 
-static const char *const xu_why_names[SHIM_XU_WHYS] = { "not_placed", "rewritten", "budget",
-                                                       "no_transport" };
+static const char *const xu_why_names[SHIM_XU_WHYS] = { "not_placed", "budget", "no_transport" };
 
 void shim_xu_refused(uintptr_t site, int why)
 {

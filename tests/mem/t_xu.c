@@ -6,8 +6,12 @@
  *     its bytes that nobody can write (mmap, pwrite, mprotect);
  *   - the application overwrites the buffer right after the lend: the unit
  *     file keeps what was lent, the application reads its new bytes, and the
- *     rewritten unit is refused from then on (-EFAULT, counted);
- *   - an unchanged unit lent again is a cache hit (same file);
+ *     next lend is a new file with the new bytes (counted as rewritten);
+ *     a buffer refilled each time is never frozen, so it pays no
+ *     copy-on-write (no page of it becomes private);
+ *   - an unchanged unit lent again is a cache hit (same file), and is frozen
+ *     then; written after that, it is lent anew with its new bytes, and
+ *     unchanged again, a hit again;
  *   - free + malloc of the same memory with new bytes: the lend carries the
  *     NEW bytes (invalidation on real traffic); madvise(DONTNEED) likewise;
  *   - a thread storing into the unit while it is frozen loses no store;
@@ -143,20 +147,49 @@ int main(void)
     memset(b + U, 'B', U);
     t_file_is(fd, 'A');                             /* what was lent stays */
     T_CHECK(b[U] == 'B' && b[2 * U - 1] == 'B');
-    T_CHECK(shim_xu_lend(b + U, &x) == -EFAULT);    /* rewritten: refused */
-    T_CHECK(shim_xu_lend(b + U, &x) == -EFAULT);    /* until freed */
-    T_CHECK(t_stat("xu.rewritten") >= 1);
+    {
+        uint64_t rw = t_stat("xu.rewritten"), fz = t_stat("xu.frozen");
+        unsigned long long was = x.ino;
 
-    /* an unchanged unit: a hit, the same file */
+        /* refilled: each lend a new file with the new bytes, never frozen */
+        for (char c = 'B'; c <= 'E'; c++) {
+            memset(b + U, c, U);
+            t_lend(b + U, &y, c);
+            T_CHECK(y.ino != was);
+            was = y.ino;
+            shim_xu_release(&y);
+        }
+        T_CHECK(t_stat("xu.rewritten") == rw + 4);
+        T_CHECK(t_stat("xu.frozen") == fz);
+        T_CHECK(shim_xu_clean(b + U));      /* no page went private: no copy-on-write */
+        memset(b + U, 'B', U);
+    }
+
+    /* an unchanged unit: a hit, the same file; frozen at the second lend */
     t_lend(b, &x, 'A');
     shim_xu_release(&x);
     {
         uint64_t hits = t_stat("pdc.xu.hits"), regs = t_stat("pdc.xu.regs");
+        uint64_t fz = t_stat("xu.frozen"), rw = t_stat("xu.rewritten");
 
-        t_lend(b, &y, 'A');
-        T_CHECK(y.ino == x.ino);
-        T_CHECK(t_stat("pdc.xu.hits") == hits + 1 && t_stat("pdc.xu.regs") == regs);
+        for (int i = 0; i < 3; i++) {
+            t_lend(b, &y, 'A');
+            T_CHECK(y.ino == x.ino);
+            shim_xu_release(&y);
+        }
+        T_CHECK(t_stat("pdc.xu.hits") == hits + 3 && t_stat("pdc.xu.regs") == regs);
+        T_CHECK(t_stat("xu.frozen") == fz + 1 && t_stat("xu.rewritten") == rw);
+        /* frozen, then written: lent anew; unchanged after that: a hit */
+        b[100] = 'Z';
+        T_CHECK(!shim_xu_clean(b));         /* the write copied on write */
+        T_CHECK(shim_xu_lend(b, &y) == 0 && y.ino != x.ino);
+        T_CHECK(t_stat("xu.rewritten") == rw + 1);
         shim_xu_release(&y);
+        T_CHECK(shim_xu_lend(b, &x) == 0 && x.ino == y.ino);
+        shim_xu_release(&x);
+        b[100] = 'A';
+        t_lend(b, &x, 'A');
+        shim_xu_release(&x);
     }
 
     /* madvise(DONTNEED) then new bytes: lent anew with them */

@@ -33,11 +33,11 @@ xcase() {
 }
 for fam in tcp unix; do
   xcase "mutate/$fam" mutate $fam advise 1 local.xchg.bytes_lent\>0 local.xchg.bytes_mapped\>0 \
-    local.xchg.bytes_copied\>0 local.xchg.rewritten\>0 xchg.refused.rewritten.1\>0
+    local.xchg.bytes_copied\>0 xu.rewritten\>0
   xcase "kill/$fam" kill $fam advise 1 local.xchg.bytes_mapped==134217728
   xcase "rkill/$fam" rkill $fam advise 1 local.xchg.bytes_lent\>=67108864
   xcase "echo/$fam" echo $fam advise 1 local.xchg.bytes_mapped\>0 local.xchg.not_placed\>0
-  xcase "thread/$fam" thread $fam advise 1 local.xchg.bytes_lent\>0 local.xchg.rewritten\>0
+  xcase "thread/$fam" thread $fam advise 1 local.xchg.bytes_lent\>0 xu.rewritten\>0
   xcase "fork/$fam" fork $fam advise 1 local.xchg.bytes_mapped\>0 local.xchg.not_placed\>0
   xcase "exec/$fam" exec $fam advise 1 local.xchg.bytes_mapped==67108864
   XCHG_ENV="ZCSOCK_PDC_SEND_BUDGET=32M" xcase "budget/$fam" budget $fam advise 1 \

@@ -4,12 +4,12 @@
  * send's bytes reach a 2 MiB-aligned address with at least one whole 2 MiB
  * unit after it in the same iovec, the units are lent instead of copied:
  * shim_xu_lend() gives each one's sealed unit file (the exchange-unit cache's
- * registration; the application's later writes to the unit copy on write),
+ * registration, made anew when the application rewrote the unit),
  * one message on the unit transport carries the files (SCM_RIGHTS) with
  * {seq, inodes}, then one PAGES record names them in the ring.  Bytes before
  * the first unit go through the ring as usual, the ring window cut at the
- * unit.  A unit that is refused (not placed huge memory, rewritten since it
- * was lent, cache limits, no transport, the send budget: ZCSOCK_PDC_SEND_BUDGET
+ * unit.  A unit that is refused (not placed huge memory, a received unit,
+ * cache limits, no transport, the send budget: ZCSOCK_PDC_SEND_BUDGET
  * bytes lent and not yet read) goes through the ring, counted by reason; the
  * ring then fills and blocks as the kernel's buffers would.  A blocking send
  * over the budget waits for the receiver instead (naps of LP_XCHG_NAP_US
@@ -208,7 +208,6 @@ static void lx_refused(int why)
 {
     static const unsigned stat[SHIM_XU_WHYS] = {
         [SHIM_XU_WHY_NOT_PLACED] = ZC_STAT_LOCAL_XCHG_NOT_PLACED,
-        [SHIM_XU_WHY_REWRITTEN] = ZC_STAT_LOCAL_XCHG_REWRITTEN,
         [SHIM_XU_WHY_BUDGET] = ZC_STAT_LOCAL_XCHG_BUDGET,
         [SHIM_XU_WHY_NO_TRANSPORT] = ZC_STAT_LOCAL_XCHG_NO_TRANSPORT,
     };
@@ -220,8 +219,7 @@ static void lx_refused(int why)
 
 static int lx_why(int rc)
 {
-    return rc == -EFAULT ? SHIM_XU_WHY_REWRITTEN
-           : rc == -EINVAL || rc == -EPERM ? SHIM_XU_WHY_NOT_PLACED
+    return rc == -EINVAL || rc == -EPERM ? SHIM_XU_WHY_NOT_PLACED
            : SHIM_XU_WHY_BUDGET;
 }
 
