@@ -168,6 +168,11 @@ typedef struct mh_stats {
     uint64_t pool_bytes;              /* bytes cached in free lists */
     uint64_t arena_fallbacks;         /* placement failed, passed to real malloc */
     uint64_t boot_bytes;              /* bytes served by the bootstrap arena */
+    /* exchange units (page exchange): frozen (SHARED -> PRIV), mapped in
+     * (a received unit file mapped over one), released (a mapped-in unit
+     * let go: its block freed, or another unit mapped over it), thawed (a
+     * frozen unit given its memfd back: its block freed) */
+    uint64_t units[4];
 } mh_stats_t;
 
 void mh_stats_get(mh_stats_t *st_p);
@@ -175,7 +180,7 @@ void mh_stats_get(mh_stats_t *st_p);
 /* The counters by name, for zcsock_stat_get and the stats report:
  * "mh.status", "mh.events.<kind>" (mh_event_names), "mh.alloc.<field>"
  * (placed_allocs, placed_bytes, pool_hits, pool_bytes, arena_fallbacks,
- * boot_bytes).  mh_stat_lookup returns 0 with *value_p set, or -ENOENT.
+ * boot_bytes), "mh.units.<field>" (frozen, mapped_in, released, thawed).  mh_stat_lookup returns 0 with *value_p set, or -ENOENT.
  * mh_stat_visit calls fn once per counter in that order.  Both hook-safe
  * (no allocation, no locks). */
 int mh_stat_lookup(const char *name, uint64_t *value_p);

@@ -60,7 +60,7 @@ static int mh_arena_remap_private(mh_arena_t *a);
 #define MH_FIT_CLASSES 9      /* classes searched: up to 2x the request */
 
 static uint64_t mh_st_placed_allocs, mh_st_placed_bytes, mh_st_pool_hits,
-    mh_st_pool_bytes, mh_st_fallbacks;
+    mh_st_pool_bytes, mh_st_fallbacks, mh_st_units[4];
 
 #define MH_STAT_ADD(v, n) __atomic_fetch_add(&(v), (n), __ATOMIC_RELAXED)
 #define MH_STAT_SUB(v, n) __atomic_fetch_sub(&(v), (n), __ATOMIC_RELAXED)
@@ -574,6 +574,8 @@ void mh_arena_stats(mh_stats_t *st)
     st->pool_hits = __atomic_load_n(&mh_st_pool_hits, __ATOMIC_RELAXED);
     st->pool_bytes = __atomic_load_n(&mh_st_pool_bytes, __ATOMIC_RELAXED);
     st->arena_fallbacks = __atomic_load_n(&mh_st_fallbacks, __ATOMIC_RELAXED);
+    for (int i = 0; i < 4; i++)
+        st->units[i] = __atomic_load_n(&mh_st_units[i], __ATOMIC_RELAXED);
 }
 
 /* ---- fork ------------------------------------------------------------------ */
@@ -804,6 +806,15 @@ static int mh_unit_remap(mh_arena_t *a, void *addr, size_t len, int type)
 
 static void mh_unit_set(mh_arena_t *a, mh_meta_t *m, uint8_t st)
 {
+    /* counted as in mh_stats_t.units: frozen, mapped in, released, thawed */
+    if (st == MH_UNIT_PRIV && m->ustate == MH_UNIT_SHARED)
+        MH_STAT_ADD(mh_st_units[0], 1);
+    if (st == MH_UNIT_FOREIGN)
+        MH_STAT_ADD(mh_st_units[1], 1);
+    if (m->ustate == MH_UNIT_FOREIGN)
+        MH_STAT_ADD(mh_st_units[2], 1);
+    if (st == MH_UNIT_SHARED && m->ustate == MH_UNIT_PRIV)
+        MH_STAT_ADD(mh_st_units[3], 1);
     a->ustates += (st != MH_UNIT_SHARED) - (m->ustate != MH_UNIT_SHARED);
     m->ustate = st;
 }
@@ -954,5 +965,6 @@ void mh_arena_reset_for_test(void)
     mh_arena_tlb_used = 0;
     mh_st_placed_allocs = mh_st_placed_bytes = mh_st_pool_hits = 0;
     mh_st_pool_bytes = mh_st_fallbacks = 0;
+    memset(mh_st_units, 0, sizeof(mh_st_units));
     pthread_mutex_unlock(&mh_arena_lock);
 }

@@ -145,6 +145,7 @@ static const char *const mh_alloc_stat_names[] = {
     "placed_allocs", "placed_bytes", "pool_hits", "pool_bytes", "arena_fallbacks", "boot_bytes",
 };
 #define MH_ALLOC_STATS (sizeof(mh_alloc_stat_names) / sizeof(mh_alloc_stat_names[0]))
+static const char *const mh_unit_stat_names[] = { "frozen", "mapped_in", "released", "thawed" };
 
 /* Visit every counter as (full name, value); names are built in a stack
  * buffer.  See mh.h. */
@@ -165,6 +166,11 @@ void mh_stat_visit(mh_stat_visit_func_t fn, void *arg)
         memcpy(name, "mh.alloc.", 9);
         strcpy(name + 9, mh_alloc_stat_names[i]);
         fn(arg, name, alloc[i]);
+    }
+    for (size_t i = 0; i < sizeof(mh_unit_stat_names) / sizeof(mh_unit_stat_names[0]); i++) {
+        memcpy(name, "mh.units.", 9);
+        strcpy(name + 9, mh_unit_stat_names[i]);
+        fn(arg, name, st.units[i]);
     }
 }
 

@@ -372,6 +372,7 @@ static void t_units(void **state)
     size_t U = MH_UNIT_SIZE;
     char *p = mh_arena_alloc(3 * U, 1, &dirty), *q;
     mh_arena_t *a = mh_arena_find(p);
+    mh_stats_t s0, s1;
     pid_t pid;
 
     (void)state;
@@ -433,15 +434,22 @@ static void t_units(void **state)
     assert_int_equal(a->ustates, 0);
     assert_false(a->priv);
 
-    /* free in a shared arena maps the memfd back */
+    /* free in a shared arena maps the memfd back; counted */
     p = mh_arena_alloc(2 * U, 1, &dirty);
     a = mh_arena_find(p);
+    mh_arena_stats(&s0);
     assert_int_equal(mh_unit_freeze(p), 0);
     assert_int_equal(mh_unit_map(p + U, xfd), 0);
+    assert_int_equal(mh_unit_map(p + U, xfd), 0);               /* mapped over: one released */
     assert_int_equal(a->ustates, 2);
     q = mh_arena_alloc(U, 1, &dirty);                           /* keeps p off the bump end */
     assert_true(mh_arena_free(a, p) > 0);
     assert_int_equal(a->ustates, 0);
+    mh_arena_stats(&s1);
+    assert_int_equal(s1.units[0] - s0.units[0], 1);             /* frozen */
+    assert_int_equal(s1.units[1] - s0.units[1], 2);             /* mapped in */
+    assert_int_equal(s1.units[2] - s0.units[2], 2);             /* released: over, free */
+    assert_int_equal(s1.units[3] - s0.units[3], 1);             /* thawed */
     p = mh_arena_alloc(2 * U, 1, &dirty);                       /* the same block again */
     p[U + 7] = 'q';
     assert_int_equal(t_file_byte(a, p + U + 7), 'q');            /* shared again */
