@@ -17,7 +17,7 @@ set -u
 case_=$1 mode=$2 expect=$3
 cd "$(dirname "$0")/../.."
 ZC_BUILD=${ZC_BUILD:-build}
-export P_ART=$PWD/$ZC_BUILD/test-logs/programs/$case_-$mode.d
+export P_ART=$PWD/$ZC_BUILD/test-logs/${PROGRAMS_TIER:-programs}/$case_-$mode.d
 tests/programs/case_$case_.sh "$mode"
 rc=$?
 [ $rc -eq 77 ] && exit 77

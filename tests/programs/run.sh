@@ -17,7 +17,7 @@ TMO=${TEST_TIMEOUT:-150}
 [ "$TMO" -gt 150 ] 2>/dev/null && TMO=150
 
 want=" $* "
-t_begin programs
+t_begin "${PROGRAMS_TIER:-programs}"
 t0=$SECONDS
 left_out=()
 while read -r name both one none; do
@@ -34,5 +34,11 @@ while read -r name both one none; do
   done
 done < tests/programs/expect.txt
 [ ${#left_out[@]} -eq 0 ] || echo "  known failures left out (make test-programs-all runs them): ${left_out[*]}"
+if [ "${PROGRAMS_EXPECT_LENT:-0}" = 1 ]; then
+  # run_xchg.sh: page exchange must have carried bytes somewhere
+  t_run exchange-used 10 sh -c 'n=$(cat "$1"/*.d/stats/* 2>/dev/null |
+      awk -F": " "\$1 == \"local.xchg.bytes_mapped\" {s += \$2} END {printf \"%.0f\", s}");
+    echo "local.xchg.bytes_mapped over the tier: $n"; [ "$n" -gt 0 ]' sh "$_t_logdir"
+fi
 echo "  tier time $((SECONDS - t0))s"
 t_end
