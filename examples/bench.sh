@@ -23,12 +23,17 @@ ZC_LIB=${ZC_LIB:-$PWD/$ZC_BUILD/libzcsock.so}
 #                wake-up alone
 #   zcsock-spin  the same with blocking calls spinning 50 us before every sleep
 #   zcsock-copy  the local path off: every call forwarded (the copy path)
+#   zcsock-xchg  the default plus page exchange (ZCSOCK_EXCHANGE=1): whole
+#                2 MiB units of the buffers lent instead of copied, where
+#                shared memory has 2 MiB pages (below: as root the run
+#                allows them); streaming only
 VARIANTS=(
   "kernel||inactive|"
   "zcsock|LD_PRELOAD=$ZC_LIB ZCSOCK_LOCAL_UNIX=1|active|"
   "zcsock-nospin|LD_PRELOAD=$ZC_LIB ZCSOCK_LOCAL_UNIX=1 ZCSOCK_SPIN=0|active|pingpong"
   "zcsock-spin|LD_PRELOAD=$ZC_LIB ZCSOCK_LOCAL_UNIX=1 ZCSOCK_SPIN_US=50|active|pingpong"
   "zcsock-copy|LD_PRELOAD=$ZC_LIB ZCSOCK_LOCAL=0|active|"
+  "zcsock-xchg|LD_PRELOAD=$ZC_LIB ZCSOCK_LOCAL_UNIX=1 ZCSOCK_EXCHANGE=1|active|stream"
 )
 # ZC_LIB_BEFORE=/path/libzcsock.so adds "zcsock-before": the same defaults with
 # another build of the library (for example the commit before a change), so
@@ -69,6 +74,25 @@ TMP=$OUT/run.csv
 HERE=$(cd "$(dirname "$0")" && pwd)
 
 die() { printf '\nbench: %s\n' "$*" >&2; exit 1; }
+
+# 2 MiB shared-memory pages for page exchange (the zcsock-xchg variant and
+# the "Page exchange" section): as root the run allows shmem THP (advise),
+# and later reserves a few hugetlb pages for the crossover probe, and puts
+# both back at the end (BENCH_HUGE=0: only what the machine already
+# allows).  The ring and the kernel do not use shmem THP: advise (huge pages
+# only where asked) leaves them as they are.
+hp_thp=/sys/kernel/mm/transparent_hugepage/shmem_enabled
+hp_old_thp=$(sed -n 's/.*\[\(.*\)\].*/\1/p' "$hp_thp" 2>/dev/null || true)
+hp_old_nr=$(cat /proc/sys/vm/nr_hugepages 2>/dev/null || echo 0)
+hp_restore() {
+  [ -n "$hp_old_thp" ] && echo "$hp_old_thp" > "$hp_thp" 2>/dev/null
+  echo "$hp_old_nr" > /proc/sys/vm/nr_hugepages 2>/dev/null
+  true
+}
+if [ "$(id -u)" = 0 ] && [ "${BENCH_HUGE:-1}" = 1 ]; then
+  trap hp_restore EXIT
+  case "$hp_old_thp" in never|deny) echo advise > "$hp_thp" 2>/dev/null || true ;; esac
+fi
 
 [ -x "$ZCBENCH" ] || die "$ZCBENCH missing (make $ZCBENCH)"
 [ -f "$ZC_LIB" ] || die "$ZC_LIB missing (make lib)"
@@ -386,17 +410,7 @@ done
 # hugetlb pages for the probe and puts both back afterwards
 # (BENCH_HUGE=0: only what the machine already allows).
 echo
-hp_thp=/sys/kernel/mm/transparent_hugepage/shmem_enabled
-hp_old_thp=$(sed -n 's/.*\[\(.*\)\].*/\1/p' "$hp_thp" 2>/dev/null || true)
-hp_old_nr=$(cat /proc/sys/vm/nr_hugepages 2>/dev/null || echo 0)
-hp_restore() {
-  [ -n "$hp_old_thp" ] && echo "$hp_old_thp" > "$hp_thp" 2>/dev/null
-  echo "$hp_old_nr" > /proc/sys/vm/nr_hugepages 2>/dev/null
-  true
-}
 if [ "$(id -u)" = 0 ] && [ "${BENCH_HUGE:-1}" = 1 ]; then
-  trap hp_restore EXIT
-  case "$hp_old_thp" in never|deny) echo advise > "$hp_thp" 2>/dev/null || true ;; esac
   [ "$hp_old_nr" -lt 40 ] 2>/dev/null && { echo 40 > /proc/sys/vm/nr_hugepages 2>/dev/null || true; }
   echo "(for this probe: shmem THP $(sed -n 's/.*\[\(.*\)\].*/\1/p' "$hp_thp" 2>/dev/null), hugetlb pages $(cat /proc/sys/vm/nr_hugepages); put back to $hp_old_thp, $hp_old_nr after)"
 fi
