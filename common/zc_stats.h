@@ -91,6 +91,12 @@
       "says why)")                                                                       \
     X(LOCAL_XCHG_NOT_PLACED, "local.xchg.not_placed", "2 MiB-aligned units of a send "  \
       "that were not placed huge memory (sent through the ring)")                        \
+    X(LOCAL_XCHG_RECLAIMED, "local.xchg.reclaimed", "received units mapped in place "  \
+      "that a ring receive then overwrote whole: given their own memory back first "     \
+      "instead of copying each 4 KiB page on write")                                     \
+    X(LOCAL_XCHG_REWRITTEN, "local.xchg.rewritten", "units refused because the "        \
+      "application rewrote them since they were lent: a refilled buffer goes through "   \
+      "the ring until freed")                                                            \
     X(LOCAL_XCHG_BUDGET, "local.xchg.budget", "units refused by the cache's limits, for " \
       "want of descriptors, or because ZCSOCK_PDC_SEND_BUDGET bytes lent are unread "    \
       "(sent through the ring)")                                                         \

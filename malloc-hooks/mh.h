@@ -148,6 +148,13 @@ int mh_unit_freeze(void *addr);
 int mh_unit_map(void *addr, int fd);
 /* The unit's state, or -1 when addr is not a unit of a used block. */
 int mh_unit_state(const void *addr);
+/* The unit at addr is about to be overwritten whole (a receive copies into
+ * every byte of it): a FOREIGN unit gets the arena's memfd back (SHARED), so
+ * the writes land in its own 2 MiB page instead of copying each 4 KiB page
+ * of the received file on write.  Its bytes until then are the memfd's
+ * (stale): only for a range the caller overwrites entirely.  1 done, 0 not
+ * FOREIGN (nothing to do), -EINVAL not a unit, or the mmap error. */
+int mh_unit_reclaim(void *addr);
 
 /* 1 when fd is one of this module's arena memfds (the shim refuses
  * close/dup2 over it).  Hook-safe. */

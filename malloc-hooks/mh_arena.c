@@ -864,6 +864,30 @@ int mh_unit_map(void *addr, int fd)
     return rc;
 }
 
+int mh_unit_reclaim(void *addr)
+{
+    int e = errno, rc = 0;
+    mh_arena_t *a;
+    mh_meta_t *m;
+
+    pthread_mutex_lock(&mh_arena_lock);
+    m = mh_unit_find(addr, &a);
+    if (!m)
+        rc = -EINVAL;
+    else if (m->ustate == MH_UNIT_FOREIGN &&
+             (rc = mh_unit_remap(a, addr, MH_HUGE, MAP_SHARED)) == 0) {
+        mh_unit_set(a, m, MH_UNIT_SHARED);
+        rc = 1;
+    }
+    pthread_mutex_unlock(&mh_arena_lock);
+    /* its negative registration (a received unit is not lent) goes: it is
+     * the application's own memory again */
+    if (rc == 1)
+        mh_event_dispatch(MH_EV_MAP_FIXED, addr, MH_HUGE);
+    errno = e;
+    return rc;
+}
+
 int mh_unit_state(const void *addr)
 {
     mh_arena_t *a;

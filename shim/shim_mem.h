@@ -38,10 +38,11 @@ SHIM_MEM_API int shim_mem_fd_move(int fd);
  * shim_xu_lend() returns in *x the sealed unit file (x->fd, the library's
  * descriptor, valid until shim_xu_release) holding the bytes of the 2 MiB
  * unit at unit, a 2 MiB-aligned unit of a placed huge block, registering it
- * on a miss, and anew when the unit was rewritten since it was lent (a unit
- * sent again unchanged is frozen: the application's later writes copy on
- * write).  0, or -EINVAL (not such a unit, or no cache), -EPERM (a received
- * unit), -EAGAIN (budget, limits or descriptors exhausted), -ENOSPC, -ENOMEM.
+ * on a miss (a unit sent again unchanged is frozen: the application's later
+ * writes copy on write).  0, or -EINVAL (not such a unit, or no cache),
+ * -EPERM (a received unit), -EFAULT (rewritten since it was lent: refused
+ * until freed), -EAGAIN (budget, limits or descriptors exhausted), -ENOSPC,
+ * -ENOMEM.
  * Not from a memory hook. */
 typedef struct shim_xu {
     int fd;
@@ -64,11 +65,16 @@ SHIM_MEM_API int shim_xu_clean(const void *unit);
  * copy-on-write over the 2 MiB-aligned unit of a placed huge block at dst.
  * 0, or -EINVAL (dst is not such a unit) or the mmap error (dst unchanged). */
 SHIM_MEM_API int shim_xu_map(void *dst, int fd);
+/* The 2 MiB unit at unit is about to be overwritten whole by a receive: a
+ * received unit mapped there gets its own memory back first (no 4 KiB
+ * copy-on-write of the received file).  1 done, 0 nothing to do, <0 not a
+ * unit or the mmap error. */
+SHIM_MEM_API int shim_xu_reclaim(void *unit);
 /* Charge a unit that could not be lent (reason: one of SHIM_XU_WHY_*) to
  * the application's call site; the report lists the top ones.  Hook-safe:
  * a busy table drops the charge. */
-enum { SHIM_XU_WHY_NOT_PLACED = 0, SHIM_XU_WHY_BUDGET = 1, SHIM_XU_WHY_NO_TRANSPORT = 2,
-       SHIM_XU_WHYS = 3 };
+enum { SHIM_XU_WHY_NOT_PLACED = 0, SHIM_XU_WHY_REWRITTEN = 1, SHIM_XU_WHY_BUDGET = 2,
+       SHIM_XU_WHY_NO_TRANSPORT = 3, SHIM_XU_WHYS = 4 };
 SHIM_MEM_API void shim_xu_refused(uintptr_t site, int why);
 /* Append the top refusal sites to a report.  Report time only. */
 size_t shim_xu_report(char *buf, size_t size);

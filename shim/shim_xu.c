@@ -26,15 +26,21 @@
  *                 other and is never lost), compared again, and from then on
  *               - a frozen unit: checked against pagemap (2 us: no page of
  *                 the unit became private since it was frozen).
- *               Not the same: the unit was rewritten (xu.rewritten); the
- *               registration is invalidated and a new one made from the
- *               current bytes.  So a program that refills one buffer pays a
- *               copy per send, into the unit file, and no copy-on-write; one
- *               that sends a buffer unchanged pays a compare once and then
- *               nothing; one that sends a fresh buffer each time pays the
- *               copy.  (Freezing at the first lend made a refilled buffer
- *               pay a 4 KiB copy-on-write pass per unit: 48x a plain write;
- *               ARCHITECTURE.md, "Page exchange".)
+ *               Not the same: the unit was rewritten (xu.rewritten): a
+ *               buffer the application refills.  The registration is
+ *               invalidated and the next one refused (-EFAULT, a negative
+ *               entry until the application frees the block), so it goes
+ *               through the ring: a new unit file per send would cost a copy
+ *               plus a 2 MiB page the kernel zeroes, all on the sender's CPU
+ *               (and in a VM that hands freed pages back to its host, a
+ *               fault-in from the host: up to 1 ms per unit measured here),
+ *               where the ring splits its copies between both CPUs and reuses
+ *               its memory.  Never frozen, the refilled unit paid no
+ *               copy-on-write (freezing at the first lend made a refill copy
+ *               each 4 KiB page on write: 48x a plain write of the unit;
+ *               ARCHITECTURE.md, "Page exchange").  A buffer sent unchanged
+ *               pays a compare once and then nothing; a fresh buffer each
+ *               time pays the copy into its unit file.
  *   dereg       close the unit file (a peer that was given it keeps its own
  *               reference) and unmap our view of it.
  *
@@ -170,6 +176,10 @@ int shim_xu_clean(const void *unit)
     return 1;
 }
 
+/* The unit shim_xu_lend found rewritten, for the registration it asks for
+ * next: refused, so the cache keeps a negative entry. */
+static __thread void *xu_refuse __attribute__((tls_model("initial-exec")));
+
 static int xu_reg(void *arg, void *addr, size_t len, pdc_handle_t *h)
 {
     uint64_t ino = 0;
@@ -178,6 +188,10 @@ static int xu_reg(void *arg, void *addr, size_t len, pdc_handle_t *h)
     (void)arg;
     if (len != XU_UNIT || ((uintptr_t)addr & (XU_UNIT - 1)))
         return -EINVAL;
+    if (addr == xu_refuse) {
+        xu_refuse = NULL;
+        return -EFAULT;     /* rewritten since lent: remembered until freed */
+    }
     st = mh_unit_state(addr);
     if (st < 0)
         return -EINVAL;
@@ -383,24 +397,33 @@ int shim_xu_lend(void *unit, shim_xu_t *x)
     x->region = NULL;
     if (((uintptr_t)unit & (XU_UNIT - 1)) || !xu_start())
         return -EINVAL;
-    for (int tries = 0; tries < 2; tries++) {
-        rc = pdc_region_get(xu.pdc, unit, XU_UNIT, PDC_SEND, PDC_F_NOWAIT | PDC_F_NOMERGE, &r);
-        if (rc)
-            return rc;
-        s = &xu.slots[r->handle.id];
-        if (xu_still(s, unit)) {
-            x->fd = __atomic_load_n(&s->fd, __ATOMIC_ACQUIRE);
-            x->ino = (unsigned long long)r->handle.aux;
-            x->region = r;
-            __atomic_fetch_add(&xu.lends, 1, __ATOMIC_RELAXED);
-            return 0;
-        }
-        /* rewritten since it was lent: a new registration, from these bytes */
-        __atomic_fetch_add(&xu.rewritten, 1, __ATOMIC_RELAXED);
-        pdc_range_invalidate(xu.pdc, unit, XU_UNIT);
-        pdc_region_put(xu.pdc, r, PDC_SEND);
+    rc = pdc_region_get(xu.pdc, unit, XU_UNIT, PDC_SEND, PDC_F_NOWAIT | PDC_F_NOMERGE, &r);
+    if (rc)
+        return rc;
+    s = &xu.slots[r->handle.id];
+    if (xu_still(s, unit)) {
+        x->fd = __atomic_load_n(&s->fd, __ATOMIC_ACQUIRE);
+        x->ino = (unsigned long long)r->handle.aux;
+        x->region = r;
+        __atomic_fetch_add(&xu.lends, 1, __ATOMIC_RELAXED);
+        return 0;
     }
-    return -EAGAIN;     /* rewritten under us twice: this once, the ring */
+    /* Rewritten since it was lent: a buffer the application refills.  A new
+     * unit file per send would cost a copy plus a new 2 MiB page the kernel
+     * zeroes (and, in a VM that reports free pages to its host, faults in
+     * from the host: 1 ms per unit seen here), all on the sender's CPU; the
+     * ring splits its two copies between both CPUs and reuses its memory.
+     * So the unit goes through the ring until the application frees it: a
+     * negative entry (the next registration is refused). */
+    __atomic_fetch_add(&xu.rewritten, 1, __ATOMIC_RELAXED);
+    pdc_range_invalidate(xu.pdc, unit, XU_UNIT);
+    pdc_region_put(xu.pdc, r, PDC_SEND);
+    xu_refuse = unit;
+    rc = pdc_region_get(xu.pdc, unit, XU_UNIT, PDC_SEND, PDC_F_NOWAIT | PDC_F_NOMERGE, &r);
+    xu_refuse = NULL;
+    if (rc == 0)
+        pdc_region_put(xu.pdc, r, PDC_SEND);   /* another thread registered it meanwhile */
+    return -EFAULT;
 }
 
 void shim_xu_reap(void)
@@ -421,6 +444,11 @@ int shim_xu_map(void *dst, int fd)
     return mh_unit_map(dst, fd);
 }
 
+int shim_xu_reclaim(void *unit)
+{
+    return mh_unit_reclaim(unit);
+}
+
 /* --- refusals by call site ------------------------------------------------- */
 
 #define XU_SITES 8          /* per reason, space-saving: a new site replaces the least */
@@ -433,7 +461,8 @@ static struct {
     } v[SHIM_XU_WHYS][XU_SITES];
 } xu_sites;
 
-static const char *const xu_why_names[SHIM_XU_WHYS] = { "not_placed", "budget", "no_transport" };
+static const char *const xu_why_names[SHIM_XU_WHYS] = { "not_placed", "rewritten", "budget",
+                                                       "no_transport" };
 
 void shim_xu_refused(uintptr_t site, int why)
 {

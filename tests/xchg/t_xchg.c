@@ -7,7 +7,9 @@
  *   mutate   each round the sender changes its buffer right after send()
  *            returns: overwrite, free + malloc (the same memory, new bytes),
  *            realloc, madvise(DONTNEED), a kernel write (read() from a pipe),
- *            nothing (a hit), and sends from an unaligned start; the receiver
+ *            nothing (a hit), and sends from an unaligned start; and a
+ *            buffer of its own mmap unmapped, or moved by mremap (the ring:
+ *            only placed memory is lent); the receiver
  *            alternates aligned receives (mapped in place), receives at an odd
  *            address and in odd pieces, and peeks (copied out);
  *   kill     the sender lends 128 MiB and is killed before the receiver reads
@@ -203,13 +205,16 @@ static int t_wait(pid_t pid)
 
 /* --- mutate ----------------------------------------------------------------- */
 
-#define T_KINDS 8
+#define T_KINDS 10
 #define T_ROUNDS (6 * T_KINDS)
 
 /* Round r: how much the sender sends from where, and its seed.  Kinds (the
- * change after the send): 0 overwrite, 1 free + malloc, 2 realloc, 3 madvise,
- * 4 a kernel write, 5 none, 6 none and the same bytes as round 5 (a hit),
- * 7 none, sent from an unaligned start. */
+ * change after the send): 0 overwrite, 1 a kernel write, 2 realloc, 3 madvise,
+ * 4 free + malloc, 5 none (a new registration: the block was freed), 6 none
+ * and the same bytes as round 5 (a hit: the unit is frozen),
+ * 7 none, sent from an unaligned start, 8 a buffer of the application's own
+ * mmap (not placed: the ring), unmapped, 9 the same moved by mremap and its
+ * old range mapped again with other bytes. */
 static void t_round(unsigned r, size_t *off_p, size_t *len_p, unsigned *seed_p)
 {
     *off_p = r % T_KINDS == 7 ? 100 : 0;
@@ -229,6 +234,29 @@ static void t_mutate_sender(int s)
         unsigned seed;
 
         t_round(r, &off, &len, &seed);
+        if (r % T_KINDS >= 8) {
+            char *m = mmap(NULL, SZ, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+            char *m2;
+
+            T_CHECK(m != MAP_FAILED);
+            t_fill(m, len, seed);
+            t_send_all(s, m, len);
+            if (r % T_KINDS == 8) {
+                T_CHECK(munmap(m, SZ) == 0);
+                continue;
+            }
+            m2 = mremap(m, SZ, 2 * SZ, MREMAP_MAYMOVE);
+            T_CHECK(m2 != MAP_FAILED);
+            if (m2 != m) {
+                T_CHECK(mmap(m, SZ, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED,
+                             -1, 0) == m);
+                memset(m, 0xbb, SZ);
+                T_CHECK(munmap(m, SZ) == 0);
+            }
+            memset(m2, 0xaa, 2 * SZ);
+            T_CHECK(munmap(m2, 2 * SZ) == 0);
+            continue;
+        }
         if (r % T_KINDS != 6)
             t_fill(b + off, len, seed);
         t_send_all(s, b + off, len);
@@ -236,7 +264,7 @@ static void t_mutate_sender(int s)
         case 0:
             memset(b, 0xee, SZ);
             break;
-        case 1: {
+        case 4: {
             char *old = b;
 
             free(b);
@@ -260,7 +288,7 @@ static void t_mutate_sender(int s)
             T_CHECK(madvise(pa, (size_t)(b + SZ - pa) & ~(size_t)4095, MADV_DONTNEED) == 0);
             break;
         }
-        case 4: {
+        case 1: {
             static char junk[65536];
 
             memset(junk, 'p', sizeof(junk));

@@ -916,6 +916,34 @@ int64_t local_ring_readable(local_ring_t *ch, int dir)
     return (int64_t)(s.bytes_head - s.bytes_tail);
 }
 
+int64_t local_ring_bytes_run(local_ring_t *ch, int dir)
+{
+    local_ring_snap_t s;
+    local_ring_frame_t f;
+    uint64_t pos, run = 0;
+    int rc = local_ring_ctl_snap(ch, dir, LOCAL_RING_ROLE_CONS, &s);
+
+    if (rc)
+        return rc;
+    if (s.rec_left & LR_LEFT_PAGES)
+        return 0;
+    pos = s.tail;
+    if (s.rec_left) {
+        run = s.rec_left;
+        pos = lr_round8(s.tail + s.rec_left);
+    }
+    for (int i = 0; i < 4096; i++) {
+        if (local_ring_frame_parse(ch, dir, &s, pos, &f))
+            break;      /* the end of what is published, or a bad frame: the read says */
+        if (f.type == LOCAL_RING_REC_BYTES)
+            run += f.len;
+        else if (f.type != LOCAL_RING_REC_PAD)
+            break;
+        pos = f.next;
+    }
+    return (int64_t)run;
+}
+
 int local_ring_frame_next(local_ring_t *ch, int dir, local_ring_frame_t *f)
 {
     local_ring_snap_t s;

@@ -341,6 +341,11 @@ int local_ring_read(local_ring_t *ch, int dir, const struct iovec *iov, int iovc
  * (a window of two stores). */
 int64_t local_ring_readable(local_ring_t *ch, int dir);
 
+/* Stream bytes readable now from BYTES records alone, up to the first other
+ * record (PAGES, a mark, EOF) or the end of what is published: what a read
+ * of at least that many bytes will copy out of the ring.  Or -EPROTO. */
+int64_t local_ring_bytes_run(local_ring_t *ch, int dir);
+
 /* Bytes of payload a write could store now in one record chain (for POLLOUT),
  * or -EPROTO. */
 int64_t local_ring_writable(local_ring_t *ch, int dir);

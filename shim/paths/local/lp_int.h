@@ -467,6 +467,10 @@ void path_local_scm_received(struct msghdr *msg);
 void lp_xchg_init(lp_conn_t *c);
 void lp_xchg_attach(lp_conn_t *c);
 void lp_xchg_offered(lp_conn_t *c);
+/* A ring receive into win[0..n) is about to copy: units received earlier
+ * and mapped in place there that the ring's bytes will overwrite whole get
+ * their own memory back first (shim_xu_reclaim).  RX lock held. */
+void lp_xchg_rx_reclaim(lp_conn_t *c, const struct iovec *win, int n);
 /* Lend the whole 2 MiB units at stream byte `sent` of msg (TX lock held):
  * the bytes lent (one PAGES record, *flags_p its ring flags), 0 when none
  * (the ring window is then cut to *lim_p: up to the next unit, or the one

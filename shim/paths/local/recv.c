@@ -348,9 +348,12 @@ ssize_t lp_recv_ring(lp_conn_t *c, int fd, struct msghdr *msg, int flags, size_t
 {
     struct iovec win[LP_IOV_WIN];
     size_t done = 0;
-    int n = lp_iov_window(msg->msg_iov, msg->msg_iovlen, skip, SIZE_MAX, win);
-    int rc = local_ring_read(&c->ch, lp_rxdir(c), win, n,
-                             (flags & MSG_PEEK) ? LOCAL_RING_PEEK : 0, &done);
+    int n = lp_iov_window(msg->msg_iov, msg->msg_iovlen, skip, SIZE_MAX, win), rc;
+
+    if (zc_config.exchange && !(flags & MSG_PEEK))
+        lp_xchg_rx_reclaim(c, win, n);
+    rc = local_ring_read(&c->ch, lp_rxdir(c), win, n, (flags & MSG_PEEK) ? LOCAL_RING_PEEK : 0,
+                         &done);
 
     *eof = 0;
     msg->msg_controllen = 0;    /* a stream through the ring: no address, no ancillary data */

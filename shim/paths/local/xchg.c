@@ -170,6 +170,33 @@ out:
     return c->x_in;
 }
 
+/* Set once this process mapped a received unit in place: only then can a
+ * receive land on one. */
+static int lx_mapped_any;
+
+void lp_xchg_rx_reclaim(lp_conn_t *c, const struct iovec *win, int n)
+{
+    int64_t run;
+    size_t left;
+
+    if (!__atomic_load_n(&lx_mapped_any, __ATOMIC_RELAXED) || !shim_xu_reclaim)
+        return;
+    run = local_ring_bytes_run(&c->ch, lp_rxdir(c));
+    if (run < (int64_t)LX_UNIT)
+        return;
+    left = (size_t)run;
+    for (int i = 0; i < n && left >= LX_UNIT; i++) {
+        size_t len = win[i].iov_len < left ? win[i].iov_len : left;
+        uintptr_t b = (uintptr_t)win[i].iov_base, e = b + len;
+        uintptr_t u = (b + LX_UNIT - 1) & ~(uintptr_t)(LX_UNIT - 1);
+
+        for (; u + LX_UNIT <= e; u += LX_UNIT)
+            if (shim_xu_reclaim((void *)u) == 1)
+                zc_stat_add(ZC_STAT_LOCAL_XCHG_RECLAIMED, 1);
+        left -= len;
+    }
+}
+
 /* A receive is about to read the ring: take up a transport the peer offers
  * (only with exchange on: acknowledging it lets the peer lend). */
 void lp_xchg_offered(lp_conn_t *c)
@@ -208,6 +235,7 @@ static void lx_refused(int why)
 {
     static const unsigned stat[SHIM_XU_WHYS] = {
         [SHIM_XU_WHY_NOT_PLACED] = ZC_STAT_LOCAL_XCHG_NOT_PLACED,
+        [SHIM_XU_WHY_REWRITTEN] = ZC_STAT_LOCAL_XCHG_REWRITTEN,
         [SHIM_XU_WHY_BUDGET] = ZC_STAT_LOCAL_XCHG_BUDGET,
         [SHIM_XU_WHY_NO_TRANSPORT] = ZC_STAT_LOCAL_XCHG_NO_TRANSPORT,
     };
@@ -219,7 +247,8 @@ static void lx_refused(int why)
 
 static int lx_why(int rc)
 {
-    return rc == -EINVAL || rc == -EPERM ? SHIM_XU_WHY_NOT_PLACED
+    return rc == -EFAULT ? SHIM_XU_WHY_REWRITTEN
+           : rc == -EINVAL || rc == -EPERM ? SHIM_XU_WHY_NOT_PLACED
            : SHIM_XU_WHY_BUDGET;
 }
 
@@ -439,6 +468,7 @@ static ssize_t lp_xchg_pages_read(void *ctx, int dir, const local_ring_frame_t *
                 return -EPROTO;
             if (!uo && k == LX_UNIT && !((uintptr_t)d & (LX_UNIT - 1)) && shim_xu_map &&
                 shim_xu_map(d, r->fd[u]) == 0) {
+                __atomic_store_n(&lx_mapped_any, 1, __ATOMIC_RELAXED);
                 zc_stat_add(ZC_STAT_LOCAL_XCHG_MAPPED, k);
             } else {
                 if (!r->map[u]) {
