@@ -446,6 +446,7 @@ static void t_units(void **state)
     assert_true(mh_arena_free(a, p) > 0);
     assert_int_equal(a->ustates, 0);
     mh_arena_stats(&s1);
+    assert_int_equal(mh_unit_reclaim(p), -EINVAL);              /* freed: not a unit */
     assert_int_equal(s1.units[0] - s0.units[0], 1);             /* frozen */
     assert_int_equal(s1.units[1] - s0.units[1], 2);             /* mapped in */
     assert_int_equal(s1.units[2] - s0.units[2], 2);             /* released: over, free */
@@ -453,6 +454,19 @@ static void t_units(void **state)
     p = mh_arena_alloc(2 * U, 1, &dirty);                       /* the same block again */
     p[U + 7] = 'q';
     assert_int_equal(t_file_byte(a, p + U + 7), 'q');            /* shared again */
+
+    /* reclaim: a foreign unit gets the memfd back; others are left alone */
+    assert_int_equal(mh_unit_reclaim(p), 0);                    /* shared: nothing to do */
+    assert_int_equal(mh_unit_freeze(p), 0);
+    assert_int_equal(mh_unit_reclaim(p), 0);                    /* frozen: left alone */
+    assert_int_equal(mh_unit_state(p), MH_UNIT_PRIV);
+    assert_int_equal(mh_unit_map(p + U, xfd), 0);
+    assert_int_equal(p[U], 'z');
+    assert_int_equal(mh_unit_reclaim(p + U), 1);
+    assert_int_equal(mh_unit_state(p + U), MH_UNIT_SHARED);
+    assert_int_equal(p[U + 7], 'q');                            /* the memfd's bytes again */
+    p[U + 8] = 'r';
+    assert_int_equal(t_file_byte(a, p + U + 8), 'r');            /* written through */
     mh_arena_free(a, p);
     mh_arena_free(a, q);
     close(xfd);
