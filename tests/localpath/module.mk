@@ -36,13 +36,21 @@ $(LOCALPATH_SIG_IO): tests/localpath/sig_io.c
 	$(quiet) CC $@
 	$(Q)$(CC) -O2 -Wall -o $@ $< -ldl -lpthread
 
-test-localpath: $(LIB) $(LOCALPATH_STATIC_ECHO) $(LOCALPATH_READY_CHK) $(LOCALPATH_SECCOMP_EXEC) \
-		$(LOCALPATH_NEEDS_URING) $(LOCALPATH_SIG_IO)
-	$(Q)$(TEST_ENV) T_STATIC_ECHO=$(abspath $(LOCALPATH_STATIC_ECHO)) \
+LOCALPATH_BINS := $(LOCALPATH_STATIC_ECHO) $(LOCALPATH_READY_CHK) $(LOCALPATH_SECCOMP_EXEC) \
+		  $(LOCALPATH_NEEDS_URING) $(LOCALPATH_SIG_IO)
+LOCALPATH_ENV = $(TEST_ENV) T_STATIC_ECHO=$(abspath $(LOCALPATH_STATIC_ECHO)) \
 		T_SIG_IO=$(abspath $(LOCALPATH_SIG_IO)) \
 		T_READY_CHK=$(abspath $(LOCALPATH_READY_CHK)) \
 		T_SECCOMP_EXEC=$(abspath $(LOCALPATH_SECCOMP_EXEC)) \
-		T_NEEDS_URING=$(abspath $(LOCALPATH_NEEDS_URING)) tests/localpath/run.sh
+		T_NEEDS_URING=$(abspath $(LOCALPATH_NEEDS_URING))
+
+test-localpath: $(LIB) $(LOCALPATH_BINS)
+	$(Q)$(LOCALPATH_ENV) tests/localpath/run.sh
+
+# Every case again with page exchange on (run_xchg.sh).
+TEST_TIERS += localpath-xchg
+test-localpath-xchg: $(LIB) $(LOCALPATH_BINS)
+	$(Q)$(LOCALPATH_ENV) tests/localpath/run_xchg.sh
 
 # The same under AddressSanitizer (a subset: run_asan.sh).
 TEST_TIERS += localpath-asan
@@ -51,4 +59,4 @@ test-localpath-asan: $(LIB)
 	$(Q)$(TEST_ENV) ZC_ASAN_LIB=$(abspath build/san-address/libzcsock.so) \
 		tests/localpath/run_asan.sh
 
-.PHONY: test-localpath test-localpath-asan
+.PHONY: test-localpath test-localpath-xchg test-localpath-asan

@@ -8,15 +8,9 @@
 # and no root to turn them on, the tier is one skip.
 set -u
 cd "$(dirname "$0")/../.."
-THP=/sys/kernel/mm/transparent_hugepage/shmem_enabled
-old=$(sed -n 's/.*\[\(.*\)\].*/\1/p' "$THP" 2>/dev/null)
-restore() { [ -n "$old" ] && echo "$old" > "$THP" 2>/dev/null; }
-huge=0
-case $old in
-  advise|always|within_size) huge=1 ;;
-  *) if [ -w "$THP" ] && echo advise > "$THP" 2>/dev/null; then huge=1; trap restore EXIT; fi ;;
-esac
-if [ $huge = 0 ]; then
+. tests/lib/thp.sh
+thp_allow
+if [ "$THP_HUGE" = 0 ]; then
   . tests/lib/harness.sh
   t_begin programs-xchg
   t_run huge-pages 5 sh -c 'echo "no 2 MiB shared pages here and no root to turn shmem THP on"; exit 77'

@@ -10,16 +10,9 @@
 . "$(dirname "$0")/../lib/harness.sh"
 t_begin xchg
 BIN=${XCHG_BIN:-$ZC_BUILD/tests/xchg/t_xchg}
-THP=/sys/kernel/mm/transparent_hugepage/shmem_enabled
-old=$(sed -n 's/.*\[\(.*\)\].*/\1/p' "$THP" 2>/dev/null)
-restore() { [ -n "$old" ] && echo "$old" > "$THP" 2>/dev/null; }
-trap restore EXIT
-huge=0
-if [ "$old" = advise ] || [ "$old" = always ] || [ "$old" = within_size ]; then
-  huge=1
-elif [ -w "$THP" ] && echo advise > "$THP" 2>/dev/null; then
-  huge=1
-fi
+. "$(dirname "$0")/../lib/thp.sh"
+thp_allow
+THP=$THP_FILE huge=$THP_HUGE
 
 # xcase NAME CASE FAMILY THP(advise|never) EXCHANGE CHECK...
 #   CHECK: "stat>N", "stat>=N", "stat==N" or "stat<=N" over the sum of both reports
