@@ -438,9 +438,10 @@ xb_run() {   # SIZE BUFOPT ENV... -> "MB/s cpu_s_per_GB hit%"
       'BEGIN {gb = n / 1e9; printf "%s %.3f %.0f\n", m, (gb > 0 ? c / gb : 0), h}'
   rm -rf "$d"
 }
-xb_med() { sort -g | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)] + 0}'; }
+# the median (of an even count: the mean of the middle two)
+xb_med() { sort -g | awk '{v[NR] = $1} END {print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) + 0}'; }
 XB_SECS=$([ "${QUICK:-}" = 1 ] && echo 0.5 || echo 1)
-XB_ROUNDS=$([ "${QUICK:-}" = 1 ] && echo 2 || echo 3)
+XB_ROUNDS=$([ "${QUICK:-}" = 1 ] && echo 3 || echo 5)
 echo
 echo "Page exchange: streaming over TCP, MB/s (median of $XB_ROUNDS rounds), CPU s per GB, cache hit %"
 echo "  (shmem THP: $(sed -n 's/.*\[\(.*\)\].*/\1/p' "$hp_thp" 2>/dev/null); ring: zcsock's default; exchange: ZCSOCK_EXCHANGE=1)"
