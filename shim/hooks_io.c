@@ -107,6 +107,7 @@ SHIM_EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned vlen, int flags)
     SHIM_ENTER(sendmmsg, -1);
     f = shim_fd_get(fd);
     if (shim_fd_claimed(f)) {
+        shim_send_site = (uintptr_t)__builtin_return_address(0);
         for (i = 0; i < vlen; i++) {
             ssize_t r = f->path->ops->sendmsg(f, fd, &vec[i].msg_hdr, flags);
 

@@ -26,7 +26,7 @@ xcase() {
 }
 for fam in tcp unix; do
   xcase "mutate/$fam" mutate $fam advise 1 local.xchg.bytes_lent\>0 local.xchg.bytes_mapped\>0 \
-    local.xchg.bytes_copied\>0 local.xchg.rewritten\>0 xchg.refused.rewritten.1\>0 xu.frozen\>0 mh.units.mapped_in\>0 mh.units.released\>0
+    local.xchg.bytes_copied\>0 local.xchg.rewritten\>0 xchg.refused.rewritten.1\>0 xchg.refused.not_placed.2\>0 xu.frozen\>0 mh.units.mapped_in\>0 mh.units.released\>0
   xcase "kill/$fam" kill $fam advise 1 local.xchg.bytes_mapped==134217728
   xcase "rkill/$fam" rkill $fam advise 1 local.xchg.bytes_lent\>=67108864
   xcase "echo/$fam" echo $fam advise 1 local.xchg.bytes_mapped\>0 local.xchg.not_placed\>0
