@@ -410,14 +410,14 @@ static void test_pages_read(void **state)
     t_pair_open(&p, 4096);
     p.b.pages_read = t_pages_read;
     t_pr_consumed = t_pr_fail = 0;
-    assert_int_equal(local_ring_bytes_run(&p.b, AB), 0);
+    assert_int_equal(local_ring_bytes_run(&p.b, AB, UINT64_MAX), 0);
     t_write(&p.a, AB, "abc", 3, NULL);
-    assert_int_equal(local_ring_bytes_run(&p.b, AB), 3);
+    assert_int_equal(local_ring_bytes_run(&p.b, AB, UINT64_MAX), 3);
     assert_int_equal(local_ring_frame_next(&p.b, AB, &f), 0);
     rpos = f.next;                              /* where the PAGES record will be */
     assert_true(local_ring_pages_write(&p.a, AB, &pg, 1) >= 0);
     t_write(&p.a, AB, "de", 2, NULL);
-    assert_int_equal(local_ring_bytes_run(&p.b, AB), 3);      /* up to the PAGES record */
+    assert_int_equal(local_ring_bytes_run(&p.b, AB, UINT64_MAX), 3);      /* up to the PAGES record */
     /* 3 bytes and 10 of the unit */
     assert_int_equal(t_read(&p.b, AB, buf, 13, 0, &ret), 13);
     assert_false(ret & LOCAL_RING_F_RECORD);
@@ -446,11 +446,12 @@ static void test_pages_read(void **state)
     /* a run of several BYTES records, read in part */
     t_write(&p.a, AB, "fgh", 3, NULL);
     t_write(&p.a, AB, "ijklm", 5, NULL);
-    assert_int_equal(local_ring_bytes_run(&p.b, AB), 8);
+    assert_int_equal(local_ring_bytes_run(&p.b, AB, UINT64_MAX), 8);
+    assert_int_equal(local_ring_bytes_run(&p.b, AB, 2), 3);    /* stops at the record past 2 */
     assert_int_equal(t_read(&p.b, AB, buf, 2, 0, NULL), 2);
-    assert_int_equal(local_ring_bytes_run(&p.b, AB), 6);
+    assert_int_equal(local_ring_bytes_run(&p.b, AB, UINT64_MAX), 6);
     assert_int_equal(t_read(&p.b, AB, buf, 6, 0, NULL), 6);
-    assert_int_equal(local_ring_bytes_run(&p.b, AB), 0);
+    assert_int_equal(local_ring_bytes_run(&p.b, AB, UINT64_MAX), 0);
     assert_int_equal(t_pr_consumed, 1);
     assert_int_equal(local_ring_readable(&p.b, AB), 0);
     t_pair_close(&p);

@@ -916,7 +916,7 @@ int64_t local_ring_readable(local_ring_t *ch, int dir)
     return (int64_t)(s.bytes_head - s.bytes_tail);
 }
 
-int64_t local_ring_bytes_run(local_ring_t *ch, int dir)
+int64_t local_ring_bytes_run(local_ring_t *ch, int dir, uint64_t max)
 {
     local_ring_snap_t s;
     local_ring_frame_t f;
@@ -932,7 +932,7 @@ int64_t local_ring_bytes_run(local_ring_t *ch, int dir)
         run = s.rec_left;
         pos = lr_round8(s.tail + s.rec_left);
     }
-    for (int i = 0; i < 4096; i++) {
+    for (int i = 0; i < 4096 && run < max; i++) {
         if (local_ring_frame_parse(ch, dir, &s, pos, &f))
             break;      /* the end of what is published, or a bad frame: the read says */
         if (f.type == LOCAL_RING_REC_BYTES)

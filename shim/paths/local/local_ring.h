@@ -343,8 +343,10 @@ int64_t local_ring_readable(local_ring_t *ch, int dir);
 
 /* Stream bytes readable now from BYTES records alone, up to the first other
  * record (PAGES, a mark, EOF) or the end of what is published: what a read
- * of at least that many bytes will copy out of the ring.  Or -EPROTO. */
-int64_t local_ring_bytes_run(local_ring_t *ch, int dir);
+ * of at least that many bytes will copy out of the ring.  The walk stops
+ * once it counted max or more (and after 4096 records: a count short of the
+ * truth, never past it).  Or -EPROTO. */
+int64_t local_ring_bytes_run(local_ring_t *ch, int dir, uint64_t max);
 
 /* Bytes of payload a write could store now in one record chain (for POLLOUT),
  * or -EPROTO. */

@@ -177,11 +177,15 @@ static int lx_mapped_any;
 void lp_xchg_rx_reclaim(lp_conn_t *c, const struct iovec *win, int n)
 {
     int64_t run;
-    size_t left;
+    size_t left, total = 0;
 
     if (!__atomic_load_n(&lx_mapped_any, __ATOMIC_RELAXED) || !shim_xu_reclaim)
         return;
-    run = local_ring_bytes_run(&c->ch, lp_rxdir(c));
+    for (int i = 0; i < n; i++)
+        total += win[i].iov_len;
+    if (total < LX_UNIT)
+        return;
+    run = local_ring_bytes_run(&c->ch, lp_rxdir(c), total);
     if (run < (int64_t)LX_UNIT)
         return;
     left = (size_t)run;
