@@ -633,6 +633,24 @@ def s_closed_write(c):
     check(got == pattern(41, CLOSED_N)[:len(got)], "data before the reset")
 
 
+def c_closed_peer_switched(c):
+    # read the server's greeting first: the server's sending direction is in
+    # the ring, and the client closes with nothing unread (so it lingers)
+    check(recv_exact(c, 5) == b"hello", "greeting")
+    c_closed_peer(c)
+
+
+def s_closed_write_switched(c):
+    # closed_write with our sending direction already in the ring: the send
+    # to the closed peer goes to the kernel from the ring send loop, which
+    # must drop the peer's lingering socket too (it filled it and blocked
+    # for ever: CPython's test_ssl test_nonblocking_send hung so).  A send
+    # that blocks 10 s raises here instead of hanging the case.
+    c.sendall(b"hello")
+    c.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, struct.pack("ll", 10, 0))
+    s_closed_write(c)
+
+
 # --- an idle peer: its unread ring bytes reach a hand-back without its help ---
 
 IDLE_N = (1 << 20) + 11

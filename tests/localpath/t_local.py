@@ -1257,6 +1257,7 @@ CASES = {
     "closed_fdopen": (s_closed_fdopen, c_closed_peer),
     "closed_read": (s_closed_read, c_closed_peer),
     "closed_write": (s_closed_write, c_closed_peer),
+    "closed_write_switched": (s_closed_write_switched, c_closed_peer_switched),
     "idle_exec": (s_idle_exec, c_idle_peer),
     "idle_fdopen": (s_idle_fdopen, c_idle_peer),
     "prefix_exec": (s_prefix_exec, c_prefix_peer),

@@ -180,8 +180,14 @@ static ssize_t lp_tx_step(lp_conn_t *c, shim_fd_t *f, int fd, lp_tx_t *t)
         lp_unlock(c, LP_TX);
         if (t->sent)
             return (ssize_t)t->sent;
-        return rv ? lp_sendmsg(f, fd, t->msg, t->flags)
-                  : lp_send_kernel(f, fd, t->msg, t->flags, NULL);
+        if (rv)
+            return lp_sendmsg(f, fd, t->msg, t->flags);
+        /* A lingering socket of the peer's goes first, so the kernel answers
+         * as to a closed peer (a reset); sending into it instead filled it,
+         * nobody reading, and a blocking send hung for ever. */
+        if (!c->linger_dropped && lp_peer_lingers(c))
+            lp_linger_drop(c);
+        return lp_send_kernel(f, fd, t->msg, t->flags, NULL);
     }
     room = lp_tx_room(c);
     if (room < 0) {
