@@ -819,7 +819,10 @@ static void mh_unit_set(mh_arena_t *a, mh_meta_t *m, uint8_t st)
     m->ustate = st;
 }
 
-int mh_unit_freeze(void *addr)
+/* The unit at addr from state `from` to `to` by remapping it (type: MAP_SHARED
+ * or MAP_PRIVATE over the arena memfd): 1 done, 0 not in state `from` (its
+ * state in *was), -EINVAL not a unit, or the mmap error. */
+static int mh_unit_turn(void *addr, uint8_t from, int type, uint8_t to, int *was)
 {
     int e = errno, rc = 0;
     mh_arena_t *a;
@@ -827,15 +830,24 @@ int mh_unit_freeze(void *addr)
 
     pthread_mutex_lock(&mh_arena_lock);
     m = mh_unit_find(addr, &a);
-    if (!m)
+    if (!m) {
         rc = -EINVAL;
-    else if (m->ustate == MH_UNIT_FOREIGN)
-        rc = -EPERM;
-    else if (m->ustate == MH_UNIT_SHARED && (rc = mh_unit_remap(a, addr, MH_HUGE, MAP_PRIVATE)) == 0)
-        mh_unit_set(a, m, MH_UNIT_PRIV);
+    } else if ((*was = m->ustate) == from && (rc = mh_unit_remap(a, addr, MH_HUGE, type)) == 0) {
+        mh_unit_set(a, m, to);
+        rc = 1;
+    }
     pthread_mutex_unlock(&mh_arena_lock);
     errno = e;
     return rc;
+}
+
+int mh_unit_freeze(void *addr)
+{
+    int was = -1, rc = mh_unit_turn(addr, MH_UNIT_SHARED, MAP_PRIVATE, MH_UNIT_PRIV, &was);
+
+    if (rc)
+        return rc > 0 ? 0 : rc;
+    return was == MH_UNIT_FOREIGN ? -EPERM : 0;     /* PRIV stays */
 }
 
 int mh_unit_map(void *addr, int fd)
@@ -866,20 +878,8 @@ int mh_unit_map(void *addr, int fd)
 
 int mh_unit_reclaim(void *addr)
 {
-    int e = errno, rc = 0;
-    mh_arena_t *a;
-    mh_meta_t *m;
+    int e = errno, was, rc = mh_unit_turn(addr, MH_UNIT_FOREIGN, MAP_SHARED, MH_UNIT_SHARED, &was);
 
-    pthread_mutex_lock(&mh_arena_lock);
-    m = mh_unit_find(addr, &a);
-    if (!m)
-        rc = -EINVAL;
-    else if (m->ustate == MH_UNIT_FOREIGN &&
-             (rc = mh_unit_remap(a, addr, MH_HUGE, MAP_SHARED)) == 0) {
-        mh_unit_set(a, m, MH_UNIT_SHARED);
-        rc = 1;
-    }
-    pthread_mutex_unlock(&mh_arena_lock);
     /* its negative registration (a received unit is not lent) goes: it is
      * the application's own memory again */
     if (rc == 1)
