@@ -19,12 +19,13 @@
     X(alloc_placement, BOOL, 0, 0, 1,                                               \
       "place large allocations in shareable, page-aligned memory (off until a "     \
       "path consumes placed blocks; 0: events only)")                               \
-    X(exchange, BOOL, 0, 0, 1,                                                      \
-      "page exchange on the local path (in progress, off by default): a send of "   \
-      "whole 2 MiB units of a placed buffer lends the units to the peer (sealed "   \
-      "unit files) instead of copying them through the ring, and a receive into a " \
-      "placed 2 MiB-aligned buffer maps them in place; implies alloc_placement. "   \
-      "Pays only on 2 MiB pages (shmem THP advise/within_size/always)")             \
+    X(exchange, BOOL, 1, 0, 1,                                                      \
+      "page exchange on the local path where shared memory has 2 MiB pages (shmem " \
+      "THP advise/within_size/always; elsewhere it stays off and copies through "   \
+      "the ring): a send of whole 2 MiB units of a placed buffer lends the units "  \
+      "to the peer (sealed unit files) instead of copying them, and a receive "     \
+      "into a placed 2 MiB-aligned buffer maps them in place; places blocks of "    \
+      "2 MiB and more (0: the ring only, no placement)")                            \
     X(alloc_min, SIZE, 131072, 4096, 1ULL << 40,                                   \
       "allocations of at least this many bytes are placed")                         \
     X(alloc_huge_min, SIZE, 2097152, 4096, 1ULL << 40,                             \

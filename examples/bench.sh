@@ -16,22 +16,24 @@ ZC_LIB=${ZC_LIB:-$PWD/$ZC_BUILD/libzcsock.so}
 # Variants: "name|environment (VAR=value ...)|libzcsock expected active|inactive
 # |tests (stream,pingpong; empty: both)".  The first one is the baseline every
 # ratio is computed against.
-#   zcsock       the default: both ends paired, bytes through the local path
-#                (AF_UNIX pairing switched on for the unix rows)
+#   zcsock       both ends paired, bytes through the local path's ring
+#                (AF_UNIX pairing switched on for the unix rows; page
+#                exchange off, ZCSOCK_EXCHANGE=0, so that this row is the
+#                ring wherever the run allows 2 MiB pages)
 #                (blocking calls spin adaptively before sleeping)
 #   zcsock-nospin  the same without spinning (ZCSOCK_SPIN=0): the futex
 #                wake-up alone
 #   zcsock-spin  the same with blocking calls spinning 50 us before every sleep
 #   zcsock-copy  the local path off: every call forwarded (the copy path)
-#   zcsock-xchg  the default plus page exchange (ZCSOCK_EXCHANGE=1): whole
+#   zcsock-xchg  the default, page exchange on (ZCSOCK_EXCHANGE=1): whole
 #                2 MiB units of the buffers lent instead of copied, where
 #                shared memory has 2 MiB pages (below: as root the run
 #                allows them); streaming only
 VARIANTS=(
   "kernel||inactive|"
-  "zcsock|LD_PRELOAD=$ZC_LIB ZCSOCK_LOCAL_UNIX=1|active|"
-  "zcsock-nospin|LD_PRELOAD=$ZC_LIB ZCSOCK_LOCAL_UNIX=1 ZCSOCK_SPIN=0|active|pingpong"
-  "zcsock-spin|LD_PRELOAD=$ZC_LIB ZCSOCK_LOCAL_UNIX=1 ZCSOCK_SPIN_US=50|active|pingpong"
+  "zcsock|LD_PRELOAD=$ZC_LIB ZCSOCK_LOCAL_UNIX=1 ZCSOCK_EXCHANGE=0|active|"
+  "zcsock-nospin|LD_PRELOAD=$ZC_LIB ZCSOCK_LOCAL_UNIX=1 ZCSOCK_EXCHANGE=0 ZCSOCK_SPIN=0|active|pingpong"
+  "zcsock-spin|LD_PRELOAD=$ZC_LIB ZCSOCK_LOCAL_UNIX=1 ZCSOCK_EXCHANGE=0 ZCSOCK_SPIN_US=50|active|pingpong"
   "zcsock-copy|LD_PRELOAD=$ZC_LIB ZCSOCK_LOCAL=0|active|"
   "zcsock-xchg|LD_PRELOAD=$ZC_LIB ZCSOCK_LOCAL_UNIX=1 ZCSOCK_EXCHANGE=1|active|stream"
 )
@@ -39,7 +41,7 @@ VARIANTS=(
 # another build of the library (for example the commit before a change), so
 # that a redesign's ratios are printed side by side from one run.
 if [ -n "${ZC_LIB_BEFORE:-}" ]; then
-  VARIANTS+=("zcsock-before|LD_PRELOAD=$ZC_LIB_BEFORE ZCSOCK_LOCAL_UNIX=1|active|")
+  VARIANTS+=("zcsock-before|LD_PRELOAD=$ZC_LIB_BEFORE ZCSOCK_LOCAL_UNIX=1 ZCSOCK_EXCHANGE=0|active|")
 fi
 # Goals per variant (bench_report.py --goals): the local path's (issue #5:
 # TCP streaming >= 4x at 64 KiB and 1 MiB, >= 1.5x at 4 KiB, aligned and
@@ -358,7 +360,7 @@ fi
 mpi_fig() {   # IMPL VARIANT -> "lat1 lat4k bw64k bw1m bw8m" (0 on failure)
   local impl=$1 v=$2 bin=$ZC_BUILD/mpi_pingpong_$1 secs pre=() env=() opts=()
   secs=$([ "${QUICK:-}" = 1 ] && echo 0.3 || echo 0.5)
-  [ "$v" = zcsock ] && pre=(LD_PRELOAD="$ZC_LIB")
+  [ "$v" = zcsock ] && pre=(LD_PRELOAD="$ZC_LIB" ZCSOCK_EXCHANGE=0)
   [ "$v" = xchg ] && pre=(LD_PRELOAD="$ZC_LIB" ZCSOCK_EXCHANGE=1)
   if [ "$impl" = openmpi ]; then
     env=(OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1)   # 2 ranks, 2 slots: no
@@ -417,7 +419,7 @@ fi
 "$ZC_BUILD/exchange_floor" "$([ "${QUICK:-}" = 1 ] && echo 30 || echo 200)"
 
 # Page exchange on the data path (ZCSOCK_EXCHANGE=1): zcbench streaming over
-# TCP, the kernel, the ring (zcsock's default) and exchange in the same
+# TCP, the kernel, the ring (ZCSOCK_EXCHANGE=0) and exchange (the default) in the same
 # rounds; MB/s medians, CPU seconds per GB (user + system of both ends), the
 # exchange-unit cache's hit rate.  Buffers: reused (sent again unchanged),
 # fresh (malloc/free per message), refilled (--validate: the sender writes
@@ -444,7 +446,7 @@ XB_SECS=$([ "${QUICK:-}" = 1 ] && echo 0.5 || echo 1)
 XB_ROUNDS=$([ "${QUICK:-}" = 1 ] && echo 3 || echo 5)
 echo
 echo "Page exchange: streaming over TCP, MB/s (median of $XB_ROUNDS rounds), CPU s per GB, cache hit %"
-echo "  (shmem THP: $(sed -n 's/.*\[\(.*\)\].*/\1/p' "$hp_thp" 2>/dev/null); ring: zcsock's default; exchange: ZCSOCK_EXCHANGE=1)"
+echo "  (shmem THP: $(sed -n 's/.*\[\(.*\)\].*/\1/p' "$hp_thp" 2>/dev/null); ring: ZCSOCK_EXCHANGE=0; exchange: zcsock's default, ZCSOCK_EXCHANGE=1)"
 printf '%-9s %5s  %10s %10s %10s  %8s %8s  %6s %6s %6s  %5s\n' buffer size kernel ring exchange \
   "xch/kern" "xch/ring" cpu_k cpu_r cpu_x "hit%"
 for bm in reused fresh refilled; do
@@ -454,7 +456,7 @@ for bm in reused fresh refilled; do
     k=(); z=(); x=(); ck=(); cz=(); cx=(); hx=()
     for ((r = 1; r <= XB_ROUNDS; r++)); do
       read -r a b _ <<< "$(xb_run "$size" "$opt" ZCSOCK_X=0)"; k+=("$a"); ck+=("$b")
-      read -r a b _ <<< "$(xb_run "$size" "$opt" LD_PRELOAD="$ZC_LIB")"; z+=("$a"); cz+=("$b")
+      read -r a b _ <<< "$(xb_run "$size" "$opt" LD_PRELOAD="$ZC_LIB" ZCSOCK_EXCHANGE=0)"; z+=("$a"); cz+=("$b")
       read -r a b c <<< "$(xb_run "$size" "$opt" LD_PRELOAD="$ZC_LIB" ZCSOCK_EXCHANGE=1)"
       x+=("$a"); cx+=("$b"); hx+=("$c")
     done
@@ -483,7 +485,7 @@ done
 if [ "$(id -u)" = 0 ] && echo never > "$hp_thp" 2>/dev/null; then
   z=(); x=()
   for ((r = 1; r <= XB_ROUNDS; r++)); do
-    read -r a _ <<< "$(xb_run 8M "" LD_PRELOAD="$ZC_LIB")"; z+=("$a")
+    read -r a _ <<< "$(xb_run 8M "" LD_PRELOAD="$ZC_LIB" ZCSOCK_EXCHANGE=0)"; z+=("$a")
     read -r a _ <<< "$(xb_run 8M "" LD_PRELOAD="$ZC_LIB" ZCSOCK_EXCHANGE=1)"; x+=("$a")
   done
   mz=$(printf '%s\n' "${z[@]}" | xb_med); mx=$(printf '%s\n' "${x[@]}" | xb_med)

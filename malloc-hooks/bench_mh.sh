@@ -2,7 +2,10 @@
 # make bench-mh: allocator overhead of the hooks, as ratios preload/plain.
 #   1. malloc/free pairs below the placement threshold (target <= 1.03)
 #   2. python3 running a fixed allocation-heavy script, with the defaults
-#      (placement off) and with ZCSOCK_ALLOC_PLACEMENT=1
+#      (page exchange on: blocks of 2 MiB and more placed where shared
+#      memory has 2 MiB pages, which as root this run allows), with
+#      exchange off (ZCSOCK_EXCHANGE=0: no placement) and with
+#      ZCSOCK_ALLOC_PLACEMENT=1 (every block of 128 KiB and more placed)
 #   3. malloc + touch + free by size: glibc against the arena (everything
 #      placed: ZCSOCK_ALLOC_PLACEMENT=1 ZCSOCK_ALLOC_MIN=4096), the data
 #      behind ZCSOCK_ALLOC_MIN
@@ -14,6 +17,10 @@ bin=$1
 lib=${MH_LIB:?}
 R=7; PAIRS=3000000; PYN=3
 [ -n "${QUICK:-}" ] && { R=3; PAIRS=1000000; PYN=1; }
+# the defaults place huge blocks only on 2 MiB shared pages: as root, allow
+# them (advise) for the run, put back at exit
+. "$(dirname "$0")/../tests/lib/thp.sh"
+thp_allow
 
 active=$(LD_PRELOAD=$lib python3 -c '
 import ctypes
@@ -59,15 +66,16 @@ for r in range('"$PYN"'):
 }
 export -f pytime; export PYN
 
-echo "bench-mh: library $lib, median of $R alternating runs"
+echo "bench-mh: library $lib, median of $R alternating runs, shmem THP $(sed -n 's/.*\[\(.*\)\].*/\1/p' "$THP_FILE" 2>/dev/null)"
 printf '  %-34s %12s %12s %8s\n' case plain preload ratio
 run_pair "malloc/free pairs 16B..64KiB (ns)" "$bin" pairs "$PAIRS"
 run_pair "malloc/free pairs 16B..1KiB (ns)" "$bin" small "$((PAIRS * 4))"
 MH_ENV="ZCSOCK_ALLOC_PLACEMENT=1" run_pair "realloc 1KiB..8MiB, placed (ns/call)" "$bin" realloc 200
+# the defaults: page exchange places only blocks of 2 MiB and more (on 2 MiB
+# shared pages): a process that never pairs must not pay for it
 run_pair "python3 fixed script (us)" bash -c pytime
+MH_ENV="ZCSOCK_EXCHANGE=0" run_pair "python3 fixed script, exchange off (us)" bash -c pytime
 MH_ENV="ZCSOCK_ALLOC_PLACEMENT=1" run_pair "python3 fixed script, placed (us)" bash -c pytime
-# page exchange places only blocks of 2 MiB and more (on 2 MiB shared pages)
-MH_ENV="ZCSOCK_EXCHANGE=1" run_pair "python3 fixed script, exchange (us)" bash -c pytime
 echo "placement threshold data (ns per block), glibc vs arena (ZCSOCK_ALLOC_MIN=4096)"
 for kb in 16 32 64 128 256 512 1024 4096; do
   it=$(( 400000 / kb )); [ "$it" -lt 200 ] && it=200

@@ -27,6 +27,11 @@ SHIM_MEM_API struct pdc_uring *shim_mem_uring(void);
 /* Append the cache's top call sites to a report.  Report time only. */
 SHIM_MEM_API size_t shim_mem_report(char *buf, size_t size);
 
+/* A connection may pair (a listener local peers can reach, a connect to a
+ * local listener of the library) or did: page exchange turns placement on
+ * (blocks of 2 MiB and more, on 2 MiB shared pages).  Once; cheap after. */
+SHIM_MEM_API void shim_mem_pairing(void);
+
 /* 1 when fd belongs to the memory subsystem (arena memfds).  Hook-safe. */
 SHIM_MEM_API int shim_mem_fd_is_internal(int fd);
 
@@ -54,6 +59,8 @@ SHIM_MEM_API int shim_xu_lend(void *unit, shim_xu_t *x);
  * shared memory has 2 MiB pages); the first call says why not, once, under
  * ZCSOCK_DEBUG. */
 SHIM_MEM_API int shim_xu_ready(void);
+/* 1 once this process has placed a block (something it may lend). */
+SHIM_MEM_API int shim_xu_placed_any(void);
 SHIM_MEM_API void shim_xu_release(shim_xu_t *x);
 /* Close the unit files of registrations the memory events invalidated
  * (a free inside a hook only marks them).  Not from a memory hook. */

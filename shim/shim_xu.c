@@ -334,6 +334,20 @@ int shim_xu_ready(void)
     return xu_start();
 }
 
+int shim_xu_placed_any(void)
+{
+    static int seen;
+    mh_stats_t st;
+
+    if (__atomic_load_n(&seen, __ATOMIC_RELAXED))
+        return 1;
+    mh_stats_get(&st);
+    if (!st.placed_allocs)
+        return 0;
+    __atomic_store_n(&seen, 1, __ATOMIC_RELAXED);
+    return 1;
+}
+
 /* The unit file of slot s, read-only, 2 MiB-aligned (one PMD maps it).  Set
  * once: the caller holds the registration. */
 static const void *xu_view(xu_slot_t *s)

@@ -9,6 +9,6 @@ thp_allow
 for t in "$@"; do
   n=$(basename "$t")
   t_run "$n/placement" 120 env ZCSOCK_ALLOC_PLACEMENT=1 "$t" ${MEM_DLLIB:+"$MEM_DLLIB"}
-  t_run "$n/glibc-chunks" 120 env ZCSOCK_ALLOC_PLACEMENT=0 "$t" ${MEM_DLLIB:+"$MEM_DLLIB"}
+  t_run "$n/glibc-chunks" 120 env ZCSOCK_ALLOC_PLACEMENT=0 ZCSOCK_EXCHANGE=0 "$t" ${MEM_DLLIB:+"$MEM_DLLIB"}
 done
 t_end

@@ -11,7 +11,9 @@ if [ "$thp" = never ]; then
     trap 'echo "$old" > "$thpf"; rm -rf "$dir"' EXIT
   fi
 fi
-env ${XCHG_ENV:-} ZCSOCK_EXCHANGE="$ex" ZCSOCK_LOCAL_UNIX=1 ZCSOCK_STATS=1 ZCSOCK_LOG_FILE="$dir/%p.log" \
+# EXCHANGE "default": ZCSOCK_EXCHANGE left unset
+[ "$ex" = default ] && exn=(-u ZCSOCK_EXCHANGE) || exn=(ZCSOCK_EXCHANGE="$ex")
+env "${exn[@]}" ${XCHG_ENV:-} ZCSOCK_LOCAL_UNIX=1 ZCSOCK_STATS=1 ZCSOCK_LOG_FILE="$dir/%p.log" \
   LD_PRELOAD="$ZC_LIB" "$bin" "$mode" "$fam" || exit 1
 cat "$dir"/*.log | grep -E '^(xchg\.refused|local\.xchg|path\.local\.send_bytes|pdc\.xu\.(hits|regs))' | grep -v ': 0$'
 rc=0

@@ -1,6 +1,7 @@
 /* The local path: pairing decisions from the descriptor hooks (listen,
  * connect, accept) and a pending client's pickup of the server's offer. */
 #include "lp_int.h"
+#include "shim_mem.h"
 
 #include <link.h>
 #include <stddef.h>
@@ -300,7 +301,11 @@ void path_local_listened(int fd)
     shim_fd_t *f = shim_fd_get(fd);
     int beacon = -1;
 
-    if (!lp_candidate(fd) || f->family == AF_UNIX)
+    if (!lp_candidate(fd))
+        return;
+    if (zc_config.exchange && shim_mem_pairing)
+        shim_mem_pairing();     /* local peers may connect: place what exchange can lend */
+    if (f->family == AF_UNIX)
         return;
     if (local_pair_listen(fd, &beacon) != 0)
         beacon = -1;        /* tried: another process holds the name */
@@ -321,6 +326,8 @@ void path_local_connect_prepare(int fd, const struct sockaddr *addr, socklen_t l
         lp_decline(reason);
         return;
     }
+    if (zc_config.exchange && shim_mem_pairing)
+        shim_mem_pairing();     /* a local listener of the library: likely to pair */
     c = lp_conn_new(LP_PENDING);
     if (!c) {
         local_pair_fd_close(ann);

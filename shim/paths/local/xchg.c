@@ -77,13 +77,26 @@ static ssize_t lp_xchg_pages_read(void *ctx, int dir, const local_ring_frame_t *
 
 static int lx_transport(lp_conn_t *c);
 static int lx_is_transport(int fd);
+static void lx_offer(lp_conn_t *c);
 
 void lp_xchg_attach(lp_conn_t *c)
 {
     c->ch.pages_read = lp_xchg_pages_read;
     c->ch.pages_ctx = c;
-    /* offered now, so the peer's first receive acknowledges it */
-    if (zc_config.exchange && c->sole && shim_xu_ready && shim_xu_ready())
+    if (zc_config.exchange && shim_mem_pairing)
+        shim_mem_pairing();
+    lx_offer(c);
+}
+
+/* Offer our transport early, so that the peer's next receive acknowledges
+ * it and our first big send already lends, but only once this process
+ * placed a block it could lend: a server of small messages (thousands of
+ * connections) makes no transport descriptors.  Otherwise the first lend
+ * makes it, and its bytes go through the ring until the peer acknowledged. */
+static void lx_offer(lp_conn_t *c)
+{
+    if (c->x_tx < 0 && !c->x_off && c->sole && zc_config.exchange && shim_xu_ready &&
+        shim_xu_placed_any() && shim_xu_ready())
         lx_transport(c);
 }
 
@@ -202,13 +215,15 @@ void lp_xchg_rx_reclaim(lp_conn_t *c, const struct iovec *win, int n)
 }
 
 /* A receive is about to read the ring: take up a transport the peer offers
- * (only with exchange on: acknowledging it lets the peer lend). */
+ * (only with exchange on: acknowledging it lets the peer lend), and offer
+ * ours if we have something to lend by now. */
 void lp_xchg_offered(lp_conn_t *c)
 {
     uint32_t gen;
 
     if (!zc_config.exchange || !c->ch.base)
         return;
+    lx_offer(c);
     gen = __atomic_load_n(&lp_side(c, !c->ch.side)->xs_gen, __ATOMIC_RELAXED);
     if (gen && (gen != c->x_in_gen || c->x_in < 0))
         lx_fetch(c, 1);
