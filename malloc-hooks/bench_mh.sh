@@ -74,6 +74,10 @@ MH_ENV="ZCSOCK_ALLOC_PLACEMENT=1" run_pair "realloc 1KiB..8MiB, placed (ns/call)
 # the defaults: page exchange places only blocks of 2 MiB and more (on 2 MiB
 # shared pages): a process that never pairs must not pay for it
 run_pair "python3 fixed script (us)" bash -c pytime
+d=$(mktemp -d)
+env LD_PRELOAD="$lib" ZCSOCK_STATS=2 ZCSOCK_LOG_FILE="$d/%p.log" bash -c pytime > /dev/null
+echo "    (defaults: $(cat "$d"/*.log 2>/dev/null | awk -F': ' '$1 == "mh.alloc.placed_allocs" {n += $2} END {print n + 0}') blocks placed in one run; exchange places only blocks of 2 MiB and more whose last unit is at most an eighth unused)"
+rm -rf "$d"
 MH_ENV="ZCSOCK_EXCHANGE=0" run_pair "python3 fixed script, exchange off (us)" bash -c pytime
 MH_ENV="ZCSOCK_ALLOC_PLACEMENT=1" run_pair "python3 fixed script, placed (us)" bash -c pytime
 echo "placement threshold data (ns per block), glibc vs arena (ZCSOCK_ALLOC_MIN=4096)"

@@ -57,6 +57,8 @@ typedef void (*mh_event_func_t)(unsigned kind, void *addr, size_t len, void *arg
 typedef struct mh_params {
     size_t alloc_min;  /* ZCSOCK_ALLOC_MIN: place allocations >= this (0: default) */
     size_t huge_min;   /* ZCSOCK_ALLOC_HUGE_MIN: 2 MiB alignment from here (0: default) */
+    unsigned huge_slack; /* 0: place every eligible huge block; k: only those
+                            whose last 2 MiB unit's unused end is <= n >> k */
     int placement;     /* ZCSOCK_ALLOC_PLACEMENT: 0 off (events only), 1 on,
                           2 deferred: arenas ready, off until mh_placement_set(1) */
     int no_atfork;     /* 1: the shim calls mh_fork_* itself; 0: mh_init registers

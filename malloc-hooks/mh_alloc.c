@@ -36,10 +36,23 @@
 #define MH_CHUNK_SIZE_BITS  0x7ul
 
 
+/* A block of n bytes at or above huge_min takes whole 2 MiB units; with a
+ * slack limit (huge_slack: shift) it is placed only when the unused end of
+ * its last unit is at most n >> huge_slack (a 2.1 MB block would fault in,
+ * zero and hold 4 MiB of huge pages, of which page exchange could lend
+ * only one unit). */
+static int mh_alloc_slack_ok(size_t n)
+{
+    unsigned k = mh_g.huge_slack;
+
+    return !k || n < mh_g.huge_min || ((MH_HUGE - (n & (MH_HUGE - 1))) & (MH_HUGE - 1)) <= n >> k;
+}
+
 static int mh_alloc_eligible(size_t n)
 {
     return n >= __atomic_load_n(&mh_g.alloc_min, __ATOMIC_RELAXED) &&
-           __atomic_load_n(&mh_g.placement, __ATOMIC_RELAXED) && !mh_tls_guard;
+           __atomic_load_n(&mh_g.placement, __ATOMIC_RELAXED) && !mh_tls_guard &&
+           mh_alloc_slack_ok(n);
 }
 
 /* Place n bytes aligned to align (0: page) in an arena.  NULL: use the real

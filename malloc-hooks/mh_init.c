@@ -142,6 +142,7 @@ static void mh_init_placement(const mh_params_t *p, int foreign)
     if (amin < MH_PAGE)
         amin = MH_PAGE;
     mh_g.huge_min = hmin < amin ? amin : hmin;
+    mh_g.huge_slack = p->huge_slack < 32 ? p->huge_slack : 0;
     __atomic_store_n(&mh_g.alloc_min, amin, __ATOMIC_RELEASE);
     mh_status_set((cfg.thp ? MH_ST_HUGE_THP : 0) | (cfg.hugetlb_free > 0 ? MH_ST_HUGE_TLB : 0),
                   NULL);

@@ -24,6 +24,7 @@ typedef struct mh_state {
     int glibc_chunks;    /* malloc is glibc's: chunk headers may be read */
     size_t alloc_min;    /* place at or above this */
     size_t huge_min;     /* 2 MiB blocks at or above this */
+    unsigned huge_slack; /* 0, or: a huge block's unused tail <= n >> this */
     unsigned status;     /* MH_ST_* */
     const char *reason;  /* static string */
 } mh_state_t;

@@ -87,18 +87,6 @@ static void shim_mem_fork_child(void)
     mh_fork_child();
 }
 
-/* Placement for page exchange: wanted once a connection may pair, done once
- * the hooks started too (an exec'd image inherits its connections before
- * they do). */
-static int shim_mem_pairing_wanted, shim_mem_hooks_up;
-
-static void shim_mem_place_for_exchange(void)
-{
-    if (!zc_config.alloc_placement && zc_config.exchange && (mh_status(NULL) & MH_ST_HUGE_THP) &&
-        !(mh_status(NULL) & MH_ST_PLACEMENT_ACTIVE) && mh_placement_set(1) == 0)
-        zc_log(ZC_LOG_TRACE, "page exchange: placing blocks of 2 MiB and more from now on");
-}
-
 /* Say once what malloc-hooks could not do, and whether events work. */
 static int shim_mem_hooks_start(void)
 {
@@ -110,6 +98,10 @@ static int shim_mem_hooks_start(void)
          * lend (2 MiB shared pages), and only for blocks it can lend */
         .placement = zc_config.alloc_placement ? 1 : zc_config.exchange ? 2 : 0,
         .no_atfork = 1,     /* ordered with the cache's in shim_mem_fork_* */
+        /* page exchange alone places only blocks it can lend well: at most
+         * an eighth of the last unit unused (a 2.1 MB block would take, zero
+         * and hold 4 MiB of huge pages to lend one unit) */
+        .huge_slack = zc_config.alloc_placement ? 0 : 3,
     };
     const char *reason = "";
     unsigned st;
@@ -117,9 +109,13 @@ static int shim_mem_hooks_start(void)
 
     st = mh_status(&reason);
     /* Page exchange places only what it can lend, 2 MiB blocks on 2 MiB
-     * pages, and only once a connection may pair (shim_mem_pairing): fresh 2 MiB pages fault in slower than the
-     * allocator's own on some hosts (1.7x on an allocation-heavy python3
-     * script here), so a process that never pairs must not place at all. */
+     * pages, from start-up: most programs allocate their buffers before
+     * they connect (an MPI connects at its first message), and those must
+     * be lendable.  Such blocks fault in about as fast as the allocator's
+     * own (bench-mh, "python3 fixed script": a process that never pairs). */
+    if (!zc_config.alloc_placement && zc_config.exchange && (st & MH_ST_HUGE_THP) &&
+        mh_placement_set(1) == 0)
+        st = mh_status(&reason);
     if (rc)
         zc_log(ZC_LOG_NOTICE, "memory hooks unavailable (%s): copying only", strerrordesc_np(-rc));
     if (st & MH_ST_FOREIGN_ALLOCATOR)
@@ -132,9 +128,6 @@ static int shim_mem_hooks_start(void)
         !(st & MH_ST_FOREIGN_ALLOCATOR))
         zc_log(ZC_LOG_NOTICE, "large-buffer placement unavailable (%s)", reason);
     zc_stats_source_add(&shim_mem_mh_source);
-    __atomic_store_n(&shim_mem_hooks_up, 1, __ATOMIC_RELEASE);
-    if (__atomic_load_n(&shim_mem_pairing_wanted, __ATOMIC_ACQUIRE))
-        shim_mem_place_for_exchange();
     if (!rc)
         pthread_atfork(shim_mem_fork_prepare, shim_mem_fork_parent, shim_mem_fork_child);
     return !rc && (st & MH_ST_EVENTS_OK) ? 0 : -ENOSYS;
@@ -178,20 +171,6 @@ static int shim_mem_cache_start(void)
     shim_mem_pdc_source.arg = shim_pdc;
     zc_stats_source_add(&shim_mem_pdc_source);
     return 0;
-}
-
-/* This process may soon have a paired connection (it listens where local
- * peers can reach it, it connects to a local listener of the library) or
- * has one (paired, inherited): page exchange can serve it, so the blocks it
- * can lend are placed from now on (those allocated before stay with glibc
- * and go through the ring).  Once. */
-void shim_mem_pairing(void)
-{
-    if (__atomic_load_n(&shim_mem_pairing_wanted, __ATOMIC_RELAXED) ||
-        __atomic_exchange_n(&shim_mem_pairing_wanted, 1, __ATOMIC_ACQ_REL))
-        return;
-    if (__atomic_load_n(&shim_mem_hooks_up, __ATOMIC_ACQUIRE))
-        shim_mem_place_for_exchange();
 }
 
 int shim_mem_init(void)

@@ -27,11 +27,6 @@ SHIM_MEM_API struct pdc_uring *shim_mem_uring(void);
 /* Append the cache's top call sites to a report.  Report time only. */
 SHIM_MEM_API size_t shim_mem_report(char *buf, size_t size);
 
-/* A connection may pair (a listener local peers can reach, a connect to a
- * local listener of the library) or did: page exchange turns placement on
- * (blocks of 2 MiB and more, on 2 MiB shared pages).  Once; cheap after. */
-SHIM_MEM_API void shim_mem_pairing(void);
-
 /* 1 when fd belongs to the memory subsystem (arena memfds).  Hook-safe. */
 SHIM_MEM_API int shim_mem_fd_is_internal(int fd);
 

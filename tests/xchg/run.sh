@@ -40,9 +40,10 @@ for fam in tcp unix; do
 done
 # the default (ZCSOCK_EXCHANGE unset) lends where 2 MiB pages exist
 xcase "mutate/default" mutate tcp advise default local.xchg.bytes_lent\>0 local.xchg.bytes_mapped\>0
-# placement for exchange starts once a connection may pair (here: listening)
-xcase "lazy/default" lazy tcp advise default mh.alloc.placed_allocs\>0
-xcase "lazy/exchange-off" lazy tcp advise 0 mh.alloc.placed_allocs==0
+# placement for exchange starts at start-up (blocks allocated before any
+# connection must be lendable), and not at all with exchange off
+xcase "placement/default" placement tcp advise default mh.alloc.placed_allocs\>0
+xcase "placement/exchange-off" placement tcp advise 0 mh.alloc.placed_allocs==0
 xcase "mutate/no-huge-pages" mutate tcp never 1 local.xchg.unavailable\>0 local.xchg.bytes_lent==0 \
   path.local.send_bytes\>0
 xcase "mutate/exchange-off" mutate tcp advise 0 local.xchg.bytes_lent==0 local.xchg.unavailable==0 \

@@ -1,7 +1,6 @@
 /* The local path: pairing decisions from the descriptor hooks (listen,
  * connect, accept) and a pending client's pickup of the server's offer. */
 #include "lp_int.h"
-#include "shim_mem.h"
 
 #include <link.h>
 #include <stddef.h>
@@ -301,11 +300,7 @@ void path_local_listened(int fd)
     shim_fd_t *f = shim_fd_get(fd);
     int beacon = -1;
 
-    if (!lp_candidate(fd))
-        return;
-    if (zc_config.exchange && shim_mem_pairing)
-        shim_mem_pairing();     /* local peers may connect: place what exchange can lend */
-    if (f->family == AF_UNIX)
+    if (!lp_candidate(fd) || f->family == AF_UNIX)
         return;
     if (local_pair_listen(fd, &beacon) != 0)
         beacon = -1;        /* tried: another process holds the name */
@@ -326,8 +321,6 @@ void path_local_connect_prepare(int fd, const struct sockaddr *addr, socklen_t l
         lp_decline(reason);
         return;
     }
-    if (zc_config.exchange && shim_mem_pairing)
-        shim_mem_pairing();     /* a local listener of the library: likely to pair */
     c = lp_conn_new(LP_PENDING);
     if (!c) {
         local_pair_fd_close(ann);

@@ -83,8 +83,6 @@ void lp_xchg_attach(lp_conn_t *c)
 {
     c->ch.pages_read = lp_xchg_pages_read;
     c->ch.pages_ctx = c;
-    if (zc_config.exchange && shim_mem_pairing)
-        shim_mem_pairing();
     lx_offer(c);
 }
 
