@@ -25,7 +25,8 @@
       "the ring): a send of whole 2 MiB units of a placed buffer lends the units "  \
       "to the peer (sealed unit files) instead of copying them, and a receive "     \
       "into a placed 2 MiB-aligned buffer maps them in place; places blocks of "    \
-      "2 MiB and more (0: the ring only, no placement)")                            \
+      "2 MiB and more that fill their 2 MiB units to at least 7/8 (0: the ring "   \
+      "only, no placement)")                                                        \
     X(alloc_min, SIZE, 131072, 4096, 1ULL << 40,                                   \
       "allocations of at least this many bytes are placed")                         \
     X(alloc_huge_min, SIZE, 2097152, 4096, 1ULL << 40,                             \
