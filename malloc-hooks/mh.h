@@ -185,6 +185,9 @@ typedef struct mh_stats {
 } mh_stats_t;
 
 void mh_stats_get(mh_stats_t *st_p);
+/* Allocations served from arenas so far (mh_stats_t.placed_allocs), one
+ * relaxed load: for hot paths.  Hook-safe. */
+uint64_t mh_placed_allocs(void);
 
 /* The counters by name, for zcsock_stat_get and the stats report:
  * "mh.status", "mh.events.<kind>" (mh_event_names), "mh.alloc.<field>"

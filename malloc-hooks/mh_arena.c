@@ -567,6 +567,11 @@ int mh_fd_move(int fd)
     return 0;
 }
 
+uint64_t mh_placed_allocs(void)
+{
+    return __atomic_load_n(&mh_st_placed_allocs, __ATOMIC_RELAXED);
+}
+
 void mh_arena_stats(mh_stats_t *st)
 {
     st->placed_allocs = __atomic_load_n(&mh_st_placed_allocs, __ATOMIC_RELAXED);

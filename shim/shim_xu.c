@@ -336,16 +336,7 @@ int shim_xu_ready(void)
 
 int shim_xu_placed_any(void)
 {
-    static int seen;
-    mh_stats_t st;
-
-    if (__atomic_load_n(&seen, __ATOMIC_RELAXED))
-        return 1;
-    mh_stats_get(&st);
-    if (!st.placed_allocs)
-        return 0;
-    __atomic_store_n(&seen, 1, __ATOMIC_RELAXED);
-    return 1;
+    return mh_placed_allocs() != 0;
 }
 
 /* The unit file of slot s, read-only, 2 MiB-aligned (one PMD maps it).  Set

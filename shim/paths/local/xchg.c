@@ -93,7 +93,7 @@ void lp_xchg_attach(lp_conn_t *c)
  * makes it, and its bytes go through the ring until the peer acknowledged. */
 static void lx_offer(lp_conn_t *c)
 {
-    if (c->x_tx < 0 && !c->x_off && c->sole && zc_config.exchange && shim_xu_ready &&
+    if (c->x_tx < 0 && !c->x_off && c->sole && zc_config.exchange && shim_xu_placed_any &&
         shim_xu_placed_any() && shim_xu_ready())
         lx_transport(c);
 }
