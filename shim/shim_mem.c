@@ -111,8 +111,9 @@ static int shim_mem_hooks_start(void)
     /* Page exchange places only what it can lend, 2 MiB blocks on 2 MiB
      * pages, from start-up: most programs allocate their buffers before
      * they connect (an MPI connects at its first message), and those must
-     * be lendable.  Such blocks fault in about as fast as the allocator's
-     * own (bench-mh, "python3 fixed script": a process that never pairs). */
+     * be lendable.  With huge_slack above, only blocks that fill their
+     * units are placed, so a process that never pairs pays nothing
+     * measurable (bench-mh, "python3 fixed script"). */
     if (!zc_config.alloc_placement && zc_config.exchange && (st & MH_ST_HUGE_THP) &&
         mh_placement_set(1) == 0)
         st = mh_status(&reason);
