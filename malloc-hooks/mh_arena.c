@@ -396,21 +396,48 @@ size_t mh_arena_grow(mh_arena_t *a, void *p, size_t n)
     return cu << a->shift;
 }
 
+/* A new memfd of size bytes mapped MAP_SHARED at addr (MAP_FIXED), or
+ * anywhere when addr is NULL (*map_p).  hugetlb when *tlb and the pool has
+ * the pages (a shared hugetlb mapping reserves them all up front, so no
+ * later fault can SIGBUS), else plain shmem (*tlb cleared).  The fd or
+ * -errno. */
+static int mh_arena_memfd_mapped(size_t size, int *tlb, void *addr, void **map_p)
+{
+    for (;;) {
+        int fd = mh_arena_memfd(size, *tlb);
+        void *m = MAP_FAILED;
+
+        if (fd >= 0) {
+            m = addr ? mh_arena_map(addr, size, fd, *tlb)
+                     : zc_real.mmap(NULL, size, PROT_READ | PROT_WRITE,
+                                    MAP_SHARED | (*tlb ? 0 : MAP_NORESERVE), fd, 0);
+            if (m != MAP_FAILED) {
+                *map_p = m;
+                return fd;
+            }
+            fd = -errno;
+        }
+        if (!*tlb)
+            return fd;
+        *tlb = 0;
+    }
+}
+
 /* Give arena slot a a fresh memfd and empty metadata (its old memfd may
  * still back a forked process's private mapping: only our reference is
- * dropped).  Lock held.  Returns 0 or -errno (the arena is left as it was). */
+ * dropped).  A hugetlb arena whose pool ran dry gets plain shmem.  Lock
+ * held.  Returns 0 or -errno (the arena is left as it was). */
 static int mh_arena_reset(mh_arena_t *a)
 {
-    int fd = mh_arena_memfd(a->size, a->hugetlb);
+    int tlb = a->hugetlb;
+    void *m;
+    int fd = mh_arena_memfd_mapped(a->size, &tlb, a->base, &m);
 
     if (fd < 0)
         return fd;
-    if (mh_arena_map(a->base, a->size, fd, a->hugetlb) == MAP_FAILED) {
-        mh_sys_close(fd);
-        return -ENOMEM;
-    }
     mh_sys_close(a->fd);
     __atomic_store_n(&a->fd, fd, __ATOMIC_RELAXED);
+    a->hugetlb = tlb;
     zc_real.madvise(a->meta, a->nunits * sizeof(mh_meta_t), MADV_DONTNEED);
     memset(a->free_head, 0, sizeof(a->free_head));
     a->bump = 0;
@@ -644,20 +671,17 @@ static void mh_arena_copy_range(mh_arena_t *a, char *dst, size_t off, size_t len
     }
 }
 
-/* Copy every used block of a into a fresh memfd (a->fork_fd). */
+/* Copy every used block of a into a fresh memfd (a->fork_fd; hugetlb when
+ * the pool has the pages, a->fork_tlb). */
 static int mh_arena_fork_copy(mh_arena_t *a)
 {
+    void *m;
     char *dst;
-    int fd = mh_arena_memfd(a->size, a->hugetlb);
+    int tlb = a->hugetlb, fd = mh_arena_memfd_mapped(a->size, &tlb, NULL, &m);
 
     if (fd < 0)
         return fd;
-    dst = zc_real.mmap(NULL, a->size, PROT_READ | PROT_WRITE,
-                       MAP_SHARED | (a->hugetlb ? 0 : MAP_NORESERVE), fd, 0);
-    if (dst == MAP_FAILED) {
-        mh_sys_close(fd);
-        return -ENOMEM;
-    }
+    dst = m;
     for (size_t i = 0; i < a->bump;) {
         mh_meta_t *m = &a->meta[i];
         size_t units = m->cls ? mh_class_units(m->cls - 1u) : 1;
@@ -668,6 +692,7 @@ static int mh_arena_fork_copy(mh_arena_t *a)
     }
     zc_real.munmap(dst, a->size);
     a->fork_fd = fd;
+    a->fork_tlb = tlb;
     return 0;
 }
 
@@ -691,8 +716,11 @@ void mh_arena_fork_events(void)
  * own copy-on-write pages (the cost of a plain fork, paid lazily); neither
  * writes the memfd again.  New blocks then come from new arenas.  Should the
  * private remap fail, the arena's live blocks are copied into a fresh memfd
- * for the child instead.  Arenas without used blocks get a fresh memfd in
- * the child (mh_arena_fork_child).  Takes the lock until parent/child. */
+ * for the child instead.  A hugetlb arena is always copied: a copy-on-write
+ * of a private hugetlb page needs a free page of the pool, and a child that
+ * finds none gets SIGBUS where anonymous memory would just copy.  Arenas
+ * without used blocks get a fresh memfd in the child
+ * (mh_arena_fork_child).  Takes the lock until parent/child. */
 void mh_arena_fork_prepare(void)
 {
     int n;
@@ -705,7 +733,7 @@ void mh_arena_fork_prepare(void)
 
         if (a->priv || !a->used)
             continue;
-        if (mh_arena_remap_private(a) == 0) {
+        if (!a->hugetlb && mh_arena_remap_private(a) == 0) {
             mh_arena_drop_free_lists(a);
             __atomic_store_n(&a->priv, 1, __ATOMIC_RELEASE);
         } else if (mh_arena_fork_copy(a) < 0) {
@@ -747,12 +775,18 @@ void mh_arena_fork_child(void)
         if (a->fork_fd < 0 && !a->used && mh_arena_reset(a) == 0)
             continue;
         if (mh_arena_fork_ok && a->fork_fd >= 0 &&
-            mh_arena_map(a->base, a->size, a->fork_fd, a->hugetlb) != MAP_FAILED) {
+            mh_arena_map(a->base, a->size, a->fork_fd, a->fork_tlb) != MAP_FAILED) {
             mh_sys_close(a->fd);
             a->fd = a->fork_fd;
+            a->hugetlb = a->fork_tlb;
             mh_arena_advise(a);
             mh_arena_clean_free_lists(a);
             a->dirty_top = 0;
+            /* the copy holds what frozen and foreign units showed: all of
+             * the child's units are its own shared memory */
+            for (size_t u = 0; a->ustates && u < a->nunits; u++)
+                a->meta[u].ustate = MH_UNIT_SHARED;
+            a->ustates = 0;
         } else {
             zc_real.mmap(a->base, a->size, PROT_READ | PROT_WRITE,
                          MAP_PRIVATE | MAP_FIXED | MAP_NORESERVE, a->fd, 0);

@@ -119,6 +119,7 @@ typedef struct mh_arena {
     mh_meta_t *meta;       /* one per unit, anonymous mapping */
     uint32_t free_head[MH_CLASS_MAX];   /* unit index + 1 (lock) */
     int fork_fd;           /* copy made by mh_fork_prepare, -1 none */
+    int fork_tlb;          /* fork_fd is hugetlb */
     int priv;              /* forked generation: mapped MAP_PRIVATE, not
                               exchangeable, no new blocks; reclaimed with a
                               fresh memfd when its last block is freed */

@@ -6,6 +6,10 @@
 . "$(dirname "$0")/../lib/harness.sh"
 tier=$1; shift
 t_begin "$tier"
+# test_mh_arena's hugetlb arena needs free hugetlb pages: as root, reserve
+# a few for the tier and put the pool back afterwards
+. "$(dirname "$0")/../lib/thp.sh"
+tlb_pages 8
 for bin in "$@"; do
   name=$(basename "$bin")
   t_run "$name" "${TEST_TIMEOUT:-300}" "$bin"
