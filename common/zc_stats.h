@@ -104,6 +104,9 @@
       "waiting for the receiver to read lent bytes (ZCSOCK_PDC_SEND_BUDGET)")            \
     X(LOCAL_XCHG_NO_TRANSPORT, "local.xchg.no_transport", "lends given up because the " \
       "peer holds no unit transport of ours or it was full (sent through the ring)")     \
+    X(LOCAL_XCHG_POOL_DRY, "local.xchg.pool_dry", "units copied because the hugetlb "   \
+      "pool had no free page: for a unit file (sent through the ring) or for a "       \
+      "received unit's copy-on-write (copied out instead of mapped)")                    \
     X(LOCAL_PROTO_ERRORS, "local.proto_errors",                                          \
       "channels found corrupted (the connection then reads as reset)")
 

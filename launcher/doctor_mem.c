@@ -164,15 +164,18 @@ void zcl_check_hugetlb(zcl_doctor_t *doc)
 		"%ld kB each", nr, free_pages, total, size_kb);
 	if (free_pages > 0) {
 		it->status = ZCL_ST_OK;
-		ZCL_SET(it->meaning, "%ld MiB of reserved huge pages (page "
-			"exchange lends THP shmem units, not these)",
+		ZCL_SET(it->meaning, "%ld MiB of reserved huge pages: with THP "
+			"shmem never, page exchange lends 2 MiB units from them "
+			"(each end takes half of the free pages for its buffers; "
+			"lent and mapped units take more, and what finds none is "
+			"copied, local.xchg.pool_dry)",
 			free_pages * size_kb / 1024);
 		return;
 	}
-	ZCL_SET(it->meaning, "no free reserved huge pages: zcsock uses THP "
-		"shmem for huge pages (optional)");
-	ZCL_SET(it->fix, "echo 64 > /proc/sys/vm/nr_hugepages "
-		"(reserves 64 pages, 128 MiB with 2 MiB pages)");
+	ZCL_SET(it->meaning, "no free reserved huge pages: page exchange needs "
+		"THP shmem or these (optional)");
+	ZCL_SET(it->fix, "echo 1024 > /proc/sys/vm/nr_hugepages "
+		"(reserves 1024 pages, 2 GiB with 2 MiB pages)");
 }
 
 static void zcl_size_format(rlim_t v, char *out, size_t len)

@@ -59,6 +59,9 @@ typedef struct mh_params {
     size_t huge_min;   /* ZCSOCK_ALLOC_HUGE_MIN: 2 MiB alignment from here (0: default) */
     unsigned huge_slack; /* 0: place every eligible huge block; k: only those
                             whose last 2 MiB unit's unused end is <= n >> k */
+    int huge_paged_only; /* 1: huge blocks only in arenas of 2 MiB pages
+                            (shmem THP, or the one hugetlb arena); past
+                            that, the real allocator */
     int placement;     /* ZCSOCK_ALLOC_PLACEMENT: 0 off (events only), 1 on,
                           2 deferred: arenas ready, off until mh_placement_set(1) */
     int no_atfork;     /* 1: the shim calls mh_fork_* itself; 0: mh_init registers
@@ -135,9 +138,13 @@ int mh_region_lookup(const void *addr, size_t len, int *memfd_p,
  *                    and the memfd range keeps the bytes it had when frozen;
  *   MH_UNIT_FOREIGN  some of it maps another file MAP_PRIVATE (a received
  *                    unit mapped in place).
+ * Units are those of arenas with 2 MiB pages: shmem THP, or the hugetlb
+ * arena (there a private mapping reserves its copy-on-write page, so a
+ * freeze or map fails with ENOMEM when the pool is dry).
  * Freeing the block maps the arena's memfd back (SHARED); a fork keeps
- * frozen and foreign units as they are (already private: both processes
- * copy on write); madvise(DONTNEED) zeroes through the memfd.  All three
+ * frozen and foreign units of a THP arena as they are (already private:
+ * both processes copy on write) and gives the child a shared copy of the
+ * hugetlb arena; madvise(DONTNEED) zeroes through the memfd.  All three
  * are hook-safe (raw mmap under the arena lock, no allocation). */
 enum { MH_UNIT_SHARED = 0, MH_UNIT_PRIV = 1, MH_UNIT_FOREIGN = 2 };
 #define MH_UNIT_SIZE ((size_t)2 << 20)
@@ -146,10 +153,14 @@ enum { MH_UNIT_SHARED = 0, MH_UNIT_PRIV = 1, MH_UNIT_FOREIGN = 2 };
  * mmap error. */
 int mh_unit_freeze(void *addr);
 /* Map the first 2 MiB of fd MAP_PRIVATE over the unit at addr: FOREIGN.
- * 0, -EINVAL (not a unit as above) or the mmap error (the unit unchanged). */
+ * 0, -EINVAL (not a unit as above), -EXDEV (fd is hugetlbfs and the arena
+ * not, or the reverse) or the mmap error (the unit unchanged). */
 int mh_unit_map(void *addr, int fd);
 /* The unit's state, or -1 when addr is not a unit of a used block. */
 int mh_unit_state(const void *addr);
+/* 1 when addr is in the hugetlb arena (its pages come from the hugetlb
+ * pool), else 0.  Lock-free. */
+int mh_unit_hugetlb(const void *addr);
 /* The unit at addr is about to be overwritten whole (a receive copies into
  * every byte of it): a FOREIGN unit gets the arena's memfd back (SHARED), so
  * the writes land in its own 2 MiB page instead of copying each 4 KiB page

@@ -259,7 +259,8 @@ static void *mh_alloc_shrink(mh_arena_t *a, void *p, size_t old, size_t n)
         return p;
     saved = errno;
     mh_event_dispatch(MH_EV_BLOCK, (char *)p + keep, old - keep);
-    zc_real.madvise((char *)p + keep, old - keep, MADV_REMOVE);
+    if (!a->hugetlb)    /* hugetlb pages stay reserved (mh_arena_free) */
+        zc_real.madvise((char *)p + keep, old - keep, MADV_REMOVE);
     errno = saved;
     return p;
 }

@@ -26,7 +26,9 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/vfs.h>
 #include <unistd.h>
+#include <linux/magic.h>
 
 #include "mh_int.h"
 #include "zc_real.h"
@@ -122,6 +124,44 @@ static int mh_fd_move_high(int fd)
     return nfd;
 }
 
+/* See mh_int.h. */
+ssize_t mh_sysfs_read(const char *path, char *buf, size_t cap)
+{
+    int fd = (int)syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC);
+    ssize_t r;
+
+    if (fd < 0)
+        return -1;
+    r = syscall(SYS_read, fd, buf, cap - 1);
+    syscall(SYS_close, fd);
+    if (r < 0)
+        return -1;
+    buf[r] = 0;
+    return r;
+}
+
+static long mh_hugetlb_count(const char *name)
+{
+    char path[96] = "/sys/kernel/mm/hugepages/hugepages-2048kB/", buf[64];
+    long v = 0;
+
+    strncat(path, name, sizeof(path) - strlen(path) - 1);
+    if (mh_sysfs_read(path, buf, sizeof(buf)) <= 0)
+        return 0;
+    for (const char *p = buf; *p >= '0' && *p <= '9'; p++)
+        v = v * 10 + (*p - '0');
+    return v;
+}
+
+/* See mh_int.h: free pages nobody has reserved (another process's arena
+ * reserves all of its pages when it maps them). */
+long mh_hugetlb_free(void)
+{
+    long v = mh_hugetlb_count("free_hugepages") - mh_hugetlb_count("resv_hugepages");
+
+    return v > 0 ? v : 0;
+}
+
 static int mh_arena_memfd(size_t size, int hugetlb)
 {
     unsigned flags = MFD_CLOEXEC | (hugetlb ? MFD_HUGETLB | MFD_HUGE_2MB : 0);
@@ -195,18 +235,28 @@ static mh_arena_t *mh_arena_create(int huge)
 
     if (n >= mh_arena_slots)
         return NULL;
+    /* huge blocks only on 2 MiB pages: without THP, only the hugetlb arena */
+    if (huge && mh_arena_cfg.huge_paged_only && !mh_arena_cfg.thp &&
+        (mh_arena_tlb_used || mh_arena_cfg.hugetlb_free <= 0))
+        return NULL;
     if (huge && !mh_arena_tlb_used && mh_arena_cfg.hugetlb_free > 0) {
-        long pages = mh_arena_cfg.hugetlb_free / 2 < 256 ? mh_arena_cfg.hugetlb_free / 2 : 256;
+        /* half of what is free now: the peer's arena, unit files and
+         * private mappings take from the same pool */
+        long avail = mh_hugetlb_free(), pages = avail / 2 < 256 ? avail / 2 : 256;
 
         mh_arena_tlb_used = 1;
-        hugetlb = 1;
-        size = (size_t)pages * MH_HUGE;
+        hugetlb = pages > 0;
+        size = hugetlb ? (size_t)pages * MH_HUGE : size;
+        if (!hugetlb && mh_arena_cfg.huge_paged_only)
+            return NULL;
     }
     fd = mh_arena_memfd(size, hugetlb);
     base = fd >= 0 ? mh_arena_map(mh_arena_slot(n), size, fd, hugetlb) : MAP_FAILED;
     if (base == MAP_FAILED && hugetlb) {
         if (fd >= 0)
             mh_sys_close(fd);
+        if (mh_arena_cfg.huge_paged_only)
+            return NULL;
         hugetlb = 0;
         size = MH_ARENA_SIZE;
         fd = mh_arena_memfd(size, 0);
@@ -488,7 +538,10 @@ size_t mh_arena_free(mh_arena_t *a, void *p)
             mh_units_restore(a, (size_t)(m - a->meta), size >> a->shift);
         pthread_mutex_unlock(&mh_arena_lock);
     }
-    release = __atomic_load_n(&mh_st_pool_bytes, __ATOMIC_RELAXED) + size > MH_POOL_CAP;
+    /* hugetlb pages stay: a punched page leaves the arena's reservation,
+     * and its next fault SIGBUSes if another process took it meanwhile */
+    release = !a->hugetlb &&
+              __atomic_load_n(&mh_st_pool_bytes, __ATOMIC_RELAXED) + size > MH_POOL_CAP;
     if (release)
         zc_real.madvise(p, size, MADV_REMOVE);
     pthread_mutex_lock(&mh_arena_lock);
@@ -807,15 +860,19 @@ void mh_arena_fork_child(void)
 
 #define MH_UNIT_SCAN 256      /* units a block can span, with class rounding */
 
-/* The meta of the unit at addr when it lies in a used block of a shared,
- * THP-or-plain huge arena (hugetlb: a private mapping could SIGBUS), else
- * NULL.  Lock held. */
+static int mh_fd_hugetlb(int fd);
+
+/* The meta of the unit at addr when it lies in a used block of a shared
+ * huge arena whose pages are 2 MiB (shmem THP, or the hugetlb arena: a
+ * fork copies that one for the child, so no private hugetlb mapping
+ * outlives a fork), else NULL.  Lock held. */
 static mh_meta_t *mh_unit_find(const void *addr, mh_arena_t **a_p)
 {
     mh_arena_t *a = mh_arena_find(addr);
     size_t idx, i;
 
-    if (!a || !a->huge || a->hugetlb || a->priv || ((uintptr_t)addr & (MH_HUGE - 1)))
+    if (!a || !a->huge || a->priv || !(a->hugetlb || mh_arena_cfg.thp) ||
+        ((uintptr_t)addr & (MH_HUGE - 1)))
         return NULL;
     idx = (size_t)((const char *)addr - a->base) >> a->shift;
     if (idx >= a->bump)
@@ -831,13 +888,39 @@ static mh_meta_t *mh_unit_find(const void *addr, mh_arena_t **a_p)
 
 /* Map [addr, addr+len) of arena a (file range at the same offset) again,
  * MAP_SHARED or MAP_PRIVATE.  0 or -errno.  Lock held. */
+/* Map [off, off+len) of fd over addr (type MAP_SHARED or MAP_PRIVATE).  A
+ * private hugetlb mapping reserves the pages its copy-on-writes will take,
+ * and fails (ENOMEM) with the pool dry; a failed MAP_FIXED would leave a
+ * hole where the application's memory was, so it is made elsewhere and
+ * moved over addr (mremap moves its reservation).  0 or -errno, the range
+ * untouched on error. */
+static int mh_map_over(void *addr, size_t len, int type, int fd, off_t off, int tlb)
+{
+    void *t;
+
+    if (!tlb || type != MAP_PRIVATE)
+        return zc_real.mmap(addr, len, PROT_READ | PROT_WRITE,
+                            type | MAP_FIXED | (tlb ? 0 : MAP_NORESERVE), fd, off) == MAP_FAILED
+                   ? -errno : 0;
+    t = zc_real.mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, off);
+    if (t == MAP_FAILED)
+        return -errno;
+    if (zc_real.mremap(t, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, addr) == MAP_FAILED) {
+        int err = -errno;
+
+        zc_real.munmap(t, len);
+        return err;
+    }
+    return 0;
+}
+
 static int mh_unit_remap(mh_arena_t *a, void *addr, size_t len, int type)
 {
     off_t off = (off_t)((char *)addr - a->base);
+    int rc = mh_map_over(addr, len, type, a->fd, off, a->hugetlb);
 
-    if (zc_real.mmap(addr, len, PROT_READ | PROT_WRITE, type | MAP_FIXED | MAP_NORESERVE,
-                     a->fd, off) == MAP_FAILED)
-        return -errno;
+    if (rc)
+        return rc;
     if (mh_arena_cfg.thp)
         zc_real.madvise(addr, len, MADV_HUGEPAGE);
     return 0;
@@ -902,9 +985,9 @@ int mh_unit_map(void *addr, int fd)
     m = mh_unit_find(addr, &a);
     if (!m) {
         rc = -EINVAL;
-    } else if (zc_real.mmap(addr, MH_HUGE, PROT_READ | PROT_WRITE,
-                            MAP_PRIVATE | MAP_FIXED | MAP_NORESERVE, fd, 0) == MAP_FAILED) {
-        rc = -errno;
+    } else if (mh_fd_hugetlb(fd) != a->hugetlb) {
+        rc = -EXDEV;        /* a hugetlb file over shmem or the reverse */
+    } else if ((rc = mh_map_over(addr, MH_HUGE, MAP_PRIVATE, fd, 0, a->hugetlb)) != 0) {
     } else {
         if (mh_arena_cfg.thp)
             zc_real.madvise(addr, MH_HUGE, MADV_HUGEPAGE);
@@ -925,6 +1008,21 @@ int mh_unit_reclaim(void *addr)
         mh_event_dispatch(MH_EV_MAP_FIXED, addr, MH_HUGE);
     errno = e;
     return rc;
+}
+
+/* 1 when fd is a hugetlbfs file. */
+static int mh_fd_hugetlb(int fd)
+{
+    struct statfs sf;
+
+    return fstatfs(fd, &sf) == 0 && sf.f_type == HUGETLBFS_MAGIC;
+}
+
+int mh_unit_hugetlb(const void *addr)
+{
+    mh_arena_t *a = mh_arena_find(addr);
+
+    return a && __atomic_load_n(&a->hugetlb, __ATOMIC_RELAXED);
 }
 
 int mh_unit_state(const void *addr)

@@ -35,23 +35,6 @@ static void mh_status_set(unsigned flags, const char *reason)
         mh_g.reason = reason;
 }
 
-/* Read a small sysfs file into buf (NUL terminated).  Returns its length or
- * -1.  Raw syscalls: the shim interposes read. */
-static ssize_t mh_sysfs_read(const char *path, char *buf, size_t cap)
-{
-    int fd = (int)syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC);
-    ssize_t r;
-
-    if (fd < 0)
-        return -1;
-    r = syscall(SYS_read, fd, buf, cap - 1);
-    syscall(SYS_close, fd);
-    if (r < 0)
-        return -1;
-    buf[r] = 0;
-    return r;
-}
-
 /* shmem_enabled lists the modes with the active one in brackets.  MADV_HUGEPAGE
  * on shmem takes effect under always, within_size, advise and force. */
 static int mh_thp_shmem_usable(void)
@@ -67,19 +50,6 @@ static int mh_thp_shmem_usable(void)
         return 0;
     return !strncmp(sel, "[always]", 8) || !strncmp(sel, "[within_size]", 13) ||
            !strncmp(sel, "[advise]", 8) || !strncmp(sel, "[force]", 7);
-}
-
-static long mh_hugetlb_free(void)
-{
-    char buf[64];
-    long v = 0;
-
-    if (mh_sysfs_read("/sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages", buf,
-                      sizeof(buf)) <= 0)
-        return 0;
-    for (const char *p = buf; *p >= '0' && *p <= '9'; p++)
-        v = v * 10 + (*p - '0');
-    return v;
 }
 
 /* ---- self-test ---------------------------------------------------------------- */
@@ -135,6 +105,7 @@ static void mh_init_placement(const mh_params_t *p, int foreign)
         return;
     cfg.thp = mh_thp_shmem_usable();
     cfg.hugetlb_free = cfg.thp ? 0 : mh_hugetlb_free();
+    cfg.huge_paged_only = p->huge_paged_only;
     if (mh_arena_setup(&cfg) < 0) {
         mh_status_set(0, "placement off: cannot reserve address space for arenas");
         return;

@@ -4,6 +4,7 @@
 
 #include <pthread.h>
 #include <stddef.h>
+#include <sys/types.h>
 #include <stdint.h>
 
 #include "mh.h"
@@ -130,9 +131,16 @@ typedef struct mh_arena {
 typedef struct mh_arena_cfg {
     int thp;           /* madvise MADV_HUGEPAGE on arenas */
     long hugetlb_free; /* free hugetlb pages at init (2 MiB), 0 none */
+    int huge_paged_only; /* huge blocks only in arenas of 2 MiB pages */
 } mh_arena_cfg_t;
 
 int mh_arena_setup(const mh_arena_cfg_t *cfg);
+/* Read a small sysfs file into buf (NUL terminated).  Returns its length or
+ * -1.  Raw syscalls: the shim interposes read. */
+ssize_t mh_sysfs_read(const char *path, char *buf, size_t cap);
+/* Free 2 MiB hugetlb pages not reserved by anyone, now.  Hook-safe (raw
+ * reads of sysfs). */
+long mh_hugetlb_free(void);
 /* Allocate a block of at least n bytes; huge: 2 MiB aligned.  *dirty_p says
  * whether its pages may hold old data.  NULL when arenas are exhausted. */
 void *mh_arena_alloc(size_t n, int huge, int *dirty_p);

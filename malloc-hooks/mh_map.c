@@ -24,6 +24,7 @@
 
 #include "mh_int.h"
 #include "zc_real.h"
+#include <string.h>
 
 #define MH_EXPORT __attribute__((visibility("default")))
 
@@ -159,6 +160,15 @@ MH_EXPORT int madvise(void *addr, size_t len, int advice)
         if (mh_map_in_arena(addr, len)) {
             if (advice == MADV_FREE)
                 return 0;
+            if (a->hugetlb) {
+                /* zeroed in place: punching a hugetlb page gives up its
+                 * reservation, and the next fault SIGBUSes if another
+                 * process took the page meanwhile */
+                size_t n = MH_ALIGN_UP(len, MH_PAGE);
+
+                memset(addr, 0, (size_t)((char *)addr - a->base) + n <= a->size ? n : len);
+                return 0;
+            }
             if (advice != MADV_REMOVE && mh_arena_units_zero(a, addr, len))
                 return 0;
             if (advice == MADV_DONTNEED || advice == MADV_DONTNEED_LOCKED)

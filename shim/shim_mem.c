@@ -102,6 +102,8 @@ static int shim_mem_hooks_start(void)
          * an eighth of the last unit unused (a 2.1 MB block would take, zero
          * and hold 4 MiB of huge pages to lend one unit) */
         .huge_slack = zc_config.alloc_placement ? 0 : 3,
+        /* and only on 2 MiB pages: without THP, the hugetlb arena alone */
+        .huge_paged_only = !zc_config.alloc_placement,
     };
     const char *reason = "";
     unsigned st;
@@ -114,8 +116,8 @@ static int shim_mem_hooks_start(void)
      * be lendable.  With huge_slack above, only blocks that fill their
      * units are placed, so a process that never pairs pays nothing
      * measurable (bench-mh, "python3 fixed script"). */
-    if (!zc_config.alloc_placement && zc_config.exchange && (st & MH_ST_HUGE_THP) &&
-        mh_placement_set(1) == 0)
+    if (!zc_config.alloc_placement && zc_config.exchange &&
+        (st & (MH_ST_HUGE_THP | MH_ST_HUGE_TLB)) && mh_placement_set(1) == 0)
         st = mh_status(&reason);
     if (rc)
         zc_log(ZC_LOG_NOTICE, "memory hooks unavailable (%s): copying only", strerrordesc_np(-rc));

@@ -57,6 +57,7 @@
 #include <sys/stat.h>
 #include <stdio.h>
 #include <unistd.h>
+#include <linux/memfd.h>
 
 #include "mh.h"
 #include "pdc.h"
@@ -110,21 +111,26 @@ static void xu_close(int fd)
         zc_real.close(fd);
 }
 
-/* A new sealed 2 MiB memfd holding the bytes at unit.  fd or -errno. */
-static int xu_unit_file(const void *unit, uint64_t *ino_p)
+/* A new sealed 2 MiB memfd holding the bytes at unit: a hugetlb one for a
+ * unit of the hugetlb arena (tlb), whose page is taken first (fallocate:
+ * ENOSPC with the pool dry, where a fault would SIGBUS).  fd or -errno. */
+static int xu_unit_file(const void *unit, int tlb, uint64_t *ino_p)
 {
-    int fd = memfd_create("zcsock-xu", MFD_CLOEXEC | MFD_ALLOW_SEALING), err;
+    int fd = memfd_create("zcsock-xu", MFD_CLOEXEC | MFD_ALLOW_SEALING |
+                                           (tlb ? MFD_HUGETLB | MFD_HUGE_2MB : 0)), err;
     struct stat st;
     void *m;
 
     if (fd < 0)
         return -errno;
-    if (fchmod(fd, 0) < 0 || ftruncate(fd, (off_t)XU_UNIT) < 0)
+    if (fchmod(fd, 0) < 0 || ftruncate(fd, (off_t)XU_UNIT) < 0 ||
+        (tlb && fallocate(fd, 0, 0, (off_t)XU_UNIT) < 0))
         goto fail;
     m = zc_real.mmap(NULL, XU_UNIT, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (m == MAP_FAILED)
         goto fail;
-    zc_real.madvise(m, XU_UNIT, MADV_HUGEPAGE);
+    if (!tlb)
+        zc_real.madvise(m, XU_UNIT, MADV_HUGEPAGE);
     memcpy(m, unit, XU_UNIT);
     zc_real.munmap(m, XU_UNIT);
     if (fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0 ||
@@ -203,9 +209,11 @@ static int xu_reg(void *arg, void *addr, size_t len, pdc_handle_t *h)
         if (!__atomic_compare_exchange_n(&xu.slots[i].fd, &fr, -2, 0, __ATOMIC_ACQUIRE,
                                          __ATOMIC_RELAXED))
             continue;
-        fd = xu_unit_file(addr, &ino);
+        fd = xu_unit_file(addr, mh_unit_hugetlb(addr), &ino);
         if (fd < 0) {
             __atomic_store_n(&xu.slots[i].fd, -1, __ATOMIC_RELEASE);
+            /* out of descriptors or memory: later, maybe (-ENOSPC, the
+             * hugetlb pool dry, is passed on: counted as its own reason) */
             return fd == -EMFILE || fd == -ENFILE || fd == -ENOMEM ? -EAGAIN : fd;
         }
         xu.slots[i].ino = ino;
@@ -283,13 +291,13 @@ static int xu_start(void)
     if (st)
         return st > 0;
     pthread_mutex_lock(&xu.lock);
-    if (!xu.state && !(mh_status(NULL) & MH_ST_HUGE_THP)) {
+    if (!xu.state && !(mh_status(NULL) & (MH_ST_HUGE_THP | MH_ST_HUGE_TLB))) {
         /* on 4 KiB pages mapping a unit costs more than copying it
          * (ARCHITECTURE.md, "Page exchange"): the ring stays */
         xu.state = -1;
         zc_log(ZC_LOG_NOTICE, "page exchange off: shared memory has no 2 MiB pages here "
-               "(/sys/kernel/mm/transparent_hugepage/shmem_enabled is never or deny; "
-               "advise turns them on): copying through the ring");
+               "(/sys/kernel/mm/transparent_hugepage/shmem_enabled is never or deny, and "
+               "no free hugetlb pages; advise turns the first on): copying through the ring");
     }
     if (!xu.state) {
         xu.state = -1;
@@ -467,7 +475,7 @@ static struct {
 } xu_sites;
 
 static const char *const xu_why_names[SHIM_XU_WHYS] = { "not_placed", "rewritten", "budget",
-                                                       "no_transport" };
+                                                          "no_transport", "pool" };
 
 void shim_xu_refused(uintptr_t site, int why)
 {

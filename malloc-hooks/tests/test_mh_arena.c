@@ -31,6 +31,20 @@ static int t_setup(void **state)
     return 0;
 }
 
+/* Exchange units exist only in arenas of 2 MiB pages: arenas configured
+ * for shmem THP (on 4 KiB pages, as here when THP is off, their states and
+ * mappings behave the same). */
+static int t_setup_thp(void **state)
+{
+    mh_arena_cfg_t cfg = { .thp = 1 };
+
+    (void)state;
+    assert_int_equal(zc_real_resolve(NULL), 0);
+    mh_arena_reset_for_test();
+    assert_int_equal(mh_arena_setup(&cfg), 0);
+    return 0;
+}
+
 static void t_class_roundtrip(void **state)
 {
     (void)state;
@@ -157,7 +171,7 @@ static long t_free_hugepages(void)
 /* Runs only when the hugetlb pool has free pages (skipped otherwise). */
 static void t_hugetlb_block(void **state)
 {
-    mh_arena_cfg_t cfg = { 0, 0 };
+    mh_arena_cfg_t cfg = { 0, 0, 0 };
     int dirty, fd, huge = 0;
     uint64_t off;
     char *p;
@@ -488,7 +502,7 @@ int main(void)
         cmocka_unit_test_setup(t_threads_alloc_free, t_setup),
         cmocka_unit_test_setup(t_fork_child_gets_private_copy, t_setup),
         cmocka_unit_test_setup(t_fork_private_generation, t_setup),
-        cmocka_unit_test_setup(t_units, t_setup),
+        cmocka_unit_test_setup(t_units, t_setup_thp),
     };
 
     return cmocka_run_group_tests_name("mh_arena", tests, NULL, NULL);

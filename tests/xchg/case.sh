@@ -4,19 +4,25 @@
 bin=$1 mode=$2 fam=$3 thp=$4 ex=$5 thpf=$6; shift 6
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
-if [ "$thp" = never ]; then
+if [ "$thp" = never ] || [ "$thp" = hugetlb ]; then
   old=$(sed -n 's/.*\[\(.*\)\].*/\1/p' "$thpf")
   if [ "$old" != never ]; then
     echo never > "$thpf" 2>/dev/null || { echo "cannot turn shmem THP off (not root)"; exit 77; }
     trap 'echo "$old" > "$thpf"; rm -rf "$dir"' EXIT
   fi
 fi
+tlb_avail() { echo $(( $(cat /sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages) -
+                      $(cat /sys/kernel/mm/hugepages/hugepages-2048kB/resv_hugepages) )); }
+[ -n "$XCHG_TLB_LEAK" ] && tlb0=$(tlb_avail)
 # EXCHANGE "default": ZCSOCK_EXCHANGE left unset
 [ "$ex" = default ] && exn=(-u ZCSOCK_EXCHANGE) || exn=(ZCSOCK_EXCHANGE="$ex")
 env "${exn[@]}" ${XCHG_ENV:-} ZCSOCK_LOCAL_UNIX=1 ZCSOCK_STATS=1 ZCSOCK_LOG_FILE="$dir/%p.log" \
   LD_PRELOAD="$ZC_LIB" "$bin" "$mode" "$fam" || exit 1
 cat "$dir"/*.log | grep -E '^(xchg\.refused|local\.xchg|path\.local\.send_bytes|pdc\.xu\.(hits|regs))' | grep -v ': 0$'
 rc=0
+if [ -n "$XCHG_TLB_LEAK" ] && [ "$(tlb_avail)" != "$tlb0" ]; then
+  echo "hugetlb pool: $tlb0 pages free before, $(tlb_avail) after"; rc=1
+fi
 for chk in "$@"; do
   key=${chk%%[<>=]*} op=${chk#"$key"}
   val=$(cat "$dir"/*.log | awk -F': ' -v k="$key" '$1 == k { s += $2 } END { print s + 0 }')

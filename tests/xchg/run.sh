@@ -14,12 +14,17 @@ BIN=${XCHG_BIN:-$ZC_BUILD/tests/xchg/t_xchg}
 thp_allow
 THP=$THP_FILE huge=$THP_HUGE
 
-# xcase NAME CASE FAMILY THP(advise|never) EXCHANGE CHECK...
+# xcase NAME CASE FAMILY THP(advise|never|hugetlb) EXCHANGE CHECK...
 #   CHECK: "stat>N", "stat>=N", "stat==N" or "stat<=N" over the sum of both reports
+#   hugetlb: shmem THP never and the hugetlb pool of tlb_pages (below)
 xcase() {
   local name=$1 mode=$2 fam=$3 thp=$4 ex=$5; shift 5
   if [ "$thp" = advise ] && [ $huge = 0 ]; then
     t_run "$name" 5 sh -c 'echo "no 2 MiB shared pages here and no root to turn shmem THP on"; exit 77'
+    return
+  fi
+  if [ "$thp" = hugetlb ] && [ "$TLB_OK" != 1 ]; then
+    t_run "$name" 5 sh -c 'echo "skip: $1"; exit 77' _ "$TLB_WHY"
     return
   fi
   t_run "$name" 120 "$(dirname "$0")/case.sh" "$BIN" "$mode" "$fam" "$thp" "$ex" "$THP" "$@"
@@ -48,4 +53,28 @@ xcase "mutate/no-huge-pages" mutate tcp never 1 local.xchg.unavailable\>0 local.
   path.local.send_bytes\>0
 xcase "mutate/exchange-off" mutate tcp advise 0 local.xchg.bytes_lent==0 local.xchg.unavailable==0 \
   path.local.send_bytes\>0
+
+# hugetlb units: shmem THP never, 2 GiB of hugetlb pages (as root the tier
+# reserves them for these cases and gives them back).  Each case must leave
+# the pool as it found it (XCHG_TLB_LEAK: no page held or reserved after
+# every process of the case exited).
+tlb_pages 1024
+for fam in tcp unix; do
+  XCHG_TLB_LEAK=1 xcase "hugetlb/mutate/$fam" mutate $fam hugetlb 1 local.xchg.bytes_lent\>0 \
+    local.xchg.bytes_mapped\>0 local.xchg.rewritten\>0 xu.frozen\>0 mh.units.mapped_in\>0
+  XCHG_TLB_LEAK=1 xcase "hugetlb/kill/$fam" kill $fam hugetlb 1 local.xchg.bytes_mapped==134217728
+  XCHG_TLB_LEAK=1 xcase "hugetlb/rkill/$fam" rkill $fam hugetlb 1 local.xchg.bytes_lent\>=67108864
+done
+for c in echo thread fork exec; do
+  XCHG_TLB_LEAK=1 xcase "hugetlb/$c/tcp" $c tcp hugetlb 1 local.xchg.bytes_mapped\>0
+done
+# a dry pool: what cannot get a page is copied (counted), nothing fails
+if [ "$TLB_OK" = 1 ] && [ -n "$TLB_OLD" ]; then
+  echo $(( TLB_OLD + 24 )) > "$TLB_FILE"
+  [ "$(tlb_free)" -ge 24 ] || { TLB_OK=0; TLB_WHY="could not size the pool to 24 free pages"; }
+fi
+[ -n "$TLB_OLD" ] || { TLB_OK=0; TLB_WHY="the pool was not ours to shrink (not root, or pages free already)"; }
+XCHG_TLB_LEAK=1 xcase "hugetlb/pool-dry" mutate tcp hugetlb 1 local.xchg.pool_dry\>0 \
+  path.local.send_bytes\>0
+hp_restore; trap - EXIT
 t_end

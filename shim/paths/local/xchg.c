@@ -255,6 +255,7 @@ static void lx_refused(int why)
         [SHIM_XU_WHY_REWRITTEN] = ZC_STAT_LOCAL_XCHG_REWRITTEN,
         [SHIM_XU_WHY_BUDGET] = ZC_STAT_LOCAL_XCHG_BUDGET,
         [SHIM_XU_WHY_NO_TRANSPORT] = ZC_STAT_LOCAL_XCHG_NO_TRANSPORT,
+        [SHIM_XU_WHY_POOL] = ZC_STAT_LOCAL_XCHG_POOL_DRY,
     };
 
     zc_stat_add(stat[why], 1);
@@ -266,6 +267,7 @@ static int lx_why(int rc)
 {
     return rc == -EFAULT ? SHIM_XU_WHY_REWRITTEN
            : rc == -EINVAL || rc == -EPERM ? SHIM_XU_WHY_NOT_PLACED
+           : rc == -ENOSPC ? SHIM_XU_WHY_POOL
            : SHIM_XU_WHY_BUDGET;
 }
 
@@ -483,11 +485,15 @@ static ssize_t lp_xchg_pages_read(void *ctx, int dir, const local_ring_frame_t *
 
             if (u >= (size_t)r->n)
                 return -EPROTO;
-            if (!uo && k == LX_UNIT && !((uintptr_t)d & (LX_UNIT - 1)) && shim_xu_map &&
-                shim_xu_map(d, r->fd[u]) == 0) {
+            int mrc = !uo && k == LX_UNIT && !((uintptr_t)d & (LX_UNIT - 1)) && shim_xu_map
+                          ? shim_xu_map(d, r->fd[u]) : -EINVAL;
+
+            if (mrc == 0) {
                 __atomic_store_n(&lx_mapped_any, 1, __ATOMIC_RELAXED);
                 zc_stat_add(ZC_STAT_LOCAL_XCHG_MAPPED, k);
             } else {
+                if (mrc == -ENOMEM)     /* no hugetlb page for its copy-on-write */
+                    zc_stat_add(ZC_STAT_LOCAL_XCHG_POOL_DRY, 1);
                 if (!r->map[u]) {
                     void *mp = zc_real.mmap(NULL, LX_UNIT, PROT_READ, MAP_SHARED, r->fd[u], 0);
 
