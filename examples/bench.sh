@@ -417,6 +417,9 @@ if [ "$(id -u)" = 0 ] && [ "${BENCH_HUGE:-1}" = 1 ]; then
   echo "(for this probe: shmem THP $(sed -n 's/.*\[\(.*\)\].*/\1/p' "$hp_thp" 2>/dev/null), hugetlb pages $(cat /proc/sys/vm/nr_hugepages); put back to $hp_old_thp, $hp_old_nr after)"
 fi
 "$ZC_BUILD/exchange_floor" "$([ "${QUICK:-}" = 1 ] && echo 30 || echo 200)"
+# the pool as found again: page exchange lends hugetlb units when shmem THP
+# is off, and the rows below say which pages they had
+[ "$(id -u)" = 0 ] && echo "$hp_old_nr" > /proc/sys/vm/nr_hugepages 2>/dev/null
 
 # Page exchange on the data path (ZCSOCK_EXCHANGE=1): zcbench streaming over
 # TCP, the kernel, the ring (ZCSOCK_EXCHANGE=0) and exchange (the default) in the same
@@ -489,8 +492,32 @@ if [ "$(id -u)" = 0 ] && echo never > "$hp_thp" 2>/dev/null; then
     read -r a _ <<< "$(xb_run 8M "" LD_PRELOAD="$ZC_LIB" ZCSOCK_EXCHANGE=1)"; x+=("$a")
   done
   mz=$(printf '%s\n' "${z[@]}" | xb_med); mx=$(printf '%s\n' "${x[@]}" | xb_med)
-  printf 'shmem THP never, reused 8M: ring %.0f, exchange %.0f MB/s: exchange/ring %.2f (falls back to the ring)\n' \
-    "$mz" "$mx" "$(awk -v a="$mx" -v b="$mz" 'BEGIN {print b ? a / b : 0}')"
+  printf 'shmem THP never, hugetlb pages %s, reused 8M: ring %.0f, exchange %.0f MB/s: exchange/ring %.2f (falls back to the ring)\n' \
+    "$(cat /proc/sys/vm/nr_hugepages)" "$mz" "$mx" "$(awk -v a="$mx" -v b="$mz" 'BEGIN {print b ? a / b : 0}')"
+  # hugetlb units: shmem THP still never, 1024 hugetlb pages (2 GiB) for
+  # both ends' buffers, unit files and mapped units
+  echo "$((hp_old_nr + 1024))" > /proc/sys/vm/nr_hugepages 2>/dev/null
+  if [ "$(awk '/^HugePages_Free:/ {print $2}' /proc/meminfo)" -ge 1024 ]; then
+    echo "Page exchange on hugetlb (shmem THP never, $(cat /proc/sys/vm/nr_hugepages) hugetlb pages), MB/s (median of $XB_ROUNDS rounds)"
+    for c in "reused 8M" "reused 64M" "fresh 8M" "refilled 8M" "refilled 64M"; do
+      set -- $c
+      case $1 in reused) opt="" ;; fresh) opt="--fresh" ;; refilled) opt="--validate" ;; esac
+      k=(); z=(); x=()
+      for ((r = 1; r <= XB_ROUNDS; r++)); do
+        read -r a _ <<< "$(xb_run "$2" "$opt" ZCSOCK_X=0)"; k+=("$a")
+        read -r a _ <<< "$(xb_run "$2" "$opt" LD_PRELOAD="$ZC_LIB" ZCSOCK_EXCHANGE=0)"; z+=("$a")
+        read -r a _ <<< "$(xb_run "$2" "$opt" LD_PRELOAD="$ZC_LIB" ZCSOCK_EXCHANGE=1)"; x+=("$a")
+      done
+      mk=$(printf '%s\n' "${k[@]}" | xb_med); mz=$(printf '%s\n' "${z[@]}" | xb_med)
+      mx=$(printf '%s\n' "${x[@]}" | xb_med)
+      printf '  %-9s %4s  kernel %8.0f  ring %8.0f  exchange %8.0f  exchange/kernel %7.2f  exchange/ring %6.2f\n' \
+        "$1" "$2" "$mk" "$mz" "$mx" "$(awk -v a="$mx" -v b="$mk" 'BEGIN {print b ? a / b : 0}')" \
+        "$(awk -v a="$mx" -v b="$mz" 'BEGIN {print b ? a / b : 0}')"
+    done
+  else
+    echo "Page exchange on hugetlb: SKIPPED (the kernel gave fewer than 1024 free hugetlb pages)"
+  fi
+  echo "$hp_old_nr" > /proc/sys/vm/nr_hugepages 2>/dev/null
 fi
 hp_restore
 trap - EXIT
