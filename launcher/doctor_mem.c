@@ -86,6 +86,19 @@ static void zcl_shmem_mode(char *mode, size_t len, char *detail, size_t dlen,
 		snprintf(mode, len, "%s", size_mode);
 }
 
+/* Free, unreserved 2 MiB hugetlb pages (what a new arena could take). */
+static long zcl_hugetlb_free(void)
+{
+	char f[32], r[32];
+
+	if (zcl_file_read("/sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages", f,
+			  sizeof(f)) < 0 ||
+	    zcl_file_read("/sys/kernel/mm/hugepages/hugepages-2048kB/resv_hugepages", r,
+			  sizeof(r)) < 0)
+		return 0;
+	return strtol(f, NULL, 10) - strtol(r, NULL, 10);
+}
+
 static void zcl_check_thp_shmem(zcl_doctor_t *doc)
 {
 	zcl_item_t *it = zcl_item_add(doc, "THP shmem");
@@ -119,10 +132,15 @@ static void zcl_check_thp_shmem(zcl_doctor_t *doc)
 		return;
 	}
 	it->status = ZCL_ST_WARN;
-	ZCL_SET(it->meaning, "page exchange is off (on 4 KiB pages mapping "
-		"costs more than copying): large local transfers go through the "
-		"ring (make bench: exchange moves reused 2-64 MiB buffers "
-		"20-70x faster)");
+	if (zcl_hugetlb_free() > 0)
+		ZCL_SET(it->meaning, "no 2 MiB shared pages, but page exchange "
+			"lends from the hugetlb pool (see hugetlb pool); the fix "
+			"gives 2 MiB shared pages without a pool");
+	else
+		ZCL_SET(it->meaning, "page exchange is off (on 4 KiB pages mapping "
+			"costs more than copying): large local transfers go through the "
+			"ring (make bench: exchange moves reused 2-64 MiB buffers "
+			"20-70x faster)");
 	if (size_path[0] && strstr(detail, "inherit") == NULL)
 		ZCL_SET(it->fix, "echo advise > %s", size_path);
 	else
@@ -286,5 +304,5 @@ void zcl_check_memfd(zcl_doctor_t *doc)
 		huge == 1 ? "yes" : huge == 0 ? "no" : "unknown");
 	ZCL_SET(it->meaning, "shared rings and page exchange between local "
 		"peers are possible%s", huge == 0 ?
-		", but on 4 KiB pages (see THP shmem)" : "");
+		", but on 4 KiB pages (see THP shmem and hugetlb pool)" : "");
 }

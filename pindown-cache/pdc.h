@@ -78,6 +78,9 @@ typedef enum pdc_dir {
 #define PDC_F_NOWAIT 0x1u   /* budget exhausted: -EAGAIN at once, no wait */
 #define PDC_F_NOMERGE 0x2u  /* register exactly the page-rounded range */
 #define PDC_F_NOREG 0x4u    /* lookup only: -ENOENT on a miss */
+#define PDC_F_NOHIT 0x8u    /* a hit is not counted: the caller checks the
+                               registration still holds and then calls
+                               pdc_region_hit() (else invalidates it) */
 
 /* Backend operations.  reg() and dereg() are called without the cache lock
  * held (reg) or with it held (dereg), never from inside a hook; they may
@@ -166,6 +169,10 @@ void pdc_destroy(pdc_t *cache);
  * overlapping range).  Not from a hook. */
 int pdc_region_get(pdc_t *cache, const void *addr, size_t len, pdc_dir_t dir,
                    unsigned flags, pdc_region_t **region_p);
+
+/* Count the hit of a get made with PDC_F_NOHIT whose registration the
+ * caller found still valid.  Lock-free, hook-safe. */
+void pdc_region_hit(pdc_t *cache);
 
 /* Drop a reference taken by pdc_region_get() with the same dir (a put in a
  * direction the region holds no reference in is ignored).  The last

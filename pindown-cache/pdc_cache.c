@@ -528,7 +528,8 @@ static int pdc_get_locked(pdc_t *cache, uintptr_t start, uintptr_t end, pdc_dir_
             if (rc)
                 return rc;
             pdc_rgn_ref(cache, rgn, dir);
-            pdc_stat_add(cache, PDC_STAT_HITS, 1);
+            if (!(flags & PDC_F_NOHIT))
+                pdc_stat_add(cache, PDC_STAT_HITS, 1);
             *rgn_p = rgn;
             return 0;
         }
@@ -545,6 +546,12 @@ static int pdc_get_locked(pdc_t *cache, uintptr_t start, uintptr_t end, pdc_dir_
             continue;
         return rc;
     }
+}
+
+void pdc_region_hit(pdc_t *cache)
+{
+    if (cache)
+        pdc_stat_add(cache, PDC_STAT_HITS, 1);
 }
 
 int pdc_region_get(pdc_t *cache, const void *addr, size_t len, pdc_dir_t dir,

@@ -376,15 +376,13 @@ static const void *xu_view(xu_slot_t *s)
 }
 
 /* Does the registration in slot s still hold the bytes at unit?  (The
- * caller holds it.)  The first look by the get that made it: yes.  A frozen
+ * caller holds it, and the get that made it does not ask.)  A frozen
  * unit: pagemap.  Otherwise a compare, and a unit found unchanged is frozen
  * (then compared again: a store may have raced with the first compare). */
 static int xu_still(xu_slot_t *s, void *unit)
 {
     const void *v;
 
-    if (__atomic_exchange_n(&s->fresh, 0, __ATOMIC_ACQ_REL))
-        return 1;
     if (__atomic_load_n(&s->frozen, __ATOMIC_ACQUIRE))
         return shim_xu_clean(unit);
     v = xu_view(s);
@@ -405,16 +403,21 @@ int shim_xu_lend(void *unit, shim_xu_t *x)
 {
     pdc_region_t *r;
     xu_slot_t *s;
-    int rc;
+    int rc, made;
 
     x->region = NULL;
     if (((uintptr_t)unit & (XU_UNIT - 1)) || !xu_start())
         return -EINVAL;
-    rc = pdc_region_get(xu.pdc, unit, XU_UNIT, PDC_SEND, PDC_F_NOWAIT | PDC_F_NOMERGE, &r);
+    /* a registration found is a hit only if the unit still holds its bytes */
+    rc = pdc_region_get(xu.pdc, unit, XU_UNIT, PDC_SEND,
+                        PDC_F_NOWAIT | PDC_F_NOMERGE | PDC_F_NOHIT, &r);
     if (rc)
         return rc;
     s = &xu.slots[r->handle.id];
-    if (xu_still(s, unit)) {
+    made = __atomic_exchange_n(&s->fresh, 0, __ATOMIC_ACQ_REL);
+    if (made || xu_still(s, unit)) {
+        if (!made)
+            pdc_region_hit(xu.pdc);
         x->fd = __atomic_load_n(&s->fd, __ATOMIC_ACQUIRE);
         x->ino = (unsigned long long)r->handle.aux;
         x->region = r;

@@ -212,6 +212,14 @@ static void t_hit_miss(void **state)
     assert_int_equal(t_stat(c, PDC_STAT_BYTES_REGISTERED), 15 * T_PAGE);
     assert_int_equal(t_stat(c, PDC_STAT_REGIONS), 1);
     assert_int_equal(e->fake->live, 1);
+    /* PDC_F_NOHIT: found but not counted until the caller says it holds */
+    assert_int_equal(pdc_region_get(c, t_addr(e, 0), T_PAGE, PDC_SEND, PDC_F_NOHIT, &r2), 0);
+    assert_ptr_equal(r2, r1);
+    assert_int_equal(t_stat(c, PDC_STAT_HITS), 3);
+    pdc_region_hit(c);
+    assert_int_equal(t_stat(c, PDC_STAT_HITS), 4);
+    assert_int_equal(t_stat(c, PDC_STAT_MISSES), 1);
+    pdc_region_put(c, r2, PDC_SEND);
 }
 
 static void t_overlap_merge(void **state)
