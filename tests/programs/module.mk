@@ -6,7 +6,7 @@
 # `make test-programs-all` runs them too.  One case: PROGRAMS_CASES=ssh
 # (or ssh/both).  QUICK=1 repeats less.
 
-TEST_TIERS += programs programs-xchg
+TEST_TIERS += programs programs-xchg programs-xchg-hugetlb
 PROGRAMS_CASES ?=
 PROGRAMS_BINS := $(BUILD)/tests/programs/fdopen_lines $(BUILD)/tests/programs/uring_recv \
 		 $(BUILD)/tests/programs/uring_recv_static $(BUILD)/tests/programs/uring_recv_so
@@ -53,8 +53,10 @@ test-programs: $(LIB) $(PROGRAMS_BINS)
 # the same with page exchange on (ZCSOCK_EXCHANGE=1, shmem THP advise as root)
 test-programs-xchg: $(LIB) $(PROGRAMS_BINS)
 	$(Q)$(TEST_ENV) tests/programs/run_xchg.sh $(PROGRAMS_CASES)
+test-programs-xchg-hugetlb: $(LIB) $(PROGRAMS_BINS)
+	$(Q)$(TEST_ENV) XCHG_PAGES=hugetlb tests/programs/run_xchg.sh $(PROGRAMS_CASES)
 
 test-programs-all: $(LIB) $(PROGRAMS_BINS)
 	$(Q)$(TEST_ENV) PROGRAMS_ALL=1 tests/programs/run.sh $(PROGRAMS_CASES)
 
-.PHONY: test-programs test-programs-xchg test-programs-all
+.PHONY: test-programs test-programs-xchg test-programs-xchg-hugetlb test-programs-all

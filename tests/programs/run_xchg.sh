@@ -6,16 +6,25 @@
 # and the tier must show, from the statistics, that units were lent and
 # mapped (the MPI cases send up to 32 MiB messages).  Without 2 MiB pages
 # and no root to turn them on, the tier is one skip.
+# XCHG_PAGES=hugetlb (tier programs-xchg-hugetlb): on hugetlb pages
+# instead, shmem THP never and 1,024 free hugetlb pages (as root, set for
+# the tier and put back).
 set -u
 cd "$(dirname "$0")/../.."
 . tests/lib/thp.sh
-thp_allow
+tier=programs-xchg why="no 2 MiB shared pages here and no root to turn shmem THP on"
+if [ "${XCHG_PAGES:-thp}" = hugetlb ]; then
+  tier=programs-xchg-hugetlb
+  tlb_allow 1024; THP_HUGE=$TLB_OK why=${TLB_WHY:-}
+else
+  thp_allow
+fi
 if [ "$THP_HUGE" = 0 ]; then
   . tests/lib/harness.sh
-  t_begin programs-xchg
-  t_run huge-pages 5 sh -c 'echo "no 2 MiB shared pages here and no root to turn shmem THP on"; exit 77'
+  t_begin $tier
+  t_run huge-pages 5 sh -c 'echo "skip: $1"; exit 77' _ "$why"
   t_end
   exit $?
 fi
-export ZCSOCK_EXCHANGE=1 PROGRAMS_TIER=programs-xchg PROGRAMS_EXPECT_LENT=1
+export ZCSOCK_EXCHANGE=1 PROGRAMS_TIER=$tier PROGRAMS_EXPECT_LENT=1
 tests/programs/run.sh "$@"
