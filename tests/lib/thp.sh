@@ -14,14 +14,14 @@ THP_FILE=/sys/kernel/mm/transparent_hugepage/shmem_enabled
 TLB_FILE=/proc/sys/vm/nr_hugepages
 thp_now() { sed -n 's/.*\[\(.*\)\].*/\1/p' "$THP_FILE" 2>/dev/null; }
 hp_restore() {
-  [ -n "$THP_OLD" ] && echo "$THP_OLD" > "$THP_FILE" 2>/dev/null
-  [ -n "$TLB_OLD" ] && echo "$TLB_OLD" > "$TLB_FILE" 2>/dev/null
+  [ -n "${THP_OLD:-}" ] && echo "${THP_OLD:-}" > "$THP_FILE" 2>/dev/null
+  [ -n "${TLB_OLD:-}" ] && echo "${TLB_OLD:-}" > "$TLB_FILE" 2>/dev/null
   true
 }
 thp_set() {   # MODE: 0 when shmem THP is MODE now
   [ "$(thp_now)" = "$1" ] && return 0
   [ -w "$THP_FILE" ] || return 1
-  [ -n "$THP_OLD" ] || THP_OLD=$(thp_now)
+  [ -n "${THP_OLD:-}" ] || THP_OLD=$(thp_now)
   echo "$1" > "$THP_FILE" 2>/dev/null || return 1
   trap hp_restore EXIT
 }
@@ -40,7 +40,7 @@ tlb_pages() {   # N: at least N free hugetlb pages (TLB_OK, TLB_WHY)
   free=$(tlb_free)
   if [ "${free:-0}" -lt "$want" ]; then
     if [ ! -w "$TLB_FILE" ]; then TLB_WHY="fewer than $want free hugetlb pages (not root)"; return; fi
-    [ -n "$TLB_OLD" ] || TLB_OLD=$(cat "$TLB_FILE")
+    [ -n "${TLB_OLD:-}" ] || TLB_OLD=$(cat "$TLB_FILE")
     trap hp_restore EXIT
     echo $(( $(cat "$TLB_FILE") + want - ${free:-0} )) > "$TLB_FILE" 2>/dev/null
     free=$(tlb_free)
