@@ -87,3 +87,16 @@ for kb in 16 32 64 128 256 512 1024 4096; do
   it=$(( 4000 / kb )); [ "$it" -lt 4 ] && it=4
   MH_ENV="ZCSOCK_ALLOC_PLACEMENT=1 ZCSOCK_ALLOC_MIN=4096" run_pair "64 live, touch, free ${kb} KiB" "$bin" batch $((kb * 1024)) "$it"
 done
+# the defaults on hugetlb pages (shmem THP never, 1,024 free pages, as
+# root): exchange places blocks in the hugetlb arena from start-up; a
+# process that never pairs must not pay for that either
+tlb_allow 1024
+if [ "$TLB_OK" = 1 ]; then
+  run_pair "python3 fixed script, hugetlb (us)" bash -c pytime
+  d=$(mktemp -d)
+  env LD_PRELOAD="$lib" ZCSOCK_STATS=2 ZCSOCK_LOG_FILE="$d/%p.log" bash -c pytime > /dev/null
+  echo "    (hugetlb: $(cat "$d"/*.log 2>/dev/null | awk -F': ' '$1 == "mh.alloc.placed_allocs" {n += $2} END {print n + 0}') blocks placed in one run)"
+  rm -rf "$d"
+else
+  echo "  python3 fixed script, hugetlb: SKIPPED ($TLB_WHY)"
+fi
