@@ -159,6 +159,7 @@ int zcl_cmd_doctor(int argc, char **argv)
 	zcl_check_uffd(&doc);
 	zcl_check_thp(&doc);
 	zcl_check_hugetlb(&doc);
+	zcl_check_balloon(&doc);
 	zcl_check_memlock(&doc);
 	zcl_check_ptrace(&doc);
 	zcl_check_memfd(&doc);

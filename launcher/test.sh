@@ -251,7 +251,7 @@ case_version() {
 
 DOCTOR_ITEMS=("kernel" "io_uring" "io_uring SEND_ZC" "io_uring buffers"
   "MSG_ZEROCOPY" "userfaultfd" "uffd write-protect" "THP anon" "THP shmem"
-  "hugetlb pool" "memlock" "ptrace scope" "memfd_create" "library")
+  "hugetlb pool" "VM balloon" "memlock" "ptrace scope" "memfd_create" "library")
 
 check_doctor_output() {
   local item

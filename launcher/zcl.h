@@ -120,6 +120,7 @@ void zcl_check_uffd(zcl_doctor_t *doc);
 void zcl_check_ptrace(zcl_doctor_t *doc);
 void zcl_check_thp(zcl_doctor_t *doc);         /* doctor_mem.c */
 void zcl_check_hugetlb(zcl_doctor_t *doc);
+void zcl_check_balloon(zcl_doctor_t *doc);
 void zcl_check_memlock(zcl_doctor_t *doc);
 void zcl_check_memfd(zcl_doctor_t *doc);
 void zcl_check_library(zcl_doctor_t *doc);     /* doctor_lib.c */
