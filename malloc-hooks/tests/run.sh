@@ -29,8 +29,10 @@ run_both fork 60 "$B/t_fork"
 run_both forkloop 120 "$B/t_forkloop" 100
 # hugetlb arenas (shmem THP never, free hugetlb pages; as root the tier
 # sets both and puts them back): a fork child writes its copy without
-# SIGBUS even when the pool has no page left for it, and the block really
-# was in a hugetlb arena (mh.status 0x40, a placed block)
+# SIGBUS even when the pool has no page left for it; t_place's realloc,
+# alignment and madvise(DONTNEED) zeroing (done in place there: a punched
+# hugetlb page loses its reservation) hold; and the blocks really were in a
+# hugetlb arena (mh.status 0x40, a placed block)
 . "$(dirname "$0")/../../tests/lib/thp.sh"
 tlb_allow 8
 tlb_case() {   # NAME PROGRAM ARGS...: the program passes and placed in hugetlb
@@ -44,7 +46,7 @@ tlb_case() {   # NAME PROGRAM ARGS...: the program passes and placed in hugetlb
   awk '/^mh.status: / { if (int($2 / 64) % 2) f = 1 } END { exit !f }' <<<"$out"
 }
 export -f tlb_case
-for c in fork "forkloop 40"; do
+for c in fork "forkloop 40" place; do
   set -- $c
   if [ "$TLB_OK" = 1 ]; then
     t_run "hugetlb/$1" 120 bash -c 'tlb_case "$@"' _ "$L" "$B/t_$1" "${@:2}"
