@@ -384,7 +384,9 @@ void *mh_arena_alloc(size_t n, int huge, int *dirty_p)
     if (!p) {
         MH_STAT_ADD(mh_st_fallbacks, 1);
         if (first_failed)   /* no memfd at all: stop trying at every malloc */
-            mh_placement_fail("placement off: cannot create a memfd arena");
+            mh_placement_fail(huge && mh_arena_cfg.huge_paged_only && !mh_arena_cfg.thp
+                                  ? "placement off: no free hugetlb pages for an arena"
+                                  : "placement off: cannot create a memfd arena");
         return NULL;
     }
     MH_STAT_ADD(mh_st_placed_allocs, 1);
