@@ -104,6 +104,10 @@
       "waiting for the receiver to read lent bytes (ZCSOCK_PDC_SEND_BUDGET)")            \
     X(LOCAL_XCHG_NO_TRANSPORT, "local.xchg.no_transport", "lends given up because the " \
       "peer holds no unit transport of ours or it was full (sent through the ring)")     \
+    X(LOCAL_XCHG_TOO_SMALL, "local.xchg.too_small", "sends of 256 KiB to 2 MiB, "     \
+      "shorter than one exchange unit (through the ring)")                               \
+    X(LOCAL_XCHG_UNALIGNED, "local.xchg.unaligned", "sends of 2 MiB or more that "     \
+      "hold no whole 2 MiB-aligned unit (through the ring)")                             \
     X(LOCAL_XCHG_POOL_DRY, "local.xchg.pool_dry", "units copied because the hugetlb "   \
       "pool had no free page: for a unit file (sent through the ring) or for a "       \
       "received unit's copy-on-write (copied out instead of mapped)")                    \

@@ -478,7 +478,8 @@ static struct {
 } xu_sites;
 
 static const char *const xu_why_names[SHIM_XU_WHYS] = { "not_placed", "rewritten", "budget",
-                                                          "no_transport", "pool" };
+                                                          "no_transport", "pool", "too_small",
+                                                          "unaligned" };
 
 void shim_xu_refused(uintptr_t site, int why)
 {

@@ -43,6 +43,9 @@ for fam in tcp unix; do
   XCHG_ENV="ZCSOCK_PDC_SEND_BUDGET=32M" xcase "budget_wait/$fam" budget_wait $fam advise 1 \
     local.xchg.bytes_lent\>=100663296 local.xchg.budget_waits\>0
 done
+# refusals by reason and call site: too small, unaligned
+xcase "reasons/tcp" reasons tcp advise 1 local.xchg.too_small\>=1 local.xchg.unaligned\>=1 \
+  xchg.refused.too_small.1\>=1 xchg.refused.unaligned.1\>=1 local.xchg.bytes_lent==0
 # the default (ZCSOCK_EXCHANGE unset) lends where 2 MiB pages exist
 xcase "mutate/default" mutate tcp advise default local.xchg.bytes_lent\>0 local.xchg.bytes_mapped\>0
 # placement for exchange starts at start-up (blocks allocated before any

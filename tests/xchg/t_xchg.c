@@ -506,6 +506,32 @@ int main(int argc, char **argv)
         }
         t_mutate_receiver(srv);
         T_CHECK(t_wait(pid) == 0);
+    } else if (!strcmp(mode, "reasons")) {
+        /* sends that cannot lend, each refused with its reason: 1 MiB (too
+         * small) and 2.5 MiB from 1 MiB into a placed block (no whole
+         * aligned unit: unaligned); the bytes arrive all the same */
+        size_t small = 1u << 20, odd = (5u << 20) / 2;
+
+        if (pid == 0) {
+            char *b = malloc(SZ);
+
+            t_hello_sender(cli);
+            t_fill(b, small, 41);
+            t_send_all(cli, b, small);
+            t_fill(b + (1u << 20), odd, 42);
+            t_send_all(cli, b + (1u << 20), odd);
+            exit(0);
+        }
+        {
+            char *b = malloc(SZ);
+
+            t_hello_receiver(srv);
+            t_recv_all(srv, b, small);
+            t_verify(b, small, 41, "too small");
+            t_recv_all(srv, b, odd);
+            t_verify(b, odd, 42, "unaligned");
+            T_CHECK(t_wait(pid) == 0);
+        }
     } else if (!strcmp(mode, "kill")) {
         if (pid == 0)
             t_lend_and_die(cli, 8, 1000);

@@ -63,6 +63,7 @@
 #define LP_SIDE_OFF  2048u      /* per-side shared words in the header page */
 #define LP_IOV_WIN   64         /* iovecs handled per ring call */
 #define LP_XCHG_MIN  (2u << 20) /* a send shorter than a unit never lends (xchg.c) */
+#define LP_XCHG_SMALL (256u << 10) /* from here, a shorter send is a refusal: too_small */
 #define LP_XCHG_NAP_US 20       /* a blocking send over the send budget naps this long */
 #define LP_ROOM_KEEP 64         /* ring bytes a write leaves for the EOF record */
 #define LP_LOOK_US 1000         /* most a non-blocking receive goes without a kernel
@@ -477,6 +478,9 @@ void lp_xchg_rx_reclaim(lp_conn_t *c, const struct iovec *win, int n);
  * refused; *over_p: refused because the send budget is spent, which a
  * blocking send waits out rather than copying), or -errno (the channel
  * broke). */
+/* A send of LP_XCHG_SMALL bytes or more but under a unit, where exchange
+ * could lend: counted and charged to its call site as too_small. */
+void lp_xchg_small(lp_conn_t *c);
 ssize_t lp_xchg_send(lp_conn_t *c, const struct msghdr *msg, size_t sent, size_t *lim_p,
                      int *flags_p, int *over_p);
 void lp_xchg_close(lp_conn_t *c);

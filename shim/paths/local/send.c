@@ -197,6 +197,8 @@ static ssize_t lp_tx_step(lp_conn_t *c, shim_fd_t *f, int fd, lp_tx_t *t)
     if (room <= LP_ROOM_KEEP)
         return lp_tx_full(c, fd, t);
     lim = (size_t)(room - LP_ROOM_KEEP);
+    if (zc_config.exchange && !t->sent && t->total >= LP_XCHG_SMALL && t->total < LP_XCHG_MIN)
+        lp_xchg_small(c);
     if (zc_config.exchange && t->total - t->sent >= LP_XCHG_MIN) {
         int over;
         ssize_t x = lp_xchg_send(c, t->msg, t->sent, &lim, &rc, &over);

@@ -256,6 +256,8 @@ static void lx_refused(int why)
         [SHIM_XU_WHY_BUDGET] = ZC_STAT_LOCAL_XCHG_BUDGET,
         [SHIM_XU_WHY_NO_TRANSPORT] = ZC_STAT_LOCAL_XCHG_NO_TRANSPORT,
         [SHIM_XU_WHY_POOL] = ZC_STAT_LOCAL_XCHG_POOL_DRY,
+        [SHIM_XU_WHY_TOO_SMALL] = ZC_STAT_LOCAL_XCHG_TOO_SMALL,
+        [SHIM_XU_WHY_UNALIGNED] = ZC_STAT_LOCAL_XCHG_UNALIGNED,
     };
 
     zc_stat_add(stat[why], 1);
@@ -269,6 +271,12 @@ static int lx_why(int rc)
            : rc == -EINVAL || rc == -EPERM ? SHIM_XU_WHY_NOT_PLACED
            : rc == -ENOSPC ? SHIM_XU_WHY_POOL
            : SHIM_XU_WHY_BUDGET;
+}
+
+void lp_xchg_small(lp_conn_t *c)
+{
+    if (!c->x_off && shim_xu_ready && shim_xu_ready())
+        lx_refused(SHIM_XU_WHY_TOO_SMALL);
 }
 
 ssize_t lp_xchg_send(lp_conn_t *c, const struct msghdr *msg, size_t sent, size_t *lim_p,
@@ -298,8 +306,12 @@ ssize_t lp_xchg_send(lp_conn_t *c, const struct msghdr *msg, size_t sent, size_t
     gap = (size_t)(-(uintptr_t)p & (LX_UNIT - 1));
     if (gap) {
         /* the ring takes the bytes up to the first unit */
-        if (gap < avail && avail - gap >= LX_UNIT && gap < *lim_p)
-            *lim_p = gap;
+        if (gap < avail && avail - gap >= LX_UNIT) {
+            if (gap < *lim_p)
+                *lim_p = gap;
+        } else if (!sent) {
+            lx_refused(SHIM_XU_WHY_UNALIGNED);      /* no whole unit in it */
+        }
         return 0;
     }
     k = avail / LX_UNIT;
