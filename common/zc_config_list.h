@@ -21,12 +21,17 @@
       "path consumes placed blocks; 0: events only)")                               \
     X(exchange, BOOL, 1, 0, 1,                                                      \
       "page exchange on the local path where shared memory has 2 MiB pages (shmem " \
-      "THP advise/within_size/always; elsewhere it stays off and copies through "   \
-      "the ring): a send of whole 2 MiB units of a placed buffer lends the units "  \
+      "THP advise/within_size/always, or a hugetlb pool; elsewhere it stays off "   \
+      "and copies through the ring, see ZCSOCK_EXCHANGE_4K): a send of whole 2 MiB units of a placed buffer lends the units "  \
       "to the peer (sealed unit files) instead of copying them, and a receive "     \
       "into a placed 2 MiB-aligned buffer maps them in place; places blocks of "    \
       "2 MiB and more that fill their 2 MiB units to at least 7/8 (0: the ring "   \
       "only, no placement)")                                                        \
+    X(exchange_4k, BOOL, 0, 0, 1,                                                   \
+      "page exchange also where shared memory has only 4 KiB pages (1): the "       \
+      "same 2 MiB units, mapped 4 KiB page by page; make bench's crossover probe "  \
+      "says whether that wins on this machine (off by default: measured on one "    \
+      "machine only)")                                                              \
     X(alloc_min, SIZE, 131072, 4096, 1ULL << 40,                                   \
       "allocations of at least this many bytes are placed")                         \
     X(alloc_huge_min, SIZE, 2097152, 4096, 1ULL << 40,                             \

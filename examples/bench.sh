@@ -494,6 +494,20 @@ if [ "$(id -u)" = 0 ] && echo never > "$hp_thp" 2>/dev/null; then
   mz=$(printf '%s\n' "${z[@]}" | xb_med); mx=$(printf '%s\n' "${x[@]}" | xb_med)
   printf 'shmem THP never, hugetlb pages %s, reused 8M: ring %.0f, exchange %.0f MB/s: exchange/ring %.2f (falls back to the ring)\n' \
     "$(cat /proc/sys/vm/nr_hugepages)" "$mz" "$mx" "$(awk -v a="$mx" -v b="$mz" 'BEGIN {print b ? a / b : 0}')"
+  # exchange on 4 KiB pages, opt-in (ZCSOCK_EXCHANGE_4K=1): ring, exchange
+  echo "Page exchange on 4 KiB pages (shmem THP never, ZCSOCK_EXCHANGE_4K=1), MB/s (median of $XB_ROUNDS rounds)"
+  for c in "reused 8M" "fresh 8M" "refilled 8M" "refilled 64M"; do
+    set -- $c
+    case $1 in reused) opt="" ;; fresh) opt="--fresh" ;; refilled) opt="--validate" ;; esac
+    z=(); x=()
+    for ((r = 1; r <= XB_ROUNDS; r++)); do
+      read -r a _ <<< "$(xb_run "$2" "$opt" LD_PRELOAD="$ZC_LIB" ZCSOCK_EXCHANGE=0)"; z+=("$a")
+      read -r a _ <<< "$(xb_run "$2" "$opt" LD_PRELOAD="$ZC_LIB" ZCSOCK_EXCHANGE_4K=1)"; x+=("$a")
+    done
+    mz=$(printf '%s\n' "${z[@]}" | xb_med); mx=$(printf '%s\n' "${x[@]}" | xb_med)
+    printf '  %-9s %4s  ring %8.0f  exchange %8.0f  exchange/ring %6.2f\n' "$1" "$2" "$mz" "$mx" \
+      "$(awk -v a="$mx" -v b="$mz" 'BEGIN {print b ? a / b : 0}')"
+  done
   # hugetlb units: shmem THP still never, 1024 hugetlb pages (2 GiB) for
   # both ends' buffers, unit files and mapped units
   echo "$((hp_old_nr + 1024))" > /proc/sys/vm/nr_hugepages 2>/dev/null

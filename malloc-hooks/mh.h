@@ -59,6 +59,8 @@ typedef struct mh_params {
     size_t huge_min;   /* ZCSOCK_ALLOC_HUGE_MIN: 2 MiB alignment from here (0: default) */
     unsigned huge_slack; /* 0: place every eligible huge block; k: only those
                             whose last 2 MiB unit's unused end is <= n >> k */
+    int units_4k;      /* 1: exchange units also in huge arenas of 4 KiB
+                          pages (no THP, no hugetlb) */
     int huge_paged_only; /* 1: huge blocks only in arenas of 2 MiB pages
                             (shmem THP, or the one hugetlb arena); past
                             that, the real allocator */

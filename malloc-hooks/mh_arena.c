@@ -236,7 +236,7 @@ static mh_arena_t *mh_arena_create(int huge)
     if (n >= mh_arena_slots)
         return NULL;
     /* huge blocks only on 2 MiB pages: without THP, only the hugetlb arena */
-    if (huge && mh_arena_cfg.huge_paged_only && !mh_arena_cfg.thp &&
+    if (huge && mh_arena_cfg.huge_paged_only && !mh_arena_cfg.thp && !mh_arena_cfg.units_4k &&
         (mh_arena_tlb_used || mh_arena_cfg.hugetlb_free <= 0))
         return NULL;
     if (huge && !mh_arena_tlb_used && mh_arena_cfg.hugetlb_free > 0) {
@@ -247,7 +247,7 @@ static mh_arena_t *mh_arena_create(int huge)
         mh_arena_tlb_used = 1;
         hugetlb = pages > 0;
         size = hugetlb ? (size_t)pages * MH_HUGE : size;
-        if (!hugetlb && mh_arena_cfg.huge_paged_only)
+        if (!hugetlb && mh_arena_cfg.huge_paged_only && !mh_arena_cfg.units_4k)
             return NULL;
     }
     fd = mh_arena_memfd(size, hugetlb);
@@ -255,7 +255,7 @@ static mh_arena_t *mh_arena_create(int huge)
     if (base == MAP_FAILED && hugetlb) {
         if (fd >= 0)
             mh_sys_close(fd);
-        if (mh_arena_cfg.huge_paged_only)
+        if (mh_arena_cfg.huge_paged_only && !mh_arena_cfg.units_4k)
             return NULL;
         hugetlb = 0;
         size = MH_ARENA_SIZE;
@@ -873,7 +873,8 @@ static mh_meta_t *mh_unit_find(const void *addr, mh_arena_t **a_p)
     mh_arena_t *a = mh_arena_find(addr);
     size_t idx, i;
 
-    if (!a || !a->huge || a->priv || !(a->hugetlb || mh_arena_cfg.thp) ||
+    if (!a || !a->huge || a->priv ||
+        !(a->hugetlb || mh_arena_cfg.thp || mh_arena_cfg.units_4k) ||
         ((uintptr_t)addr & (MH_HUGE - 1)))
         return NULL;
     idx = (size_t)((const char *)addr - a->base) >> a->shift;

@@ -106,6 +106,7 @@ static void mh_init_placement(const mh_params_t *p, int foreign)
     cfg.thp = mh_thp_shmem_usable();
     cfg.hugetlb_free = cfg.thp ? 0 : mh_hugetlb_free();
     cfg.huge_paged_only = p->huge_paged_only;
+    cfg.units_4k = p->units_4k;
     if (mh_arena_setup(&cfg) < 0) {
         mh_status_set(0, "placement off: cannot reserve address space for arenas");
         return;

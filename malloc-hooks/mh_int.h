@@ -132,6 +132,7 @@ typedef struct mh_arena_cfg {
     int thp;           /* madvise MADV_HUGEPAGE on arenas */
     long hugetlb_free; /* free hugetlb pages at init (2 MiB), 0 none */
     int huge_paged_only; /* huge blocks only in arenas of 2 MiB pages */
+    int units_4k;      /* exchange units also on 4 KiB pages */
 } mh_arena_cfg_t;
 
 int mh_arena_setup(const mh_arena_cfg_t *cfg);

@@ -104,6 +104,7 @@ static int shim_mem_hooks_start(void)
         .huge_slack = zc_config.alloc_placement ? 0 : 3,
         /* and only on 2 MiB pages: without THP, the hugetlb arena alone */
         .huge_paged_only = !zc_config.alloc_placement,
+        .units_4k = zc_config.exchange && zc_config.exchange_4k,
     };
     const char *reason = "";
     unsigned st;
@@ -117,7 +118,8 @@ static int shim_mem_hooks_start(void)
      * units are placed, so a process that never pairs pays nothing
      * measurable (bench-mh, "python3 fixed script"). */
     if (!zc_config.alloc_placement && zc_config.exchange &&
-        (st & (MH_ST_HUGE_THP | MH_ST_HUGE_TLB)) && mh_placement_set(1) == 0)
+        ((st & (MH_ST_HUGE_THP | MH_ST_HUGE_TLB)) || zc_config.exchange_4k) &&
+        mh_placement_set(1) == 0)
         st = mh_status(&reason);
     if (rc)
         zc_log(ZC_LOG_NOTICE, "memory hooks unavailable (%s): copying only", strerrordesc_np(-rc));

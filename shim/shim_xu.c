@@ -291,13 +291,15 @@ static int xu_start(void)
     if (st)
         return st > 0;
     pthread_mutex_lock(&xu.lock);
-    if (!xu.state && !(mh_status(NULL) & (MH_ST_HUGE_THP | MH_ST_HUGE_TLB))) {
+    if (!xu.state && !(mh_status(NULL) & (MH_ST_HUGE_THP | MH_ST_HUGE_TLB)) &&
+        !zc_config.exchange_4k) {
         /* on 4 KiB pages mapping a unit costs more than copying it
          * (ARCHITECTURE.md, "Page exchange"): the ring stays */
         xu.state = -1;
         zc_log(ZC_LOG_NOTICE, "page exchange off: shared memory has no 2 MiB pages here "
                "(/sys/kernel/mm/transparent_hugepage/shmem_enabled is never or deny, and "
-               "no free hugetlb pages; advise turns the first on): copying through the ring");
+               "no free hugetlb pages; advise turns the first on; ZCSOCK_EXCHANGE_4K=1 "
+               "lends on 4 KiB pages): copying through the ring");
     }
     if (!xu.state) {
         xu.state = -1;

@@ -9,9 +9,9 @@ t_begin docs
 t_docs_config_table() {
   local readme lib
   readme=$(sed -n '/zcsock-config-table/,/end zcsock-config-table/p' README.md |
-           grep -o '^| `ZCSOCK_[A-Z_]*` | [^|]*' | sed 's/^| `\(ZCSOCK_[A-Z_]*\)` | \([^ ]*\).*/\1 \2/' | sort)
+           grep -o '^| `ZCSOCK_[A-Z0-9_]*` | [^|]*' | sed 's/^| `\(ZCSOCK_[A-Z0-9_]*\)` | \([^ ]*\).*/\1 \2/' | sort)
   lib=$(env -i LD_PRELOAD="$ZC_LIB" ZCSOCK_VERBOSE=1 /bin/true 2>&1 |
-        sed -n 's/^zcsock\[[0-9]*\]: config \(ZCSOCK_[A-Z_]*\)=\([^ ]*\).*/\1 \2/p' | sort)
+        sed -n 's/^zcsock\[[0-9]*\]: config \(ZCSOCK_[A-Z0-9_]*\)=\([^ ]*\).*/\1 \2/p' | sort)
   echo "README:"; echo "$readme"; echo "library:"; echo "$lib"
   [ -n "$lib" ] || return 1
   # names must match exactly; numeric defaults must match, empty ones are

@@ -54,6 +54,12 @@ xcase "placement/default" placement tcp advise default mh.alloc.placed_allocs\>0
 xcase "placement/exchange-off" placement tcp advise 0 mh.alloc.placed_allocs==0
 xcase "mutate/no-huge-pages" mutate tcp never 1 local.xchg.unavailable\>0 local.xchg.bytes_lent==0 \
   path.local.send_bytes\>0
+# on 4 KiB pages when asked for (ZCSOCK_EXCHANGE_4K=1, shmem THP never)
+for c in mutate fork thread; do
+  XCHG_ENV="ZCSOCK_EXCHANGE_4K=1" xcase "4k/$c" $c tcp never 1 local.xchg.bytes_lent\>0 \
+    local.xchg.bytes_mapped\>0 local.xchg.unavailable==0
+done
+XCHG_ENV="ZCSOCK_EXCHANGE_4K=1" xcase "4k/kill" kill tcp never 1 local.xchg.bytes_mapped==134217728
 xcase "mutate/exchange-off" mutate tcp advise 0 local.xchg.bytes_lent==0 local.xchg.unavailable==0 \
   path.local.send_bytes\>0
 
