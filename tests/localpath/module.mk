@@ -48,12 +48,15 @@ test-localpath: $(LIB) $(LOCALPATH_BINS)
 	$(Q)$(LOCALPATH_ENV) tests/localpath/run.sh
 
 # Every case again with page exchange on (run_xchg.sh).
-TEST_TIERS += localpath-xchg localpath-xchg-hugetlb
+TEST_TIERS += localpath-xchg localpath-xchg-hugetlb localpath-xchg-4k
 test-localpath-xchg: $(LIB) $(LOCALPATH_BINS)
 	$(Q)$(LOCALPATH_ENV) tests/localpath/run_xchg.sh
 # ... and on hugetlb pages (shmem THP never, a hugetlb pool)
 test-localpath-xchg-hugetlb: $(LIB) $(LOCALPATH_BINS)
 	$(Q)$(LOCALPATH_ENV) XCHG_PAGES=hugetlb tests/localpath/run_xchg.sh
+# ... and on 4 KiB pages (ZCSOCK_EXCHANGE_4K=1, shmem THP never)
+test-localpath-xchg-4k: $(LIB) $(LOCALPATH_BINS)
+	$(Q)$(LOCALPATH_ENV) XCHG_PAGES=4k tests/localpath/run_xchg.sh
 
 # The same under AddressSanitizer (a subset: run_asan.sh).
 TEST_TIERS += localpath-asan
@@ -62,4 +65,4 @@ test-localpath-asan: $(LIB)
 	$(Q)$(TEST_ENV) ZC_ASAN_LIB=$(abspath build/san-address/libzcsock.so) \
 		tests/localpath/run_asan.sh
 
-.PHONY: test-localpath test-localpath-xchg test-localpath-xchg-hugetlb test-localpath-asan
+.PHONY: test-localpath test-localpath-xchg test-localpath-xchg-hugetlb test-localpath-xchg-4k test-localpath-asan
