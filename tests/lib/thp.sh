@@ -55,3 +55,19 @@ tlb_allow() {   # N
   if ! thp_set never; then TLB_WHY="shmem THP is $(thp_now), not never (not root)"; return; fi
   TLB_OK=1
 }
+
+# xchg_pages TIER: the pages a page-exchange tier runs on, from XCHG_PAGES:
+# thp (default: shmem THP advise), hugetlb (tlb_allow 1024) or 4k (shmem
+# THP never, ZCSOCK_EXCHANGE_4K=1 exported).  Sets tier (TIER, or with a
+# -hugetlb / -4k suffix), THP_HUGE=1 when the pages are there, else 0 and
+# why says what is missing.
+xchg_pages() {
+  tier=$1 why="no 2 MiB shared pages here and no root to turn shmem THP on"
+  case ${XCHG_PAGES:-thp} in
+    hugetlb) tier=$1-hugetlb; tlb_allow 1024; THP_HUGE=$TLB_OK why=${TLB_WHY:-} ;;
+    4k) tier=$1-4k THP_HUGE=0 why="cannot set shmem THP to never (not root)"
+        thp_set never && THP_HUGE=1
+        export ZCSOCK_EXCHANGE_4K=1 ;;
+    *) thp_allow ;;
+  esac
+}

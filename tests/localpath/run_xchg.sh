@@ -10,18 +10,7 @@
 cd "$(dirname "$0")/../.." || exit 1
 . tests/lib/harness.sh
 . tests/lib/thp.sh
-tier=localpath-xchg why="no 2 MiB shared pages here and no root to turn shmem THP on"
-if [ "${XCHG_PAGES:-thp}" = hugetlb ]; then
-  tier=localpath-xchg-hugetlb
-  tlb_allow 1024; THP_HUGE=$TLB_OK why=${TLB_WHY:-}
-elif [ "${XCHG_PAGES:-thp}" = 4k ]; then
-  # 4 KiB pages (shmem THP never, ZCSOCK_EXCHANGE_4K=1)
-  tier=localpath-xchg-4k THP_HUGE=0 why="cannot set shmem THP to never (not root)"
-  thp_set never && THP_HUGE=1
-  export ZCSOCK_EXCHANGE_4K=1
-else
-  thp_allow
-fi
+xchg_pages localpath-xchg
 T=${TEST_TIMEOUT:-300}; [ "$T" -gt 240 ] && T=240
 PY=${PYTHON:-python3}
 TL=tests/localpath/t_local.py

@@ -12,18 +12,7 @@
 set -u
 cd "$(dirname "$0")/../.."
 . tests/lib/thp.sh
-tier=programs-xchg why="no 2 MiB shared pages here and no root to turn shmem THP on"
-if [ "${XCHG_PAGES:-thp}" = hugetlb ]; then
-  tier=programs-xchg-hugetlb
-  tlb_allow 1024; THP_HUGE=$TLB_OK why=${TLB_WHY:-}
-elif [ "${XCHG_PAGES:-thp}" = 4k ]; then
-  # 4 KiB pages (shmem THP never, ZCSOCK_EXCHANGE_4K=1)
-  tier=programs-xchg-4k THP_HUGE=0 why="cannot set shmem THP to never (not root)"
-  thp_set never && THP_HUGE=1
-  export ZCSOCK_EXCHANGE_4K=1
-else
-  thp_allow
-fi
+xchg_pages programs-xchg
 if [ "$THP_HUGE" = 0 ]; then
   . tests/lib/harness.sh
   t_begin $tier
