@@ -32,6 +32,12 @@
       "same 2 MiB units, mapped 4 KiB page by page; make bench's crossover probe "  \
       "says whether that wins on this machine (off by default: measured on one "    \
       "machine only)")                                                              \
+    X(exchange_unit_us, UINT, 0, 0, 10000000,                                      \
+      "page exchange: what lending a 2 MiB unit the first time costs, in "          \
+      "microseconds (a new page and a copy), weighed against sending it through " \
+      "the ring: a unit goes through the ring until the passes it paid for with "   \
+      "the same bytes add up to that, then it is lent (0: measured as the "         \
+      "process runs; 1: every unit is lent at its first send)")                    \
     X(alloc_min, SIZE, 131072, 4096, 1ULL << 40,                                   \
       "allocations of at least this many bytes are placed")                         \
     X(alloc_huge_min, SIZE, 2097152, 4096, 1ULL << 40,                             \

@@ -108,6 +108,9 @@
       "shorter than one exchange unit (through the ring)")                               \
     X(LOCAL_XCHG_UNALIGNED, "local.xchg.unaligned", "sends of 2 MiB or more that "     \
       "hold no whole 2 MiB-aligned unit (through the ring)")                             \
+    X(LOCAL_XCHG_COST, "local.xchg.cost", "units not lent yet because lending one "   \
+      "the first time costs more, so far, than the ring passes its bytes took "        \
+      "(ZCSOCK_EXCHANGE_UNIT_US; sent through the ring)")                                \
     X(LOCAL_XCHG_POOL_DRY, "local.xchg.pool_dry", "units copied because the hugetlb "   \
       "pool had no free page: for a unit file (sent through the ring) or for a "       \
       "received unit's copy-on-write (copied out instead of mapped)")                    \

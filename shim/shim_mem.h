@@ -41,8 +41,9 @@ SHIM_MEM_API int shim_mem_fd_move(int fd);
  * on a miss (a unit sent again unchanged is frozen: the application's later
  * writes copy on write).  0, or -EINVAL (not such a unit, or no cache),
  * -EPERM (a received unit), -EFAULT (rewritten since it was lent: refused
- * until freed), -EAGAIN (budget, limits or descriptors exhausted), -ENOSPC,
- * -ENOMEM.
+ * until freed), -ECANCELED (not lent yet: through the ring this time, see
+ * common/zc_rent.h), -EAGAIN (budget, limits or descriptors exhausted),
+ * -ENOSPC, -ENOMEM.
  * Not from a memory hook. */
 typedef struct shim_xu {
     int fd;
@@ -57,6 +58,9 @@ SHIM_MEM_API int shim_xu_ready(void);
 /* 1 once this process has placed a block (something it may lend). */
 SHIM_MEM_API int shim_xu_placed_any(void);
 SHIM_MEM_API void shim_xu_release(shim_xu_t *x);
+/* A send of bytes (at least one unit) went through the ring alone, taking
+ * ns: what renting a unit costs (common/zc_rent.h).  Hook-safe. */
+SHIM_MEM_API void shim_xu_ring_paid(uint64_t bytes, uint64_t ns);
 /* Close the unit files of registrations the memory events invalidated
  * (a free inside a hook only marks them).  Not from a memory hook. */
 SHIM_MEM_API void shim_xu_reap(void);
@@ -77,7 +81,7 @@ SHIM_MEM_API int shim_xu_reclaim(void *unit);
  * a busy table drops the charge. */
 enum { SHIM_XU_WHY_NOT_PLACED = 0, SHIM_XU_WHY_REWRITTEN = 1, SHIM_XU_WHY_BUDGET = 2,
        SHIM_XU_WHY_NO_TRANSPORT = 3, SHIM_XU_WHY_POOL = 4, SHIM_XU_WHY_TOO_SMALL = 5,
-       SHIM_XU_WHY_UNALIGNED = 6, SHIM_XU_WHYS = 7 };
+       SHIM_XU_WHY_UNALIGNED = 6, SHIM_XU_WHY_COST = 7, SHIM_XU_WHYS = 8 };
 SHIM_MEM_API void shim_xu_refused(uintptr_t site, int why);
 /* Append the top refusal sites to a report.  Report time only. */
 size_t shim_xu_report(char *buf, size_t size);

@@ -56,6 +56,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <stdio.h>
+#include <time.h>
 #include <unistd.h>
 #include <linux/memfd.h>
 
@@ -67,6 +68,7 @@
 #include "zc_log.h"
 #include "zc_pool.h"
 #include "zc_real.h"
+#include "zc_rent.h"
 #include "zc_stats.h"
 
 #define XU_UNIT      MH_UNIT_SIZE
@@ -96,6 +98,17 @@ static struct {
     uint64_t lends;         /* units handed out by shim_xu_lend */
 } xu = { .lock = PTHREAD_MUTEX_INITIALIZER, .pagemap = -1, .minfd = INT32_MAX };
 
+/* When a unit's first lend pays (common/zc_rent.h). */
+static zc_rent_t xu_rent;
+
+static uint64_t xu_now_ns(void)
+{
+    struct timespec t;
+
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+
 static void xu_kept(int fd)
 {
     int m = __atomic_load_n(&xu.minfd, __ATOMIC_RELAXED);
@@ -114,7 +127,7 @@ static void xu_close(int fd)
 /* A new sealed 2 MiB memfd holding the bytes at unit: a hugetlb one for a
  * unit of the hugetlb arena (tlb), whose page is taken first (fallocate:
  * ENOSPC with the pool dry, where a fault would SIGBUS).  fd or -errno. */
-static int xu_unit_file(const void *unit, int tlb, uint64_t *ino_p)
+static int xu_unit_file(const void *unit, int tlb, uint64_t *ino_p, uint64_t *copy_ns_p)
 {
     int fd = memfd_create("zcsock-xu", MFD_CLOEXEC | MFD_ALLOW_SEALING |
                                            (tlb ? MFD_HUGETLB | MFD_HUGE_2MB : 0)), err;
@@ -131,7 +144,15 @@ static int xu_unit_file(const void *unit, int tlb, uint64_t *ino_p)
         goto fail;
     if (!tlb)
         zc_real.madvise(m, XU_UNIT, MADV_HUGEPAGE);
-    memcpy(m, unit, XU_UNIT);
+    /* the page first, then the copy, each timed (common/zc_rent.h) */
+    if (zc_real.madvise(m, XU_UNIT, MADV_POPULATE_WRITE) == 0) {
+        uint64_t t0 = xu_now_ns();
+
+        memcpy(m, unit, XU_UNIT);
+        *copy_ns_p = xu_now_ns() - t0;
+    } else {
+        memcpy(m, unit, XU_UNIT);
+    }
     zc_real.munmap(m, XU_UNIT);
     if (fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0 ||
         fstat(fd, &st) < 0)
@@ -188,7 +209,7 @@ static __thread void *xu_refuse __attribute__((tls_model("initial-exec")));
 
 static int xu_reg(void *arg, void *addr, size_t len, pdc_handle_t *h)
 {
-    uint64_t ino = 0;
+    uint64_t ino = 0, t0, copy_ns = 0;
     int st, fd;
 
     (void)arg;
@@ -209,7 +230,10 @@ static int xu_reg(void *arg, void *addr, size_t len, pdc_handle_t *h)
         if (!__atomic_compare_exchange_n(&xu.slots[i].fd, &fr, -2, 0, __ATOMIC_ACQUIRE,
                                          __ATOMIC_RELAXED))
             continue;
-        fd = xu_unit_file(addr, mh_unit_hugetlb(addr), &ino);
+        t0 = xu_now_ns();
+        fd = xu_unit_file(addr, mh_unit_hugetlb(addr), &ino, &copy_ns);
+        if (fd >= 0)
+            zc_rent_bought(&xu_rent, xu_now_ns() - t0, copy_ns);
         if (fd < 0) {
             __atomic_store_n(&xu.slots[i].fd, -1, __ATOMIC_RELEASE);
             /* out of descriptors or memory: later, maybe (-ENOSPC, the
@@ -278,6 +302,10 @@ static void xu_visit(void *arg, zc_stats_emit_func_t emit, void *ctx)
     emit(ctx, "xu.lends", __atomic_load_n(&xu.lends, __ATOMIC_RELAXED));
     emit(ctx, "xu.rewritten", __atomic_load_n(&xu.rewritten, __ATOMIC_RELAXED));
     emit(ctx, "xu.frozen", __atomic_load_n(&xu.frozen, __ATOMIC_RELAXED));
+    /* what a unit's first lend and a ring pass of its bytes cost, as
+     * measured (common/zc_rent.h) */
+    emit(ctx, "xu.buy_us", __atomic_load_n(&xu_rent.buy_ns, __ATOMIC_RELAXED) / 1000);
+    emit(ctx, "xu.rent_us", __atomic_load_n(&xu_rent.rent_ns, __ATOMIC_RELAXED) / 1000);
 }
 
 static const zc_stats_source_t xu_source = { xu_visit, NULL };
@@ -412,14 +440,23 @@ int shim_xu_lend(void *unit, shim_xu_t *x)
         return -EINVAL;
     /* a registration found is a hit only if the unit still holds its bytes */
     rc = pdc_region_get(xu.pdc, unit, XU_UNIT, PDC_SEND,
-                        PDC_F_NOWAIT | PDC_F_NOMERGE | PDC_F_NOHIT, &r);
+                        PDC_F_NOWAIT | PDC_F_NOMERGE | PDC_F_NOHIT | PDC_F_NOREG, &r);
+    if (rc == -ENOENT) {
+        /* none: lend it the first time now, or rent the ring once more */
+        if (!zc_rent_decide(&xu_rent, (uintptr_t)unit, zc_rent_fp(unit, XU_UNIT)))
+            return -ECANCELED;
+        rc = pdc_region_get(xu.pdc, unit, XU_UNIT, PDC_SEND,
+                            PDC_F_NOWAIT | PDC_F_NOMERGE | PDC_F_NOHIT, &r);
+    }
     if (rc)
         return rc;
     s = &xu.slots[r->handle.id];
     made = __atomic_exchange_n(&s->fresh, 0, __ATOMIC_ACQ_REL);
     if (made || xu_still(s, unit)) {
-        if (!made)
+        if (!made) {
             pdc_region_hit(xu.pdc);
+            zc_rent_hit(&xu_rent);
+        }
         x->fd = __atomic_load_n(&s->fd, __ATOMIC_ACQUIRE);
         x->ino = (unsigned long long)r->handle.aux;
         x->region = r;
@@ -442,6 +479,11 @@ int shim_xu_lend(void *unit, shim_xu_t *x)
     if (rc == 0)
         pdc_region_put(xu.pdc, r, PDC_SEND);   /* another thread registered it meanwhile */
     return -EFAULT;
+}
+
+void shim_xu_ring_paid(uint64_t bytes, uint64_t ns)
+{
+    zc_rent_ring(&xu_rent, bytes, ns, XU_UNIT);
 }
 
 void shim_xu_reap(void)
@@ -481,7 +523,7 @@ static struct {
 
 static const char *const xu_why_names[SHIM_XU_WHYS] = { "not_placed", "rewritten", "budget",
                                                           "no_transport", "pool", "too_small",
-                                                          "unaligned" };
+                                                          "unaligned", "cost" };
 
 void shim_xu_refused(uintptr_t site, int why)
 {

@@ -2,7 +2,9 @@
 # Tier "localpath-xchg": every localpath case with both ends under the
 # library, again with page exchange on (ZCSOCK_EXCHANGE=1) and 2 MiB
 # shared-memory pages (as root, shmem THP advise for the tier, put back
-# after): exchange must change nothing a case checks.  64 MiB streams.
+# after): exchange must change nothing a case checks.  64 MiB streams,
+# with the default rent-or-buy rule (common/zc_rent.h): where new pages
+# cost more than a ring pass, lent and ring-carried units mix in a stream.
 # Without 2 MiB pages and no root to turn them on, one skip.
 # XCHG_PAGES=hugetlb (tier localpath-xchg-hugetlb): on hugetlb pages
 # instead, shmem THP never and 1,024 free hugetlb pages (as root, set for

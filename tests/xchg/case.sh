@@ -16,9 +16,12 @@ tlb_avail() { echo $(( $(cat /sys/kernel/mm/hugepages/hugepages-2048kB/free_huge
 [ -n "$XCHG_TLB_LEAK" ] && tlb0=$(tlb_avail)
 # EXCHANGE "default": ZCSOCK_EXCHANGE left unset
 [ "$ex" = default ] && exn=(-u ZCSOCK_EXCHANGE) || exn=(ZCSOCK_EXCHANGE="$ex")
-env "${exn[@]}" ${XCHG_ENV:-} ZCSOCK_LOCAL_UNIX=1 ZCSOCK_STATS=1 ZCSOCK_LOG_FILE="$dir/%p.log" \
+# every unit lent at its first send (the rent-or-buy rule would rent some
+# on a machine whose new pages cost more than a ring pass) unless the case
+# sets ZCSOCK_EXCHANGE_UNIT_US itself in XCHG_ENV
+env "${exn[@]}" ZCSOCK_EXCHANGE_UNIT_US=1 ${XCHG_ENV:-} ZCSOCK_LOCAL_UNIX=1 ZCSOCK_STATS=1 ZCSOCK_LOG_FILE="$dir/%p.log" \
   LD_PRELOAD="$ZC_LIB" "$bin" "$mode" "$fam" || exit 1
-cat "$dir"/*.log | grep -E '^(xchg\.refused|local\.xchg|path\.local\.send_bytes|pdc\.xu\.(hits|regs))' | grep -v ': 0$'
+cat "$dir"/*.log | grep -E '^(xchg\.refused|local\.xchg|path\.local\.send_bytes|pdc\.xu\.(hits|regs)|xu\.(buy|rent)_us)' | grep -v ': 0$'
 rc=0
 if [ -n "$XCHG_TLB_LEAK" ] && [ "$(tlb_avail)" != "$tlb0" ]; then
   echo "hugetlb pool: $tlb0 pages free before, $(tlb_avail) after"; rc=1

@@ -46,6 +46,14 @@ done
 # refusals by reason and call site: too small, unaligned
 xcase "reasons/tcp" reasons tcp advise 1 local.xchg.too_small\>=1 local.xchg.unaligned\>=1 \
   xchg.refused.too_small.1\>=1 xchg.refused.unaligned.1\>=1 local.xchg.bytes_lent==0
+# rent or buy (common/zc_rent.h), a lend costing 10 ms: the refilled buffer
+# is never lent (1 unit at the start, 2 of the buffer sent unchanged), the
+# unchanged one is, then hit
+for fam in tcp unix; do
+  XCHG_ENV="ZCSOCK_EXCHANGE_UNIT_US=10000" xcase "rent/$fam" rent $fam advise 1 \
+    local.xchg.cost\>=400 xchg.refused.cost.1\>=1 pdc.xu.regs\<=3 pdc.xu.regs\>=2 \
+    pdc.xu.hits\>=1 xu.rent_us\>0
+done
 # the default (ZCSOCK_EXCHANGE unset) lends where 2 MiB pages exist
 xcase "mutate/default" mutate tcp advise default local.xchg.bytes_lent\>0 local.xchg.bytes_mapped\>0
 # placement for exchange starts at start-up (blocks allocated before any

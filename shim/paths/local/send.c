@@ -1,5 +1,6 @@
 /* The local path: sending, and sendfile/splice through a bounce buffer. */
 #include "lp_int.h"
+#include "shim_mem.h"
 
 /* Pending client: look for the server's offer without waiting. */
 void lp_pickup(lp_conn_t *c, int fd)
@@ -95,6 +96,9 @@ typedef struct lp_tx {
     const struct msghdr *msg;
     int flags;
     size_t total, sent;
+    int64_t t0_us;          /* timed (a large send that may lend): its start */
+    int64_t xchg_us;        /* of which lending and waiting for lent bytes */
+    size_t lent;            /* bytes lent (the rest went through the ring) */
     lp_wait_t w;
 } lp_tx_t;
 
@@ -146,6 +150,7 @@ static ssize_t lp_tx_full(lp_conn_t *c, int fd, lp_tx_t *t)
  * returns with it held, anything else without. */
 static ssize_t lp_xchg_over(lp_conn_t *c, int fd, lp_tx_t *t)
 {
+    int64_t t0 = t->t0_us ? zc_now_us() : 0;
     long ms;
 
     lp_unlock(c, LP_TX);
@@ -159,6 +164,8 @@ static ssize_t lp_xchg_over(lp_conn_t *c, int fd, lp_tx_t *t)
     /* a peer that died reads nothing more: its FIN or reset says so (the
      * next step then answers as the kernel does) */
     lp_kernel_look(c, fd, LP_TX);
+    if (t0)
+        t->xchg_us += zc_now_us() - t0;
     lp_lock(c, LP_TX);
     return LP_CONTINUE;
 }
@@ -201,7 +208,11 @@ static ssize_t lp_tx_step(lp_conn_t *c, shim_fd_t *f, int fd, lp_tx_t *t)
         lp_xchg_small(c);
     if (zc_config.exchange && t->total - t->sent >= LP_XCHG_MIN) {
         int over;
+        int64_t x0 = t->t0_us ? zc_now_us() : 0;
         ssize_t x = lp_xchg_send(c, t->msg, t->sent, &lim, &rc, &over);
+
+        if (x0)
+            t->xchg_us += zc_now_us() - x0;
 
         if (x < 0) {
             lp_unlock(c, LP_TX);
@@ -211,6 +222,7 @@ static ssize_t lp_tx_step(lp_conn_t *c, shim_fd_t *f, int fd, lp_tx_t *t)
             return lp_xchg_over(c, fd, t);
         if (x > 0) {
             lp_wake(c, fd, rc, local_ring_wait_word(&c->ch, lp_txdir(c), LOCAL_RING_ROLE_CONS));
+            t->lent += (size_t)x;
             t->sent += (size_t)x;
             zc_stat_add(ZC_STAT_LOCAL_SEND_BYTES, (uint64_t)x);
             if (t->sent == t->total) {
@@ -252,9 +264,15 @@ ssize_t lp_sendmsg(shim_fd_t *f, int fd, const struct msghdr *msg, int flags)
     if (n != LP_CONTINUE)
         return n;
     zc_stat_add(ZC_STAT_LOCAL_SEND_CALLS, 1);
+    /* the ring's part of a large send says what renting a unit costs
+     * (common/zc_rent.h): timed while the connection may lend */
+    t.t0_us = zc_config.exchange && !c->x_off && t.total >= LP_XCHG_MIN ? zc_now_us() : 0;
     do
         n = lp_tx_step(c, f, fd, &t);
     while (n == LP_CONTINUE);
+    if (t.t0_us && n > 0 && (size_t)n - t.lent >= LP_XCHG_MIN && shim_xu_ring_paid)
+        shim_xu_ring_paid((uint64_t)n - t.lent,
+                          (uint64_t)(zc_now_us() - t.t0_us - t.xchg_us) * 1000);
     return n;
 }
 

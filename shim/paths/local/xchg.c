@@ -258,6 +258,7 @@ static void lx_refused(int why)
         [SHIM_XU_WHY_POOL] = ZC_STAT_LOCAL_XCHG_POOL_DRY,
         [SHIM_XU_WHY_TOO_SMALL] = ZC_STAT_LOCAL_XCHG_TOO_SMALL,
         [SHIM_XU_WHY_UNALIGNED] = ZC_STAT_LOCAL_XCHG_UNALIGNED,
+        [SHIM_XU_WHY_COST] = ZC_STAT_LOCAL_XCHG_COST,
     };
 
     zc_stat_add(stat[why], 1);
@@ -270,6 +271,7 @@ static int lx_why(int rc)
     return rc == -EFAULT ? SHIM_XU_WHY_REWRITTEN
            : rc == -EINVAL || rc == -EPERM ? SHIM_XU_WHY_NOT_PLACED
            : rc == -ENOSPC ? SHIM_XU_WHY_POOL
+           : rc == -ECANCELED ? SHIM_XU_WHY_COST
            : SHIM_XU_WHY_BUDGET;
 }
 
