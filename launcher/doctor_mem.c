@@ -199,8 +199,9 @@ void zcl_check_hugetlb(zcl_doctor_t *doc)
 
 /* A virtio balloon with free page reporting (feature bit 5) hands freed
  * memory back to the host, which faults it in again on first touch: new
- * 2 MiB pages then cost 0.4-5 ms (measured here), and a buffer's first lend
- * makes one per unit.  hugetlb pages stay with the guest. */
+ * 2 MiB pages then cost 0.4-13 ms (measured here), and a unit's first lend
+ * makes one (the rent-or-buy rule weighs that against the ring).  hugetlb
+ * pages stay with the guest. */
 void zcl_check_balloon(zcl_doctor_t *doc)
 {
 	zcl_item_t *it = zcl_item_add(doc, "VM balloon");
@@ -234,10 +235,12 @@ void zcl_check_balloon(zcl_doctor_t *doc)
 	}
 	it->status = ZCL_ST_INFO;
 	ZCL_SET(it->meaning, "freed memory goes back to the host and is faulted "
-		"in again on first touch (0.4-5 ms per 2 MiB page measured on such "
-		"a VM): on shmem THP a buffer's first lend pays that per 2 MiB unit, "
-		"so short runs of refilled buffers can lose to the ring; hugetlb "
-		"pages stay resident (see hugetlb pool)");
+		"in again on first touch (0.4-13 ms per 2 MiB page seen on a VM): "
+		"a unit's first lend on shmem THP pays that, so units go through "
+		"the ring until the passes they took add up to it "
+		"(ZCSOCK_EXCHANGE_UNIT_US=1 lends at once, for long runs), and "
+		"placed buffers' first touch pays it too; hugetlb pages stay "
+		"resident (see hugetlb pool)");
 }
 
 static void zcl_size_format(rlim_t v, char *out, size_t len)
