@@ -132,6 +132,11 @@ static int shim_mem_hooks_start(void)
     if (zc_config.alloc_placement && !(st & MH_ST_PLACEMENT_ACTIVE) &&
         !(st & MH_ST_FOREIGN_ALLOCATOR))
         zc_log(ZC_LOG_NOTICE, "large-buffer placement unavailable (%s)", reason);
+    else if (!rc && zc_config.exchange && !(st & MH_ST_PLACEMENT_ACTIVE) &&
+             !(st & MH_ST_FOREIGN_ALLOCATOR))
+        zc_log(ZC_LOG_NOTICE, "large-buffer placement off: page exchange lends only from "
+               "2 MiB shared-memory pages and there are none here (shmem THP never or deny, "
+               "no free hugetlb pages; ZCSOCK_EXCHANGE_4K=1 lends on 4 KiB pages)");
     zc_stats_source_add(&shim_mem_mh_source);
     if (!rc)
         pthread_atfork(shim_mem_fork_prepare, shim_mem_fork_parent, shim_mem_fork_child);

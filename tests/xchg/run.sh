@@ -62,6 +62,20 @@ xcase "placement/default" placement tcp advise default mh.alloc.placed_allocs\>0
 xcase "placement/exchange-off" placement tcp advise 0 mh.alloc.placed_allocs==0
 xcase "mutate/no-huge-pages" mutate tcp never 1 local.xchg.unavailable\>0 local.xchg.bytes_lent==0 \
   path.local.send_bytes\>0
+# ... and says so under ZCSOCK_DEBUG, once, at start-up (with free hugetlb
+# pages here the arena would be placed on them: nothing to say)
+if [ $huge = 0 ]; then
+  t_run "notice/no-huge-pages" 5 sh -c 'echo "skip: no root to turn shmem THP off"; exit 77'
+elif [ "$(tlb_free)" -gt 0 ]; then
+  t_run "notice/no-huge-pages" 5 sh -c 'echo "skip: free hugetlb pages here: placement uses them"; exit 77'
+else
+  t_run "notice/no-huge-pages" 20 sh -c '
+    old=$(sed -n "s/.*\[\(.*\)\].*/\1/p" "$1"); echo never > "$1"
+    out=$(env ZCSOCK_EXCHANGE=1 ZCSOCK_DEBUG=1 LD_PRELOAD="$2" "$3" placement tcp 2>&1)
+    echo "$old" > "$1"; echo "$out"
+    [ "$(echo "$out" | grep -c "large-buffer placement off: page exchange lends only")" = 1 ]' \
+    _ "$THP" "$ZC_LIB" "$BIN"
+fi
 # on 4 KiB pages when asked for (ZCSOCK_EXCHANGE_4K=1, shmem THP never)
 for c in mutate fork thread; do
   XCHG_ENV="ZCSOCK_EXCHANGE_4K=1" xcase "4k/$c" $c tcp never 1 local.xchg.bytes_lent\>0 \
