@@ -33,16 +33,30 @@ void zc_rent_hit(zc_rent_t *r)
     __atomic_fetch_add(&r->hits, 1, __ATOMIC_RELAXED);
 }
 
+static uint64_t zc_rent_buy_ns(const zc_rent_t *r)
+{
+    return zc_config.exchange_unit_us ? zc_config.exchange_unit_us * 1000ull : LD(r->buy_ns);
+}
+
+static uint64_t zc_rent_pass_ns(const zc_rent_t *r)
+{
+    return LD(r->rent_ns) ? LD(r->rent_ns) : LD(r->copy_ns);
+}
+
+int zc_rent_cheap(const zc_rent_t *r)
+{
+    uint64_t buy = zc_rent_buy_ns(r), rent = zc_rent_pass_ns(r);
+
+    return !buy || !rent || buy <= rent;    /* not known yet (buying finds out), or cheap */
+}
+
 int zc_rent_decide(zc_rent_t *r, uintptr_t unit, uint64_t fp)
 {
-    uint64_t buy = zc_config.exchange_unit_us ? zc_config.exchange_unit_us * 1000ull
-                                                : LD(r->buy_ns);
-    uint64_t rent = LD(r->rent_ns) ? LD(r->rent_ns) : LD(r->copy_ns);
-    uint64_t paid = rent;
+    uint64_t buy = zc_rent_buy_ns(r), paid = zc_rent_pass_ns(r);
     zc_rent_hint_t *h = &r->hint[(unit >> 21) % ZC_RENT_HINTS];
 
-    if (!buy || !rent || buy <= rent)
-        return 1;           /* not known yet (buying finds out), or cheap */
+    if (zc_rent_cheap(r))
+        return 1;
     if (LD(h->unit) == unit && LD(h->fp) == fp)
         paid += LD(h->paid_ns);     /* sent again unchanged */
     if (paid >= buy) {

@@ -65,6 +65,9 @@ void zc_rent_bought(zc_rent_t *r, uint64_t ns, uint64_t copy_ns);
 void zc_rent_ring(zc_rent_t *r, uint64_t bytes, uint64_t ns, size_t unit);
 /* A bought unit was lent again unchanged. */
 void zc_rent_hit(zc_rent_t *r);
+/* 1 when every unit is bought at its first send for now (costs unknown,
+ * or buying no dearer than a ring pass): no fingerprint needed. */
+int zc_rent_cheap(const zc_rent_t *r);
 /* The unit at unit, whose bytes have fingerprint fp, is about to be sent:
  * 1 buy it now, 0 through the ring this time (counted as paid). */
 int zc_rent_decide(zc_rent_t *r, uintptr_t unit, uint64_t fp);

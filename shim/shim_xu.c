@@ -443,7 +443,8 @@ int shim_xu_lend(void *unit, shim_xu_t *x)
                         PDC_F_NOWAIT | PDC_F_NOMERGE | PDC_F_NOHIT | PDC_F_NOREG, &r);
     if (rc == -ENOENT) {
         /* none: lend it the first time now, or rent the ring once more */
-        if (!zc_rent_decide(&xu_rent, (uintptr_t)unit, zc_rent_fp(unit, XU_UNIT)))
+        if (!zc_rent_cheap(&xu_rent) &&
+            !zc_rent_decide(&xu_rent, (uintptr_t)unit, zc_rent_fp(unit, XU_UNIT)))
             return -ECANCELED;
         rc = pdc_region_get(xu.pdc, unit, XU_UNIT, PDC_SEND,
                             PDC_F_NOWAIT | PDC_F_NOMERGE | PDC_F_NOHIT, &r);

@@ -36,6 +36,7 @@ static void t_unknown_buys(void **state)
 {
     (void)state;
     /* nothing measured: buy (and so find out what it costs) */
+    assert_int_equal(zc_rent_cheap(&r), 1);
     assert_int_equal(zc_rent_decide(&r, A, 1), 1);
     zc_rent_bought(&r, 5000000, 0);
     /* the cost of buying, but not yet of a ring pass: still buy */
@@ -47,6 +48,7 @@ static void t_cheap_buys_at_once(void **state)
     (void)state;
     zc_rent_bought(&r, 300000, 150000);         /* 0.3 ms: hugetlb, say */
     zc_rent_ring(&r, 64 * UNIT, 64 * 400000ull, UNIT);   /* 0.4 ms a unit */
+    assert_int_equal(zc_rent_cheap(&r), 1);
     assert_int_equal(rents_before_buy(A, 1, 10), 0);
 }
 
@@ -55,6 +57,7 @@ static void t_ski_rental(void **state)
     (void)state;
     zc_rent_bought(&r, 5000000, 150000);        /* 5 ms a new unit */
     zc_rent_ring(&r, UNIT, 500000, UNIT);       /* 0.5 ms a ring pass */
+    assert_int_equal(zc_rent_cheap(&r), 0);
     /* the same bytes: bought on the pass that makes the rent add up */
     assert_int_equal(rents_before_buy(A, 42, 100), 9);
     /* bought: the next sight of it starts again */
