@@ -6,6 +6,9 @@ t_begin mem
 # (advise) for the tier and put the setting back afterwards.
 . "$(dirname "$0")/../lib/thp.sh"
 thp_allow
+# t_xu lends units itself, with no ring to weigh a lend against: every unit
+# is lent at once (the rent-or-buy rule, common/zc_rent.h, is off)
+export ZCSOCK_EXCHANGE_UNIT_US=1
 for t in "$@"; do
   n=$(basename "$t")
   t_run "$n/placement" 120 env ZCSOCK_ALLOC_PLACEMENT=1 "$t" ${MEM_DLLIB:+"$MEM_DLLIB"}
