@@ -9,7 +9,9 @@
 #   3. malloc + touch + free by size: glibc against the arena (everything
 #      placed: ZCSOCK_ALLOC_PLACEMENT=1 ZCSOCK_ALLOC_MIN=4096), the data
 #      behind ZCSOCK_ALLOC_MIN
-# Runs alternate plain/preload; each figure is the median of R runs.
+# Runs alternate plain/preload; each figure is the median of R runs (the
+# python3 rows: 2R+1 rounds, wall and CPU time, and the median of the
+# rounds' own ratios).
 # usage: bench_mh.sh BENCH_BIN   env: MH_LIB (preloaded library), MH_TESTLIB
 # (used instead when MH_LIB does not run the hooks yet), QUICK=1.
 set -u
@@ -49,22 +51,49 @@ run_pair() {
   awk -v n="$name" -v a="$a" -v b="$b" 'BEGIN {printf "  %-34s %12.1f %12.1f %8.3f\n", n, a, b, b / a}'
 }
 
+# One run of the script: "WALL_US CPU_US" (CPU: user + system of the python
+# process, from its own getrusage, so the shell around it does not count).
 pytime() {
-  local t0 t1
+  local t0 t1 cpu
   t0=$(date +%s%N)
-  python3 -c '
-import json, collections
+  cpu=$(python3 -c '
+import json, collections, resource
 for r in range('"$PYN"'):
     blobs = [bytearray((i * 7919) % 3000000 + 1) for i in range(300)]
     d = collections.Counter(str(i % 977) * (i % 50) for i in range(200000))
     s = json.dumps(sorted(d.items()))
     l = [list(range(i % 5000)) for i in range(3000)]
     t = {i: str(i) * 3 for i in range(300000)}
-' >/dev/null
+u = resource.getrusage(resource.RUSAGE_SELF)
+print(int((u.ru_utime + u.ru_stime) * 1e6))
+')
   t1=$(date +%s%N)
-  echo $(( (t1 - t0) / 1000 ))
+  echo "$(( (t1 - t0) / 1000 )) $cpu"
 }
 export -f pytime; export PYN
+
+# run_py NAME: the script plain and preloaded (MH_ENV), in RP rounds whose
+# order alternates; medians of wall and CPU time, and the median of the
+# rounds' own ratios (steadier than a ratio of medians on a busy machine:
+# single runs here swing by +-20 %)
+RP=$(( R * 2 + 1 ))
+run_py() {
+  local name=$1 i p q rw=() rc=() pw=() pc=() qw=() qc=()
+  for ((i = 0; i < RP; i++)); do
+    if (( i % 2 )); then q=$(env LD_PRELOAD="$lib" ${MH_ENV:-} bash -c pytime); p=$(bash -c pytime)
+    else p=$(bash -c pytime); q=$(env LD_PRELOAD="$lib" ${MH_ENV:-} bash -c pytime); fi
+    read -r a b <<< "$p"; read -r c d <<< "$q"
+    pw+=("$a"); pc+=("$b"); qw+=("$c"); qc+=("$d")
+    rw+=("$(awk -v x="$c" -v y="$a" 'BEGIN {print x / y}')")
+    rc+=("$(awk -v x="$d" -v y="$b" 'BEGIN {print x / y}')")
+  done
+  awk -v n="$name, wall (us)" -v a="$(printf '%s\n' "${pw[@]}" | median)" \
+      -v b="$(printf '%s\n' "${qw[@]}" | median)" -v r="$(printf '%s\n' "${rw[@]}" | median)" \
+      'BEGIN {printf "  %-46s %12.1f %12.1f %8.3f\n", n, a, b, r}'
+  awk -v n="$name, CPU (us)" -v a="$(printf '%s\n' "${pc[@]}" | median)" \
+      -v b="$(printf '%s\n' "${qc[@]}" | median)" -v r="$(printf '%s\n' "${rc[@]}" | median)" \
+      'BEGIN {printf "  %-46s %12.1f %12.1f %8.3f\n", n, a, b, r}'
+}
 
 echo "bench-mh: library $lib, median of $R alternating runs, shmem THP $(sed -n 's/.*\[\(.*\)\].*/\1/p' "$THP_FILE" 2>/dev/null)"
 printf '  %-34s %12s %12s %8s\n' case plain preload ratio
@@ -73,13 +102,14 @@ run_pair "malloc/free pairs 16B..1KiB (ns)" "$bin" small "$((PAIRS * 4))"
 MH_ENV="ZCSOCK_ALLOC_PLACEMENT=1" run_pair "realloc 1KiB..8MiB, placed (ns/call)" "$bin" realloc 200
 # the defaults: page exchange places only blocks of 2 MiB and more (on 2 MiB
 # shared pages): a process that never pairs must not pay for it
-run_pair "python3 fixed script (us)" bash -c pytime
+echo "  (python3 rows: $RP rounds; ratio: the median of each round's preload/plain)"
+run_py "python3 fixed script"
 d=$(mktemp -d)
 env LD_PRELOAD="$lib" ZCSOCK_STATS=2 ZCSOCK_LOG_FILE="$d/%p.log" bash -c pytime > /dev/null
 echo "    (defaults: $(cat "$d"/*.log 2>/dev/null | awk -F': ' '$1 == "mh.alloc.placed_allocs" {n += $2} END {print n + 0}') blocks placed in one run; exchange places only blocks of 2 MiB and more whose last unit is at most an eighth unused)"
 rm -rf "$d"
-MH_ENV="ZCSOCK_EXCHANGE=0" run_pair "python3 fixed script, exchange off (us)" bash -c pytime
-MH_ENV="ZCSOCK_ALLOC_PLACEMENT=1" run_pair "python3 fixed script, placed (us)" bash -c pytime
+MH_ENV="ZCSOCK_EXCHANGE=0" run_py "python3 fixed script, exchange off"
+MH_ENV="ZCSOCK_ALLOC_PLACEMENT=1" run_py "python3 fixed script, placed"
 echo "placement threshold data (ns per block), glibc vs arena (ZCSOCK_ALLOC_MIN=4096)"
 for kb in 16 32 64 128 256 512 1024 4096; do
   it=$(( 400000 / kb )); [ "$it" -lt 200 ] && it=200
@@ -92,7 +122,7 @@ done
 # process that never pairs must not pay for that either
 tlb_allow 1024
 if [ "$TLB_OK" = 1 ]; then
-  run_pair "python3 fixed script, hugetlb (us)" bash -c pytime
+  run_py "python3 fixed script, hugetlb"
   d=$(mktemp -d)
   env LD_PRELOAD="$lib" ZCSOCK_STATS=2 ZCSOCK_LOG_FILE="$d/%p.log" bash -c pytime > /dev/null
   echo "    (hugetlb: $(cat "$d"/*.log 2>/dev/null | awk -F': ' '$1 == "mh.alloc.placed_allocs" {n += $2} END {print n + 0}') blocks placed in one run)"
