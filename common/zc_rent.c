@@ -19,18 +19,12 @@ void zc_rent_bought(zc_rent_t *r, uint64_t ns, uint64_t copy_ns)
     zc_rent_avg(&r->buy_ns, ns);
     if (copy_ns)
         zc_rent_avg(&r->copy_ns, copy_ns);
-    __atomic_fetch_add(&r->bought, 1, __ATOMIC_RELAXED);
 }
 
 void zc_rent_ring(zc_rent_t *r, uint64_t bytes, uint64_t ns, size_t unit)
 {
     if (bytes >= unit)
         zc_rent_avg(&r->rent_ns, (uint64_t)((double)ns * (double)unit / (double)bytes));
-}
-
-void zc_rent_hit(zc_rent_t *r)
-{
-    __atomic_fetch_add(&r->hits, 1, __ATOMIC_RELAXED);
 }
 
 static uint64_t zc_rent_buy_ns(const zc_rent_t *r)

@@ -20,15 +20,13 @@
  * files made and of large sends the ring carried alone; until the ring has
  * been timed, a ring pass is taken to cost what copying a unit's bytes into
  * its file did, the ring's two copies running side by side on two CPUs);
- * until a unit has been bought, units are bought.  A unit's identity is its address and a
- * fingerprint of its bytes (one word of each 4 KiB page), kept in a small
- * table of hints: a wrong hint (a collision, a change the fingerprint did
- * not see) only buys a unit early or rents it once more; what is lent is
- * always the unit's bytes at the lend.  A unit seen again unchanged is
- * also credited the passes that units bought by this process went on to
- * save (their hits per unit bought): a program that streams the same
- * buffers buys them at their second send or soon after, one whose units
- * were never sent again unchanged rents as above.
+ * until a unit has been bought, units are bought.  A unit's identity is
+ * its address and a fingerprint of its bytes (one word of each 4 KiB
+ * page), kept in a small table of hints: a wrong hint (a collision, a
+ * change the fingerprint did not see) only buys a unit early or rents it
+ * once more; what is lent is always the unit's bytes at the lend.  (A
+ * credit for processes whose bought units were hit often was tried and
+ * dropped: ARCHITECTURE.md.)
  *
  * ZCSOCK_EXCHANGE_UNIT_US fixes the cost of buying instead of measuring it
  * (1: every unit is bought at its first send).
@@ -54,7 +52,6 @@ typedef struct zc_rent {
     uint64_t rent_ns;       /* a unit's bytes through the ring (0: unknown) */
     uint64_t copy_ns;       /* the copy part of buying: the ring's cost until
                              * the ring has been timed */
-    uint64_t bought, hits;  /* units bought, lends of units sent unchanged */
     zc_rent_hint_t hint[ZC_RENT_HINTS];
 } zc_rent_t;
 
@@ -63,8 +60,6 @@ typedef struct zc_rent {
 void zc_rent_bought(zc_rent_t *r, uint64_t ns, uint64_t copy_ns);
 /* The ring alone carried bytes (a large send) in ns nanoseconds. */
 void zc_rent_ring(zc_rent_t *r, uint64_t bytes, uint64_t ns, size_t unit);
-/* A bought unit was lent again unchanged. */
-void zc_rent_hit(zc_rent_t *r);
 /* 1 when every unit is bought at its first send for now (costs unknown,
  * or buying no dearer than a ring pass): no fingerprint needed. */
 int zc_rent_cheap(const zc_rent_t *r);

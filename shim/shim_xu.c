@@ -56,7 +56,6 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <stdio.h>
-#include <time.h>
 #include <unistd.h>
 #include <linux/memfd.h>
 
@@ -69,6 +68,7 @@
 #include "zc_pool.h"
 #include "zc_real.h"
 #include "zc_rent.h"
+#include "zc_spin.h"
 #include "zc_stats.h"
 
 #define XU_UNIT      MH_UNIT_SIZE
@@ -100,14 +100,6 @@ static struct {
 
 /* When a unit's first lend pays (common/zc_rent.h). */
 static zc_rent_t xu_rent;
-
-static uint64_t xu_now_ns(void)
-{
-    struct timespec t;
-
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
-}
 
 static void xu_kept(int fd)
 {
@@ -146,10 +138,10 @@ static int xu_unit_file(const void *unit, int tlb, uint64_t *ino_p, uint64_t *co
         zc_real.madvise(m, XU_UNIT, MADV_HUGEPAGE);
     /* the page first, then the copy, each timed (common/zc_rent.h) */
     if (zc_real.madvise(m, XU_UNIT, MADV_POPULATE_WRITE) == 0) {
-        uint64_t t0 = xu_now_ns();
+        int64_t t0 = zc_now_us();
 
         memcpy(m, unit, XU_UNIT);
-        *copy_ns_p = xu_now_ns() - t0;
+        *copy_ns_p = (uint64_t)(zc_now_us() - t0) * 1000;
     } else {
         memcpy(m, unit, XU_UNIT);
     }
@@ -209,7 +201,8 @@ static __thread void *xu_refuse __attribute__((tls_model("initial-exec")));
 
 static int xu_reg(void *arg, void *addr, size_t len, pdc_handle_t *h)
 {
-    uint64_t ino = 0, t0, copy_ns = 0;
+    uint64_t ino = 0, copy_ns = 0;
+    int64_t t0;
     int st, fd;
 
     (void)arg;
@@ -230,10 +223,10 @@ static int xu_reg(void *arg, void *addr, size_t len, pdc_handle_t *h)
         if (!__atomic_compare_exchange_n(&xu.slots[i].fd, &fr, -2, 0, __ATOMIC_ACQUIRE,
                                          __ATOMIC_RELAXED))
             continue;
-        t0 = xu_now_ns();
+        t0 = zc_now_us();
         fd = xu_unit_file(addr, mh_unit_hugetlb(addr), &ino, &copy_ns);
         if (fd >= 0)
-            zc_rent_bought(&xu_rent, xu_now_ns() - t0, copy_ns);
+            zc_rent_bought(&xu_rent, (uint64_t)(zc_now_us() - t0) * 1000, copy_ns);
         if (fd < 0) {
             __atomic_store_n(&xu.slots[i].fd, -1, __ATOMIC_RELEASE);
             /* out of descriptors or memory: later, maybe (-ENOSPC, the
@@ -454,10 +447,8 @@ int shim_xu_lend(void *unit, shim_xu_t *x)
     s = &xu.slots[r->handle.id];
     made = __atomic_exchange_n(&s->fresh, 0, __ATOMIC_ACQ_REL);
     if (made || xu_still(s, unit)) {
-        if (!made) {
+        if (!made)
             pdc_region_hit(xu.pdc);
-            zc_rent_hit(&xu_rent);
-        }
         x->fd = __atomic_load_n(&s->fd, __ATOMIC_ACQUIRE);
         x->ino = (unsigned long long)r->handle.aux;
         x->region = r;
