@@ -21,6 +21,7 @@
 #include <sys/epoll.h>
 #include <spawn.h>
 #include <stdio.h>
+#include <sys/resource.h>
 #include <sys/select.h>
 #include <sys/socket.h>
 #include <sys/types.h>
@@ -126,7 +127,11 @@
     X(int, brk, (void *), 1)                                                          \
     X(void *, sbrk, (intptr_t), 1)                                                    \
     X(void *, shmat, (int, const void *, int), 1)                                     \
-    X(int, shmdt, (const void *), 1)
+    X(int, shmdt, (const void *), 1)                                                  \
+    X(int, setrlimit, (__rlimit_resource_t, const struct rlimit *), 1)                                \
+    X(int, setrlimit64, (__rlimit_resource_t, const struct rlimit64 *), 0)                            \
+    X(int, prlimit, (pid_t, __rlimit_resource_t, const struct rlimit *, struct rlimit *), 0)          \
+    X(int, prlimit64, (pid_t, __rlimit_resource_t, const struct rlimit64 *, struct rlimit64 *), 0)
 
 #define ZC_REAL_LIST(X) ZC_REAL_SOCKET_LIST(X) ZC_REAL_MEM_LIST(X)
 

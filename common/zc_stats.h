@@ -73,6 +73,11 @@
       "signal from the peer)")                                                          \
     X(READY_SPINS_SLEPT, "ready.spins_slept", "poll/select/epoll spins that ended in "  \
       "a sleep all the same")                                                           \
+    X(READY_EP_STALE_TAGS, "ready.ep_stale_tags", "epoll events under a tag no "       \
+      "registration of this process holds any more (a deleted or closed one, or a "     \
+      "forked sibling's), dropped instead of reaching the application")                \
+    X(READY_EP_ADOPTED, "ready.ep_adopted", "epoll registrations made before their "   \
+      "socket was claimed (before its connect), taken over at the claim")              \
     X(LOCAL_FUTEX_WAKES, "local.futex_wakes", "peers woken from a blocking sleep")       \
     X(LOCAL_EFD_WAKES, "local.efd_wakes", "peers woken from a poll/select/epoll wait "   \
       "through their wake-up eventfd (no doorbell byte)")                               \

@@ -45,6 +45,7 @@ int mh_arena_n;                        /* published entries (atomic) */
 uintptr_t mh_arena_lo;                 /* start of the reservation, 0 none */
 size_t mh_arena_span;                  /* its length */
 static int mh_arena_slots;             /* arenas it holds */
+static int mh_arena_trimmed;           /* no more arenas: the address space is limited */
 
 static char *mh_arena_slot(int i)
 {
@@ -190,11 +191,33 @@ static void *mh_arena_map(void *addr, size_t size, int fd, int hugetlb)
                         fd, 0);
 }
 
+/* Is the process's address space limited (a finite RLIMIT_AS), or is every
+ * mapping charged in full (vm.overcommit_memory 2)?  Then arenas, whose
+ * reservation and sparse 1 GiB memfds cost address space a program without
+ * the library would not use, are not made. */
+int mh_space_limited(void)
+{
+    struct rlimit rl;
+    char buf[8];
+
+    if (!getrlimit(RLIMIT_AS, &rl) && rl.rlim_cur != RLIM_INFINITY)
+        return 1;
+    return mh_sysfs_read("/proc/sys/vm/overcommit_memory", buf, sizeof(buf)) > 0 &&
+           buf[0] == '2';
+}
+
 /* Reserve address space for every arena slot (PROT_NONE, 2 MiB aligned) so
- * an address finds its arena with one subtraction and a shift.  Tries the
- * full MH_ARENA_MAX slots, then fewer (RLIMIT_AS).  Lock held. */
+ * an address finds its arena with one subtraction and a shift: at the first
+ * arena, never before (a process that never places holds no reservation,
+ * so a limit on its address space set later, as vsftpd's session process
+ * sets one, meets only what the program itself mapped).  Tries the full
+ * MH_ARENA_MAX slots, then fewer.  Lock held. */
 static int mh_arena_reserve(void)
 {
+    if (mh_arena_trimmed || mh_space_limited()) {
+        mh_arena_trimmed = 1;
+        return -ENOMEM;
+    }
     for (size_t slots = MH_ARENA_MAX; slots >= 1; slots /= 4) {
         size_t span = slots * MH_ARENA_SIZE;
         char *r = zc_real.mmap(NULL, span + MH_HUGE, PROT_NONE,
@@ -233,6 +256,8 @@ static mh_arena_t *mh_arena_create(int huge)
     mh_arena_t *a;
     void *base, *meta;
 
+    if (!mh_arena_lo && mh_arena_reserve() < 0)
+        return NULL;
     if (n >= mh_arena_slots)
         return NULL;
     /* huge blocks only on 2 MiB pages: without THP, only the hugetlb arena */
@@ -291,20 +316,39 @@ err_fd:
     return NULL;
 }
 
-/* Configure arenas and reserve their address space.  No arena (no memfd)
+/* Configure arenas.  Neither an arena (a memfd) nor their address space
  * exists until the first placed allocation asks for one: a process that
- * never places holds no descriptor of ours.  Called by mh_init, outside
- * hooks.  Returns 0 or -errno. */
+ * never places holds no descriptor and no reservation of ours.  Called by
+ * mh_init, outside hooks.  Returns 0 or -errno. */
 int mh_arena_setup(const mh_arena_cfg_t *cfg)
 {
-    int rc = 0;
-
     pthread_mutex_lock(&mh_arena_lock);
     mh_arena_cfg = *cfg;
-    if (!mh_arena_lo && mh_arena_reserve() < 0)
-        rc = -ENOMEM;
     pthread_mutex_unlock(&mh_arena_lock);
-    return rc;
+    return 0;
+}
+
+/* See mh_int.h. */
+int mh_arena_trim(void)
+{
+    uintptr_t lo;
+    size_t keep, span;
+    int gave = 0;
+
+    if (pthread_mutex_trylock(&mh_arena_lock))
+        return 0;       /* busy: making an arena, which sees the limit itself */
+    mh_arena_trimmed = 1;
+    lo = mh_arena_lo;
+    span = mh_arena_span;
+    keep = (size_t)mh_arena_n * MH_ARENA_SIZE;
+    if (lo && span > keep) {
+        __atomic_store_n(&mh_arena_span, keep, __ATOMIC_RELEASE);
+        mh_arena_slots = mh_arena_n;
+        zc_real.munmap((void *)(lo + keep), span - keep);
+        gave = 1;
+    }
+    pthread_mutex_unlock(&mh_arena_lock);
+    return gave;
 }
 
 /* ---- allocation and free ------------------------------------------------ */

@@ -103,6 +103,11 @@ static void mh_init_placement(const mh_params_t *p, int foreign)
 
     if (!p->placement || foreign)
         return;
+    if (mh_space_limited()) {
+        mh_status_set(0, "placement off: the address space is limited (RLIMIT_AS, or "
+                         "vm.overcommit_memory 2)");
+        return;
+    }
     cfg.thp = mh_thp_shmem_usable();
     cfg.hugetlb_free = cfg.thp ? 0 : mh_hugetlb_free();
     cfg.huge_paged_only = p->huge_paged_only;

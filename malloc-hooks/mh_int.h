@@ -136,6 +136,13 @@ typedef struct mh_arena_cfg {
 } mh_arena_cfg_t;
 
 int mh_arena_setup(const mh_arena_cfg_t *cfg);
+/* The address space got limited (setrlimit RLIMIT_AS), or a mapping of the
+ * application's failed for want of it: the reservation's slots no arena
+ * uses go back, and no arena is made from now on.  1 when address space was
+ * given back.  Hook-safe (gives up when the arena lock is busy). */
+int mh_arena_trim(void);
+/* 1 when RLIMIT_AS is finite or vm.overcommit_memory is 2. */
+int mh_space_limited(void);
 /* Read a small sysfs file into buf (NUL terminated).  Returns its length or
  * -1.  Raw syscalls: the shim interposes read. */
 ssize_t mh_sysfs_read(const char *path, char *buf, size_t cap);

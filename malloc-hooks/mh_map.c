@@ -18,6 +18,7 @@
 #include <fcntl.h>
 #include <stdarg.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/shm.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -55,10 +56,66 @@ static void mh_map_event(unsigned kind, const void *addr, size_t len)
     errno = saved;
 }
 
+/* ---- address-space limits ------------------------------------------------ */
+
+/* glibc declares the limit argument nonnull; the kernel answers EFAULT to
+ * a NULL one, which we must not turn into a crash. */
+#pragma GCC diagnostic ignored "-Wnonnull-compare"
+
+/* A finite RLIMIT_AS for this process: the arenas' unused reservation goes
+ * first (vsftpd's session process limits itself to 200 MiB). */
+static void mh_limit_as(pid_t pid, int res, rlim_t cur)
+{
+    if (res == (int)RLIMIT_AS && cur != RLIM_INFINITY && (pid == 0 || pid == getpid()))
+        mh_arena_trim();
+}
+
+MH_EXPORT int setrlimit(__rlimit_resource_t res, const struct rlimit *rl)
+{
+    if (!MH_REAL_OK(setrlimit)) {
+        errno = ENOSYS;
+        return -1;
+    }
+    if (rl)
+        mh_limit_as(0, (int)res, rl->rlim_cur);
+    return zc_real.setrlimit(res, rl);
+}
+
+MH_EXPORT int setrlimit64(__rlimit_resource_t res, const struct rlimit64 *rl)
+{
+    if (rl)
+        mh_limit_as(0, (int)res, (rlim_t)rl->rlim_cur);
+    if (MH_REAL_OK(setrlimit64))
+        return zc_real.setrlimit64(res, rl);
+    return setrlimit(res, (const struct rlimit *)rl);
+}
+
+MH_EXPORT int prlimit(pid_t pid, __rlimit_resource_t res, const struct rlimit *rl, struct rlimit *old)
+{
+    if (!MH_REAL_OK(prlimit)) {
+        errno = ENOSYS;
+        return -1;
+    }
+    if (rl)
+        mh_limit_as(pid, (int)res, rl->rlim_cur);
+    return zc_real.prlimit(pid, res, rl, old);
+}
+
+MH_EXPORT int prlimit64(pid_t pid, __rlimit_resource_t res, const struct rlimit64 *rl, struct rlimit64 *old)
+{
+    if (rl)
+        mh_limit_as(pid, (int)res, (rlim_t)rl->rlim_cur);
+    if (MH_REAL_OK(prlimit64))
+        return zc_real.prlimit64(pid, res, rl, old);
+    return prlimit(pid, res, (const struct rlimit *)rl, (struct rlimit *)old);
+}
+
 /* ---- mmap / munmap / mremap ------------------------------------------- */
 
 MH_EXPORT void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 {
+    void *p;
+
     MH_SITE_MARK();
     if (!MH_REAL_OK(mmap)) {
         errno = ENOSYS;
@@ -66,7 +123,13 @@ MH_EXPORT void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t 
     }
     if (flags & MAP_FIXED)
         mh_map_event(MH_EV_MAP_FIXED, addr, len);
-    return zc_real.mmap(addr, len, prot, flags, fd, off);
+    p = zc_real.mmap(addr, len, prot, flags, fd, off);
+    /* Out of address space: what the arenas reserved and do not use goes
+     * back, and the application's mapping is tried again (it must never
+     * fail where it would have succeeded without the library). */
+    if (p == MAP_FAILED && errno == ENOMEM && mh_arena_trim())
+        p = zc_real.mmap(addr, len, prot, flags, fd, off);
+    return p;
 }
 
 MH_EXPORT void *mmap64(void *addr, size_t len, int prot, int flags, int fd, off_t off)

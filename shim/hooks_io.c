@@ -56,15 +56,19 @@ static ssize_t shim_path_recv(shim_fd_t *f, int fd, const struct iovec *iov, siz
  * charged to the copy path. */
 #define SHIM_DATA_HOOK(name, is_send, must_be_socket, path_call, ...) \
     shim_fd_t *f;                                                     \
+    shim_pin_t pin;                                                   \
     ssize_t n;                                                        \
                                                                       \
     SHIM_ENTER(name, -1);                                             \
-    f = shim_fd_get(fd);                                              \
-    if (shim_fd_claimed(f)) {                                         \
+    if (shim_fd_pin(fd, &pin)) {                                      \
+        f = &pin.f;                                                   \
         if (is_send)                                                  \
             shim_send_site = (uintptr_t)__builtin_return_address(0);  \
-        return path_call;                                             \
+        n = path_call;                                                \
+        shim_fd_unpin(&pin);                                          \
+        return n;                                                     \
     }                                                                 \
+    f = shim_fd_get(fd);                                              \
     n = zc_real.name(__VA_ARGS__);                                    \
     shim_copy_account(f, is_send, n, must_be_socket);                 \
     return n
@@ -101,22 +105,26 @@ SHIM_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 SHIM_EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned vlen, int flags)
 {
     shim_fd_t *f;
+    shim_pin_t pin;
     unsigned i;
     int n;
 
     SHIM_ENTER(sendmmsg, -1);
-    f = shim_fd_get(fd);
-    if (shim_fd_claimed(f)) {
+    if (shim_fd_pin(fd, &pin)) {
         shim_send_site = (uintptr_t)__builtin_return_address(0);
-        for (i = 0; i < vlen; i++) {
-            ssize_t r = f->path->ops->sendmsg(f, fd, &vec[i].msg_hdr, flags);
+        for (i = 0, n = 0; i < vlen; i++) {
+            ssize_t r = pin.f.path->ops->sendmsg(&pin.f, fd, &vec[i].msg_hdr, flags);
 
-            if (r < 0)
-                return i ? (int)i : (int)shim_ret(r);
+            if (r < 0) {
+                n = i ? (int)i : (int)shim_ret(r);
+                break;
+            }
             vec[i].msg_len = (unsigned)r;
         }
-        return (int)vlen;
+        shim_fd_unpin(&pin);
+        return i == vlen ? (int)vlen : n;
     }
+    f = shim_fd_get(fd);
     n = zc_real.sendmmsg(fd, vec, vlen, flags);
     for (i = 0; n > 0 && i < (unsigned)n; i++)
         shim_copy_account(f, 1, vec[i].msg_len, 1);
@@ -159,12 +167,16 @@ SHIM_EXPORT ssize_t recvfrom(int fd, void *buf, size_t len, int flags,
 SHIM_EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
 {
     shim_fd_t *f;
+    shim_pin_t pin;
     ssize_t n;
 
     SHIM_ENTER(recvmsg, -1);
+    if (shim_fd_pin(fd, &pin)) {
+        n = shim_ret(pin.f.path->ops->recvmsg(&pin.f, fd, msg, flags));
+        shim_fd_unpin(&pin);
+        return n;
+    }
     f = shim_fd_get(fd);
-    if (shim_fd_claimed(f))
-        return shim_ret(f->path->ops->recvmsg(f, fd, msg, flags));
     n = zc_real.recvmsg(fd, msg, flags);
     shim_copy_account(f, 0, n, 1);
     if (n >= 0 && shim_unlikely(msg->msg_controllen >= sizeof(struct cmsghdr)))
@@ -176,24 +188,30 @@ SHIM_EXPORT int recvmmsg(int fd, struct mmsghdr *vec, unsigned vlen, int flags,
                          struct timespec *timeout)
 {
     shim_fd_t *f;
+    shim_pin_t pin;
     unsigned i;
     int n;
 
     SHIM_ENTER(recvmmsg, -1);
-    f = shim_fd_get(fd);
-    if (shim_fd_claimed(f)) {
-        for (i = 0; i < vlen; i++) {
-            ssize_t r = f->path->ops->recvmsg(f, fd, &vec[i].msg_hdr,
-                                         i ? flags | MSG_DONTWAIT : flags);
+    if (shim_fd_pin(fd, &pin)) {
+        for (i = 0, n = (int)vlen; i < vlen; i++) {
+            ssize_t r = pin.f.path->ops->recvmsg(&pin.f, fd, &vec[i].msg_hdr,
+                                                 i ? flags | MSG_DONTWAIT : flags);
 
-            if (r < 0)
-                return i ? (int)i : (int)shim_ret(r);
+            if (r < 0) {
+                n = i ? (int)i : (int)shim_ret(r);
+                break;
+            }
             vec[i].msg_len = (unsigned)r;
-            if (r == 0)
-                return (int)i + 1;
+            if (r == 0) {
+                n = (int)i + 1;
+                break;
+            }
         }
-        return (int)vlen;
+        shim_fd_unpin(&pin);
+        return n;
     }
+    f = shim_fd_get(fd);
     n = zc_real.recvmmsg(fd, vec, vlen, flags, timeout);
     for (i = 0; n > 0 && i < (unsigned)n; i++)
         shim_copy_account(f, 0, vec[i].msg_len, 1);
@@ -240,12 +258,16 @@ static ssize_t shim_rwv2(shim_fd_t *f, int fd, const struct iovec *iov, int iovc
 
 #define SHIM_RWV2_HOOK(name, is_send)                                            \
     shim_fd_t *f;                                                               \
+    shim_pin_t pin;                                                             \
     ssize_t n;                                                                  \
                                                                                 \
     SHIM_ENTER(name, -1);                                                       \
+    if (off == -1 && shim_fd_pin(fd, &pin)) {                                   \
+        n = shim_rwv2(&pin.f, fd, iov, iovcnt, flags, is_send);                 \
+        shim_fd_unpin(&pin);                                                    \
+        return n;                                                               \
+    }                                                                           \
     f = shim_fd_get(fd);                                                        \
-    if (shim_fd_claimed(f) && off == -1)                                        \
-        return shim_rwv2(f, fd, iov, iovcnt, flags, is_send);                   \
     if (!zc_real.name)                                                          \
         return shim_ret(-ENOSYS);                                               \
     n = zc_real.name(fd, iov, iovcnt, off, flags);                              \
@@ -315,13 +337,15 @@ SHIM_EXPORT ssize_t __read_chk(int fd, void *buf, size_t len, size_t buflen)
 
 SHIM_EXPORT ssize_t sendfile(int out_fd, int in_fd, off_t *offset, size_t count)
 {
-    shim_fd_t *f;
+    shim_pin_t pin;
     ssize_t n;
 
     SHIM_ENTER(sendfile, -1);
-    f = shim_fd_get(out_fd);
-    if (shim_fd_claimed(f))
-        return shim_ret(f->path->ops->sendfile(f, out_fd, in_fd, offset, count));
+    if (shim_fd_pin(out_fd, &pin)) {
+        n = shim_ret(pin.f.path->ops->sendfile(&pin.f, out_fd, in_fd, offset, count));
+        shim_fd_unpin(&pin);
+        return n;
+    }
     n = zc_real.sendfile(out_fd, in_fd, offset, count);
     shim_copy_account(shim_fd_get(out_fd), 1, n, 0);
     return n;
@@ -329,13 +353,15 @@ SHIM_EXPORT ssize_t sendfile(int out_fd, int in_fd, off_t *offset, size_t count)
 
 SHIM_EXPORT ssize_t sendfile64(int out_fd, int in_fd, off_t *offset, size_t count)
 {
-    shim_fd_t *f;
+    shim_pin_t pin;
     ssize_t n;
 
     SHIM_ENTER(sendfile64, -1);
-    f = shim_fd_get(out_fd);
-    if (shim_fd_claimed(f))
-        return shim_ret(f->path->ops->sendfile(f, out_fd, in_fd, offset, count));
+    if (shim_fd_pin(out_fd, &pin)) {
+        n = shim_ret(pin.f.path->ops->sendfile(&pin.f, out_fd, in_fd, offset, count));
+        shim_fd_unpin(&pin);
+        return n;
+    }
     n = zc_real.sendfile64(out_fd, in_fd, offset, count);
     shim_copy_account(shim_fd_get(out_fd), 1, n, 0);
     return n;
@@ -344,15 +370,22 @@ SHIM_EXPORT ssize_t sendfile64(int out_fd, int in_fd, off_t *offset, size_t coun
 SHIM_EXPORT ssize_t splice(int fd_in, loff_t *off_in, int fd_out, loff_t *off_out,
                            size_t len, unsigned flags)
 {
-    shim_fd_t *fi, *fo;
+    shim_pin_t pi, po;
+    int in = 0, out = 0;
     ssize_t n;
 
     SHIM_ENTER(splice, -1);
-    fi = shim_fd_get(fd_in);
-    fo = shim_fd_get(fd_out);
-    if (shim_fd_claimed(fi) || shim_fd_claimed(fo))
-        return shim_ret((shim_fd_claimed(fi) ? fi : fo)->path->ops->splice(fd_in, off_in, fd_out,
-                                                                         off_out, len, flags));
+    in = shim_fd_pin(fd_in, &pi);
+    out = shim_fd_pin(fd_out, &po);
+    if (in || out) {
+        n = shim_ret((in ? &pi.f : &po.f)->path->ops->splice(fd_in, off_in, fd_out, off_out,
+                                                             len, flags));
+        if (in)
+            shim_fd_unpin(&pi);
+        if (out)
+            shim_fd_unpin(&po);
+        return n;
+    }
     n = zc_real.splice(fd_in, off_in, fd_out, off_out, len, flags);
     shim_copy_account(shim_fd_get(fd_in), 0, n, 0);
     shim_copy_account(shim_fd_get(fd_out), 1, n, 0);

@@ -85,21 +85,49 @@ SHIM_EXPORT int epoll_create1(int flags)
 
 SHIM_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 {
+    shim_pin_t pin;
+    int rc;
+
     SHIM_ENTER(epoll_ctl, -1);
-    if (shim_likely(!shim_fd_claimed(shim_fd_get(fd)))) {
-        shim_ep_unclaimed(epfd, fd);
-        return zc_real.epoll_ctl(epfd, op, fd, ev);
+    if (shim_unlikely(shim_fd_pin(fd, &pin))) {
+        if ((op == EPOLL_CTL_ADD || op == EPOLL_CTL_MOD) && !ev)
+            rc = zc_real.epoll_ctl(epfd, op, fd, ev);
+        else
+            rc = shim_ep_ctl(epfd, op, fd, ev, &pin.f);
+        shim_fd_unpin(&pin);
+        return rc;
     }
-    if ((op == EPOLL_CTL_ADD || op == EPOLL_CTL_MOD) && !ev)
-        return zc_real.epoll_ctl(epfd, op, fd, ev);
-    return shim_ep_ctl(epfd, op, fd, ev);
+    shim_ep_unclaimed(epfd, fd);
+    rc = zc_real.epoll_ctl(epfd, op, fd, ev);
+    if (rc == 0 && shim_unlikely(shim_fd_get(fd) && shim_fd_get(fd)->unconnected)) {
+        int saved = errno;
+
+        shim_ep_plain_ctl(epfd, op, fd, ev);
+        errno = saved;
+    }
+    return rc;
 }
+
+/* Straight to the kernel (no claimed registration in the set when the wait
+ * began); a tag that reached the set meanwhile is translated before the
+ * application sees it (shim_epoll.c, TAGS NEVER LEAK), and a wait whose
+ * events were all ours goes on through the engine. */
+#define SHIM_EP_PASS(call, epfd, evs, max, ms, mask)                          \
+    do {                                                                      \
+        int64_t t0_ = (ms) > 0 ? shim_now_ns() : 0;                           \
+        int n_ = (call);                                                      \
+                                                                              \
+        if (shim_likely(n_ <= 0))                                             \
+            return n_;                                                        \
+        n_ = shim_ep_translate(epfd, evs, n_);                                \
+        return n_ ? n_ : shim_ep_wait_rest(epfd, evs, max, ms, t0_, mask);    \
+    } while (0)
 
 SHIM_EXPORT int epoll_wait(int epfd, struct epoll_event *evs, int max, int timeout)
 {
     SHIM_ENTER(epoll_wait, -1);
     if (shim_likely(!shim_ep_has(epfd)) || max <= 0 || !zc_real.epoll_pwait)
-        return zc_real.epoll_wait(epfd, evs, max, timeout);
+        SHIM_EP_PASS(zc_real.epoll_wait(epfd, evs, max, timeout), epfd, evs, max, timeout, NULL);
     return shim_ready_epoll_wait(epfd, evs, max, timeout, NULL);
 }
 
@@ -108,7 +136,8 @@ SHIM_EXPORT int epoll_pwait(int epfd, struct epoll_event *evs, int max, int time
 {
     SHIM_ENTER(epoll_pwait, -1);
     if (shim_likely(!shim_ep_has(epfd)) || max <= 0)
-        return zc_real.epoll_pwait(epfd, evs, max, timeout, sigmask);
+        SHIM_EP_PASS(zc_real.epoll_pwait(epfd, evs, max, timeout, sigmask), epfd, evs, max,
+                     timeout, sigmask);
     return shim_ready_epoll_wait(epfd, evs, max, timeout, sigmask);
 }
 
@@ -120,13 +149,20 @@ SHIM_EXPORT int epoll_pwait2(int epfd, struct epoll_event *evs, int max,
     int64_t ms;
 
     SHIM_ENTER(epoll_pwait2, -1);
-    if (shim_likely(!shim_ep_has(epfd)) || max <= 0 ||
-        (timeout && (timeout->tv_sec < 0 || timeout->tv_nsec < 0 ||
-                     timeout->tv_nsec >= 1000000000)))
+    if (timeout && (timeout->tv_sec < 0 || timeout->tv_nsec < 0 ||
+                    timeout->tv_nsec >= 1000000000))
         return zc_real.epoll_pwait2 ? zc_real.epoll_pwait2(epfd, evs, max, timeout, sigmask)
                                     : shim_ret(-ENOSYS);
     ms = !timeout ? -1 : timeout->tv_sec * 1000 + (timeout->tv_nsec + 999999) / 1000000;
-    return shim_ready_epoll_wait(epfd, evs, max, ms > INT32_MAX ? INT32_MAX : (int)ms, sigmask);
+    if (ms > INT32_MAX)
+        ms = INT32_MAX;
+    if (shim_likely(!shim_ep_has(epfd)) || max <= 0) {
+        if (!zc_real.epoll_pwait2)
+            return shim_ret(-ENOSYS);
+        SHIM_EP_PASS(zc_real.epoll_pwait2(epfd, evs, max, timeout, sigmask), epfd, evs, max,
+                     (int)ms, sigmask);
+    }
+    return shim_ready_epoll_wait(epfd, evs, max, (int)ms, sigmask);
 }
 
 /* --- fortify variants: glibc checks the set's size, then calls its

@@ -33,6 +33,8 @@ SHIM_EXPORT int socketpair(int domain, int type, int protocol, int sv[2])
     if (rc == 0) {
         shim_fd_socket_track(sv[0], domain, type);
         shim_fd_socket_track(sv[1], domain, type);
+        shim_fd_connected(sv[0]);
+        shim_fd_connected(sv[1]);
         shim_socket_made(sv[0], domain, type);
         shim_socket_made(sv[1], domain, type);
         zc_stat_add(ZC_STAT_SOCKETS_CREATED, 2);
@@ -51,6 +53,7 @@ SHIM_EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t len)
     rc = zc_real.connect(fd, addr, len);
     saved = errno;
     SHIM_PATHS_EACH(connect_after, fd, rc, saved);
+    shim_fd_connected(fd);
     errno = saved;
     return rc;
 }
@@ -68,6 +71,7 @@ SHIM_EXPORT int listen(int fd, int backlog)
     SHIM_ENTER(listen, -1);
     rc = zc_real.listen(fd, backlog);
     if (rc == 0) {
+        shim_fd_connected(fd);
         saved = errno;
         SHIM_PATHS_EACH(listened, fd);
         errno = saved;
@@ -94,6 +98,7 @@ static void shim_accepted_track(int lfd, int fd)
         errno = saved;
     }
     shim_fd_socket_track(fd, family, type);
+    shim_fd_connected(fd);
     zc_stat_add(ZC_STAT_SOCKETS_ACCEPTED, 1);
     shim_socket_made(fd, family, type);
     saved = errno;
@@ -125,13 +130,13 @@ SHIM_EXPORT int accept4(int fd, struct sockaddr *addr, socklen_t *len, int flags
 
 SHIM_EXPORT int shutdown(int fd, int how)
 {
-    shim_fd_t *f;
+    shim_pin_t pin;
     int rc;
 
     SHIM_ENTER(shutdown, -1);
-    f = shim_fd_get(fd);
-    if (shim_fd_claimed(f)) {
-        rc = f->path->ops->shutdown(f, fd, how);
+    if (shim_fd_pin(fd, &pin)) {
+        rc = pin.f.path->ops->shutdown(&pin.f, fd, how);
+        shim_fd_unpin(&pin);
         if (rc != SHIM_PATH_PASS)
             return (int)shim_ret(rc);
     }
@@ -139,18 +144,25 @@ SHIM_EXPORT int shutdown(int fd, int how)
 }
 
 /* The entry goes first: once the kernel has closed fd another thread may get
- * the same number from socket() and must not find our old state. */
+ * the same number from socket() and must not find our old state.  The path
+ * hears the close with the entry as it was, after the table forgot it: a
+ * call that pinned the claim before keeps the path's state alive until it
+ * returns (PINS, shim_path.h), and none can pin it after. */
 static void shim_fd_release(int fd)
 {
-    shim_fd_t *f = shim_fd_get(fd);
+    shim_fd_t *f = shim_fd_get(fd), was;
 
     if (!f || (f->kind != SHIM_FD_UNKNOWN && shim_vfork_child()))
         return;
-    if (f->path && f->kind == SHIM_FD_SOCKET)
-        f->path->ops->forget(f, fd);      /* claimed or watched */
-    if (f->kind == SHIM_FD_EPOLL)
+    if (f->kind == SHIM_FD_UNKNOWN && !f->path)
+        return;
+    shim_fd_take(f, &was);
+    if (was.path && was.kind == SHIM_FD_SOCKET)
+        was.path->ops->forget(&was, fd);      /* claimed or watched */
+    if (was.kind == SHIM_FD_EPOLL)
         shim_ep_forget_fd(fd);
-    shim_fd_forget(fd);
+    else if (was.kind == SHIM_FD_SOCKET)
+        shim_ep_fd_closed(fd);
 }
 
 /* close made through syscall() (libuv's uv__close_nocancel does this): the
@@ -331,10 +343,17 @@ static int shim_fcntl_common(int (*real)(int, int, ...), int fd, int cmd, void *
 {
     int rc = real(fd, cmd, arg);
 
-    if (rc >= 0 && (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC))
+    shim_pin_t pin;
+
+    if (rc >= 0 && (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC)) {
         shim_fd_dup(fd, rc);
-    else if (cmd == F_SETFL && shim_fd_claimed(shim_fd_get(fd)))
-        shim_fd_get(fd)->path->ops->flags_changed(shim_fd_get(fd), fd);
+    } else if (cmd == F_SETFL && shim_fd_pin(fd, &pin)) {
+        int saved = errno;
+
+        pin.f.path->ops->flags_changed(&pin.f, fd);
+        shim_fd_unpin(&pin);
+        errno = saved;
+    }
     return rc;
 }
 
@@ -368,46 +387,56 @@ SHIM_EXPORT int fcntl64(int fd, int cmd, ...)
 
 SHIM_EXPORT int ioctl(int fd, unsigned long req, ...)
 {
-    shim_fd_t *f;
+    shim_pin_t pin;
     void *arg;
+    int rc;
 
     SHIM_VA_WORD(req, arg);
     SHIM_ENTER(ioctl, -1);
-    f = shim_fd_get(fd);
-    if (shim_fd_claimed(f)) {
-        int rc;
-
-        if (f->path->ops->ioctl && f->path->ops->ioctl(f, fd, req, arg, &rc) != SHIM_PATH_PASS)
-            return rc;
+    if (!shim_fd_pin(fd, &pin))
+        return zc_real.ioctl(fd, req, arg);
+    if (!pin.f.path->ops->ioctl ||
+        pin.f.path->ops->ioctl(&pin.f, fd, req, arg, &rc) == SHIM_PATH_PASS) {
         rc = zc_real.ioctl(fd, req, arg);
-        if (req == FIONBIO)
-            f->path->ops->flags_changed(f, fd);
-        return rc;
+        if (req == FIONBIO) {
+            int saved = errno;
+
+            pin.f.path->ops->flags_changed(&pin.f, fd);
+            errno = saved;
+        }
     }
-    return zc_real.ioctl(fd, req, arg);
+    shim_fd_unpin(&pin);
+    return rc;
 }
 
 SHIM_EXPORT int getsockopt(int fd, int level, int name, void *val, socklen_t *len)
 {
-    shim_fd_t *f;
+    shim_pin_t pin;
+    int rc = SHIM_PATH_PASS;
 
     SHIM_ENTER(getsockopt, -1);
-    f = shim_fd_get(fd);
-    if (shim_fd_claimed(f) && f->path->ops->getsockopt &&
-        f->path->ops->getsockopt(f, fd, level, name, val, len) == 0)
-        return 0;
+    if (shim_fd_pin(fd, &pin)) {
+        if (pin.f.path->ops->getsockopt)
+            rc = pin.f.path->ops->getsockopt(&pin.f, fd, level, name, val, len);
+        shim_fd_unpin(&pin);
+        if (rc == 0)
+            return 0;
+    }
     return zc_real.getsockopt(fd, level, name, val, len);
 }
 
 SHIM_EXPORT int setsockopt(int fd, int level, int name, const void *val, socklen_t len)
 {
-    shim_fd_t *f;
-    int rc;
+    shim_pin_t pin;
+    int rc, saved;
 
     SHIM_ENTER(setsockopt, -1);
     rc = zc_real.setsockopt(fd, level, name, val, len);
-    f = shim_fd_get(fd);
-    if (rc == 0 && shim_fd_claimed(f))
-        f->path->ops->setsockopt(f, fd, level, name, val, len);
+    if (rc == 0 && shim_fd_pin(fd, &pin)) {
+        saved = errno;
+        pin.f.path->ops->setsockopt(&pin.f, fd, level, name, val, len);
+        shim_fd_unpin(&pin);
+        errno = saved;
+    }
     return rc;
 }

@@ -1,50 +1,107 @@
-/* The readiness engine's epoll (shim_ready.c has the principles): a table
- * of registrations of claimed descriptors, each registered with the kernel
- * under a tag naming its slot, so events carrying a tag are translated back
- * to the application's data and the others pass through untouched.
- * Edge-triggered registrations report when the path's change counter moved
- * since the last report; EPOLLONESHOT ones once until the application
- * re-arms them.  One spinlock guards the table; the kernel's epoll_wait runs
- * without it. */
+/* The readiness engine's epoll (shim_ready.c has the principles).
+ *
+ * Registrations of claimed descriptors are kept in a table: the kernel
+ * holds each under a tag naming its slot, and what the kernel reports under
+ * a tag is translated back to the application's data after the path had its
+ * say (revents).  Edge-triggered registrations report when the path's
+ * change counter moved since the last report; EPOLLONESHOT ones once until
+ * the application re-arms them.
+ *
+ * TAGS NEVER LEAK.  A tag can reach an epoll_wait that started before the
+ * set held any claimed registration (another thread adds one while it
+ * sleeps in the kernel: Apache httpd's event MPM, the Erlang VM, slapd), or
+ * one on a set whose registration this process no longer knows (a forked
+ * process sharing the set added it).  So every epoll_wait, epoll_pwait and
+ * epoll_pwait2 that returns events in a process that ever tagged a
+ * registration passes them through shim_ep_translate: a tag of ours becomes
+ * the application's data (or is dropped: a wake fd's, or one no registration
+ * of ours holds any more), and only then does the application see them.
+ * Tags carry a check byte, so an application data word that happens to
+ * start like one is left alone unless it matches slot, generation and
+ * check.  Sets are marked (shim_ep_has) before their first claimed
+ * registration reaches the kernel.
+ *
+ * REGISTERED BEFORE CLAIMED.  A socket the application registers before it
+ * connects (nginx registers its upstream sockets edge-triggered before
+ * connect) may be claimed at the connect: its registrations are recorded
+ * while it is unconnected (plain: the kernel holds the application's data)
+ * and taken over with a tag when a path claims it (shim_ep_claimed), so the
+ * wake-ups its path arms reach the set.
+ *
+ * LOCKING.  One spinlock guards the table; it is never held while a path's
+ * operation runs (those take the path's own locks) nor while the kernel
+ * waits.  A wait takes a snapshot of the set's registrations (pointer and
+ * id), asks each one's path with the descriptor pinned, then applies the
+ * answers under the lock to the registrations still there with the same id
+ * (registration objects are never returned to the allocator, so a stale
+ * pointer reads an object with another id).  Fork: the lock is taken
+ * around it (shim_ep_fork_*). */
 #include <poll.h>
 #include <sys/epoll.h>
+#include <sys/single_threaded.h>
 #include <time.h>
 
 #include "shim_int.h"
 #include "shim_ready.h"
 #include "zc_pool.h"
 
-/* --- epoll ------------------------------------------------------------------ */
+#define uthash_malloc(sz) zc_pool_alloc(sz)
+#define uthash_free(ptr, sz) zc_pool_free((ptr), (sz))
+#define HASH_NONFATAL_OOM 1
+#include <uthash.h>
 
 #define SHIM_EP_SLOTS   (1u << 16)
 #define SHIM_EP_TAG     0x5a43000000000000ULL   /* "ZC" in the top bits */
 #define SHIM_EP_TAGMASK 0xffff000000000000ULL
 #define SHIM_EP_AUXTAG  0x5a44000000000000ULL   /* a path's wake fd ("ZD"): never reported */
 #define SHIM_EP_KERNEL_KEEP (EPOLLET | EPOLLONESHOT | EPOLLRDHUP | EPOLLWAKEUP | EPOLLEXCLUSIVE)
+#define SHIM_EP_NOSLOT  UINT32_MAX
+#define SHIM_EP_SNAP    64      /* registrations asked per round of a wait */
+
+typedef struct shim_ep_set shim_ep_set_t;
 
 typedef struct shim_ep_reg {
-    struct shim_ep_reg *next;
+    struct shim_ep_reg *snext, *sprev;  /* its set's tagged registrations */
+    struct shim_ep_reg *fnext;          /* every registration of its descriptor */
+    struct shim_ep_reg *free_next;
+    shim_ep_set_t *set;
+    uint64_t id;                /* never reused (a wait's snapshot checks it) */
     int epfd, fd;
     uint32_t events;            /* the application's */
-    uint32_t slot;
+    uint32_t kevents;           /* what the kernel registration asks for */
+    uint32_t slot;              /* SHIM_EP_NOSLOT: plain (the kernel holds data) */
     uint64_t data;              /* the application's */
     uint64_t tag;               /* what the kernel holds instead */
     uint64_t change;            /* edge-triggered: the path's change counter at the
                                  * last report */
-    uint32_t kevents;           /* what the kernel registration asks for */
+    uint64_t seen;              /* the wait (shim_ep.waits) that last reported it */
     int disabled;               /* EPOLLONESHOT fired */
-    int released;               /* the path let the descriptor go: the kernel
-                                 * holds the application's data again */
-    int seen;                   /* reported in the current epoll_wait */
     int aux;                    /* the path's wake fd registered beside it, -1 */
 } shim_ep_reg_t;
+
+struct shim_ep_set {
+    int epfd;
+    int ntagged;                /* registrations in the list */
+    shim_ep_reg_t *head;
+    UT_hash_handle hh;
+};
+
+typedef struct shim_ep_fdl {    /* the registrations of one descriptor */
+    int fd;
+    shim_ep_reg_t *head;
+    UT_hash_handle hh;
+} shim_ep_fdl_t;
 
 static struct {
     int lock;
     uint32_t next_slot;
-    uint64_t gen;
-    shim_ep_reg_t *head;
+    uint64_t gen, next_id, waits;
     shim_ep_reg_t **slots;      /* SHIM_EP_SLOTS entries, from zc_pool */
+    shim_ep_set_t *sets;        /* by epfd */
+    shim_ep_fdl_t *fds;         /* by descriptor */
+    shim_ep_reg_t *free_regs;
+    int ever_tagged;            /* a tag was ever given to the kernel (atomic) */
+    int nplain;                 /* plain records (atomic) */
 } shim_ep;
 
 static void shim_ep_lock(void)
@@ -58,52 +115,140 @@ static void shim_ep_unlock(void)
     __atomic_store_n(&shim_ep.lock, 0, __ATOMIC_RELEASE);
 }
 
-/* Lock held. */
+void shim_ep_fork_prepare(void)
+{
+    shim_ep_lock();
+}
+
+void shim_ep_fork_parent(void)
+{
+    shim_ep_unlock();
+}
+
+void shim_ep_fork_child(void)
+{
+    shim_ep_unlock();
+}
+
+/* The check byte of a tag: so that a data word of the application's that
+ * starts with our magic is not taken for one. */
+static uint64_t shim_ep_check(uint64_t gen, uint32_t slot)
+{
+    uint64_t h = (gen * 0x9e3779b97f4a7c15ULL) ^ ((uint64_t)slot * 0xc2b2ae3d27d4eb4fULL);
+
+    return ((h >> 56) & 0xff) << 16;
+}
+
+/* --- the table (lock held) -------------------------------------------------- */
+
+static shim_ep_fdl_t *shim_ep_fdl(int fd, int create)
+{
+    shim_ep_fdl_t *l;
+
+    HASH_FIND_INT(shim_ep.fds, &fd, l);
+    if (l || !create)
+        return l;
+    l = zc_pool_alloc(sizeof(*l));
+    if (!l)
+        return NULL;
+    l->fd = fd;
+    HASH_ADD_INT(shim_ep.fds, fd, l);
+    if (!l->hh.tbl && shim_ep.fds != l) {       /* out of memory inside uthash */
+        zc_pool_free(l, sizeof(*l));
+        return NULL;
+    }
+    return l;
+}
+
+static shim_ep_set_t *shim_ep_set(int epfd, int create)
+{
+    shim_ep_set_t *s;
+
+    HASH_FIND_INT(shim_ep.sets, &epfd, s);
+    if (s || !create)
+        return s;
+    s = zc_pool_alloc(sizeof(*s));
+    if (!s)
+        return NULL;
+    s->epfd = epfd;
+    HASH_ADD_INT(shim_ep.sets, epfd, s);
+    return s;
+}
+
 static shim_ep_reg_t *shim_ep_find(int epfd, int fd)
 {
+    shim_ep_fdl_t *l = shim_ep_fdl(fd, 0);
     shim_ep_reg_t *g;
 
-    for (g = shim_ep.head; g; g = g->next)
-        if (g->epfd == epfd && g->fd == fd)
+    for (g = l ? l->head : NULL; g; g = g->fnext)
+        if (g->epfd == epfd)
             return g;
     return NULL;
 }
 
-/* Lock held. */
+/* A registration record of (epfd, fd), plain (no slot yet). */
 static shim_ep_reg_t *shim_ep_new(int epfd, int fd)
 {
+    shim_ep_fdl_t *l = shim_ep_fdl(fd, 1);
     shim_ep_reg_t *g;
-    uint32_t i, s;
 
-    if (!shim_ep.slots) {
-        shim_ep.slots = zc_pool_alloc(SHIM_EP_SLOTS * sizeof(*shim_ep.slots));
-        if (!shim_ep.slots)
-            return NULL;
-    }
-    for (i = 0; i < SHIM_EP_SLOTS; i++) {
-        s = (shim_ep.next_slot + i) % SHIM_EP_SLOTS;
-        if (!shim_ep.slots[s])
-            break;
-    }
-    if (i == SHIM_EP_SLOTS)
+    if (!l)
         return NULL;
-    g = zc_pool_alloc(sizeof(*g));
-    if (!g)
+    g = shim_ep.free_regs;
+    if (g)
+        shim_ep.free_regs = g->free_next;
+    else if (!(g = zc_pool_alloc(sizeof(*g))))
         return NULL;
-    shim_ep.next_slot = s + 1;
+    memset(g, 0, sizeof(*g));
+    g->id = ++shim_ep.next_id;
     g->epfd = epfd;
     g->fd = fd;
     g->aux = -1;
-    g->slot = s;
-    g->tag = SHIM_EP_TAG | ((++shim_ep.gen & 0xffffffULL) << 24) | s;
-    g->next = shim_ep.head;
-    shim_ep.head = g;
-    shim_ep.slots[s] = g;
+    g->slot = SHIM_EP_NOSLOT;
+    g->fnext = l->head;
+    l->head = g;
     return g;
 }
 
+/* Give g a slot and a tag, in epfd's set.  0 or -ENOMEM. */
+static int shim_ep_tag(shim_ep_reg_t *g)
+{
+    shim_ep_set_t *s;
+    uint32_t i, slot = 0;
+
+    if (g->slot != SHIM_EP_NOSLOT)
+        return 0;
+    if (!shim_ep.slots) {
+        shim_ep.slots = zc_pool_alloc(SHIM_EP_SLOTS * sizeof(*shim_ep.slots));
+        if (!shim_ep.slots)
+            return -ENOMEM;
+    }
+    for (i = 0; i < SHIM_EP_SLOTS; i++) {
+        slot = (shim_ep.next_slot + i) % SHIM_EP_SLOTS;
+        if (!shim_ep.slots[slot])
+            break;
+    }
+    s = i < SHIM_EP_SLOTS ? shim_ep_set(g->epfd, 1) : NULL;
+    if (!s)
+        return -ENOMEM;
+    shim_ep.next_slot = slot + 1;
+    shim_ep.gen = (shim_ep.gen + 1) & 0xffffff;
+    g->slot = slot;
+    g->tag = SHIM_EP_TAG | (shim_ep.gen << 24) | shim_ep_check(shim_ep.gen, slot) | slot;
+    g->set = s;
+    g->sprev = NULL;
+    g->snext = s->head;
+    if (s->head)
+        s->head->sprev = g;
+    s->head = g;
+    s->ntagged++;
+    shim_ep.slots[slot] = g;
+    __atomic_store_n(&shim_ep.ever_tagged, 1, __ATOMIC_RELEASE);
+    return 0;
+}
+
 /* Take g's wake fd out of its set, unless another registration of the set
- * (a duplicate of the same connection) listens to it too.  Lock held. */
+ * (a duplicate of the same connection) listens to it too. */
 static void shim_ep_aux_del(shim_ep_reg_t *g)
 {
     shim_ep_reg_t *o;
@@ -111,8 +256,8 @@ static void shim_ep_aux_del(shim_ep_reg_t *g)
 
     if (g->aux < 0)
         return;
-    for (o = shim_ep.head; o; o = o->next)
-        if (o != g && o->epfd == g->epfd && o->aux == g->aux)
+    for (o = g->set ? g->set->head : NULL; o; o = o->snext)
+        if (o != g && o->aux == g->aux)
             break;
     if (!o)
         zc_real.epoll_ctl(g->epfd, EPOLL_CTL_DEL, g->aux, NULL);
@@ -120,99 +265,87 @@ static void shim_ep_aux_del(shim_ep_reg_t *g)
     errno = saved;
 }
 
-/* Before an arming look: put the wake fd g's path wants heard in g's set
- * (edge-triggered, under the wake tag).  Returns 1 when the set listens to
- * it.  Lock held. */
-static int shim_ep_aux(shim_ep_reg_t *g)
-{
-    shim_fd_t *f = shim_fd_get(g->fd);
-    struct epoll_event e = { EPOLLIN | EPOLLET, { .u64 = 0 } };
-    shim_ep_reg_t *o;
-    int w, saved = errno;
-
-    if (!shim_fd_claimed(f) || !f->path->ops->wake_fd)
-        return 0;
-    w = f->path->ops->wake_fd(f, g->fd, 0);
-    if (w < 0)
-        return 0;
-    if (g->aux == w)
-        return 1;
-    /* every set holding the descriptor listens from now on (a nested set
-     * too, which the application may wait on only through another) */
-    for (o = shim_ep.head; o; o = o->next) {
-        if (o->fd != g->fd || o->aux == w || o->released)
-            continue;
-        shim_ep_aux_del(o);
-        e.data.u64 = SHIM_EP_AUXTAG | o->slot;
-        if (!zc_real.epoll_ctl(o->epfd, EPOLL_CTL_ADD, w, &e) || errno == EEXIST) {
-            o->aux = w;
-        } else {
-            f->path->ops->wake_fd(f, g->fd, 1);
-            errno = saved;
-            return 0;
-        }
-    }
-    errno = saved;
-    return g->aux == w;
-}
-
-/* Lock held. */
 static void shim_ep_drop(shim_ep_reg_t *g)
 {
+    shim_ep_fdl_t *l = shim_ep_fdl(g->fd, 0);
     shim_ep_reg_t **pp;
 
     shim_ep_aux_del(g);
-    for (pp = &shim_ep.head; *pp; pp = &(*pp)->next)
+    if (g->slot != SHIM_EP_NOSLOT) {
+        if (g->sprev)
+            g->sprev->snext = g->snext;
+        else
+            g->set->head = g->snext;
+        if (g->snext)
+            g->snext->sprev = g->sprev;
+        g->set->ntagged--;
+        shim_ep.slots[g->slot] = NULL;
+    } else {
+        __atomic_sub_fetch(&shim_ep.nplain, 1, __ATOMIC_RELAXED);
+    }
+    for (pp = l ? &l->head : NULL; pp && *pp; pp = &(*pp)->fnext)
         if (*pp == g) {
-            *pp = g->next;
+            *pp = g->fnext;
             break;
         }
-    shim_ep.slots[g->slot] = NULL;
-    zc_pool_free(g, sizeof(*g));
+    if (l && !l->head) {
+        HASH_DEL(shim_ep.fds, l);
+        zc_pool_free(l, sizeof(*l));
+    }
+    g->id = 0;
+    g->free_next = shim_ep.free_regs;
+    shim_ep.free_regs = g;
 }
 
-/* Lock held. */
-static shim_ep_reg_t *shim_ep_by_tag(int epfd, uint64_t tag)
+/* The slot's registration if tag is one of ours, else NULL. */
+static shim_ep_reg_t *shim_ep_by_tag(uint64_t tag)
 {
+    uint32_t slot = (uint32_t)(tag & 0xffff);
     shim_ep_reg_t *g;
 
     if ((tag & SHIM_EP_TAGMASK) != SHIM_EP_TAG || !shim_ep.slots)
         return NULL;
-    g = shim_ep.slots[tag & 0xffffff & (SHIM_EP_SLOTS - 1)];
-    return g && g->tag == tag && g->epfd == epfd ? g : NULL;
+    g = shim_ep.slots[slot];
+    return g && g->tag == tag ? g : NULL;
 }
 
-/* An epoll descriptor or one of its registered descriptors is closing:
- * forget what the kernel forgets. */
-void shim_ep_forget_fd(int fd)
+/* Is tag shaped like one of ours (magic and check byte)? */
+static int shim_ep_tag_shaped(uint64_t tag)
 {
-    shim_ep_reg_t *g, *next;
+    return (tag & SHIM_EP_TAGMASK) == SHIM_EP_TAG &&
+           (tag & 0xff0000) == shim_ep_check((tag >> 24) & 0xffffff, (uint32_t)(tag & 0xffff));
+}
 
-    if (!__atomic_load_n(&shim_ep.head, __ATOMIC_RELAXED))
-        return;
-    shim_ep_lock();
-    for (g = shim_ep.head; g; g = next) {
-        next = g->next;
-        if (g->epfd == fd)
-            shim_ep_drop(g);
+/* The path let g's descriptor go (it is on the copy path now): the kernel
+ * registration gets the application's own events and data back and g
+ * leaves the table; what the kernel reports from now on passes through
+ * untouched.  Returns what to report of kev (the kernel's events for it,
+ * or -1), as the kernel said it. */
+static uint32_t shim_ep_release(shim_ep_reg_t *g, int kev)
+{
+    struct epoll_event e = { g->events, { .u64 = g->data } };
+    uint32_t events = g->events;
+    int saved = errno;
+
+    shim_ep_aux_del(g);
+    if (g->events & EPOLLEXCLUSIVE) {
+        zc_real.epoll_ctl(g->epfd, EPOLL_CTL_DEL, g->fd, NULL);
+        zc_real.epoll_ctl(g->epfd, EPOLL_CTL_ADD, g->fd, &e);
+    } else {
+        zc_real.epoll_ctl(g->epfd, EPOLL_CTL_MOD, g->fd, &e);
     }
-    shim_ep_unlock();
+    errno = saved;
+    shim_ep_drop(g);
+    if (kev <= 0)
+        return 0;
+    return (uint32_t)kev & (events | EPOLLERR | EPOLLHUP);
 }
 
-/* What the kernel registration of claimed descriptor f asks for, for the
- * application's events. */
-static uint32_t shim_ep_kernel_events(shim_fd_t *f, uint32_t events)
+/* Register g with the kernel again for kevents: always (a one-shot that
+ * fired), or only when they changed. */
+static void shim_ep_rearm(shim_ep_reg_t *g, uint32_t kevents, int always)
 {
-    return (uint32_t)(unsigned short)f->path->ops->kernel_events(f, (short)events) |
-           (events & SHIM_EP_KERNEL_KEEP);
-}
-
-/* Register g with the kernel again for what the connection needs now:
- * always (a one-shot that fired), or only when that changed (a connection
- * handed back to the kernel).  Lock held. */
-static void shim_ep_rearm(shim_ep_reg_t *g, shim_fd_t *f, int always)
-{
-    struct epoll_event re = { shim_ep_kernel_events(f, g->events), { .u64 = g->tag } };
+    struct epoll_event re = { kevents, { .u64 = g->tag } };
     int saved = errno;
 
     if (!always && re.events == g->kevents)
@@ -229,79 +362,293 @@ static void shim_ep_rearm(shim_ep_reg_t *g, shim_fd_t *f, int always)
     errno = saved;
 }
 
-/* The path let g's descriptor go (it is on the copy path now): the kernel
- * registration gets the application's own events and data back, so what
- * the kernel reports from now on passes through untouched, and the event in
- * flight (kev) is reported as the kernel said it.  Lock held. */
-static uint32_t shim_ep_released(shim_ep_reg_t *g, int kev)
+/* Put wake fd w in every set holding g's descriptor (edge-triggered, under
+ * the wake tag): 1 when g's set listens to it, 0 when it could not. */
+static int shim_ep_aux_add(shim_ep_reg_t *g, int w)
 {
-    struct epoll_event e = { g->events, { .u64 = g->data } };
+    shim_ep_fdl_t *l = shim_ep_fdl(g->fd, 0);
+    struct epoll_event e = { EPOLLIN | EPOLLET, { .u64 = 0 } };
+    shim_ep_reg_t *o;
     int saved = errno;
 
-    if (!g->released) {
-        g->released = 1;
-        shim_ep_aux_del(g);
-        if (g->events & EPOLLEXCLUSIVE) {
-            zc_real.epoll_ctl(g->epfd, EPOLL_CTL_DEL, g->fd, NULL);
-            zc_real.epoll_ctl(g->epfd, EPOLL_CTL_ADD, g->fd, &e);
-        } else {
-            zc_real.epoll_ctl(g->epfd, EPOLL_CTL_MOD, g->fd, &e);
+    if (g->aux == w)
+        return 1;
+    for (o = l ? l->head : NULL; o; o = o->fnext) {
+        if (o->slot == SHIM_EP_NOSLOT || o->aux == w)
+            continue;
+        shim_ep_aux_del(o);
+        e.data.u64 = SHIM_EP_AUXTAG | o->slot;
+        if (zc_real.epoll_ctl(o->epfd, EPOLL_CTL_ADD, w, &e) && errno != EEXIST) {
+            errno = saved;
+            return 0;
         }
-        errno = saved;
+        o->aux = w;
     }
-    if (kev <= 0)
-        return 0;
-    if (g->events & EPOLLONESHOT)
-        g->disabled = 1;
-    g->seen = 1;
-    return (uint32_t)kev & (g->events | EPOLLERR | EPOLLHUP);
+    errno = saved;
+    return g->aux == w;
 }
 
-/* The events registration g reports now (kev: the kernel's events for it, or
- * -1), 0 when none; updates its edge-triggered and one-shot state when it
- * reports.  Lock held. */
-static uint32_t shim_ep_ready(shim_ep_reg_t *g, int kev, int arm, shim_ready_ask_t *ask)
-{
-    shim_fd_t *f = shim_fd_get(g->fd);
-    uint32_t want = g->events & ~(uint32_t)SHIM_EP_KERNEL_KEEP, rev;
-    uint64_t ch;
+/* --- asking the paths (no lock held) ------------------------------------------ */
 
-    if (g->disabled || g->seen)
+/* What the kernel registration of a claimed descriptor asks for, for the
+ * application's events. */
+static uint32_t shim_ep_kernel_events(shim_fd_t *f, uint32_t events)
+{
+    return (uint32_t)(unsigned short)f->path->ops->kernel_events(f, (short)events) |
+           (events & SHIM_EP_KERNEL_KEEP);
+}
+
+/* One registration's answer in a wait: its revents now (kev: the kernel's
+ * events for it, or -1), its change counter, what the kernel registration
+ * should ask for. */
+typedef struct shim_ep_ans {
+    shim_ep_reg_t *g;
+    uint64_t id, change, data;
+    uint32_t events, rev, kevents;
+    int fd, claimed, aux, kev;
+} shim_ep_ans_t;
+
+/* Ask a's path (a->fd pinned here) with arming arm; wake: the arming look
+ * may make the set listen to the path's wake fd (set in a->aux). */
+static void shim_ep_ask(shim_ep_ans_t *a, int arm, int wake, shim_ready_ask_t *ask)
+{
+    shim_pin_t pin;
+    shim_fd_t *f;
+    uint32_t want = a->events & ~(uint32_t)SHIM_EP_KERNEL_KEEP;
+
+    a->claimed = shim_fd_pin(a->fd, &pin);
+    a->aux = -1;
+    if (!a->claimed)
+        return;
+    f = &pin.f;
+    if (wake && f->path->ops->wake_fd)
+        a->aux = f->path->ops->wake_fd(f, a->fd, 0);
+    if (a->aux >= 0 && ask) {
+        int heard = 1;
+
+        /* the set must hear it before the path counts on it */
+        shim_ep_lock();
+        if (a->g->id == a->id)
+            heard = shim_ep_aux_add(a->g, a->aux);
+        else
+            a->aux = -1;
+        shim_ep_unlock();
+        if (!heard) {
+            a->aux = -1;
+            f->path->ops->wake_fd(f, a->fd, 1);
+        }
+    }
+    if (ask)
+        ask->wake_listening = a->aux >= 0;
+    a->rev = (uint16_t)f->path->ops->revents(f, a->fd, (short)(want | EPOLLRDHUP), a->kev, arm,
+                                             ask);
+    if (ask)
+        ask->wake_listening = 0;
+    a->rev &= want | EPOLLERR | EPOLLHUP;
+    a->kevents = shim_ep_kernel_events(f, a->events);
+    if (a->rev && (a->events & EPOLLET))
+        a->change = f->path->ops->change(f, a->fd);
+    shim_fd_unpin(&pin);
+}
+
+/* Apply a's answer to its registration (lock held): the events to report,
+ * 0 for none. */
+static uint32_t shim_ep_apply(shim_ep_ans_t *a, uint64_t wait)
+{
+    shim_ep_reg_t *g = a->g;
+
+    if (g->id != a->id || g->slot == SHIM_EP_NOSLOT)
+        return 0;       /* deleted (or re-registered) meanwhile */
+    a->data = g->data;  /* (a MOD may have changed it) */
+    if (!a->claimed) {
+        uint32_t seen = g->seen == wait, rev = shim_ep_release(g, a->kev);
+
+        return seen ? 0 : rev;
+    }
+    shim_ep_rearm(g, a->kevents, 0);
+    if (!a->rev || g->disabled || g->seen == wait) {
+        if (a->kev > 0 && (g->events & EPOLLONESHOT) && !g->disabled)
+            shim_ep_rearm(g, g->kevents, 1);    /* the kernel disabled it: nothing to say */
         return 0;
-    if (!shim_fd_claimed(f))
-        return shim_ep_released(g, kev);
-    rev = (uint16_t)f->path->ops->revents(f, g->fd, (short)(want | EPOLLRDHUP), kev, arm, ask);
-    shim_ep_rearm(g, f, 0);
-    rev &= want | EPOLLERR | EPOLLHUP;
-    if (!rev)
-        return 0;
+    }
     if (g->events & EPOLLET) {
-        ch = f->path->ops->change(f, g->fd);
-        if (kev <= 0 && ch == g->change)
+        if (a->kev <= 0 && a->change == g->change)
             return 0;       /* nothing new since the last report */
-        g->change = ch;
+        g->change = a->change;
     }
     if (g->events & EPOLLONESHOT)
         g->disabled = 1;
-    g->seen = 1;
-    return rev;
+    g->seen = wait;
+    return a->rev;
+}
+
+static void shim_ep_snap(shim_ep_ans_t *a, shim_ep_reg_t *g, int kev)
+{
+    a->g = g;
+    a->id = g->id;
+    a->data = g->data;
+    a->fd = g->fd;
+    a->events = g->events;
+    a->kev = kev;
+    a->change = 0;
+}
+
+/* --- translating what the kernel reported -------------------------------------- */
+
+/* The kernel's events evs[0..n) of a wait on epfd (number wait): tags of
+ * ours become the application's data, or go (a wake fd's; one whose path
+ * has nothing to report; one no registration holds any more).  Returns how
+ * many are left, compacted. */
+static int shim_ep_translate_n(struct epoll_event *evs, int n, uint64_t wait)
+{
+    int i, kept = 0;
+
+    for (i = 0; i < n; i++) {
+        struct epoll_event *e = &evs[i];
+        shim_ep_ans_t a;
+        shim_ep_reg_t *g;
+        uint32_t rev;
+
+        if ((e->data.u64 & SHIM_EP_TAGMASK) == SHIM_EP_AUXTAG)
+            continue;   /* a path's wake fd: the waiter looks again */
+        if ((e->data.u64 & SHIM_EP_TAGMASK) != SHIM_EP_TAG) {
+            evs[kept++] = *e;
+            continue;
+        }
+        shim_ep_lock();
+        g = shim_ep_by_tag(e->data.u64);
+        if (!g) {
+            shim_ep_unlock();
+            if (shim_ep_tag_shaped(e->data.u64)) {
+                zc_stat_add(ZC_STAT_READY_EP_STALE_TAGS, 1);
+                continue;   /* a registration gone, or a forked sibling's */
+            }
+            evs[kept++] = *e;   /* the application's own data word */
+            continue;
+        }
+        shim_ep_snap(&a, g, (int)(e->events & 0xffff));
+        shim_ep_unlock();
+        shim_ep_ask(&a, 0, 0, NULL);
+        shim_ep_lock();
+        rev = shim_ep_apply(&a, wait);
+        shim_ep_unlock();
+        if (!rev)
+            continue;
+        e->events = rev;
+        e->data.u64 = a.data;
+        evs[kept++] = *e;
+    }
+    return kept;
+}
+
+/* A pass-through epoll wait (no claimed registration in the set when it
+ * began) returned n > 0 events: translate them when this process ever
+ * tagged a registration.  Returns the events left. */
+int shim_ep_translate(int epfd, struct epoll_event *evs, int n)
+{
+    (void)epfd;
+    if (n <= 0 || !__atomic_load_n(&shim_ep.ever_tagged, __ATOMIC_ACQUIRE))
+        return n;
+    return shim_ep_translate_n(evs, n, __atomic_add_fetch(&shim_ep.waits, 1, __ATOMIC_RELAXED));
+}
+
+/* --- the wait ------------------------------------------------------------------ */
+
+/* A snapshot of the claimed registrations of epfd (those a look may
+ * report: not one-shots that fired, unless all), in *a_p (a, or a bigger
+ * array from zc_pool that shim_ep_snap_free gives back).  Returns how many. */
+static int shim_ep_snap_set(int epfd, shim_ep_ans_t *a, int cap, shim_ep_ans_t **a_p,
+                            size_t *size_p, int all)
+{
+    shim_ep_set_t *s;
+    shim_ep_reg_t *g;
+    int n = 0, want;
+
+    *a_p = a;
+    *size_p = 0;
+    for (;;) {
+        shim_ep_lock();
+        s = shim_ep_set(epfd, 0);
+        want = s ? s->ntagged : 0;
+        if (want <= cap) {
+            for (g = s ? s->head : NULL; g; g = g->snext)
+                if (all || !g->disabled)
+                    shim_ep_snap(&(*a_p)[n++], g, -1);
+            shim_ep_unlock();
+            return n;
+        }
+        shim_ep_unlock();
+        if (*size_p)
+            zc_pool_free(*a_p, *size_p);
+        cap = want + 16;
+        *size_p = (size_t)cap * sizeof(*a);
+        *a_p = zc_pool_alloc(*size_p);
+        if (!*a_p) {
+            /* no memory for the whole set: the first cap of it */
+            *a_p = a;
+            *size_p = 0;
+            cap = SHIM_EP_SNAP;
+            shim_ep_lock();
+            s = shim_ep_set(epfd, 0);
+            for (g = s ? s->head : NULL; g && n < cap; g = g->snext)
+                if (all || !g->disabled)
+                    shim_ep_snap(&a[n++], g, -1);
+            shim_ep_unlock();
+            return n;
+        }
+    }
+}
+
+static void shim_ep_snap_free(shim_ep_ans_t *a, size_t size)
+{
+    if (size)
+        zc_pool_free(a, size);
 }
 
 /* The spin of this wait is over: every claimed registration of epfd gets
  * back a wake-up the spin withdrew (SHIM_READY_SPUN). */
 static void shim_ep_spun(int epfd)
 {
-    shim_ep_reg_t *g;
+    shim_ep_ans_t stack[SHIM_EP_SNAP], *a;
+    size_t size;
+    int n = shim_ep_snap_set(epfd, stack, SHIM_EP_SNAP, &a, &size, 1), i;
 
+    for (i = 0; i < n; i++) {
+        shim_pin_t pin;
+
+        if (shim_fd_pin(a[i].fd, &pin)) {
+            pin.f.path->ops->revents(&pin.f, a[i].fd, (short)(a[i].events & 0xffff), -1,
+                                     SHIM_READY_SPUN, NULL);
+            shim_fd_unpin(&pin);
+        }
+    }
+    shim_ep_snap_free(a, size);
+}
+
+/* Look at every claimed registration of epfd (arm: SHIM_READY_*), filling
+ * evs up to max from out on. */
+static int shim_ep_look(int epfd, struct epoll_event *evs, int out, int max, int arm,
+                        shim_ready_ask_t *ask, uint64_t wait)
+{
+    shim_ep_ans_t stack[SHIM_EP_SNAP], *a;
+    size_t size;
+    int n = shim_ep_snap_set(epfd, stack, SHIM_EP_SNAP, &a, &size, 0), i;
+
+    for (i = 0; i < n; i++)
+        shim_ep_ask(&a[i], arm, arm == SHIM_READY_ARM, ask);
     shim_ep_lock();
-    for (g = shim_ep.head; g; g = g->next) {
-        shim_fd_t *f = shim_fd_get(g->fd);
+    for (i = 0; i < n && out < max; i++) {
+        uint32_t rev = shim_ep_apply(&a[i], wait);
 
-        if (g->epfd == epfd && shim_fd_claimed(f))
-            f->path->ops->revents(f, g->fd, (short)(g->events & 0xffff), -1, SHIM_READY_SPUN,
-                                  NULL);
+        if (rev) {
+            evs[out].events = rev;
+            evs[out].data.u64 = a[i].data;
+            out++;
+        }
     }
     shim_ep_unlock();
+    shim_ep_snap_free(a, size);
+    return out;
 }
 
 static int shim_ep_wait(int epfd, struct epoll_event *evs, int max, int timeout,
@@ -309,34 +656,17 @@ static int shim_ep_wait(int epfd, struct epoll_event *evs, int max, int timeout,
 {
     int64_t deadline = timeout < 0 ? -1 : timeout == 0 ? 0 :
                        shim_now_ns() + (int64_t)timeout * 1000000;
+    uint64_t wait = __atomic_add_fetch(&shim_ep.waits, 1, __ATOMIC_RELAXED);
 
     for (;;) {
-        shim_ep_reg_t *g;
         struct timespec left;
         shim_ready_ask_t ask = { 0 };
-        int out = 0, pass, r, i, kept, tmo, spin = shim_wait_spinning(ws);
+        int out = 0, pass, r, kept, tmo, spin = shim_wait_spinning(ws);
 
-        shim_ep_lock();
-        for (g = shim_ep.head; g; g = g->next)
-            g->seen = 0;
         /* look, then look and arm; spinning: one look that may withdraw;
          * a zero timeout only looks (nobody would wait for the wake-up) */
         for (pass = 0; pass < (ws->may_sleep ? 2 - spin : 1) && !out; pass++)
-            for (g = shim_ep.head; g && out < max; g = g->next) {
-                uint32_t rev;
-
-                if (g->epfd != epfd)
-                    continue;
-                ask.wake_listening = pass == 1 && !spin && shim_ep_aux(g);
-                rev = shim_ep_ready(g, -1, spin ? SHIM_READY_SPIN : pass, &ask);
-                ask.wake_listening = 0;
-                if (rev) {
-                    evs[out].events = rev;
-                    evs[out].data.u64 = g->data;
-                    out++;
-                }
-            }
-        shim_ep_unlock();
+            out = shim_ep_look(epfd, evs, out, max, spin ? SHIM_READY_SPIN : pass, &ask, wait);
         if (out == max)
             return out;
         if (!out)
@@ -360,27 +690,7 @@ static int shim_ep_wait(int epfd, struct epoll_event *evs, int max, int timeout,
         r = zc_real.epoll_pwait(epfd, evs + out, max - out, tmo, mask);
         if (r < 0)
             return out ? out : -1;
-        shim_ep_lock();
-        for (i = 0, kept = 0; i < r; i++) {
-            struct epoll_event *e = &evs[out + i];
-
-            if ((e->data.u64 & SHIM_EP_TAGMASK) == SHIM_EP_AUXTAG)
-                continue;   /* a path's wake fd: the next round looks again */
-            g = shim_ep_by_tag(epfd, e->data.u64);
-            if (g) {
-                uint32_t rev = shim_ep_ready(g, (int)(e->events & 0xffff), 0, NULL);
-
-                if (!rev) {
-                    if ((g->events & EPOLLONESHOT) && !g->disabled)
-                        shim_ep_rearm(g, shim_fd_get(g->fd), 1);
-                    continue;
-                }
-                e->events = rev;
-                e->data.u64 = g->data;
-            }
-            evs[out + kept++] = *e;
-        }
-        shim_ep_unlock();
+        kept = shim_ep_translate_n(evs + out, r, wait);
         if (out + kept || timeout == 0 || (deadline >= 0 && shim_expired(deadline)))
             return out + kept;
     }
@@ -403,46 +713,66 @@ int shim_ready_epoll_wait(int epfd, struct epoll_event *evs, int max, int timeou
     return n;
 }
 
+/* A pass-through wait whose translation left nothing while time is left:
+ * wait on through the engine (the set holds a claimed registration, or
+ * held one) for what remains of timeout_ms since t0_ns. */
+int shim_ep_wait_rest(int epfd, struct epoll_event *evs, int max, int timeout_ms,
+                      int64_t t0_ns, const sigset_t *mask)
+{
+    int64_t left;
+
+    if (timeout_ms == 0)
+        return 0;
+    if (timeout_ms > 0) {
+        left = (t0_ns + (int64_t)timeout_ms * 1000000 - shim_now_ns()) / 1000000;
+        if (left <= 0)
+            return 0;
+        timeout_ms = (int)left;
+    }
+    return shim_ready_epoll_wait(epfd, evs, max, timeout_ms, mask);
+}
+
+/* 1 when a wait on epfd must go through the engine (a claimed registration
+ * is in the set). */
 int shim_ep_has(int epfd)
 {
     shim_fd_t *e = shim_fd_get(epfd);
+    shim_ep_set_t *s;
+    int n;
 
-    return e && e->kind == SHIM_FD_EPOLL;
-}
-
-/* epoll_ctl on a claimed descriptor: the registration is kept in the table
- * and registered with the kernel under its tag.  Returns what epoll_ctl
- * returns (-1 and errno on failure). */
-/* epoll_ctl on a descriptor no path claims (any more): a registration made
- * while it was claimed first gets the application's events and data back in
- * the kernel (as the wait would do), then leaves the table, so the
- * application's call meets exactly the registration it made and the kernel
- * answers it.  Without this, a MOD made after the release went to the
- * kernel alone and the wait later restored the events of the first
- * registration (PostgreSQL's backend then spun on EPOLLOUT). */
-void shim_ep_unclaimed(int epfd, int fd)
-{
-    shim_ep_reg_t *g;
-
-    if (!__atomic_load_n(&shim_ep.head, __ATOMIC_RELAXED))
-        return;
+    if (!e || e->kind != SHIM_FD_EPOLL)
+        return 0;
     shim_ep_lock();
-    g = shim_ep_find(epfd, fd);
-    if (g) {
-        shim_ep_released(g, -1);
-        shim_ep_drop(g);
-    }
+    s = shim_ep_set(epfd, 0);
+    n = s ? s->ntagged : 0;
     shim_ep_unlock();
+    return n > 0;
 }
 
-int shim_ep_ctl(int epfd, int op, int fd, struct epoll_event *ev)
+/* --- epoll_ctl ------------------------------------------------------------------- */
+
+/* The set is ours to translate from now on (before its first claimed
+ * registration reaches the kernel). */
+static void shim_ep_mark(int epfd)
 {
-    shim_fd_t *f;
+    shim_fd_t *e = shim_fd_get(epfd);
+
+    if (e && e->kind == SHIM_FD_UNKNOWN)
+        __atomic_store_n(&e->kind, SHIM_FD_EPOLL, __ATOMIC_RELEASE);
+}
+
+/* epoll_ctl on a claimed descriptor (pinned by the caller as *f): the
+ * registration is kept in the table and registered with the kernel under
+ * its tag.  Returns what epoll_ctl returns (-1 and errno on failure). */
+int shim_ep_ctl(int epfd, int op, int fd, struct epoll_event *ev, shim_fd_t *f)
+{
     shim_ep_reg_t *g;
     struct epoll_event kev;
-    int rc, created = 0;
+    int rc, created = 0, w = -1;
 
-    f = shim_fd_get(fd);
+    if (op != EPOLL_CTL_DEL && f->path->ops->wake_fd)
+        w = f->path->ops->wake_fd(f, fd, 0);    /* a wake fd the path has: heard here too */
+    shim_ep_mark(epfd);
     shim_ep_lock();
     g = shim_ep_find(epfd, fd);
     if (op == EPOLL_CTL_DEL) {
@@ -455,34 +785,35 @@ int shim_ep_ctl(int epfd, int op, int fd, struct epoll_event *ev)
     /* ADD of a known registration: the kernel's answer decides (EEXIST: it
      * is live and stays as it is; success: the kernel had forgotten it
      * with a closed descriptor of the same number).  MOD of an unknown one
-     * (registered before the descriptor was claimed): it gets a slot and
-     * our tag too.  Either way the kernel never holds the application's
-     * data for a claimed descriptor. */
+     * (registered before the descriptor was claimed and not recorded): it
+     * gets a slot and our tag too.  Either way the kernel never holds the
+     * application's data for a claimed descriptor. */
     if (!g) {
         g = shim_ep_new(epfd, fd);
         created = 1;
+        if (g)
+            __atomic_add_fetch(&shim_ep.nplain, 1, __ATOMIC_RELAXED);
     }
-    if (!g) {
+    if (!g || shim_ep_tag(g)) {
+        if (g && created)
+            shim_ep_drop(g);
         shim_ep_unlock();
         errno = ENOMEM;
         return -1;
     }
+    if (created)
+        __atomic_sub_fetch(&shim_ep.nplain, 1, __ATOMIC_RELAXED);
     kev.events = shim_ep_kernel_events(f, ev->events);
     kev.data.u64 = g->tag;
     rc = zc_real.epoll_ctl(epfd, op, fd, &kev);
     if (rc == 0) {
-        shim_fd_t *e = shim_fd_get(epfd);
-
-        if (e && e->kind == SHIM_FD_UNKNOWN)
-            e->kind = SHIM_FD_EPOLL;
         g->events = ev->events;
         g->kevents = kev.events;
         g->data = ev->data.u64;
         g->disabled = 0;
-        g->released = 0;
         g->change = UINT64_MAX;
-        if (shim_fd_claimed(f))
-            shim_ep_aux(g);     /* a wake fd the path has already: heard here too */
+        if (w >= 0 && !shim_ep_aux_add(g, w))
+            w = -2;
     } else if (created) {
         int saved = errno;
 
@@ -490,5 +821,132 @@ int shim_ep_ctl(int epfd, int op, int fd, struct epoll_event *ev)
         errno = saved;
     }
     shim_ep_unlock();
+    if (w == -2)
+        f->path->ops->wake_fd(f, fd, 1);
     return rc;
+}
+
+/* epoll_ctl on a descriptor no path claims, before the real call: a
+ * registration made while it was claimed first gets the application's
+ * events and data back in the kernel (as a wait would do), then leaves the
+ * table, so the application's call meets exactly the registration it made
+ * and the kernel answers it.  Without this, a MOD made after the release
+ * went to the kernel alone and a wait later restored the events of the
+ * first registration (PostgreSQL's backend then spun on EPOLLOUT). */
+void shim_ep_unclaimed(int epfd, int fd)
+{
+    shim_ep_reg_t *g;
+
+    if (!__atomic_load_n(&shim_ep.fds, __ATOMIC_RELAXED))
+        return;
+    shim_ep_lock();
+    g = shim_ep_find(epfd, fd);
+    if (g && g->slot != SHIM_EP_NOSLOT)
+        shim_ep_release(g, -1);
+    shim_ep_unlock();
+}
+
+/* The application's epoll_ctl on an unclaimed descriptor succeeded: while
+ * the descriptor is an unconnected stream socket a path may claim at its
+ * connect, keep a record of the registration (REGISTERED BEFORE CLAIMED). */
+void shim_ep_plain_ctl(int epfd, int op, int fd, const struct epoll_event *ev)
+{
+    shim_fd_t *f = shim_fd_get(fd);
+    shim_ep_reg_t *g;
+
+    if (!f || !f->unconnected || f->kind != SHIM_FD_SOCKET)
+        return;
+    shim_ep_lock();
+    g = shim_ep_find(epfd, fd);
+    if (op == EPOLL_CTL_DEL) {
+        if (g)
+            shim_ep_drop(g);
+    } else if (ev) {
+        if (!g && (g = shim_ep_new(epfd, fd)))
+            __atomic_add_fetch(&shim_ep.nplain, 1, __ATOMIC_RELAXED);
+        if (g && g->slot == SHIM_EP_NOSLOT) {
+            g->events = ev->events;
+            g->data = ev->data.u64;
+        }
+    }
+    shim_ep_unlock();
+}
+
+/* fd was just claimed (shim_fd_claim): its recorded registrations take our
+ * tag, so the readiness engine asks its path from now on. */
+void shim_ep_claimed(int fd)
+{
+    shim_ep_fdl_t *l;
+    shim_ep_reg_t *g, *next;
+    shim_pin_t pin;
+
+    if (!__atomic_load_n(&shim_ep.nplain, __ATOMIC_RELAXED) || !shim_fd_pin(fd, &pin))
+        return;
+    shim_ep_lock();
+    l = shim_ep_fdl(fd, 0);
+    for (g = l ? l->head : NULL; g; g = next) {
+        struct epoll_event kev;
+
+        next = g->fnext;
+        if (g->slot != SHIM_EP_NOSLOT)
+            continue;
+        shim_ep_mark(g->epfd);
+        if (shim_ep_tag(g)) {
+            shim_ep_drop(g);     /* stays plain in the kernel: the copy path's waits */
+            continue;
+        }
+        __atomic_sub_fetch(&shim_ep.nplain, 1, __ATOMIC_RELAXED);
+        kev.events = shim_ep_kernel_events(&pin.f, g->events);
+        kev.data.u64 = g->tag;
+        if (zc_real.epoll_ctl(g->epfd, EPOLL_CTL_MOD, fd, &kev)) {
+            shim_ep_drop(g);    /* the set let it go meanwhile */
+            continue;
+        }
+        g->kevents = kev.events;
+        g->change = UINT64_MAX;
+        zc_stat_add(ZC_STAT_READY_EP_ADOPTED, 1);
+    }
+    shim_ep_unlock();
+    shim_fd_unpin(&pin);
+}
+
+/* Socket fd is closing: its registrations go (the kernel drops them with
+ * the file; one kept alive by a duplicate reports under a tag no
+ * registration holds any more, which is dropped). */
+void shim_ep_fd_closed(int fd)
+{
+    shim_ep_fdl_t *l;
+
+    if (!__atomic_load_n(&shim_ep.fds, __ATOMIC_RELAXED))
+        return;
+    shim_ep_lock();
+    while ((l = shim_ep_fdl(fd, 0)) && l->head)
+        shim_ep_drop(l->head);
+    shim_ep_unlock();
+}
+
+/* An epoll descriptor is closing: forget its set. */
+void shim_ep_forget_fd(int epfd)
+{
+    shim_ep_set_t *s;
+
+    shim_ep_lock();
+    s = shim_ep_set(epfd, 0);
+    if (s) {
+        shim_ep_fdl_t *l, *ln;
+        shim_ep_reg_t *g, *gn;
+
+        while (s->head)
+            shim_ep_drop(s->head);
+        /* plain records of the set too */
+        HASH_ITER(hh, shim_ep.fds, l, ln)
+            for (g = l->head; g; g = gn) {
+                gn = g->fnext;
+                if (g->epfd == epfd)
+                    shim_ep_drop(g);
+            }
+        HASH_DEL(shim_ep.sets, s);
+        zc_pool_free(s, sizeof(*s));
+    }
+    shim_ep_unlock();
 }

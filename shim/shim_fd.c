@@ -7,9 +7,12 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 
+#include "shim_int.h"
 #include "shim_path.h"
 #include "zc_real.h"
 #include "zc_stats.h"
+
+#include <sys/single_threaded.h>
 
 shim_fd_t *shim_fd_table;
 unsigned shim_fd_table_size;
@@ -47,10 +50,67 @@ void shim_fd_socket_track(int fd, int family, int type)
     f->family = (uint8_t)family;
     f->stream = type == SOCK_STREAM;
     f->copy_why = f->stream ? ZC_STAT_WHY_NO_FAST_PATH : ZC_STAT_WHY_NOT_STREAM;
-    f->claim = SHIM_CLAIM_NONE;
+    f->unconnected = f->stream;
+    shim_fd_claim_clear(f);
+    __atomic_store_n(&f->kind, SHIM_FD_SOCKET, __ATOMIC_RELEASE);
+}
+
+void shim_fd_seize(shim_fd_t *f)
+{
+    shim_crit_enter();
+    while (__atomic_exchange_n(&f->seize, 1, __ATOMIC_ACQUIRE))
+        __builtin_ia32_pause();
+}
+
+void shim_fd_unseize(shim_fd_t *f)
+{
+    __atomic_store_n(&f->seize, 0, __ATOMIC_RELEASE);
+    shim_crit_leave();
+}
+
+void shim_fd_connected(int fd)
+{
+    shim_fd_t *f = shim_fd_get(fd);
+
+    if (f && f->unconnected) {
+        f->unconnected = 0;
+        if (f->claim != SHIM_CLAIM_DATA)
+            shim_ep_fd_closed(fd);      /* its plain records: never claimed now */
+    }
+}
+
+void shim_fd_claim_clear(shim_fd_t *f)
+{
+    shim_fd_seize(f);
+    __atomic_store_n(&f->claim, SHIM_CLAIM_NONE, __ATOMIC_RELEASE);
     f->path = NULL;
     f->path_ctx = NULL;
-    __atomic_store_n(&f->kind, SHIM_FD_SOCKET, __ATOMIC_RELEASE);
+    shim_fd_unseize(f);
+}
+
+static void shim_fd_clear_locked(shim_fd_t *f)
+{
+    __atomic_store_n(&f->claim, SHIM_CLAIM_NONE, __ATOMIC_RELEASE);
+    f->kind = SHIM_FD_UNKNOWN;
+    f->family = f->stream = f->copy_why = f->unconnected = 0;
+    f->path = NULL;
+    f->path_ctx = NULL;
+}
+
+void shim_fd_reset(shim_fd_t *f)
+{
+    shim_fd_seize(f);
+    shim_fd_clear_locked(f);
+    shim_fd_unseize(f);
+}
+
+void shim_fd_take(shim_fd_t *f, shim_fd_t *was)
+{
+    shim_fd_seize(f);
+    *was = *f;
+    shim_fd_clear_locked(f);
+    shim_fd_unseize(f);
+    was->seize = 0;
 }
 
 void shim_fd_forget(int fd)
@@ -58,28 +118,81 @@ void shim_fd_forget(int fd)
     shim_fd_t *f = shim_fd_get(fd);
 
     if (f && f->kind != SHIM_FD_UNKNOWN)
-        memset(f, 0, sizeof(*f));
+        shim_fd_reset(f);
 }
 
 void shim_fd_copy(int oldfd, int newfd)
 {
     shim_fd_t *from = shim_fd_get(oldfd), *to = shim_fd_get(newfd);
+    shim_pin_t pin = { .obj = NULL };
 
     if (!to || oldfd == newfd)
         return;
-    if (from && from->kind == SHIM_FD_SOCKET) {
-        *to = *from;
-        if (to->claim == SHIM_CLAIM_DATA && to->path->ops->dup) {
-            to->path->ops->dup(to, newfd);
-        } else if (to->claim != SHIM_CLAIM_DATA) {
-            /* what a path watches stays with the original number */
-            to->claim = SHIM_CLAIM_NONE;
-            to->path = NULL;
-            to->path_ctx = NULL;
-        }
-    } else {
-        memset(to, 0, sizeof(*to));
+    if (!from || from->kind != SHIM_FD_SOCKET) {
+        shim_fd_reset(to);
+        return;
     }
+    /* pinned: a close of oldfd in another thread cannot free the state
+     * before the path counted the new descriptor */
+    if (!shim_fd_pin_slow(from, &pin)) {
+        /* what a path watches stays with the original number */
+        pin.f.claim = SHIM_CLAIM_NONE;
+        pin.f.path = NULL;
+        pin.f.path_ctx = NULL;
+    }
+    shim_fd_seize(to);
+    to->kind = pin.f.kind;
+    to->family = pin.f.family;
+    to->stream = pin.f.stream;
+    to->copy_why = pin.f.copy_why;
+    to->unconnected = 0;            /* one number is enough to follow a connect */
+    to->path = pin.f.path;
+    to->path_ctx = pin.f.path_ctx;
+    __atomic_store_n(&to->claim, pin.f.claim, __ATOMIC_RELEASE);
+    shim_fd_unseize(to);
+    if (pin.f.claim == SHIM_CLAIM_DATA && pin.f.path->ops->dup)
+        pin.f.path->ops->dup(&pin.f, newfd);
+    shim_fd_unpin(&pin);
+}
+
+/* --- pins (shim_path.h, PINS) ---------------------------------------------- */
+
+int shim_fd_pin_slow(shim_fd_t *f, shim_pin_t *p)
+{
+    p->obj = NULL;
+    if (__libc_single_threaded) {
+        p->f = *f;
+        return p->f.claim == SHIM_CLAIM_DATA;
+    }
+    shim_fd_seize(f);
+    p->f = *f;
+    if (p->f.claim == SHIM_CLAIM_DATA && p->f.path_ctx) {
+        p->obj = p->f.path_ctx;
+        __atomic_add_fetch(&p->obj->pins, 1, __ATOMIC_ACQUIRE);
+    }
+    shim_fd_unseize(f);
+    p->f.seize = 0;
+    return p->f.claim == SHIM_CLAIM_DATA;
+}
+
+static void shim_obj_free(shim_obj_t *o)
+{
+    int saved = errno;
+
+    o->free_fn(o);
+    errno = saved;
+}
+
+void shim_obj_unpin_slow(shim_obj_t *o)
+{
+    if (__atomic_sub_fetch(&o->pins, 1, __ATOMIC_ACQ_REL) == SHIM_OBJ_DEAD)
+        shim_obj_free(o);
+}
+
+void shim_obj_retire(shim_obj_t *o)
+{
+    if (__atomic_fetch_or(&o->pins, SHIM_OBJ_DEAD, __ATOMIC_ACQ_REL) == 0)
+        shim_obj_free(o);
 }
 
 int shim_fd_is_app_socket(int fd)

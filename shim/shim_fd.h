@@ -11,7 +11,11 @@
  * depends on.
  *
  * Lookups are lock-free and hook-safe.  Concurrent updates of one entry race
- * exactly like the descriptor numbers themselves do in the application. */
+ * exactly like the descriptor numbers themselves do in the application,
+ * except the claim (claim, path, path_ctx): it changes only under the
+ * entry's seize byte, and a call that goes to the path pins the claim's
+ * state first (shim_fd_pin in shim_path.h), so a close, a hand-back or a
+ * dup2 in another thread never frees state a call is still using. */
 #ifndef SHIM_FD_H
 #define SHIM_FD_H
 
@@ -46,6 +50,10 @@ typedef struct shim_fd {
     uint8_t stream;    /* 1 for SOCK_STREAM */
     uint8_t copy_why;  /* ZC_STAT_WHY_* counter charged when this fd is copied */
     uint8_t claim;     /* shim_claim_t */
+    uint8_t seize;     /* held while claim/path/path_ctx change or a pin copies them */
+    uint8_t unconnected; /* a stream socket made by socket() that has not connected
+                          * yet: a path may still claim it (its epoll registrations
+                          * are kept, shim_epoll.c) */
     const struct shim_path *path;   /* the path that claims or watches it, or NULL;
                                      * for SHIM_FD_INTERNAL, the path keeping it */
     void *path_ctx;    /* that path's state for it */
@@ -64,8 +72,27 @@ static inline shim_fd_t *shim_fd_get(int fd)
 /* Record a new socket (type may carry SOCK_NONBLOCK/SOCK_CLOEXEC). */
 void shim_fd_socket_track(int fd, int family, int type);
 
+/* fd connected, listened or was accepted: no path claims it at a connect
+ * any more, so its epoll registrations need no record (shim_ep_plain_ctl);
+ * the records kept so far go. */
+void shim_fd_connected(int fd);
+
 /* A descriptor is going away (close, close_range, dup2 target). */
 void shim_fd_forget(int fd);
+
+/* The entry's seize byte: a spinlock held for a few instructions, inside
+ * a critical section of the thread's (a signal handler of the
+ * application's that would call into the same entry runs after it,
+ * SIGDEFER in hooks_sig.c). */
+void shim_fd_seize(shim_fd_t *f);
+void shim_fd_unseize(shim_fd_t *f);
+
+/* Clear f's claim (claim, path, path_ctx) under its seize byte. */
+void shim_fd_claim_clear(shim_fd_t *f);
+/* Clear every field of f but its seize byte (another thread may hold it). */
+void shim_fd_reset(shim_fd_t *f);
+/* The same, handing what f held to *was (one thread only gets a claim). */
+void shim_fd_take(shim_fd_t *f, shim_fd_t *was);
 
 /* newfd now refers to what oldfd refers to. */
 void shim_fd_copy(int oldfd, int newfd);

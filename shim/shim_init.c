@@ -52,6 +52,7 @@ static void shim_report(const char *when)
 
 static void shim_atfork_child(void)
 {
+    shim_ep_fork_child();
     shim_pid = (int)getpid();
     zc_stats_reset();
 }
@@ -79,7 +80,7 @@ static int shim_init_once(void)
     if (rc)
         zc_log(ZC_LOG_NOTICE, "no descriptor table (%s): every socket counts as untracked",
                strerrordesc_np(-rc));
-    pthread_atfork(NULL, NULL, shim_atfork_child);
+    pthread_atfork(shim_ep_fork_prepare, shim_ep_fork_parent, shim_atfork_child);
     zc_spin_init();
     shim_paths_init();
     shim_paths_start();

@@ -128,6 +128,15 @@ int shim_fd_internal_move(int fd);
 
 /* Forget the epoll registrations of epoll descriptor fd (it is closing). */
 void shim_ep_forget_fd(int fd);
+/* Socket fd is closing: its registrations go from the table. */
+void shim_ep_fd_closed(int fd);
+/* fd was just claimed: registrations recorded while it was unclaimed are
+ * taken over (shim_epoll.c, REGISTERED BEFORE CLAIMED). */
+void shim_ep_claimed(int fd);
+/* The epoll table's lock around fork (shim_init.c). */
+void shim_ep_fork_prepare(void);
+void shim_ep_fork_parent(void);
+void shim_ep_fork_child(void);
 
 /* Run the exec preparation (statistics of the image being replaced); skipped
  * in a vfork child, which shares our memory. */

@@ -177,8 +177,57 @@ extern const shim_path_t *shim_paths[];
 /* Sort the registered paths into shim_paths[] (init). */
 void shim_paths_init(void);
 
-/* Claim descriptor fd for path p with per-descriptor state ctx: every hook
- * hands its calls to p->ops from now on. */
+/* PINS.  The state a path keeps for a claimed descriptor (its ctx) starts
+ * with a shim_obj_t.  A hook that hands a call to the path pins the claim
+ * first: a copy of the entry taken under its seize byte, and one more count
+ * in obj.pins, so the state outlives the call even when another thread
+ * closes the descriptor, hands it back or dup2()s over it meanwhile (the
+ * kernel too keeps a file alive while a call is inside it).  The path never
+ * frees such state itself: shim_obj_retire() marks it dead once no
+ * descriptor entry names it any more, and free_fn runs when the last pin
+ * goes (at once when none is held).  A process with one thread pins
+ * nothing (no other thread can close anything meanwhile). */
+#define SHIM_OBJ_DEAD 0x80000000u
+
+typedef struct shim_obj {
+    uint32_t pins;                          /* calls in flight | SHIM_OBJ_DEAD */
+    void (*free_fn)(struct shim_obj *o);    /* releases the state for good */
+} shim_obj_t;
+
+typedef struct shim_pin {
+    shim_fd_t f;            /* the entry as pinned: pass &pin.f to the path's ops */
+    shim_obj_t *obj;        /* counted in obj->pins, NULL when nothing was counted */
+} shim_pin_t;
+
+int shim_fd_pin_slow(shim_fd_t *f, shim_pin_t *p);
+void shim_obj_unpin_slow(shim_obj_t *o);
+
+/* Pin the claim of fd: 1 when a path claims it (p->f is the entry, its
+ * ops may be called with &p->f until shim_fd_unpin), else 0 (nothing to
+ * undo).  Hook-safe, never sleeps. */
+static inline int shim_fd_pin(int fd, shim_pin_t *p)
+{
+    shim_fd_t *f = shim_fd_get(fd);
+
+    if (!f || __builtin_expect(f->claim != SHIM_CLAIM_DATA, 1))
+        return 0;
+    return shim_fd_pin_slow(f, p);
+}
+
+static inline void shim_fd_unpin(shim_pin_t *p)
+{
+    if (p->obj)
+        shim_obj_unpin_slow(p->obj);
+}
+
+/* Path state o is no longer named by any descriptor entry: o->free_fn(o)
+ * now, or when the last pin goes. */
+void shim_obj_retire(shim_obj_t *o);
+
+/* Claim descriptor fd for path p with per-descriptor state ctx (starting
+ * with a shim_obj_t): every hook hands its calls to p->ops from now on.
+ * Epoll registrations made while it was unclaimed are taken over by the
+ * readiness engine (shim_ep_claimed). */
 void shim_fd_claim(int fd, const shim_path_t *p, void *ctx);
 
 /* Let path p hear when fd closes (p->ops->forget) without claiming its

@@ -34,15 +34,23 @@ void shim_paths_init(void)
     shim_paths[n] = NULL;
 }
 
+static void shim_fd_set_claim(shim_fd_t *f, int claim, const shim_path_t *p, void *ctx)
+{
+    shim_fd_seize(f);
+    f->path = p;
+    f->path_ctx = ctx;
+    __atomic_store_n(&f->claim, (uint8_t)claim, __ATOMIC_RELEASE);
+    shim_fd_unseize(f);
+}
+
 void shim_fd_claim(int fd, const shim_path_t *p, void *ctx)
 {
     shim_fd_t *f = shim_fd_get(fd);
 
     if (!f)
         return;
-    f->path = p;
-    f->path_ctx = ctx;
-    __atomic_store_n(&f->claim, SHIM_CLAIM_DATA, __ATOMIC_RELEASE);
+    shim_fd_set_claim(f, SHIM_CLAIM_DATA, p, ctx);
+    shim_ep_claimed(fd);
 }
 
 void shim_fd_watch(int fd, const shim_path_t *p, void *ctx)
@@ -51,9 +59,7 @@ void shim_fd_watch(int fd, const shim_path_t *p, void *ctx)
 
     if (!f || f->claim == SHIM_CLAIM_DATA)
         return;
-    f->path = p;
-    f->path_ctx = ctx;
-    __atomic_store_n(&f->claim, SHIM_CLAIM_WATCH, __ATOMIC_RELEASE);
+    shim_fd_set_claim(f, SHIM_CLAIM_WATCH, p, ctx);
 }
 
 /* The lowest number our descriptors take: high, out of the application's
@@ -86,9 +92,8 @@ int shim_fd_internal_keep(int fd, const shim_path_t *p, void *ctx)
     fd = shim_fd_internal_raise(fd);
     f = shim_fd_get(fd);
     if (f) {
-        memset(f, 0, sizeof(*f));
-        f->path = p;
-        f->path_ctx = ctx;
+        shim_fd_reset(f);
+        shim_fd_set_claim(f, SHIM_CLAIM_NONE, p, ctx);
         __atomic_store_n(&f->kind, SHIM_FD_INTERNAL, __ATOMIC_RELEASE);
     }
     return fd;
@@ -101,7 +106,7 @@ void shim_fd_internal_drop(int fd)
     if (fd < 0)
         return;
     if (f)
-        memset(f, 0, sizeof(*f));
+        shim_fd_reset(f);
     zc_real.close(fd);
 }
 
@@ -127,8 +132,12 @@ int shim_fd_internal_move(int fd)
     to = shim_fd_dup_high(fd);
     if (to < 0)
         return to;
-    *shim_fd_get(to) = *f;
-    memset(f, 0, sizeof(*f));
+    if (shim_fd_get(to)) {
+        shim_fd_reset(shim_fd_get(to));
+        shim_fd_set_claim(shim_fd_get(to), SHIM_CLAIM_NONE, p, ctx);
+        __atomic_store_n(&shim_fd_get(to)->kind, f->kind, __ATOMIC_RELEASE);
+    }
+    shim_fd_reset(f);
     if (p->internal_moved)
         p->internal_moved(ctx, fd, to);
     zc_real.close(fd);

@@ -174,11 +174,13 @@ int shim_ready_poll(struct pollfd *fds, nfds_t n, const struct timespec *timeout
         for (pass = 0; pass < (ws.may_sleep ? 2 - spin : 1) && !ready; pass++) {
             naux = 0;
             for (i = 0; i < n; i++) {
-                shim_fd_t *f = shim_fd_get(fds[i].fd);
+                shim_pin_t pin;
+                shim_fd_t *f;
                 int w = -1;
 
-                if (!shim_fd_claimed(f) || fds[i].fd < 0)
+                if (fds[i].fd < 0 || !shim_fd_pin(fds[i].fd, &pin))
                     continue;
+                f = &pin.f;
                 if (pass == 1 && !spin && f->path->ops->wake_fd &&
                     (w = f->path->ops->wake_fd(f, fds[i].fd, 0)) >= 0) {
                     if (naux < SHIM_POLL_AUX_IDX)
@@ -190,14 +192,17 @@ int shim_ready_poll(struct pollfd *fds, nfds_t n, const struct timespec *timeout
                                           spin ? SHIM_READY_SPIN : pass, &ask))
                     ready++;
                 ask.wake_listening = 0;
+                shim_fd_unpin(&pin);
             }
         }
         for (i = 0; i < n; i++) {
-            shim_fd_t *f = shim_fd_get(fds[i].fd);
+            shim_pin_t pin;
 
             k[i] = fds[i];
-            if (shim_fd_claimed(f))
-                k[i].events = f->path->ops->kernel_events(f, fds[i].events);
+            if (shim_fd_pin(fds[i].fd, &pin)) {
+                k[i].events = pin.f.path->ops->kernel_events(&pin.f, fds[i].events);
+                shim_fd_unpin(&pin);
+            }
         }
         if (!ready)
             shim_wait_idle(&ws);
@@ -223,11 +228,13 @@ int shim_ready_poll(struct pollfd *fds, nfds_t n, const struct timespec *timeout
         }
         rc = 0;
         for (i = 0; i < n; i++) {
-            shim_fd_t *f = shim_fd_get(fds[i].fd);
+            shim_pin_t pin;
             short rev = k[i].revents;
 
-            if (shim_fd_claimed(f) && !(rev & POLLNVAL))
-                rev = f->path->ops->revents(f, fds[i].fd, fds[i].events, rev, 0, NULL);
+            if (!(rev & POLLNVAL) && shim_fd_pin(fds[i].fd, &pin)) {
+                rev = pin.f.path->ops->revents(&pin.f, fds[i].fd, fds[i].events, rev, 0, NULL);
+                shim_fd_unpin(&pin);
+            }
             fds[i].revents = rev;
             rc += rev != 0;
         }
@@ -252,10 +259,13 @@ int shim_ready_poll(struct pollfd *fds, nfds_t n, const struct timespec *timeout
         int saved = errno;
 
         for (i = 0; i < n; i++) {
-            shim_fd_t *f = shim_fd_get(fds[i].fd);
+            shim_pin_t pin;
 
-            if (shim_fd_claimed(f) && fds[i].fd >= 0)
-                f->path->ops->revents(f, fds[i].fd, fds[i].events, -1, SHIM_READY_SPUN, NULL);
+            if (fds[i].fd >= 0 && shim_fd_pin(fds[i].fd, &pin)) {
+                pin.f.path->ops->revents(&pin.f, fds[i].fd, fds[i].events, -1, SHIM_READY_SPUN,
+                                         NULL);
+                shim_fd_unpin(&pin);
+            }
         }
         errno = saved;
     }

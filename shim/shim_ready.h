@@ -63,15 +63,25 @@ int shim_ready_poll(struct pollfd *fds, nfds_t n, const struct timespec *timeout
 int shim_ready_select(int nfds, fd_set *r, fd_set *w, fd_set *e,
                       const struct timespec *timeout, const sigset_t *mask);
 
-/* epoll_ctl of a claimed descriptor; epoll_pwait on an epoll descriptor
- * that holds claimed registrations (shim_ep_has). */
-int shim_ep_ctl(int epfd, int op, int fd, struct epoll_event *ev);
+/* epoll_ctl of a claimed descriptor (f: its pinned entry); epoll_pwait on
+ * an epoll descriptor that holds claimed registrations (shim_ep_has). */
+int shim_ep_ctl(int epfd, int op, int fd, struct epoll_event *ev, shim_fd_t *f);
 /* epoll_ctl on an unclaimed descriptor, before the real call: a
  * registration left from when it was claimed gives the kernel the
  * application's data back and leaves the table. */
 void shim_ep_unclaimed(int epfd, int fd);
+/* ... and after it succeeded: an unconnected socket's registration is
+ * recorded for a claim at its connect (shim_ep_claimed). */
+void shim_ep_plain_ctl(int epfd, int op, int fd, const struct epoll_event *ev);
 int shim_ready_epoll_wait(int epfd, struct epoll_event *evs, int max, int timeout,
                      const sigset_t *mask);
 int shim_ep_has(int epfd);
+/* What a wait that went straight to the kernel returned (n events): tags
+ * of ours translated or dropped (shim_epoll.c, TAGS NEVER LEAK); the
+ * events left.  When none is left but time is, shim_ep_wait_rest waits on
+ * (t0_ns: when the call began). */
+int shim_ep_translate(int epfd, struct epoll_event *evs, int n);
+int shim_ep_wait_rest(int epfd, struct epoll_event *evs, int max, int timeout_ms,
+                      int64_t t0_ns, const sigset_t *mask);
 
 #endif

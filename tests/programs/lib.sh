@@ -4,6 +4,7 @@
 #
 #   both   server side and client side preloaded (the connection should pair)
 #   one    only the server side preloaded (must stay plain: declined)
+#   client only the client side preloaded (must stay plain: declined)
 #   none   no process preloaded (the reference run)
 #
 # The case script itself and its helpers (hashing, data generation) never
@@ -44,7 +45,7 @@ p_setup() {
   ZC_LIB=${ZC_LIB:-$PWD/$ZC_BUILD/libzcsock.so}
   case $ZC_LIB in /*) ;; *) ZC_LIB=$PWD/$ZC_LIB ;; esac
   QUICK=${QUICK:-0}; [ -n "$QUICK" ] || QUICK=0
-  case $P_MODE in both|one|none) ;; *) echo "mode must be both, one or none"; exit 2 ;; esac
+  case $P_MODE in both|one|client|none) ;; *) echo "mode must be both, one, client or none"; exit 2 ;; esac
   [ -f "$ZC_LIB" ] || { echo "skip: $ZC_LIB not built"; exit 77; }
   P_ART=${P_ART:-$ZC_BUILD/test-logs/programs/$P_CASE-$P_MODE.d}
   rm -rf "$P_ART"; mkdir -p "$P_ART"; P_ART=$(cd "$P_ART" && pwd)
@@ -60,6 +61,7 @@ p_setup() {
   case $P_MODE in
     both) P_SRV_ENV=("${on[@]}") P_CLI_ENV=("${on[@]}") ;;
     one)  P_SRV_ENV=("${on[@]}") P_CLI_ENV=("${off[@]}") ;;
+    client) P_SRV_ENV=("${off[@]}") P_CLI_ENV=("${on[@]}") ;;
     none) P_SRV_ENV=("${off[@]}") P_CLI_ENV=("${off[@]}") ;;
   esac
   trap p_cleanup EXIT

@@ -20,10 +20,11 @@ want=" $* "
 t_begin "${PROGRAMS_TIER:-programs}"
 t0=$SECONDS
 left_out=()
-while read -r name both one none; do
+while read -r name both one none client; do
   [ -n "$name" ] && [ "${name:0:1}" != "#" ] || continue
-  for mode in both one none; do
+  for mode in both one client none; do
     entry=${!mode}
+    [ -n "$entry" ] && [ "$entry" != - ] || continue    # not run in this mode
     expect=${entry%%:*}
     if [ "$want" != "  " ] && [[ $want != *" $name "* ]] && [[ $want != *" $name/$mode "* ]]; then continue; fi
     if [[ $entry == *:known-fail ]] && [ "$ALL" != 1 ] && [[ $want != *" $name/$mode "* ]] && [[ $want != *" $name "* ]]; then

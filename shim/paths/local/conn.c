@@ -227,12 +227,35 @@ void lp_list_unlock(void)
     __atomic_store_n(&lp.list_lock, 0, __ATOMIC_RELEASE);
 }
 
+/* The last pin of a retired connection went (or none was held): what calls
+ * in flight might still use goes now: the channel's mapping, the internal
+ * descriptors, the object. */
+static void lp_conn_final(shim_obj_t *o)
+{
+    lp_conn_t *c = (lp_conn_t *)o;
+    int last;
+
+    local_pair_fd_close(c->ann);
+    lp_efd_close(c);
+    lp_xchg_close(c);
+    local_ring_close(&c->ch, 0);
+    shim_fd_internal_drop(c->memfd);
+    zc_pool_free(c, sizeof(*c));
+    last = __atomic_sub_fetch(&lp.objects, 1, __ATOMIC_ACQ_REL) == 0;
+    if (last) {
+        local_pair_idle();  /* no descriptor of ours outlives the connections */
+        path_local_mbox_idle();
+    }
+}
+
 lp_conn_t *lp_conn_new(int state)
 {
     lp_conn_t *c = zc_pool_alloc(sizeof(*c));
 
     if (!c)
         return NULL;
+    c->obj.free_fn = lp_conn_final;
+    __atomic_add_fetch(&lp.objects, 1, __ATOMIC_ACQ_REL);
     c->refs = 1;
     c->state = state;
     c->ann = c->memfd = c->efd = c->peer_efd = -1;
@@ -248,10 +271,11 @@ lp_conn_t *lp_conn_new(int state)
     return c;
 }
 
+/* c is named by no descriptor any more: off the list, and gone once the
+ * last call in flight on it returns (lp_conn_final). */
 void lp_conn_free(lp_conn_t *c)
 {
-    int last;
-
+    c->closed = 1;
     lp_list_lock();
     if (c->prev)
         c->prev->next = c->next;
@@ -259,13 +283,8 @@ void lp_conn_free(lp_conn_t *c)
         lp.head = c->next;
     if (c->next)
         c->next->prev = c->prev;
-    last = lp.head == NULL;
     lp_list_unlock();
-    zc_pool_free(c, sizeof(*c));
-    if (last) {
-        local_pair_idle();  /* no descriptor of ours outlives the connections */
-        path_local_mbox_idle();
-    }
+    shim_obj_retire(&c->obj);
 }
 
 void lp_fds_note(lp_conn_t *c, int fd, int add)

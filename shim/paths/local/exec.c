@@ -328,8 +328,12 @@ void path_local_handover_adopt(int fd, const path_local_handover_t *h, int memfd
     uint64_t v[4] = { h->tx_kernel, h->rx_kernel, h->bells_drained, h->bells_claimed };
     shim_fd_t *f = shim_fd_get(fd);
 
-    if (lp_claimed(f))
-        lp_forget(f, fd);   /* a number reused behind our back */
+    if (lp_claimed(f)) {    /* a number reused behind our back */
+        shim_fd_t old = *f;
+
+        shim_fd_claim_clear(f);
+        lp_forget(&old, fd);
+    }
     lp_inherit_one(&fd, 1, memfd, (int)h->side, h->flags, v);
 }
 

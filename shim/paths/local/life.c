@@ -89,12 +89,10 @@ void lp_bells_settle(lp_conn_t *c, int fd)
 void lp_conn_release(lp_conn_t *c, int fd)
 {
     lp_fds_note(c, fd, 0);
-    if (--c->refs > 0) {
+    if (__atomic_sub_fetch(&c->refs, 1, __ATOMIC_ACQ_REL) > 0) {
         lp_side_moved(c, fd);
         return;
     }
-    local_pair_fd_close(c->ann);
-    lp_efd_close(c);
     if (c->ch.base) {
         int last = lp_holders_add(c, -1) == 0, lingers = 0;
 
@@ -138,25 +136,21 @@ void lp_conn_release(lp_conn_t *c, int fd)
             syscall(SYS_futex, local_ring_wait_word(&c->ch, lp_rxdir(c), LOCAL_RING_ROLE_PROD),
                     FUTEX_WAKE, INT32_MAX, NULL, NULL, 0);
         }
-        lp_xchg_close(c);               /* after the hand-back (it may read our units),
-                                         * before the side words go */
-        local_ring_close(&c->ch, 0);
     }
-    lp_xchg_close(c);                   /* (nothing left if it ran above) */
-    shim_fd_internal_drop(c->memfd);    /* after the linger: the post proves with it */
+    /* The unit transport, the channel's mapping and its memfd (which the
+     * linger's post proves with) go when no call uses them any more
+     * (lp_conn_final). */
     lp_conn_free(c);
 }
 
 /* A claimed descriptor closes, or a watched listener (ctx: its beacon + 1,
- * 0 when it has none). */
+ * 0 when it has none).  f is the entry as it was: the shim cleared the
+ * table's already (shim_fd_release). */
 void lp_forget(shim_fd_t *f, int fd)
 {
     void *ctx = f->path_ctx;
     int watched = f->claim == SHIM_CLAIM_WATCH;
 
-    f->claim = SHIM_CLAIM_NONE;
-    f->path = NULL;
-    f->path_ctx = NULL;
     if (watched)
         local_pair_fd_close((int)(intptr_t)ctx - 1);
     else if (ctx)

@@ -144,7 +144,10 @@ typedef struct lp_cached {
 } lp_cached_t;
 
 typedef struct lp_conn {
+    shim_obj_t obj;                 /* first: pinned by calls in flight (PINS, shim_path.h) */
     struct lp_conn *next, *prev;    /* all connections (fork) */
+    uint8_t closed;                 /* its last descriptor closed: a call still in
+                                     * flight (another thread's) ends with EBADF */
     /* page exchange (xchg.c) */
     int x_tx, x_rx;                 /* our unit transport's ends, -1 */
     uint32_t x_gen;                 /* ... the generation our side words offer */
@@ -224,6 +227,7 @@ typedef struct lp_global {
     size_t ring_size;
     int list_lock;
     lp_conn_t *head;
+    int objects;                        /* connection objects not yet final (lp_conn_final) */
     uint64_t declined[LOCAL_PAIR_R_COUNT];
     uint64_t handed_back[LP_HB_COUNT];  /* by reason (lp_handback_count) */
     uint64_t never_paired[LP_HB_COUNT]; /* left before the offer, by reason */

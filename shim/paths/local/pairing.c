@@ -409,21 +409,20 @@ void path_local_accepted(int lfd, int fd)
 /* A connection that never had a channel is plain for good: when fd is its
  * only descriptor it goes back to the copy path altogether (a descriptor
  * later closed behind our back, by fclose or an exec'd image, then leaves
- * no claim for the number's next owner).  Only while the process has never
- * had a second thread: another thread may be inside a call on c right now
- * (a send beside this receive), and c must outlive it; with threads the
- * connection stays claimed, plain, until it closes.  1 when c is gone. */
+ * no claim for the number's next owner; its epoll registrations go back to
+ * the kernel with the application's data at their next look).  Another
+ * thread may be inside a call on c right now (a send beside this receive):
+ * c outlives it (PINS, shim_path.h).  1 when c is gone from fd. */
 int lp_unclaim_plain(lp_conn_t *c, int fd)
 {
     shim_fd_t *f = shim_fd_get(fd);
 
     c->state = LP_PLAIN;
-    if (!__libc_single_threaded || c->refs != 1 || !f || !lp_claimed(f) ||
-        f->path_ctx != c || c->ch.base || c->ann >= 0 || c->pb_off < c->pb_len)
+    if (c->refs != 1 || !f || !lp_claimed(f) || f->path_ctx != c || c->ch.base ||
+        c->ann >= 0 || c->pb_off < c->pb_len)
         return 0;
-    f->claim = SHIM_CLAIM_NONE;
-    f->path = NULL;
-    f->path_ctx = NULL;
+    shim_fd_claim_clear(f);
+    c->refs = 0;
     lp_conn_free(c);
     return 1;
 }

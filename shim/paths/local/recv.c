@@ -101,6 +101,10 @@ static int lp_spin(const uint32_t *word, uint32_t kind, unsigned us)
  * application's SO_RCVTIMEO / SO_SNDTIMEO (read once per call into w). */
 long lp_slice_ms(lp_conn_t *c, int fd, int role, lp_wait_t *w)
 {
+    /* Closed by another thread while we waited: its number may be another
+     * socket's already, so we stop here (PINS keep c itself alive). */
+    if (__atomic_load_n(&c->closed, __ATOMIC_ACQUIRE))
+        return -EBADF;
     if (!w->init) {
         lp_cached_t *k = &c->timeo[role];
         int64_t ms;

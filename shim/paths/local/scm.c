@@ -466,7 +466,7 @@ int lp_linger_take(int memfd)
             mbox.linger_sock[i] = mbox.linger_sock[i + 1];
         }
         if (shim_fd_get(sock))
-            memset(shim_fd_get(sock), 0, sizeof(shim_fd_t));   /* the caller's now */
+            shim_fd_reset(shim_fd_get(sock));   /* the caller's now */
     }
     lp_mbox_unlock();
     return sock;

@@ -39,9 +39,18 @@ typedef struct tp_shared {
 } tp_shared_t;
 
 typedef struct tp_conn {
+    shim_obj_t obj;         /* first: pinned by the shim (PINS, shim_path.h) */
     int refs;               /* descriptors of this process */
     tp_shared_t *sh;
 } tp_conn_t;
+
+static void tp_conn_final(shim_obj_t *o)
+{
+    tp_conn_t *c = (tp_conn_t *)o;
+
+    zc_real.munmap(c->sh, sizeof(tp_shared_t));
+    zc_pool_free(c, sizeof(*c));
+}
 
 static struct {
     int enabled;
@@ -101,6 +110,8 @@ static void tp_claim(int fd)
         zc_real.munmap(m, sizeof(tp_shared_t));
         return;
     }
+    c->obj.pins = 0;
+    c->obj.free_fn = tp_conn_final;
     c->refs = 1;
     c->sh = m;
     tp_count(&tp.claimed, 1);
@@ -333,13 +344,8 @@ static void tp_forget(shim_fd_t *f, int fd)
     tp_conn_t *c = f->path_ctx;
 
     (void)fd;
-    f->claim = SHIM_CLAIM_NONE;
-    f->path = NULL;
-    f->path_ctx = NULL;
-    if (c && --c->refs == 0) {
-        zc_real.munmap(c->sh, sizeof(tp_shared_t));
-        zc_pool_free(c, sizeof(*c));
-    }
+    if (c && --c->refs == 0)
+        shim_obj_retire(&c->obj);
 }
 
 static void tp_dup(shim_fd_t *f, int newfd)
