@@ -32,6 +32,7 @@
 
 #include "mh_int.h"
 #include "zc_real.h"
+#include "zc_fd.h"
 
 #ifndef MFD_HUGETLB
 #define MFD_HUGETLB 0x0004U
@@ -102,21 +103,15 @@ static int mh_sys_close(int fd)
     return (int)syscall(SYS_close, fd);
 }
 
-/* Move an internal descriptor out of the way of the application: to the
- * upper quarter of the soft RLIMIT_NOFILE (still below FD_SETSIZE for the
- * default 1024, so select() users are unaffected), where programs that
- * expect the lowest free numbers or dup2 onto small numbers never meet it.
- * Returns the new descriptor (fd closed) or fd itself when it cannot move. */
+/* Move an internal descriptor out of the way of the application: where
+ * the library's descriptors go (zc_fd.h), where programs that expect the
+ * lowest free numbers or dup2 onto small numbers never meet it.  Returns
+ * the new descriptor (fd closed) or fd itself when it cannot move. */
 static int mh_fd_move_high(int fd)
 {
-    struct rlimit rl;
-    long target;
-    int nfd;
+    int target = zc_fd_floor(), nfd;
 
-    if (getrlimit(RLIMIT_NOFILE, &rl) || rl.rlim_cur < 64 || rl.rlim_cur == RLIM_INFINITY)
-        return fd;
-    target = (long)(rl.rlim_cur - rl.rlim_cur / 4);
-    if (fd >= target)
+    if (!target || fd >= target)
         return fd;
     nfd = (int)syscall(SYS_fcntl, fd, F_DUPFD_CLOEXEC, target);
     if (nfd < 0)

@@ -24,11 +24,11 @@ MH_UNIT := test_mh_arena test_mh_event
 MH_UNIT_BINS := $(MH_UNIT:%=$(BUILD)/tests/mh/%)
 UNIT_TESTS += $(MH_UNIT_BINS)
 
-$(BUILD)/tests/mh/test_%: malloc-hooks/tests/test_%.c $(MH_UNIT_OBJS) $(BUILD)/obj/common/zc_real.o
+$(BUILD)/tests/mh/test_%: malloc-hooks/tests/test_%.c $(MH_UNIT_OBJS) $(BUILD)/obj/common/zc_real.o $(BUILD)/obj/common/zc_fd.o
 	@mkdir -p $(@D)
 	$(quiet) TEST $@
 	$(Q)$(CC) $(ZC_CFLAGS) -Imalloc-hooks $(ZC_LDFLAGS) -o $@ $< \
-		$(MH_UNIT_OBJS) $(BUILD)/obj/common/zc_real.o -lcmocka -ldl -lpthread
+		$(MH_UNIT_OBJS) $(BUILD)/obj/common/zc_real.o $(BUILD)/obj/common/zc_fd.o -lcmocka -ldl -lpthread
 
 # --- preload tier "mh": small programs run under LD_PRELOAD=$(LIB) (or
 # MH_LIB=... to test the standalone libmhtest.so). ---
@@ -55,11 +55,11 @@ $(MH_NOMUNMAP): malloc-hooks/tests/mh_nomunmap.c
 
 # Standalone preload library: the hooks plus the resolver plus a tiny
 # constructor, for testing the hooks without the shim.
-$(MH_TESTLIB): malloc-hooks/tests/mh_testlib.c $(MH_OBJS) $(BUILD)/obj/common/zc_real.o
+$(MH_TESTLIB): malloc-hooks/tests/mh_testlib.c $(MH_OBJS) $(BUILD)/obj/common/zc_real.o $(BUILD)/obj/common/zc_fd.o
 	@mkdir -p $(@D)
 	$(quiet) LD $@
 	$(Q)$(CC) $(ZC_CFLAGS) -Imalloc-hooks -shared -Wl,-z,defs $(ZC_LDFLAGS) -o $@ $< \
-		$(MH_OBJS) $(BUILD)/obj/common/zc_real.o -ldl -lpthread
+		$(MH_OBJS) $(BUILD)/obj/common/zc_real.o $(BUILD)/obj/common/zc_fd.o -ldl -lpthread
 
 MH_LIB ?= $(abspath $(LIB))
 test-mh: $(LIB) $(MH_T_BINS) $(MH_DLLIB) $(MH_TESTLIB) $(MH_NOMUNMAP)

@@ -7,6 +7,7 @@
 #include <sys/resource.h>
 
 #include "shim_int.h"
+#include "zc_fd.h"
 
 /* Every path's SHIM_PATH_REGISTER entry lands in this section; the linker
  * provides its bounds (weak: a build may link no path at all). */
@@ -63,14 +64,10 @@ void shim_fd_watch(int fd, const shim_path_t *p, void *ctx)
 }
 
 /* The lowest number our descriptors take: high, out of the application's
- * way (the memory subsystem's arena descriptors sit above three quarters). */
+ * way (zc_fd.h). */
 int shim_fd_internal_floor(void)
 {
-    struct rlimit rl;
-
-    if (getrlimit(RLIMIT_NOFILE, &rl) || rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur < 64)
-        return 0;
-    return (int)(rl.rlim_cur / 2);
+    return zc_fd_floor();
 }
 
 int shim_fd_internal_raise(int fd)

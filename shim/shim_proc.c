@@ -116,7 +116,7 @@ int shim_proc_seccomp_mode(void)
 }
 
 typedef struct {
-    int *pids, max, n;
+    int *pids, max, n, pid;
 } shim_children_t;
 
 static int shim_children_fn(int dirfd, long tid, void *arg)
@@ -127,7 +127,10 @@ static int shim_children_fn(int dirfd, long tid, void *arg)
     long got;
 
     (void)dirfd;
-    zc_fmt(path, sizeof(path), "/proc/self/task/%ld/children", tid);
+    if (k->pid)
+        zc_fmt(path, sizeof(path), "/proc/%d/task/%ld/children", k->pid, tid);
+    else
+        zc_fmt(path, sizeof(path), "/proc/self/task/%ld/children", tid);
     fd = (int)syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return 0;
@@ -149,9 +152,17 @@ static int shim_children_fn(int dirfd, long tid, void *arg)
 
 int shim_proc_children(int *pids, int max)
 {
-    shim_children_t k = { pids, max, 0 };
+    return shim_proc_children_of(0, pids, max);
+}
 
-    shim_proc_each_num("/proc/self/task", shim_children_fn, &k);
+int shim_proc_children_of(int pid, int *pids, int max)
+{
+    shim_children_t k = { pids, max, 0, pid };
+    char path[32];
+
+    if (pid)
+        zc_fmt(path, sizeof(path), "/proc/%d/task", pid);
+    shim_proc_each_num(pid ? path : "/proc/self/task", shim_children_fn, &k);
     return k.n;
 }
 

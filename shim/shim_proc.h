@@ -23,6 +23,8 @@ int shim_proc_fd_is_socket(int pid, int fd, uint64_t ino);
 /* The children of this process (every thread's), up to max of them into
  * pids; returns how many. */
 int shim_proc_children(int *pids, int max);
+/* The same for process pid (0: this one). */
+int shim_proc_children_of(int pid, int *pids, int max);
 
 /* This process's seccomp mode from /proc/self/status (0 none, 1 strict,
  * 2 filter), -1 when unknown. */

@@ -27,6 +27,7 @@ $(BUILD)/tests/unit/%: tests/unit/%.c $(SHIM_UNIT_OBJS)
 -include tests/programs/module.mk
 -include tests/fds/module.mk
 -include tests/xchg/module.mk
+-include tests/robust/module.mk
 
 TEST_ENV = ZC_BUILD=$(BUILD) ZC_LIB=$(abspath $(LIB)) TEST_TIMEOUT=$(TEST_TIMEOUT) QUICK=$(QUICK)
 

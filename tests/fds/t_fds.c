@@ -13,7 +13,7 @@
  *   2. the first socket() is fd 3; a TCP connection to ourselves
  *      (listener, connect, accept, bytes both ways: with the library it
  *      must pair) takes 4, 5, 6; every descriptor that is not the
- *      program's sits at or above half the soft RLIMIT_NOFILE (the
+ *      program's sits at or above the top band of the soft RLIMIT_NOFILE (the
  *      library's floor) and is close-on-exec;
  *   3. fork + exec passing the paired connection (pass_fds style: the child
  *      keeps 0-2 and what it passes, closes the rest, execs "list"): the
@@ -77,7 +77,7 @@
 
 static int t_failed;
 static int t_placing;   /* ZCSOCK_ALLOC_PLACEMENT=1: arena memfds are expected */
-static int t_floor;     /* the library's floor: half the soft RLIMIT_NOFILE */
+static int t_floor;     /* the library's floor: the top of the soft RLIMIT_NOFILE */
 
 /* The open descriptors, ascending, without the one used to list them. */
 static int t_fds(int *fds, int max)
@@ -434,7 +434,12 @@ int main(int argc, char **argv)
 
     if (getrlimit(RLIMIT_NOFILE, &rl) || rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur < 64)
         return printf("skip: RLIMIT_NOFILE %llu\n", (unsigned long long)rl.rlim_cur), 77;
-    t_floor = (int)(rl.rlim_cur / 2);
+    {   /* the top of the soft limit: its last quarter, at most 1,024
+         * numbers, never above 65,536 (common/zc_fd.h) */
+        rlim_t top = rl.rlim_cur > 65536 ? 65536 : rl.rlim_cur;
+
+        t_floor = (int)(top - (top / 4 < 1024 ? top / 4 : 1024));
+    }
     if (argc > 1 && !strcmp(argv[1], "list"))
         return t_list();
     len = readlink("/proc/self/exe", t_self, sizeof(t_self) - 1);

@@ -184,17 +184,21 @@ void lp_fork_prepare(void)
     lp_list_lock();
 }
 
-/* The parent of a fork leaves the offers it had not made to the child (a
- * forking server's handler): it reads such a connection as plain TCP. */
+/* After a fork, parent and child hold every connection: an offer not made
+ * yet, or a pickup not made yet, happens in whichever of them is the only
+ * holder by then (a forking server's handler: the child, once the parent
+ * closed its copy; a test harness that connects, forks and splits the two
+ * ends: each process its own end); while both hold it, never (two readers
+ * of one stream cannot both follow a switch-over). */
 void lp_fork_parent(void)
 {
     lp_conn_t *c;
 
-    for (c = lp.head; c; c = c->next) {
-        lp_offer_cancel(c, "fork");
-        if (c->state == LP_PENDING)
-            c->fork_shared = 1;
-    }
+    for (c = lp.head; c; c = c->next)
+        if (c->state == LP_PENDING || c->state == LP_OFFER) {
+            c->forked = 1;
+            c->fork_shared = c->state == LP_PENDING;
+        }
     lp_list_unlock();
 }
 

@@ -632,9 +632,26 @@ static int lp_offer_send(int s, const lp_offer_t *o, int memfd, int sock)
     return 0;
 }
 
+/* Does the announcer (pid), or a child it forked, hold socket inode ino?
+ * A process that connects, forks and hands the connection to the child
+ * announced before the fork; the child shares the announcement. */
+static int lp_announcer_holds(int pid, uint64_t ino)
+{
+    int kids[32], n, i;
+
+    if (shim_proc_holds_socket(pid, ino))
+        return 1;
+    n = shim_proc_children_of(pid, kids, 32);
+    for (i = 0; i < n; i++)
+        if (shim_proc_holds_socket(kids[i], ino))
+            return 1;
+    return 0;
+}
+
 /* Connect to the announcement of client cookie c; checks its owner: our
- * user, and with ino != 0 a process that holds socket inode ino (the name is
- * public and could be bound first by anyone of the same user). */
+ * user, and with ino != 0 a process that holds socket inode ino, or a child
+ * of it that does (the name is public and could be bound first by anyone
+ * of the same user). */
 static int lp_ann_connect(uint64_t c, uint32_t ino, int *s_p, int *reason_p)
 {
     struct sockaddr_un sun;
@@ -658,7 +675,7 @@ static int lp_ann_connect(uint64_t c, uint32_t ino, int *s_p, int *reason_p)
         zc_real.close(s);
         return -1;
     }
-    if (ino && (cr.pid <= 0 || !shim_proc_holds_socket(cr.pid, ino))) {
+    if (ino && (cr.pid <= 0 || !lp_announcer_holds(cr.pid, ino))) {
         *reason_p = LOCAL_PAIR_R_UNVERIFIED;
         zc_real.close(s);
         return -1;

@@ -161,6 +161,7 @@ typedef struct lp_conn {
     int memfd;                      /* the channel (kept for exec), -1 */
     int fds[4];                     /* descriptors referring to it (first few) */
     int forked;                     /* pending (requeue) or offer due across a fork */
+    unsigned offer_defers;          /* receives that left a shared offer due (lp_offer_defer) */
     uint8_t connect_check;          /* non-blocking connect: check once connected */
     unsigned pickups;
     int pickup_busy;                /* a thread is looking for the offer (lp_pickup_try) */
@@ -402,6 +403,7 @@ void lp_pickup_done(lp_conn_t *c, int rc, int memfd, int fd);
 void lp_pickup_try(lp_conn_t *c, int fd, int r3);
 void lp_pending_end(lp_conn_t *c);
 int lp_offer_due(lp_conn_t *c, int fd);
+int lp_offer_defer(lp_conn_t *c, int fd);
 void lp_offer_cancel(lp_conn_t *c, const char *why);
 int lp_handback_reason(const char *why);
 void lp_connect_check(lp_conn_t *c, int fd);

@@ -453,6 +453,24 @@ static int lp_offer_shared(lp_conn_t *c, int fd)
     return c->forked && lp_held_elsewhere(fd);
 }
 
+/* A receive on a connection whose offer is due, shared with the process it
+ * forked from or forked (a test harness that connects, forks and splits
+ * the two ends; a forking server whose parent has not closed its copy
+ * yet): the offer may wait, since the server has sent nothing yet and the
+ * client's kernel bytes read meanwhile count towards its switch point like
+ * any others.  At most LP_OFFER_DEFER_MAX receives: then the first data
+ * call decides.  1: read the kernel stream, the offer still due. */
+#define LP_OFFER_DEFER_MAX 64
+int lp_offer_defer(lp_conn_t *c, int fd)
+{
+    if (!c->forked || c->offer_defers >= LP_OFFER_DEFER_MAX)
+        return 0;
+    if (!lp_held_elsewhere(fd))
+        return 0;
+    c->offer_defers++;
+    return 1;
+}
+
 /* The server's first data call on an accepted connection: offer the channel
  * now (before its first byte, as local_pair.h requires), or make the
  * connection plain for good.  Threads race here: one offers, the others

@@ -597,6 +597,13 @@ ssize_t lp_recvmsg(shim_fd_t *f, int fd, struct msghdr *msg, int flags)
                 !lp_nonblocking(c, fd, flags);
     r.ctl0 = msg->msg_controllen;
     r.name0 = msg->msg_namelen;
+    if (c->state == LP_OFFER && lp_offer_defer(c, fd)) {  /* the offer waits */
+        n = zc_real.recvmsg(fd, msg, flags);
+        shim_copy_account(f, 0, n, 1);
+        if (n > 0 && !(flags & MSG_PEEK))
+            c->rx_kernel += (uint64_t)n;
+        return n < 0 ? -errno : n;
+    }
     if (c->state == LP_OFFER && lp_offer_due(c, fd)) {     /* the copy path now */
         n = zc_real.recvmsg(fd, msg, flags);
         shim_copy_account(f, 0, n, 1);
