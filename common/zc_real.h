@@ -124,6 +124,8 @@
     X(int, munmap, (void *, size_t), 1)                                               \
     X(void *, mremap, (void *, size_t, size_t, int, ...), 1)                          \
     X(int, madvise, (void *, size_t, int), 1)                                         \
+    X(int, mprotect, (void *, size_t, int), 1)                                        \
+    X(int, pkey_mprotect, (void *, size_t, int, int), 0)                              \
     X(int, brk, (void *), 1)                                                          \
     X(void *, sbrk, (intptr_t), 1)                                                    \
     X(void *, shmat, (int, const void *, int), 1)                                     \

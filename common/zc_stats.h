@@ -116,6 +116,12 @@
     X(LOCAL_XCHG_COST, "local.xchg.cost", "units not lent yet because lending one "   \
       "the first time costs more, so far, than the ring passes its bytes took "        \
       "(ZCSOCK_EXCHANGE_UNIT_US; sent through the ring)")                                \
+    X(LOCAL_XCHG_APP, "local.xchg.app", "units the application mapped something over "  \
+      "or changed the protection of (mmap MAP_FIXED, mremap, shmat, mprotect): never "  \
+      "lent, frozen or mapped over until freed (sent through the ring)")                  \
+    X(LOCAL_XCHG_PINNED, "local.xchg.pinned", "units compared rather than frozen, and "   \
+      "received units copied rather than mapped in place, because a library that pins " \
+      "memory for the kernel or a device is loaded (io_uring, RDMA verbs, CUDA)")        \
     X(LOCAL_XCHG_POOL_DRY, "local.xchg.pool_dry", "units copied because the hugetlb "   \
       "pool had no free page: for a unit file (sent through the ring) or for a "       \
       "received unit's copy-on-write (copied out instead of mapped)")                    \

@@ -139,7 +139,13 @@ int mh_region_lookup(const void *addr, size_t len, int *memfd_p,
  *                    every later write (the kernel's too) copies on write
  *                    and the memfd range keeps the bytes it had when frozen;
  *   MH_UNIT_FOREIGN  some of it maps another file MAP_PRIVATE (a received
- *                    unit mapped in place).
+ *                    unit mapped in place);
+ *   MH_UNIT_APP      the application mapped something over (part of) it
+ *                    (mmap MAP_FIXED, mremap, shmat) or changed its
+ *                    protection (mprotect): left alone, never lent, frozen
+ *                    or mapped over, until its block is freed (a freeze
+ *                    would map the arena back over the application's own
+ *                    mapping, or make a read-only buffer writable).
  * Units are those of arenas with 2 MiB pages: shmem THP, or the hugetlb
  * arena (there a private mapping reserves its copy-on-write page, so a
  * freeze or map fails with ENOMEM when the pool is dry).
@@ -148,15 +154,16 @@ int mh_region_lookup(const void *addr, size_t len, int *memfd_p,
  * both processes copy on write) and gives the child a shared copy of the
  * hugetlb arena; madvise(DONTNEED) zeroes through the memfd.  All three
  * are hook-safe (raw mmap under the arena lock, no allocation). */
-enum { MH_UNIT_SHARED = 0, MH_UNIT_PRIV = 1, MH_UNIT_FOREIGN = 2 };
+enum { MH_UNIT_SHARED = 0, MH_UNIT_PRIV = 1, MH_UNIT_FOREIGN = 2, MH_UNIT_APP = 3 };
 #define MH_UNIT_SIZE ((size_t)2 << 20)
 /* Freeze the unit at addr (SHARED -> PRIV; PRIV stays).  0, -EINVAL (not a
- * unit of a used block of a shared huge arena), -EPERM (FOREIGN), or the
- * mmap error. */
+ * unit of a used block of a shared huge arena), -EPERM (FOREIGN or APP), or
+ * the mmap error. */
 int mh_unit_freeze(void *addr);
 /* Map the first 2 MiB of fd MAP_PRIVATE over the unit at addr: FOREIGN.
- * 0, -EINVAL (not a unit as above), -EXDEV (fd is hugetlbfs and the arena
- * not, or the reverse) or the mmap error (the unit unchanged). */
+ * 0, -EINVAL (not a unit as above), -EPERM (APP), -EXDEV (fd is hugetlbfs
+ * and the arena not, or the reverse) or the mmap error (the unit
+ * unchanged). */
 int mh_unit_map(void *addr, int fd);
 /* The unit's state, or -1 when addr is not a unit of a used block. */
 int mh_unit_state(const void *addr);
@@ -193,8 +200,9 @@ typedef struct mh_stats {
     /* exchange units (page exchange): frozen (SHARED -> PRIV), mapped in
      * (a received unit file mapped over one), released (a mapped-in unit
      * let go: its block freed, or another unit mapped over it), thawed (a
-     * frozen unit given its memfd back: its block freed) */
-    uint64_t units[4];
+     * frozen unit given its memfd back: its block freed), the
+     * application's (mapped over or protected by the application: APP) */
+    uint64_t units[5];
 } mh_stats_t;
 
 void mh_stats_get(mh_stats_t *st_p);

@@ -64,7 +64,7 @@ static int mh_arena_remap_private(mh_arena_t *a);
 #define MH_FIT_CLASSES 9      /* classes searched: up to 2x the request */
 
 static uint64_t mh_st_placed_allocs, mh_st_placed_bytes, mh_st_pool_hits,
-    mh_st_pool_bytes, mh_st_fallbacks, mh_st_units[4];
+    mh_st_pool_bytes, mh_st_fallbacks, mh_st_units[5];
 
 #define MH_STAT_ADD(v, n) __atomic_fetch_add(&(v), (n), __ATOMIC_RELAXED)
 #define MH_STAT_SUB(v, n) __atomic_fetch_sub(&(v), (n), __ATOMIC_RELAXED)
@@ -700,7 +700,7 @@ void mh_arena_stats(mh_stats_t *st)
     st->pool_hits = __atomic_load_n(&mh_st_pool_hits, __ATOMIC_RELAXED);
     st->pool_bytes = __atomic_load_n(&mh_st_pool_bytes, __ATOMIC_RELAXED);
     st->arena_fallbacks = __atomic_load_n(&mh_st_fallbacks, __ATOMIC_RELAXED);
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < (int)(sizeof(st->units) / sizeof(st->units[0])); i++)
         st->units[i] = __atomic_load_n(&mh_st_units[i], __ATOMIC_RELAXED);
 }
 
@@ -970,6 +970,8 @@ static int mh_unit_remap(mh_arena_t *a, void *addr, size_t len, int type)
 
 static void mh_unit_set(mh_arena_t *a, mh_meta_t *m, uint8_t st)
 {
+    if (st == MH_UNIT_APP && m->ustate != MH_UNIT_APP)
+        MH_STAT_ADD(mh_st_units[4], 1);
     /* counted as in mh_stats_t.units: frozen, mapped in, released, thawed */
     if (st == MH_UNIT_PRIV && m->ustate == MH_UNIT_SHARED)
         MH_STAT_ADD(mh_st_units[0], 1);
@@ -1011,7 +1013,31 @@ int mh_unit_freeze(void *addr)
 
     if (rc)
         return rc > 0 ? 0 : rc;
-    return was == MH_UNIT_FOREIGN ? -EPERM : 0;     /* PRIV stays */
+    return was == MH_UNIT_FOREIGN || was == MH_UNIT_APP ? -EPERM : 0;     /* PRIV stays */
+}
+
+/* See mh_int.h. */
+void mh_arena_units_app(const void *addr, size_t len)
+{
+    uintptr_t p = (uintptr_t)addr & ~(MH_HUGE - 1), end = (uintptr_t)addr + len;
+    int e = errno;
+
+    if (!len || !__atomic_load_n(&mh_arena_n, __ATOMIC_ACQUIRE))
+        return;
+    if (end < (uintptr_t)addr)
+        end = UINTPTR_MAX;
+    pthread_mutex_lock(&mh_arena_lock);
+    for (; p < end; p += MH_HUGE) {
+        mh_arena_t *a;
+        mh_meta_t *m = mh_unit_find((const void *)p, &a);
+
+        if (m)
+            mh_unit_set(a, m, MH_UNIT_APP);
+        if (p > UINTPTR_MAX - MH_HUGE)
+            break;
+    }
+    pthread_mutex_unlock(&mh_arena_lock);
+    errno = e;
 }
 
 int mh_unit_map(void *addr, int fd)
@@ -1027,6 +1053,8 @@ int mh_unit_map(void *addr, int fd)
     m = mh_unit_find(addr, &a);
     if (!m) {
         rc = -EINVAL;
+    } else if (m->ustate == MH_UNIT_APP) {
+        rc = -EPERM;        /* the application's own mapping there */
     } else if (mh_fd_hugetlb(fd) != a->hugetlb) {
         rc = -EXDEV;        /* a hugetlb file over shmem or the reverse */
     } else if ((rc = mh_map_over(addr, MH_HUGE, MAP_PRIVATE, fd, 0, a->hugetlb)) != 0) {

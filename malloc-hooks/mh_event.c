@@ -145,7 +145,8 @@ static const char *const mh_alloc_stat_names[] = {
     "placed_allocs", "placed_bytes", "pool_hits", "pool_bytes", "arena_fallbacks", "boot_bytes",
 };
 #define MH_ALLOC_STATS (sizeof(mh_alloc_stat_names) / sizeof(mh_alloc_stat_names[0]))
-static const char *const mh_unit_stat_names[] = { "frozen", "mapped_in", "released", "thawed" };
+static const char *const mh_unit_stat_names[] = { "frozen", "mapped_in", "released", "thawed",
+                                                  "app" };
 
 /* Visit every counter as (full name, value); names are built in a stack
  * buffer.  See mh.h. */

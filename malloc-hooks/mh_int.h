@@ -141,6 +141,10 @@ int mh_arena_setup(const mh_arena_cfg_t *cfg);
  * uses go back, and no arena is made from now on.  1 when address space was
  * given back.  Hook-safe (gives up when the arena lock is busy). */
 int mh_arena_trim(void);
+/* The application maps over, moves or protects [addr, addr+len): every
+ * unit of a used huge block it touches becomes MH_UNIT_APP (mh.h).
+ * Hook-safe. */
+void mh_arena_units_app(const void *addr, size_t len);
 /* 1 when RLIMIT_AS is finite or vm.overcommit_memory is 2. */
 int mh_space_limited(void);
 /* Read a small sysfs file into buf (NUL terminated).  Returns its length or

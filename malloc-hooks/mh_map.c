@@ -121,8 +121,10 @@ MH_EXPORT void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t 
         errno = ENOSYS;
         return MAP_FAILED;
     }
-    if (flags & MAP_FIXED)
+    if (flags & MAP_FIXED) {
         mh_map_event(MH_EV_MAP_FIXED, addr, len);
+        mh_arena_units_app(addr, len);      /* never frozen over again */
+    }
     p = zc_real.mmap(addr, len, prot, flags, fd, off);
     /* Out of address space: what the arenas reserved and do not use goes
      * back, and the application's mapping is tried again (it must never
@@ -145,7 +147,31 @@ MH_EXPORT int munmap(void *addr, size_t len)
         return -1;
     }
     mh_map_event(MH_EV_UNMAP, addr, len);
+    mh_arena_units_app(addr, len);
     return zc_real.munmap(addr, len);
+}
+
+/* The application changes a range's protection: units of placed blocks in
+ * it are the application's to protect (MH_UNIT_APP: a freeze or a unit
+ * mapped in would make a read-only buffer writable again). */
+MH_EXPORT int mprotect(void *addr, size_t len, int prot)
+{
+    if (!MH_REAL_OK(mprotect)) {
+        errno = ENOSYS;
+        return -1;
+    }
+    mh_arena_units_app(addr, len);
+    return zc_real.mprotect(addr, len, prot);
+}
+
+MH_EXPORT int pkey_mprotect(void *addr, size_t len, int prot, int pkey)
+{
+    if (!MH_REAL_OK(pkey_mprotect)) {
+        errno = ENOSYS;
+        return -1;
+    }
+    mh_arena_units_app(addr, len);
+    return zc_real.pkey_mprotect(addr, len, prot, pkey);
 }
 
 MH_EXPORT void *mremap(void *old, size_t old_size, size_t new_size, int flags, ...)
@@ -164,8 +190,11 @@ MH_EXPORT void *mremap(void *old, size_t old_size, size_t new_size, int flags, .
         errno = ENOSYS;
         return MAP_FAILED;
     }
-    if (flags & MREMAP_FIXED)
+    if (flags & MREMAP_FIXED) {
         mh_map_event(MH_EV_MAP_FIXED, new_addr, new_size);
+        mh_arena_units_app(new_addr, new_size);
+    }
+    mh_arena_units_app(old, old_size);
     if (old_size && (flags & (MREMAP_MAYMOVE | MREMAP_FIXED | MREMAP_DONTUNMAP)))
         mh_map_event(MH_EV_REMAP, old, old_size);
     else if (new_size < old_size)
@@ -337,8 +366,11 @@ MH_EXPORT void *shmat(int id, const void *addr, int flg)
     if (r == (void *)-1 || !mh_map_active())
         return r;
     saved = errno;
-    if (shmctl(id, IPC_STAT, &ds) == 0)
+    if (shmctl(id, IPC_STAT, &ds) == 0) {
         mh_shm_remember(r, ds.shm_segsz);
+        if (addr)       /* SHM_REMAP may have put it over a placed block */
+            mh_arena_units_app(r, ds.shm_segsz);
+    }
     errno = saved;
     return r;
 }

@@ -76,8 +76,11 @@ SHIM_EXPORT long syscall(long nr, ...)
         errno = ENOSYS;
         return -1;
     }
-    if (__builtin_expect(nr == SYS_seccomp || nr == SYS_io_uring_setup, 0))
+    if (__builtin_expect(nr == SYS_seccomp || nr == SYS_io_uring_setup, 0)) {
+        if (nr == SYS_io_uring_setup)
+            shim_objects_note(SHIM_OBJ_URING | SHIM_OBJ_PINS);
         shim_process_exposed(nr == SYS_seccomp ? "a seccomp filter" : "io_uring");
+    }
     else if (__builtin_expect(nr == SYS_close, 0))
         shim_fd_closing_raw((int)a[0]);
     else if (__builtin_expect(nr == SYS_close_range, 0))

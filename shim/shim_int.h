@@ -133,6 +133,17 @@ void shim_ep_fd_closed(int fd);
 /* fd was just claimed: registrations recorded while it was unclaimed are
  * taken over (shim_epoll.c, REGISTERED BEFORE CLAIMED). */
 void shim_ep_claimed(int fd);
+/* What the process's loaded objects can do behind the library's back
+ * (shim_objs.c): SHIM_OBJ_URING (liburing: system calls no hook sees),
+ * SHIM_OBJ_PINS (memory pinned for the kernel or a device: io_uring fixed
+ * buffers, RDMA, CUDA).  Looks again only when the loader added an object.
+ * shim_objects_note: io_uring met otherwise (syscall()); shim_pinners: is
+ * SHIM_OBJ_PINS set.  Hook-safe. */
+#define SHIM_OBJ_URING 1
+#define SHIM_OBJ_PINS 2
+int shim_objects(void);
+void shim_objects_note(int flags);
+int shim_pinners(void);
 /* The epoll table's lock around fork (shim_init.c). */
 void shim_ep_fork_prepare(void);
 void shim_ep_fork_parent(void);

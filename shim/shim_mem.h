@@ -81,7 +81,8 @@ SHIM_MEM_API int shim_xu_reclaim(void *unit);
  * a busy table drops the charge. */
 enum { SHIM_XU_WHY_NOT_PLACED = 0, SHIM_XU_WHY_REWRITTEN = 1, SHIM_XU_WHY_BUDGET = 2,
        SHIM_XU_WHY_NO_TRANSPORT = 3, SHIM_XU_WHY_POOL = 4, SHIM_XU_WHY_TOO_SMALL = 5,
-       SHIM_XU_WHY_UNALIGNED = 6, SHIM_XU_WHY_COST = 7, SHIM_XU_WHYS = 8 };
+       SHIM_XU_WHY_UNALIGNED = 6, SHIM_XU_WHY_COST = 7, SHIM_XU_WHY_APP = 8,
+       SHIM_XU_WHYS = 9 };
 SHIM_MEM_API void shim_xu_refused(uintptr_t site, int why);
 /* Append the top refusal sites to a report.  Report time only. */
 size_t shim_xu_report(char *buf, size_t size);

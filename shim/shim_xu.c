@@ -62,6 +62,7 @@
 #include "mh.h"
 #include "pdc.h"
 #include "shim_mem.h"
+#include "shim_int.h"
 #include "shim_path.h"
 #include "zc_config.h"
 #include "zc_log.h"
@@ -78,7 +79,6 @@
 
 typedef struct xu_slot {
     int fd;                 /* -1 free, -2 being filled */
-    int fresh;              /* made by the get that has not looked at it yet */
     int frozen;             /* the unit was frozen with these bytes: pagemap says */
     uint64_t ino;
     void *view;             /* the file read-only, for the compare (lazily), or NULL */
@@ -198,6 +198,11 @@ int shim_xu_clean(const void *unit)
 /* The unit shim_xu_lend found rewritten, for the registration it asks for
  * next: refused, so the cache keeps a negative entry. */
 static __thread void *xu_refuse __attribute__((tls_model("initial-exec")));
+/* The slot + 1 whose unit file this thread's registration just made (the
+ * fresh file holds the bytes of this very send: no compare).  Another
+ * thread's lend of the same unit, which finds the registration made, may
+ * send bytes written since: it compares. */
+static __thread unsigned xu_made __attribute__((tls_model("initial-exec")));
 
 static int xu_reg(void *arg, void *addr, size_t len, pdc_handle_t *h)
 {
@@ -217,6 +222,8 @@ static int xu_reg(void *arg, void *addr, size_t len, pdc_handle_t *h)
         return -EINVAL;
     if (st == MH_UNIT_FOREIGN)
         return -EPERM;
+    if (st == MH_UNIT_APP)
+        return -EACCES;     /* the application's own mapping or protection there */
     for (unsigned i = 0; i < xu.nslots; i++) {
         int fr = -1;
 
@@ -236,7 +243,7 @@ static int xu_reg(void *arg, void *addr, size_t len, pdc_handle_t *h)
         xu.slots[i].ino = ino;
         xu.slots[i].view = NULL;
         xu.slots[i].frozen = 0;
-        xu.slots[i].fresh = 1;
+        xu_made = i + 1;
         __atomic_store_n(&xu.slots[i].fd, fd, __ATOMIC_RELEASE);
         h->id = i;
         h->aux = ino;
@@ -411,6 +418,14 @@ static int xu_still(xu_slot_t *s, void *unit)
     v = xu_view(s);
     if (!v || memcmp(v, unit, XU_UNIT))
         return 0;
+    if (shim_pinners()) {
+        /* a page pinned for the kernel or a device (an io_uring fixed
+         * buffer, an RDMA registration) is written there behind any remap:
+         * a frozen view would hide those writes, so the unit is compared at
+         * every send instead */
+        zc_stat_add(ZC_STAT_LOCAL_XCHG_PINNED, 1);
+        return 1;
+    }
     if (mh_unit_freeze(unit) == 0 && shim_xu_clean(unit) && !memcmp(v, unit, XU_UNIT) &&
         shim_xu_clean(unit)) {
         if (!__atomic_exchange_n(&s->frozen, 1, __ATOMIC_ACQ_REL))
@@ -445,7 +460,8 @@ int shim_xu_lend(void *unit, shim_xu_t *x)
     if (rc)
         return rc;
     s = &xu.slots[r->handle.id];
-    made = __atomic_exchange_n(&s->fresh, 0, __ATOMIC_ACQ_REL);
+    made = xu_made == (unsigned)r->handle.id + 1;
+    xu_made = 0;
     if (made || xu_still(s, unit)) {
         if (!made)
             pdc_region_hit(xu.pdc);
@@ -493,6 +509,12 @@ void shim_xu_release(shim_xu_t *x)
 
 int shim_xu_map(void *dst, int fd)
 {
+    if (shim_pinners()) {
+        /* the destination may be pinned (an io_uring fixed buffer): the
+         * kernel's later writes would go to the pages a map replaced */
+        zc_stat_add(ZC_STAT_LOCAL_XCHG_PINNED, 1);
+        return -EPERM;
+    }
     return mh_unit_map(dst, fd);
 }
 
@@ -515,7 +537,7 @@ static struct {
 
 static const char *const xu_why_names[SHIM_XU_WHYS] = { "not_placed", "rewritten", "budget",
                                                           "no_transport", "pool", "too_small",
-                                                          "unaligned", "cost" };
+                                                          "unaligned", "cost", "app" };
 
 void shim_xu_refused(uintptr_t site, int why)
 {

@@ -131,7 +131,7 @@ bulk() {
     pids+=($!); P_PIDS+=($!)
   done
   for ((i = 1; i <= CLIENTS; i++)); do
-    p_wait "${pids[i-1]}" "$(p_left $((t0 + 100)))" || { p_say "round $r client $i exited $?: $(tail -1 "$P_ART/client.log")"; rc=1; }
+    p_wait "${pids[i-1]}" "$(p_left $((t0 + 60)))" || { p_say "round $r client $i exited $?: $(tail -1 "$P_ART/client.log")"; rc=1; }
     p_same "round $r client $i ($(stat -c %s "$P_TMP/in$i") B)" "$(p_sha256 "$P_TMP/in$i")" "$(p_sha256 "$P_TMP/out$i")" || rc=1
   done
   return $rc
@@ -140,7 +140,7 @@ short() {
   local r=$1 rc=0
   p_gen "erlshort$r" $((SHORT * 1024)) >"$P_TMP/sin"
   : >"$P_TMP/sout"
-  p_t 100 p_cli timeout -k 2 90 "$PY" "$P_TMP/short.py" "$port" "$P_TMP/sin" "$P_TMP/sout" "$SHORT" 2>>"$P_ART/client.log" ||
+  p_t 60 p_cli timeout -k 2 90 "$PY" "$P_TMP/short.py" "$port" "$P_TMP/sin" "$P_TMP/sout" "$SHORT" 2>>"$P_ART/client.log" ||
     { p_say "round $r short connections exited $?: $(tail -1 "$P_ART/client.log")"; rc=1; }
   p_same "round $r $SHORT short connections" "$(p_sha256 "$P_TMP/sin")" "$(p_sha256 "$P_TMP/sout")" || rc=1
   return $rc

@@ -28,7 +28,7 @@ def logout(c):
 
 
 def conn():
-    c = imaplib.IMAP4("127.0.0.1", int(port), timeout=60)
+    c = imaplib.IMAP4("127.0.0.1", int(port), timeout=30)
     ok("LOGIN", c.login(user, password))
     return c
 

@@ -21,14 +21,14 @@ tlb_avail() { echo $(( $(cat /sys/kernel/mm/hugepages/hugepages-2048kB/free_huge
 # sets ZCSOCK_EXCHANGE_UNIT_US itself in XCHG_ENV
 env "${exn[@]}" ZCSOCK_EXCHANGE_UNIT_US=1 ${XCHG_ENV:-} ZCSOCK_LOCAL_UNIX=1 ZCSOCK_STATS=1 ZCSOCK_LOG_FILE="$dir/%p.log" \
   LD_PRELOAD="$ZC_LIB" "$bin" "$mode" "$fam" || exit 1
-cat "$dir"/*.log | grep -E '^(xchg\.refused|local\.xchg|path\.local\.send_bytes|pdc\.xu\.(hits|regs)|xu\.(buy|rent)_us)' | grep -v ': 0$'
+cat "$dir"/*.log | grep -E '^(xchg\.refused|local\.xchg|path\.local\.send_bytes|pdc\.xu\.(hits|regs)|xu\.(buy|rent)_us|mh\.units)' | grep -v ': 0$'
 rc=0
 if [ -n "$XCHG_TLB_LEAK" ] && [ "$(tlb_avail)" != "$tlb0" ]; then
   echo "hugetlb pool: $tlb0 pages free before, $(tlb_avail) after"; rc=1
 fi
 for chk in "$@"; do
   key=${chk%%[<>=]*} op=${chk#"$key"}
-  val=$(cat "$dir"/*.log | awk -F': ' -v k="$key" '$1 == k { s += $2 } END { print s + 0 }')
+  val=$(cat "$dir"/*.log | awk -F': ' -v k="$key" '$1 == k { s += $2 } END { printf "%.0f\n", s }')
   case $op in
     \>=*) [ "$val" -ge "${op#>=}" ] ;;
     \>*)  [ "$val" -gt "${op#>}" ] ;;

@@ -7,7 +7,7 @@ XCHG_BIN := $(BUILD)/tests/xchg/t_xchg
 $(XCHG_BIN): tests/xchg/t_xchg.c
 	@mkdir -p $(@D)
 	$(quiet) TEST $@
-	$(Q)$(CC) -std=gnu11 -O2 -g -Wall -Wextra -o $@ $< -lpthread
+	$(Q)$(CC) -std=gnu11 -O2 -g -Wall -Wextra -o $@ $< -lpthread -ldl
 
 TEST_TIERS += xchg
 test-xchg: $(LIB) $(XCHG_BIN)

@@ -43,6 +43,18 @@ for fam in tcp unix; do
   XCHG_ENV="ZCSOCK_PDC_SEND_BUDGET=32M" xcase "budget_wait/$fam" budget_wait $fam advise 1 \
     local.xchg.bytes_lent\>=100663296 local.xchg.budget_waits\>0
 done
+# what can change memory behind the allocator's back (issue 29): a kernel
+# pin (an io_uring fixed buffer registered after liburing is loaded late),
+# mmap(MAP_FIXED) over a lent buffer, mprotect, two threads lending one
+# buffer that a third rewrites
+xcase "uring/tcp" uring tcp advise 1 local.xchg.pinned\>0 local.xchg.bytes_lent\>0 \
+  local.xchg.bytes_mapped\>0
+for fam in tcp unix; do
+  xcase "mapfixed/$fam" mapfixed $fam advise 1 local.xchg.app\>0 local.xchg.bytes_lent\>0 \
+    mh.units.app\>0
+done
+xcase "mprotect/tcp" mprotect tcp advise 1 local.xchg.app\>0 mh.units.app\>0
+xcase "threads/tcp" threads tcp advise 1 local.xchg.bytes_lent\>0
 # refusals by reason and call site: too small, unaligned
 xcase "reasons/tcp" reasons tcp advise 1 local.xchg.too_small\>=1 local.xchg.unaligned\>=1 \
   xchg.refused.too_small.1\>=1 xchg.refused.unaligned.1\>=1 local.xchg.bytes_lent==0
@@ -96,9 +108,10 @@ for fam in tcp unix; do
   XCHG_TLB_LEAK=1 xcase "hugetlb/kill/$fam" kill $fam hugetlb 1 local.xchg.bytes_mapped==134217728
   XCHG_TLB_LEAK=1 xcase "hugetlb/rkill/$fam" rkill $fam hugetlb 1 local.xchg.bytes_lent\>=67108864
 done
-for c in echo thread fork exec; do
+for c in echo thread fork exec threads; do
   XCHG_TLB_LEAK=1 xcase "hugetlb/$c/tcp" $c tcp hugetlb 1 local.xchg.bytes_mapped\>0
 done
+XCHG_TLB_LEAK=1 xcase "hugetlb/mapfixed/tcp" mapfixed tcp hugetlb 1 local.xchg.app\>0
 # a dry pool (64 pages: the two arenas take 48, unit files and mapped units
 # soon find none left): what cannot get a page is copied (counted), some
 # units are still lent, nothing fails

@@ -36,7 +36,23 @@
  *            32 MiB) lent bytes and the ring are full, as the kernel's
  *            buffers would stop it; then every byte arrives;
  *   budget_wait  the same with a blocking sender of 96 MiB: it waits for the
- *            receiver (naps, counted) instead of copying through the ring.
+ *            receiver (naps, counted) instead of copying through the ring;
+ *   uring    memory pinned by the kernel (issue 29): after a buffer was lent
+ *            and frozen, the process loads liburing and registers the buffer
+ *            as an io_uring fixed buffer; READ_FIXED rewrites it and the next
+ *            sends must carry those bytes (a frozen view hid them); the
+ *            receiver does the same with its receive buffer, which must not
+ *            be mapped over once registered (the kernel's later reads would
+ *            land in the pages the map replaced);
+ *   mapfixed the sender maps over its lent buffer (mmap MAP_FIXED: anonymous
+ *            over a frozen unit, a file over one lent once): the peer gets
+ *            what the new mapping holds, and the buffer keeps it;
+ *   mprotect a buffer made read-only and sent twice stays read-only (a
+ *            write from a forked child faults);
+ *   threads  two threads send one buffer on two connections while a third
+ *            rewrites it: no message carries bytes older than the ones the
+ *            buffer held when its send began (a unit file made by one
+ *            thread's lend was sent by the other's without a compare).
  *
  * Exit 0 pass, 1 fail. */
 #define _GNU_SOURCE
@@ -56,6 +72,7 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #define U ((size_t)2 << 20)
@@ -423,6 +440,401 @@ static void t_lend_and_die(int s, unsigned n, unsigned seed0)
     raise(SIGKILL);
 }
 
+/* --- stale bytes: kernel pins, MAP_FIXED, mprotect, threads ------------------ */
+
+#if defined(__x86_64__)
+#include <linux/io_uring.h>
+
+/* System calls made as liburing makes them, past the C library (no hook
+ * sees them), with the number loaded from memory: the library's search for
+ * inline io_uring_setup calls must not find this program (only the dlopen
+ * of liburing tells the library that something may pin memory). */
+static volatile long t_nr_setup = 425, t_nr_enter = 426, t_nr_register = 427;
+
+static long t_raw(long nr, long a1, long a2, long a3, long a4, long a5)
+{
+    long ret;
+    register long r10 __asm__("r10") = a4;
+    register long r8 __asm__("r8") = a5;
+
+    __asm__ volatile("syscall" : "=a"(ret)
+                     : "a"(nr), "D"(a1), "S"(a2), "d"(a3), "r"(r10), "r"(r8)
+                     : "rcx", "r11", "memory");
+    return ret;
+}
+
+typedef struct t_ring {
+    int fd;
+    unsigned *sq_tail, *sq_mask, *sq_array, *cq_head, *cq_tail, *cq_mask;
+    struct io_uring_sqe *sqes;
+    struct io_uring_cqe *cqes;
+} t_ring_t;
+
+/* Load liburing (as a program that links it late would), set up a ring and
+ * register buf as fixed buffer 0. */
+static void t_ring_init(t_ring_t *r, void *buf, size_t len)
+{
+    struct io_uring_params p = { 0 };
+    struct iovec v = { buf, len };
+    char *sq, *cq;
+
+    T_CHECK(dlopen("liburing.so.2", RTLD_NOW | RTLD_GLOBAL) != NULL);
+    r->fd = (int)t_raw(t_nr_setup, 4, (long)&p, 0, 0, 0);
+    T_CHECK(r->fd >= 0);
+    sq = mmap(NULL, p.sq_off.array + p.sq_entries * sizeof(unsigned), PROT_READ | PROT_WRITE,
+              MAP_SHARED | MAP_POPULATE, r->fd, IORING_OFF_SQ_RING);
+    cq = mmap(NULL, p.cq_off.cqes + p.cq_entries * sizeof(struct io_uring_cqe),
+              PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, r->fd, IORING_OFF_CQ_RING);
+    r->sqes = mmap(NULL, p.sq_entries * sizeof(struct io_uring_sqe), PROT_READ | PROT_WRITE,
+                   MAP_SHARED | MAP_POPULATE, r->fd, IORING_OFF_SQES);
+    T_CHECK(sq != MAP_FAILED && cq != MAP_FAILED && r->sqes != MAP_FAILED);
+    r->sq_tail = (unsigned *)(sq + p.sq_off.tail);
+    r->sq_mask = (unsigned *)(sq + p.sq_off.ring_mask);
+    r->sq_array = (unsigned *)(sq + p.sq_off.array);
+    r->cq_head = (unsigned *)(cq + p.cq_off.head);
+    r->cq_tail = (unsigned *)(cq + p.cq_off.tail);
+    r->cq_mask = (unsigned *)(cq + p.cq_off.ring_mask);
+    r->cqes = (struct io_uring_cqe *)(cq + p.cq_off.cqes);
+    T_CHECK(t_raw(t_nr_register, r->fd, IORING_REGISTER_BUFFERS, (long)&v, 1, 0) == 0);
+}
+
+/* READ_FIXED of file fd (len bytes from offset 0) into the registered
+ * buffer buf, in pieces until done. */
+static void t_ring_read_fixed(t_ring_t *r, int fd, char *buf, size_t len)
+{
+    size_t done = 0;
+
+    while (done < len) {
+        unsigned tail = *r->sq_tail, idx = tail & *r->sq_mask, head;
+        struct io_uring_sqe *e = &r->sqes[idx];
+        int res;
+
+        memset(e, 0, sizeof(*e));
+        e->opcode = IORING_OP_READ_FIXED;
+        e->fd = fd;
+        e->addr = (uint64_t)(uintptr_t)(buf + done);
+        e->len = (unsigned)(len - done);
+        e->off = done;
+        e->buf_index = 0;
+        r->sq_array[idx] = idx;
+        __atomic_store_n(r->sq_tail, tail + 1, __ATOMIC_RELEASE);
+        T_CHECK(t_raw(t_nr_enter, r->fd, 1, 1, IORING_ENTER_GETEVENTS, 0) == 1);
+        head = *r->cq_head;
+        T_CHECK(__atomic_load_n(r->cq_tail, __ATOMIC_ACQUIRE) != head);
+        res = r->cqes[head & *r->cq_mask].res;
+        __atomic_store_n(r->cq_head, head + 1, __ATOMIC_RELEASE);
+        T_CHECK(res > 0);
+        done += (size_t)res;
+    }
+}
+
+/* A file of len bytes of pattern seed (unlinked: only the descriptor). */
+static int t_pattern_file(size_t len, unsigned seed)
+{
+    char path[] = "/tmp/zcsock-t-xchg-XXXXXX", *b = malloc(len);
+    int fd = mkstemp(path);
+
+    T_CHECK(fd >= 0 && b);
+    unlink(path);
+    t_fill(b, len, seed);
+    T_CHECK(write(fd, b, len) == (ssize_t)len);
+    free(b);
+    return fd;
+}
+
+static void t_uring_sender(int s)
+{
+    char *b = malloc(SZ);
+    t_ring_t r;
+    int f;
+
+    t_hello_sender(s);
+    t_fill(b, SZ, 21);
+    t_send_all(s, b, SZ);                   /* lent */
+    t_send_all(s, b, SZ);                   /* sent again unchanged: frozen */
+    t_ring_init(&r, b, SZ);                 /* liburing loaded, b registered */
+    for (unsigned seed = 22; seed <= 23; seed++) {
+        f = t_pattern_file(SZ, seed);
+        t_ring_read_fixed(&r, f, b, SZ);    /* the kernel rewrites b */
+        close(f);
+        t_verify(b, SZ, seed, "after READ_FIXED (sender)");
+        t_send_all(s, b, SZ);
+    }
+    t_send_all(s, b, SZ);
+}
+
+static void t_uring_receiver(int s)
+{
+    char *b = malloc(SZ);
+    t_ring_t r;
+    int f;
+
+    t_hello_receiver(s);
+    t_recv_all(s, b, SZ);                   /* mapped in place */
+    t_verify(b, SZ, 21, "first");
+    t_ring_init(&r, b, SZ);
+    f = t_pattern_file(SZ, 31);
+    t_ring_read_fixed(&r, f, b, SZ);
+    close(f);
+    t_verify(b, SZ, 31, "after READ_FIXED (receiver)");
+    t_recv_all(s, b, SZ);                   /* into registered pages: copied */
+    t_verify(b, SZ, 21, "second");
+    f = t_pattern_file(SZ, 32);
+    t_ring_read_fixed(&r, f, b, SZ);        /* the kernel's write must show */
+    close(f);
+    t_verify(b, SZ, 32, "after READ_FIXED into received bytes");
+    for (unsigned seed = 22; seed <= 23; seed++) {
+        t_recv_all(s, b, SZ);
+        t_verify(b, SZ, seed, "after the sender's READ_FIXED");
+    }
+    t_recv_all(s, b, SZ);
+    t_verify(b, SZ, 23, "last");
+}
+#else
+static void t_uring_sender(int s)
+{
+    (void)s;
+    printf("skip: the io_uring case is written for x86_64\n");
+    exit(77);
+}
+static void t_uring_receiver(int s)
+{
+    (void)s;
+    exit(77);
+}
+#endif
+
+static void t_mapfixed_sender(int s)
+{
+    char *b = malloc(SZ), *c;
+    int f;
+
+    t_hello_sender(s);
+    t_fill(b, SZ, 51);
+    t_send_all(s, b, SZ);
+    t_send_all(s, b, SZ);                   /* frozen */
+    T_CHECK(mmap(b, SZ, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1,
+                 0) == b);
+    t_fill(b, SZ, 52);
+    t_send_all(s, b, SZ);                   /* what the new mapping holds */
+    free(b);
+    c = malloc(SZ);
+    t_fill(c, SZ, 53);
+    t_send_all(s, c, SZ);                   /* lent once, not frozen */
+    f = t_pattern_file(SZ, 54);
+    T_CHECK(mmap(c, SZ, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, f, 0) == c);
+    t_send_all(s, c, SZ);
+    t_send_all(s, c, SZ);                   /* unchanged: a freeze would map the arena back */
+    t_verify(c, SZ, 54, "the file mapping kept");
+    t_fill(c, SZ, 55);                      /* stores through the file mapping */
+    t_send_all(s, c, SZ);
+    close(f);
+}
+
+static void t_mapfixed_receiver(int s)
+{
+    static const unsigned seeds[] = { 51, 51, 52, 53, 54, 54, 55 };
+    char *b = malloc(SZ);
+
+    t_hello_receiver(s);
+    for (unsigned i = 0; i < sizeof(seeds) / sizeof(seeds[0]); i++) {
+        t_recv_all(s, b, SZ);
+        t_verify(b, SZ, seeds[i], "mapfixed");
+    }
+}
+
+static void t_mprotect_sender(int s)
+{
+    char *b = malloc(SZ);
+    pid_t k;
+
+    t_hello_sender(s);
+    t_fill(b, SZ, 61);
+    T_CHECK(mprotect(b, SZ, PROT_READ) == 0);
+    t_send_all(s, b, SZ);
+    t_send_all(s, b, SZ);                   /* a freeze would map it read-write */
+    k = fork();
+    T_CHECK(k >= 0);
+    if (k == 0) {
+        signal(SIGSEGV, SIG_DFL);
+        ((volatile char *)b)[U + 5] = 1;    /* must fault */
+        _exit(0);
+    }
+    T_CHECK(t_wait(k) == 128 + SIGSEGV);
+    T_CHECK(mprotect(b, SZ, PROT_READ | PROT_WRITE) == 0);
+    t_fill(b, SZ, 62);
+    t_send_all(s, b, SZ);
+    t_send_all(s, b, SZ);
+}
+
+static void t_mprotect_receiver(int s)
+{
+    static const unsigned seeds[] = { 61, 61, 62, 62 };
+    char *b = malloc(SZ);
+
+    t_hello_receiver(s);
+    for (unsigned i = 0; i < sizeof(seeds) / sizeof(seeds[0]); i++) {
+        t_recv_all(s, b, SZ);
+        t_verify(b, SZ, seeds[i], "mprotect");
+    }
+}
+
+/* threads: lines of 64 bytes [u32 seed][u32 line][56 x seed byte].  Each
+ * round a new buffer (a new registration: the race is at a unit file's
+ * first lend), two sender threads and a writer released at once, each
+ * after its own random delay of up to 3 ms; a sender sends the seed the
+ * buffer held when its send began, then the buffer. */
+#define T_TSZ (2 * U)
+#define T_TSECS 5
+#define T_TROUNDS 400
+static char *volatile t_tbuf;
+static volatile unsigned t_tseed;
+static volatile int t_tstop;
+static pthread_barrier_t t_tbar;
+
+static void t_tfill(char *b, unsigned seed)
+{
+    for (size_t i = 0; i < T_TSZ; i += 64) {
+        uint32_t h[2] = { seed, (uint32_t)(i / 64) };
+
+        memcpy(b + i, h, 8);
+        memset(b + i + 8, (int)(seed & 0xff), 56);
+    }
+}
+
+static void *t_tw(void *arg)
+{
+    unsigned rs = 7;
+
+    (void)arg;
+    for (;;) {
+        pthread_barrier_wait(&t_tbar);
+        if (t_tstop)
+            break;
+        usleep(rand_r(&rs) % 3000);
+        t_tfill(t_tbuf, t_tseed + 1);
+        __atomic_store_n(&t_tseed, t_tseed + 1, __ATOMIC_RELEASE);
+        pthread_barrier_wait(&t_tbar);
+    }
+    return NULL;
+}
+
+static void *t_ts(void *arg)
+{
+    int s = (int)(intptr_t)arg;
+    unsigned rs = (unsigned)s;
+    long n = 0;
+
+    for (;;) {
+        uint64_t seed;
+
+        pthread_barrier_wait(&t_tbar);
+        if (t_tstop)
+            break;
+        usleep(rand_r(&rs) % 3000);
+        seed = __atomic_load_n(&t_tseed, __ATOMIC_ACQUIRE);
+        t_send_all(s, (char *)&seed, 8);
+        t_send_all(s, t_tbuf, T_TSZ);
+        n++;
+        pthread_barrier_wait(&t_tbar);
+    }
+    t_send_all(s, (char *)&(uint64_t){ 0 }, 8);     /* the end */
+    return (void *)n;
+}
+
+static void *t_tr(void *arg)
+{
+    int s = (int)(intptr_t)arg;
+    char *b = malloc(T_TSZ);
+    long n = 0;
+
+    for (;;) {
+        uint64_t seed;
+
+        t_recv_all(s, (char *)&seed, 8);
+        if (!seed)
+            break;
+        t_recv_all(s, b, T_TSZ);
+        for (size_t i = 0; i < T_TSZ; i += 64) {
+            uint32_t h[2];
+
+            memcpy(h, b + i, 8);
+            if (h[1] != i / 64 || h[0] < seed) {
+                fprintf(stderr, "threads: message %ld line %zu holds seed %u (line %u), the "
+                        "buffer held %llu when its send began\n", n, i / 64, h[0], h[1],
+                        (unsigned long long)seed);
+                exit(1);
+            }
+        }
+        n++;
+    }
+    free(b);
+    return (void *)n;
+}
+
+static void t_threads(void)
+{
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    socklen_t al = sizeof(a);
+    int ls = socket(AF_INET, SOCK_STREAM, 0), s[2];
+    pthread_t th[3];
+    void *n[2];
+    pid_t pid;
+
+    T_CHECK(bind(ls, (struct sockaddr *)&a, sizeof(a)) == 0 && listen(ls, 2) == 0 &&
+            getsockname(ls, (struct sockaddr *)&a, &al) == 0);
+    pid = fork();
+    T_CHECK(pid >= 0);
+    if (pid == 0) {
+        close(ls);
+        for (int i = 0; i < 2; i++) {
+            s[i] = socket(AF_INET, SOCK_STREAM, 0);
+            T_CHECK(connect(s[i], (struct sockaddr *)&a, sizeof(a)) == 0);
+            t_hello_sender(s[i]);
+        }
+        struct timespec t0, t;
+
+        pthread_barrier_init(&t_tbar, NULL, 4);
+        T_CHECK(pthread_create(&th[2], NULL, t_tw, NULL) == 0);
+        for (int i = 0; i < 2; i++)
+            T_CHECK(pthread_create(&th[i], NULL, t_ts, (void *)(intptr_t)s[i]) == 0);
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        for (unsigned r = 0; r < T_TROUNDS; r++) {
+            char *b = malloc(T_TSZ);        /* a new registration each round */
+
+            T_CHECK(b);
+            t_tseed += 10;
+            t_tfill(b, t_tseed);
+            t_tbuf = b;
+            pthread_barrier_wait(&t_tbar);  /* go */
+            pthread_barrier_wait(&t_tbar);  /* all done */
+            t_tbuf = NULL;
+            free(b);
+            clock_gettime(CLOCK_MONOTONIC, &t);
+            if (t.tv_sec - t0.tv_sec >= T_TSECS)
+                break;
+        }
+        t_tstop = 1;
+        pthread_barrier_wait(&t_tbar);
+        for (int i = 0; i < 2; i++)
+            T_CHECK(pthread_join(th[i], &n[i]) == 0);
+        T_CHECK(pthread_join(th[2], NULL) == 0);
+        printf("threads: sent %ld + %ld messages\n", (long)n[0], (long)n[1]);
+        exit(0);
+    }
+    for (int i = 0; i < 2; i++) {
+        s[i] = accept(ls, NULL, NULL);
+        T_CHECK(s[i] >= 0);
+        t_hello_receiver(s[i]);
+    }
+    for (int i = 0; i < 2; i++)
+        T_CHECK(pthread_create(&th[i], NULL, t_tr, (void *)(intptr_t)s[i]) == 0);
+    for (int i = 0; i < 2; i++)
+        T_CHECK(pthread_join(th[i], &n[i]) == 0);
+    printf("threads: %ld + %ld messages checked\n", (long)n[0], (long)n[1]);
+    T_CHECK(t_wait(pid) == 0);
+}
+
 /* --- main ------------------------------------------------------------------- */
 
 static char *t_target;
@@ -497,8 +909,25 @@ int main(int argc, char **argv)
         free(a);
         return 0;
     }
+    if (!strcmp(mode, "threads")) {
+        t_threads();
+        printf("%s: ok\n", mode);
+        return 0;
+    }
     pid = t_pair(&srv, &cli);
-    if (!strcmp(mode, "mutate")) {
+    if (!strcmp(mode, "uring") || !strcmp(mode, "mapfixed") || !strcmp(mode, "mprotect")) {
+        void (*snd)(int) = !strcmp(mode, "uring") ? t_uring_sender
+                           : !strcmp(mode, "mapfixed") ? t_mapfixed_sender : t_mprotect_sender;
+        void (*rcv)(int) = !strcmp(mode, "uring") ? t_uring_receiver
+                           : !strcmp(mode, "mapfixed") ? t_mapfixed_receiver : t_mprotect_receiver;
+
+        if (pid == 0) {
+            snd(cli);
+            exit(0);
+        }
+        rcv(srv);
+        T_CHECK(t_wait(pid) == 0);
+    } else if (!strcmp(mode, "mutate")) {
         if (pid == 0) {
             t_mutate_sender(cli);
             close(cli);
@@ -792,7 +1221,8 @@ int main(int argc, char **argv)
             T_CHECK(t_wait(pid) == 0);
         }
     } else {
-        fprintf(stderr, "usage: t_xchg mutate|kill|rkill|echo|thread|fork|exec|budget|budget_wait|placement [unix]\n");
+        fprintf(stderr, "usage: t_xchg mutate|kill|rkill|echo|thread|fork|exec|budget|budget_wait|"
+                "placement|uring|mapfixed|mprotect|threads [unix]\n");
         return 2;
     }
     printf("%s: ok\n", mode);

@@ -233,7 +233,6 @@ typedef struct lp_global {
     uint64_t handed_back[LP_HB_COUNT];  /* by reason (lp_handback_count) */
     uint64_t never_paired[LP_HB_COUNT]; /* left before the offer, by reason */
     int uring;                          /* liburing is loaded (pairing.c) */
-    unsigned long long uring_adds;      /* the loader's object count when it was not */
 } lp_global_t;
 
 extern lp_global_t lp;

@@ -2,7 +2,6 @@
  * connect, accept) and a pending client's pickup of the server's offer. */
 #include "lp_int.h"
 
-#include <link.h>
 #include <stddef.h>
 #include <string.h>
 #include <sys/single_threaded.h>
@@ -85,189 +84,18 @@ int lp_wants_creds(int fd)
     return on || sec;
 }
 
-typedef struct lp_uring_look {
-    unsigned long long adds;    /* the loader's count of objects ever added */
-    int found, first;
-} lp_uring_look_t;
-
-/* The file name of a loaded object, without its directory ("" for none). */
-static const char *lp_object_base(const struct dl_phdr_info *info)
-{
-    const char *name = info->dlpi_name ? info->dlpi_name : "";
-    const char *slash = strrchr(name, '/');
-
-    return slash ? slash + 1 : name;
-}
-
-/* Is the loaded object our own library? */
-static int lp_object_ours(const struct dl_phdr_info *info)
-{
-    uintptr_t me = (uintptr_t)&lp_object_ours;
-    int i;
-
-    for (i = 0; i < info->dlpi_phnum; i++) {
-        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-        uintptr_t at = info->dlpi_addr + ph->p_vaddr;
-
-        if (ph->p_type == PT_LOAD && me >= at && me - at < ph->p_memsz)
-            return 1;
-    }
-    return 0;
-}
-
-/* Is the loaded object liburing, or does it need it (a DT_NEEDED entry)?
- * Our own library has it linked in (the pin-down cache's backend). */
-static int lp_needs_uring(const struct dl_phdr_info *info)
-{
-    const ElfW(Dyn) *dyn = NULL, *d;
-    const char *base = lp_object_base(info);
-    uintptr_t strtab = 0;
-    int i;
-
-    if (!strncmp(base, "liburing.so", 11) || !strncmp(base, "liburing-ffi.so", 15))
-        return 1;       /* liburing itself (dlopen'ed by an FFI binding: ours is linked in) */
-    if (lp_object_ours(info))
-        return 0;
-    for (i = 0; i < info->dlpi_phnum; i++)
-        if (info->dlpi_phdr[i].p_type == PT_DYNAMIC)
-            dyn = (const ElfW(Dyn) *)(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr);
-    if (!dyn)
-        return 0;
-    for (d = dyn; d->d_tag != DT_NULL; d++)
-        if (d->d_tag == DT_STRTAB)
-            strtab = d->d_un.d_ptr;
-    if (!strtab)
-        return 0;
-    if (strtab < info->dlpi_addr)       /* not relocated in place (read-only .dynamic) */
-        strtab += info->dlpi_addr;
-    for (d = dyn; d->d_tag != DT_NULL; d++)
-        if (d->d_tag == DT_NEEDED &&
-            (!strncmp((const char *)strtab + d->d_un.d_val, "liburing.so", 11) ||
-             !strncmp((const char *)strtab + d->d_un.d_val, "liburing-ffi.so", 15)))
-            return 1;
-    return 0;
-}
-
-/* An object makes io_uring_setup system calls inline (liburing linked
- * statically: no DT_NEEDED entry, no libc function): the machine
- * code that loads the call's number into the system call register right
- * before the system call instruction, anywhere in its executable segments.
- * A match that is no such call only keeps the process from pairing. */
-static int lp_inline_uring(const struct dl_phdr_info *info)
-{
-#if defined(__x86_64__)
-    static const unsigned char nr[] = { 0xb8, 0xa9, 0x01, 0x00, 0x00 };     /* mov $425,%eax */
-    static const unsigned char sc[] = { 0x0f, 0x05 };                       /* syscall */
-#elif defined(__aarch64__)
-    static const unsigned char nr[] = { 0x28, 0x35, 0x80, 0xd2 };           /* mov x8, #425 */
-    static const unsigned char sc[] = { 0x01, 0x00, 0x00, 0xd4 };           /* svc #0 */
-#endif
-#if defined(__x86_64__) || defined(__aarch64__)
-    int i;
-
-    for (i = 0; i < info->dlpi_phnum; i++) {
-        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-        const unsigned char *p = (const unsigned char *)(info->dlpi_addr + ph->p_vaddr);
-        size_t left = ph->p_filesz;
-
-        if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_X) || !(ph->p_flags & PF_R))
-            continue;
-        while (left >= sizeof(nr)) {
-            const unsigned char *m = memmem(p, left, nr, sizeof(nr));
-
-            if (!m)
-                break;
-            if (memmem(m + sizeof(nr), (size_t)(p + left - m - sizeof(nr)) < 32
-                                       ? (size_t)(p + left - m - sizeof(nr)) : 32,
-                       sc, sizeof(sc)))
-                return 1;
-            left -= (size_t)(m + 1 - p);
-            p = m + 1;
-        }
-    }
-    return 0;
-#else
-    (void)info;
-    return 0;
-#endif
-}
-
-/* Objects already searched for inline calls (their load addresses): each
- * is searched once; past LP_SCANNED_MAX objects the rest are searched at
- * every look (a look happens only when the loader added an object). */
-#define LP_SCANNED_MAX 512
-static struct { uintptr_t addr; uint32_t name; } lp_scanned[LP_SCANNED_MAX];
-static int lp_nscanned;
-
-/* Search one object for inline io_uring_setup calls, unless it was, or it
- * cannot have them: the vDSO, the C library and the loader (no io_uring
- * wrapper), ourselves (our liburing, which never touches an application's
- * socket).  Called under dl_iterate_phdr's lock: one at a time. */
-static int lp_object_inline_uring(const struct dl_phdr_info *info)
-{
-    static const char *const skip[] = { "linux-vdso.so", "libc.so", "ld-linux" };
-    const char *name = info->dlpi_name ? info->dlpi_name : "";
-    const char *base = lp_object_base(info);
-    uint32_t h = 2166136261u;   /* the name too: dlclose can free an address for another */
-    int i;
-
-    for (i = 0; i < (int)(sizeof(skip) / sizeof(skip[0])); i++)
-        if (!strncmp(base, skip[i], strlen(skip[i])))
-            return 0;
-    if (lp_object_ours(info))
-        return 0;
-    for (; *name; name++)
-        h = (h ^ (unsigned char)*name) * 16777619u;
-    for (i = 0; i < lp_nscanned; i++)
-        if (lp_scanned[i].addr == info->dlpi_addr && lp_scanned[i].name == h)
-            return 0;
-    if (lp_nscanned < LP_SCANNED_MAX) {
-        lp_scanned[lp_nscanned].addr = info->dlpi_addr;
-        lp_scanned[lp_nscanned++].name = h;
-    }
-    return lp_inline_uring(info);
-}
-
-/* One loaded object (dl_iterate_phdr): stop at one that needs liburing or
- * makes io_uring_setup calls inline (liburing linked statically into the
- * program or into a shared library), or at once when nothing was loaded
- * since the last look. */
-static int lp_uring_seen(struct dl_phdr_info *info, size_t size, void *arg)
-{
-    lp_uring_look_t *st = arg;
-
-    if (st->first) {
-        st->first = 0;
-        if (size >= offsetof(struct dl_phdr_info, dlpi_adds) + sizeof(info->dlpi_adds))
-            st->adds = info->dlpi_adds;
-        if (st->adds && st->adds == __atomic_load_n(&lp.uring_adds, __ATOMIC_RELAXED))
-            return 1;
-    }
-    if (!lp_needs_uring(info) && !lp_object_inline_uring(info))
-        return 0;
-    st->found = 1;
-    return 1;
-}
-
 /* liburing makes its system calls inline (no libc function, so no hook
  * sees a read, write or close it does on a socket): a process with a
  * program or library that links it never pairs, and the first look that
  * finds one hands back what paired before (a library dlopen'ed after
- * pairing).  Looked up again only when the loader added an object since.
- * A program or a shared library that links liburing statically is found
- * by its inline io_uring_setup calls (lp_inline_uring, each object once),
- * and a dlopen of liburing itself (an FFI binding) by its name. */
+ * pairing).  The loaded objects are looked at again only when the loader
+ * added one since (shim_objs.c). */
 static int lp_uring_loaded(void)
 {
-    lp_uring_look_t st = { 0, 0, 1 };
-
     if (__atomic_load_n(&lp.uring, __ATOMIC_RELAXED))
         return 1;
-    dl_iterate_phdr(lp_uring_seen, &st);
-    if (!st.found) {
-        __atomic_store_n(&lp.uring_adds, st.adds, __ATOMIC_RELAXED);
+    if (!(shim_objects() & SHIM_OBJ_URING))
         return 0;
-    }
     if (!__atomic_exchange_n(&lp.uring, 1, __ATOMIC_ACQ_REL)) {
         zc_log(ZC_LOG_NOTICE, "local path off: liburing is loaded (its system calls pass no hook)");
         shim_process_exposed("io_uring");

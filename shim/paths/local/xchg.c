@@ -259,6 +259,7 @@ static void lx_refused(int why)
         [SHIM_XU_WHY_TOO_SMALL] = ZC_STAT_LOCAL_XCHG_TOO_SMALL,
         [SHIM_XU_WHY_UNALIGNED] = ZC_STAT_LOCAL_XCHG_UNALIGNED,
         [SHIM_XU_WHY_COST] = ZC_STAT_LOCAL_XCHG_COST,
+        [SHIM_XU_WHY_APP] = ZC_STAT_LOCAL_XCHG_APP,
     };
 
     zc_stat_add(stat[why], 1);
@@ -269,6 +270,7 @@ static void lx_refused(int why)
 static int lx_why(int rc)
 {
     return rc == -EFAULT ? SHIM_XU_WHY_REWRITTEN
+           : rc == -EACCES ? SHIM_XU_WHY_APP
            : rc == -EINVAL || rc == -EPERM ? SHIM_XU_WHY_NOT_PLACED
            : rc == -ENOSPC ? SHIM_XU_WHY_POOL
            : rc == -ECANCELED ? SHIM_XU_WHY_COST
