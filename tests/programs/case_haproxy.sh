@@ -24,7 +24,7 @@ BIG_SHA=$(p_sha256 "$P_TMP/docs/big")
 oport=$(p_free_port) && hport=$(p_free_port) && tport=$(p_free_port) || p_die "no free port"
 p_bg "$P_ART/origin.log" p_srv "$PY" "$P_DIR/http_origin.py" "$oport" "$P_TMP/docs"
 opid=$P_LAST_PID
-p_wait_file "$P_ART/origin.log" '^listening' 20 || p_die "origin never listened: $(tail -3 "$P_ART/origin.log")"
+p_wait_file "$P_ART/origin.log" '^listening' 20 || p_die "origin never listened: $(tail -n 3 "$P_ART/origin.log")"
 cat >"$P_TMP/haproxy.cfg" <<EOF2
 global
   nbthread 2
@@ -50,7 +50,7 @@ EOF2
 cp "$P_TMP/haproxy.cfg" "$P_ART/"
 p_bg "$P_ART/server.log" p_srv haproxy -db -f "$P_TMP/haproxy.cfg"
 hpid=$P_LAST_PID
-p_wait_listen "$hport" 20 && p_wait_listen "$tport" 5 || p_die "haproxy never listened: $(tail -3 "$P_ART/server.log")"
+p_wait_listen "$hport" 20 && p_wait_listen "$tport" 5 || p_die "haproxy never listened: $(tail -n 3 "$P_ART/server.log")"
 H=http://127.0.0.1:$hport T=http://127.0.0.1:$tport
 
 c() { p_t 60 p_cli curl -sS -f --max-time 50 "$@"; }
@@ -90,7 +90,7 @@ abrun() {   # abrun [-k]: 2,000 requests, 8 at once, every one complete and whol
 alive() {
   local p
   for p in "$hpid" "$opid"; do
-    p_alive "$p" || { p_say "pid $p died: $(tail -3 "$P_ART/server.log" "$P_ART/origin.log")"; return 1; }
+    p_alive "$p" || { p_say "pid $p died: $(tail -n 3 "$P_ART/server.log" "$P_ART/origin.log")"; return 1; }
   done
 }
 for ((r = 1; r <= REPS; r++)); do
@@ -100,6 +100,10 @@ for ((r = 1; r <= REPS; r++)); do
   p_step "ab-keepalive$r" abrun -k || break
 done
 p_step "alive" alive
-p_stop "$hpid" 5
+# a soft stop (SIGUSR1: HAProxy closes its listeners and exits once idle),
+# so that HAProxy leaves its statistics report: in mode one it holds the
+# connecting ends of the pairs
+kill -USR1 "$hpid" 2>/dev/null
+p_wait "$hpid" 10 >/dev/null; p_say "haproxy exited $?"
 p_stop "$opid" 5
 p_end

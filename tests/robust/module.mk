@@ -1,7 +1,7 @@
 # tests/robust/: issue 29's failures of real programs reduced to cases of
 # our own (tests/robust/run.sh lists them).  Included from tests/module.mk.
 TEST_TIERS += robust
-ROBUST_BINS := $(BUILD)/tests/robust/t_epoll_race
+ROBUST_BINS := $(BUILD)/tests/robust/t_epoll_race $(BUILD)/tests/robust/t_sigstorm
 
 $(BUILD)/tests/robust/%: tests/robust/%.c
 	@mkdir -p $(@D)
