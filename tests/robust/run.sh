@@ -7,6 +7,9 @@
 #                parent's set)
 #   fork_split/* fork_split.py: a connection split across fork pairs in
 #                both processes
+#   scm_listener scm_listener.py: a paired connection passed over SCM_RIGHTS
+#                to a process that accepted on a listener another process
+#                made (Dovecot's imap-login to imap): taken over, every byte
 #   aslimit/*    aslimit.py: a limit on the address space, inherited (ulimit
 #                -v 200 MiB) or set by the process itself (setrlimit, as
 #                vsftpd's session process does), with page exchange's
@@ -31,6 +34,8 @@ for k in parent child; do
   t_run "fork_split/$k" "$T" "${L[@]}" python3 tests/robust/fork_split.py "$k"
   t_run "fork_split/$k-plain" "$T" "${N[@]}" python3 tests/robust/fork_split.py "$k"
 done
+t_run "scm_listener" "$T" "${L[@]}" python3 tests/robust/scm_listener.py
+t_run "scm_listener-plain" "$T" "${N[@]}" python3 tests/robust/scm_listener.py
 
 aslimit() {   # aslimit inherited|lowered [env...]
   local how=$1; shift

@@ -208,40 +208,77 @@ static int lp_mbox_post(int pid, uint64_t magic, const path_local_handover_t *h,
     return rc;
 }
 
+#define LP_SCM_ACCEPT_MS 100
+
+/* Post a hand-over to pid's mailbox.  A process that just accepted the
+ * connection we pass on binds its mailbox in that very accept (the hook's
+ * work after the kernel's): an absent one is tried again for at most
+ * LP_SCM_ACCEPT_MS. */
+static int lp_mbox_post_wait(int pid, const path_local_handover_t *h, int memfd, int sock)
+{
+    int64_t t0 = lp_now_ms();
+    int rc;
+
+    while ((rc = lp_mbox_post(pid, LP_MBOX_MAGIC, h, memfd, sock)) == -ECONNREFUSED ||
+           rc == -ENOENT) {
+        if (lp_now_ms() - t0 >= LP_SCM_ACCEPT_MS || kill(pid, 0))
+            break;
+        zc_real.poll(NULL, 0, 1);
+    }
+    return rc;
+}
+
 /* The process that receives what we send on AF_UNIX socket fd, -1 when it
- * cannot be told.  SO_PEERCRED names the creator of the other end, which
- * for a socketpair is us even when that end went to a child: then the
- * holder is looked up (us, or one of our children; a forked child reads our
- * mailbox too, an exec'd one only its own, if it runs zcsock at all). */
+ * cannot be told.  SO_PEERCRED names the creator of the other end: for a
+ * socketpair that is us even when that end went to a child; for a socket
+ * accepted from a listener, the process that made the listener, which
+ * need not be the one that accepted (Dovecot's master makes the imap
+ * service's listener, and the imap processes it starts accept on it;
+ * uvicorn's workers inherit theirs across exec).  So the process named
+ * must hold the other end, or one of its children, which is then the
+ * receiver (a forked child of ours reads our mailbox too, an exec'd one
+ * only its own, if it runs zcsock at all). */
 static int lp_scm_receiver(int fd)
 {
     struct ucred cred;
     socklen_t cl = sizeof(cred);
-    uint64_t ino;
-    int kids[64], n, i;
+    int64_t t0 = lp_now_ms();
+    int me = (int)getpid();
 
-    if (zc_real.getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl))
+    if (zc_real.getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) || cred.pid <= 0)
         return -1;
-    if (cred.pid != getpid())
-        return (int)cred.pid;
-    if (local_pair_unix_peer_ino(fd, &ino))
-        return -1;
-    if (shim_proc_holds_socket(0, ino))
-        return (int)cred.pid;
-    n = shim_proc_children(kids, 64);
-    for (i = 0; i < n; i++) {
-        struct stat st;
-        int mfd = __atomic_load_n(&mbox.fd, __ATOMIC_ACQUIRE);
+    /* A connection to a listener may not be accepted yet (we connected and
+     * send at once, as Dovecot's imap-login does): its other end is in the
+     * listener's queue, no socket of any process's yet (its inode reads 0);
+     * the accepting process takes it within moments.  Looked for again for
+     * at most LP_SCM_ACCEPT_MS, then the connection is handed back. */
+    for (;;) {
+        uint64_t ino;
+        int kids[64], n, i;
 
-        if (!shim_proc_holds_socket(kids[i], ino))
-            continue;
-        /* A forked child that has not exec'd still holds our mailbox (close-
-         * on-exec) and reads it; it may not have bound its own yet. */
-        if (mfd >= 0 && !fstat(mfd, &st) && shim_proc_holds_socket(kids[i], (uint64_t)st.st_ino))
+        if (local_pair_unix_peer_ino(fd, &ino))
+            return -1;
+        if (ino && shim_proc_holds_socket(cred.pid == me ? 0 : (int)cred.pid, ino))
             return (int)cred.pid;
-        return kids[i];
+        n = ino ? shim_proc_children_of(cred.pid == me ? 0 : (int)cred.pid, kids, 64) : 0;
+        for (i = 0; i < n; i++) {
+            struct stat st;
+            int mfd = __atomic_load_n(&mbox.fd, __ATOMIC_ACQUIRE);
+
+            if (!shim_proc_holds_socket(kids[i], ino))
+                continue;
+            /* A forked child of ours that has not exec'd still holds our
+             * mailbox (close-on-exec) and reads it; it may not have bound
+             * its own yet. */
+            if (cred.pid == me && mfd >= 0 && !fstat(mfd, &st) &&
+                shim_proc_holds_socket(kids[i], (uint64_t)st.st_ino))
+                return me;
+            return kids[i];
+        }
+        if (lp_now_ms() - t0 >= LP_SCM_ACCEPT_MS)
+            return -1;
+        zc_real.poll(NULL, 0, 1);
     }
-    return -1;
 }
 
 void path_local_scm_send(int fd, const struct msghdr *msg)
@@ -267,7 +304,7 @@ void path_local_scm_send(int fd, const struct msghdr *msg)
                 continue;
             if (peer == -2)
                 peer = lp_scm_receiver(fd);
-            rc = peer > 0 ? lp_mbox_post(peer, LP_MBOX_MAGIC, &h, memfd, fds[i]) : -ENOTCONN;
+            rc = peer > 0 ? lp_mbox_post_wait(peer, &h, memfd, fds[i]) : -ENOTCONN;
             if (rc == 0) {
                 path_local_handover_posted(shim_fd_get(fds[i]));
                 zc_stat_add(ZC_STAT_LOCAL_HANDED_OVER, 1);
