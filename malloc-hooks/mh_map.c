@@ -25,6 +25,7 @@
 
 #include "mh_int.h"
 #include "zc_real.h"
+#include "zc_sys.h"
 #include <string.h>
 
 #define MH_EXPORT __attribute__((visibility("default")))
@@ -70,44 +71,64 @@ static void mh_limit_as(pid_t pid, int res, rlim_t cur)
         mh_arena_trim();
 }
 
-MH_EXPORT int setrlimit(__rlimit_resource_t res, const struct rlimit *rl)
+/* These run before anything else can: the sanitizer runtimes set limits
+ * and protect pages while they start, before our constructor, before dlsym
+ * may allocate and before AddressSanitizer's shadow memory exists.  Until
+ * the real functions are known the kernel is asked directly, by code that
+ * touches no memory the sanitizer would check. */
+#define MH_EARLY __attribute__((no_sanitize("address", "undefined")))
+
+static MH_EARLY long mh_prlimit_sys(pid_t pid, int res, const void *rl, void *old)
 {
-    if (!MH_REAL_OK(setrlimit)) {
-        errno = ENOSYS;
+    return zc_sys6(SYS_prlimit64, pid, res, (long)rl, (long)old, 0, 0);
+}
+
+/* A raw result for the application: -errno into errno. */
+static MH_EARLY int mh_sys_ret(long r)
+{
+    if (r < 0) {
+        errno = (int)-r;
         return -1;
     }
+    return (int)r;
+}
+
+MH_EXPORT MH_EARLY int setrlimit(__rlimit_resource_t res, const struct rlimit *rl)
+{
+    if (!zc_real.setrlimit)
+        return mh_sys_ret(mh_prlimit_sys(0, (int)res, rl, NULL));
     if (rl)
         mh_limit_as(0, (int)res, rl->rlim_cur);
     return zc_real.setrlimit(res, rl);
 }
 
-MH_EXPORT int setrlimit64(__rlimit_resource_t res, const struct rlimit64 *rl)
+MH_EXPORT MH_EARLY int setrlimit64(__rlimit_resource_t res, const struct rlimit64 *rl)
 {
+    if (!zc_real.setrlimit64)
+        return mh_sys_ret(mh_prlimit_sys(0, (int)res, rl, NULL));
     if (rl)
         mh_limit_as(0, (int)res, (rlim_t)rl->rlim_cur);
-    if (MH_REAL_OK(setrlimit64))
-        return zc_real.setrlimit64(res, rl);
-    return setrlimit(res, (const struct rlimit *)rl);
+    return zc_real.setrlimit64(res, rl);
 }
 
-MH_EXPORT int prlimit(pid_t pid, __rlimit_resource_t res, const struct rlimit *rl, struct rlimit *old)
+MH_EXPORT MH_EARLY int prlimit(pid_t pid, __rlimit_resource_t res, const struct rlimit *rl,
+                               struct rlimit *old)
 {
-    if (!MH_REAL_OK(prlimit)) {
-        errno = ENOSYS;
-        return -1;
-    }
+    if (!zc_real.prlimit)
+        return mh_sys_ret(mh_prlimit_sys(pid, (int)res, rl, old));
     if (rl)
         mh_limit_as(pid, (int)res, rl->rlim_cur);
     return zc_real.prlimit(pid, res, rl, old);
 }
 
-MH_EXPORT int prlimit64(pid_t pid, __rlimit_resource_t res, const struct rlimit64 *rl, struct rlimit64 *old)
+MH_EXPORT MH_EARLY int prlimit64(pid_t pid, __rlimit_resource_t res, const struct rlimit64 *rl,
+                                 struct rlimit64 *old)
 {
+    if (!zc_real.prlimit64)
+        return mh_sys_ret(mh_prlimit_sys(pid, (int)res, rl, old));
     if (rl)
         mh_limit_as(pid, (int)res, (rlim_t)rl->rlim_cur);
-    if (MH_REAL_OK(prlimit64))
-        return zc_real.prlimit64(pid, res, rl, old);
-    return prlimit(pid, res, (const struct rlimit *)rl, (struct rlimit *)old);
+    return zc_real.prlimit64(pid, res, rl, old);
 }
 
 /* ---- mmap / munmap / mremap ------------------------------------------- */
@@ -154,22 +175,18 @@ MH_EXPORT int munmap(void *addr, size_t len)
 /* The application changes a range's protection: units of placed blocks in
  * it are the application's to protect (MH_UNIT_APP: a freeze or a unit
  * mapped in would make a read-only buffer writable again). */
-MH_EXPORT int mprotect(void *addr, size_t len, int prot)
+MH_EXPORT MH_EARLY int mprotect(void *addr, size_t len, int prot)
 {
-    if (!MH_REAL_OK(mprotect)) {
-        errno = ENOSYS;
-        return -1;
-    }
+    if (!zc_real.mprotect)      /* before we are resolved */
+        return mh_sys_ret(zc_sys(SYS_mprotect, addr, len, prot));
     mh_arena_units_app(addr, len);
     return zc_real.mprotect(addr, len, prot);
 }
 
-MH_EXPORT int pkey_mprotect(void *addr, size_t len, int prot, int pkey)
+MH_EXPORT MH_EARLY int pkey_mprotect(void *addr, size_t len, int prot, int pkey)
 {
-    if (!MH_REAL_OK(pkey_mprotect)) {
-        errno = ENOSYS;
-        return -1;
-    }
+    if (!zc_real.pkey_mprotect)
+        return mh_sys_ret(zc_sys6(SYS_pkey_mprotect, (long)addr, (long)len, prot, pkey, 0, 0));
     mh_arena_units_app(addr, len);
     return zc_real.pkey_mprotect(addr, len, prot, pkey);
 }

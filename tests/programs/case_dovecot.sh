@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Dovecot IMAP (dovecot-imapd) on a free port with a configuration of our
-# own (passwd-file user "test" as nobody, maildir under $P_TMP, no TLS):
-# imap-login accepts the client, authenticates it and passes the connected
-# socket to an imap process over SCM_RIGHTS, which answers from then on.
+# own (passwd-file user "test", maildir under $P_TMP, no TLS, no chroot),
+# the whole of Dovecot and its clients as nobody (runuser; pairing needs one
+# user, and Dovecot's master keeps LD_PRELOAD / ZCSOCK_* for what it starts
+# through import_environment): imap-login accepts the client, authenticates
+# it and passes the connected socket to an imap process over SCM_RIGHTS
+# (to the "login/imap" listener the master made), which answers from then on.
 # Two clients at once (imap_client.py, python3 imaplib) each APPEND four
 # messages (300 B .. a 5 MiB p_gen body base64-encoded, 6.8 MiB) on one
 # connection and FETCH them back on a second, singly and all at once;

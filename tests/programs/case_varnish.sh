@@ -103,8 +103,9 @@ for ((r = 1; r <= REPS; r++)); do
   p_step "posts$r" posts "$r" || break
   p_step "ab$r" abrun || break
   p_step "ab-keepalive$r" abrun -k || break
+  p_step "healthy$r" healthy || { hfail=1; break; }
 done
-p_step "healthy" healthy
+[ "$r" -gt "$REPS" ] || [ -n "${hfail:-}" ] || p_step "healthy" healthy   # after another step failed
 timeout 10 varnishadm -n "$VN" panic.show >"$P_ART/panic.txt" 2>&1
 grep -q 'has not panicked' "$P_ART/panic.txt" || p_say "varnishadm panic.show: $(head -n 3 "$P_ART/panic.txt" | tr '\n' ' ')"
 # the manager stops its cache child (both exit, leaving their reports)

@@ -1,0 +1,56 @@
+/* System calls made by the library itself, straight to the kernel: never
+ * through the C library's syscall(), which the library interposes (its own
+ * hook would run), and usable before the real-function table is resolved
+ * (a hook called from another library's constructor, the sanitizer
+ * runtimes' set-up).  Returns what the kernel returns: >= 0, or -errno. */
+#ifndef ZC_SYS_H
+#define ZC_SYS_H
+
+#include <sys/syscall.h>
+
+#if defined(__x86_64__)
+static inline long zc_sys6(long nr, long a1, long a2, long a3, long a4, long a5, long a6)
+{
+    long ret;
+    register long r10 __asm__("r10") = a4;
+    register long r8 __asm__("r8") = a5;
+    register long r9 __asm__("r9") = a6;
+
+    __asm__ volatile("syscall"
+                     : "=a"(ret)
+                     : "a"(nr), "D"(a1), "S"(a2), "d"(a3), "r"(r10), "r"(r8), "r"(r9)
+                     : "rcx", "r11", "memory");
+    return ret;
+}
+#elif defined(__aarch64__)
+static inline long zc_sys6(long nr, long a1, long a2, long a3, long a4, long a5, long a6)
+{
+    register long x8 __asm__("x8") = nr;
+    register long x0 __asm__("x0") = a1;
+    register long x1 __asm__("x1") = a2;
+    register long x2 __asm__("x2") = a3;
+    register long x3 __asm__("x3") = a4;
+    register long x4 __asm__("x4") = a5;
+    register long x5 __asm__("x5") = a6;
+
+    __asm__ volatile("svc 0"
+                     : "+r"(x0)
+                     : "r"(x8), "r"(x1), "r"(x2), "r"(x3), "r"(x4), "r"(x5)
+                     : "memory");
+    return x0;
+}
+#else
+#include <errno.h>
+#include <unistd.h>
+/* Elsewhere the C library's: only before the real-function table exists. */
+static inline long zc_sys6(long nr, long a1, long a2, long a3, long a4, long a5, long a6)
+{
+    long r = syscall(nr, a1, a2, a3, a4, a5, a6);
+
+    return r < 0 ? -errno : r;
+}
+#endif
+
+#define zc_sys(nr, a1, a2, a3) zc_sys6((long)(nr), (long)(a1), (long)(a2), (long)(a3), 0, 0, 0)
+
+#endif
