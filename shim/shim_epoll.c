@@ -21,6 +21,17 @@
  * check.  Sets are marked (shim_ep_has) before their first claimed
  * registration reaches the kernel.
  *
+ * KICK.  epoll_ctl ADD or MOD of a descriptor makes the kernel report it
+ * as soon as it is ready, also to a thread already sleeping in epoll_wait
+ * on the set (an EPOLLONESHOT registration re-armed by another thread: the
+ * Erlang VM's schedulers re-arm what its poll thread waits on).  A claimed
+ * descriptor's bytes may be where the kernel does not look (a ring), and
+ * the sleeping wait's own arming look may have skipped the registration
+ * (a one-shot that had fired).  So the ADD or MOD arms the path's wake-up
+ * itself, and when the path says the descriptor is ready already, the
+ * set's kick eventfd (registered in the set under the wake tag, made at
+ * the first kick) is written, so the sleeping wait wakes and looks.
+ *
  * REGISTERED BEFORE CLAIMED.  A socket the application registers before it
  * connects (nginx registers its upstream sockets edge-triggered before
  * connect) may be claimed at the connect: its registrations are recorded
@@ -38,6 +49,7 @@
  * around it (shim_ep_fork_*). */
 #include <poll.h>
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/single_threaded.h>
 #include <time.h>
 
@@ -82,6 +94,7 @@ typedef struct shim_ep_reg {
 struct shim_ep_set {
     int epfd;
     int ntagged;                /* registrations in the list */
+    int kick1;                  /* the set's kick eventfd + 1, 0: none yet (KICK) */
     shim_ep_reg_t *head;
     UT_hash_handle hh;
 };
@@ -386,6 +399,44 @@ static int shim_ep_aux_add(shim_ep_reg_t *g, int w)
     }
     errno = saved;
     return g->aux == w;
+}
+
+/* The set's kick eventfd (KICK), made and registered at the first kick.
+ * -1 when none can be. */
+static int shim_ep_kick_fd(shim_ep_set_t *s)
+{
+    struct epoll_event e = { EPOLLIN | EPOLLET, { .u64 = SHIM_EP_AUXTAG | 0xffffULL } };
+    int fd, saved = errno;
+
+    if (s->kick1)
+        return s->kick1 - 1;
+    fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (fd >= 0) {
+        fd = shim_fd_internal_keep(fd, NULL, NULL);
+        if (zc_real.epoll_ctl(s->epfd, EPOLL_CTL_ADD, fd, &e)) {
+            shim_fd_internal_drop(fd);
+            fd = -1;
+        }
+    }
+    s->kick1 = fd + 1;
+    errno = saved;
+    return fd;
+}
+
+/* Wake every wait on epfd (KICK). */
+static void shim_ep_kick(int epfd)
+{
+    shim_ep_set_t *s;
+    uint64_t one = 1;
+    int fd, saved = errno;
+
+    shim_ep_lock();
+    s = shim_ep_set(epfd, 0);
+    fd = s ? shim_ep_kick_fd(s) : -1;
+    shim_ep_unlock();
+    if (fd >= 0 && zc_real.write(fd, &one, sizeof(one)) == (ssize_t)sizeof(one))
+        zc_stat_add(ZC_STAT_READY_EP_KICKS, 1);
+    errno = saved;
 }
 
 /* --- asking the paths (no lock held) ------------------------------------------ */
@@ -823,6 +874,22 @@ int shim_ep_ctl(int epfd, int op, int fd, struct epoll_event *ev, shim_fd_t *f)
     shim_ep_unlock();
     if (w == -2)
         f->path->ops->wake_fd(f, fd, 1);
+    if (rc == 0) {
+        /* Ready now where the kernel does not look, or only once the path's
+         * wake-up is armed: arm it for this registration, and wake a wait
+         * that already sleeps on the set (KICK) when it is ready (an
+         * EPOLLONESHOT re-armed by another thread while the wait's own
+         * arming look skipped it as fired). */
+        uint32_t want = ev->events & ~(uint32_t)SHIM_EP_KERNEL_KEEP;
+        shim_ready_ask_t ask = { 0, w >= 0 };
+        int saved = errno;
+
+        if (((uint16_t)f->path->ops->revents(f, fd, (short)(want | EPOLLRDHUP), -1,
+                                             SHIM_READY_ARM, &ask) &
+             (want | EPOLLERR | EPOLLHUP)) || ask.recheck_ms)
+            shim_ep_kick(epfd);
+        errno = saved;
+    }
     return rc;
 }
 
@@ -910,19 +977,28 @@ void shim_ep_claimed(int fd)
     shim_fd_unpin(&pin);
 }
 
-/* Socket fd is closing: its registrations go (the kernel drops them with
- * the file; one kept alive by a duplicate reports under a tag no
- * registration holds any more, which is dropped). */
+/* Socket fd is closing (still open): its registrations go.  The kernel
+ * drops them with the file; but the library may keep the file open past
+ * the application's close (a lingering socket posted to the peer, a
+ * hand-over in flight), and a registration left in the kernel would then
+ * report, under a tag nobody holds, for as long as the file lives (HAProxy
+ * spun on millions of them): the tagged ones are deleted from the kernel
+ * first, while the number still names the file. */
 void shim_ep_fd_closed(int fd)
 {
     shim_ep_fdl_t *l;
+    int saved = errno;
 
     if (!__atomic_load_n(&shim_ep.fds, __ATOMIC_RELAXED))
         return;
     shim_ep_lock();
-    while ((l = shim_ep_fdl(fd, 0)) && l->head)
+    while ((l = shim_ep_fdl(fd, 0)) && l->head) {
+        if (l->head->slot != SHIM_EP_NOSLOT)
+            zc_real.epoll_ctl(l->head->epfd, EPOLL_CTL_DEL, fd, NULL);
         shim_ep_drop(l->head);
+    }
     shim_ep_unlock();
+    errno = saved;
 }
 
 /* An epoll descriptor is closing: forget its set. */
@@ -938,6 +1014,8 @@ void shim_ep_forget_fd(int epfd)
 
         while (s->head)
             shim_ep_drop(s->head);
+        if (s->kick1)
+            shim_fd_internal_drop(s->kick1 - 1);
         /* plain records of the set too */
         HASH_ITER(hh, shim_ep.fds, l, ln)
             for (g = l->head; g; g = gn) {

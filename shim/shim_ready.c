@@ -181,7 +181,12 @@ int shim_ready_poll(struct pollfd *fds, nfds_t n, const struct timespec *timeout
                 if (fds[i].fd < 0 || !shim_fd_pin(fds[i].fd, &pin))
                     continue;
                 f = &pin.f;
-                if (pass == 1 && !spin && f->path->ops->wake_fd &&
+                /* The wake fd rings for input: a wait for output only does
+                 * not listen to it (it would drain it under the feet of
+                 * another thread's wait for input: the echo of a client
+                 * sending in one thread and receiving in another stopped) */
+                if (pass == 1 && !spin && (fds[i].events & (POLLIN | POLLRDNORM)) &&
+                    f->path->ops->wake_fd &&
                     (w = f->path->ops->wake_fd(f, fds[i].fd, 0)) >= 0) {
                     if (naux < SHIM_POLL_AUX_IDX)
                         aux_of[naux] = i;

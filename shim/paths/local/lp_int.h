@@ -69,6 +69,7 @@
 #define LP_LOOK_US 1000         /* most a non-blocking receive goes without a kernel
                                  * look (lp_rx_empty) */
 #define LP_BELL_WAIT_MS 50      /* close: most time spent draining owed doorbells */
+#define LP_TX_RECHECK_MS 2      /* a wait for space with threads looks again (lp_armed_recheck) */
 
 enum { LP_TX = 0, LP_RX = 1 };
 /* Connection states.  LP_OFFER: accepted, the server's offer is due at its

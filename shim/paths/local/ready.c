@@ -42,12 +42,20 @@ int lp_kernel_revents(int fd, short ev)
 
 /* A poll/epoll waiter announced a wait for space: if the connection was
  * handed back meanwhile the initiator may not have seen the announcement
- * (HAND-BACK 4), so withdraw it and look again soon. */
+ * (HAND-BACK 4), so withdraw it and look again soon.  In a process with
+ * more than one thread the "space for you" doorbell byte it waits for may
+ * be read by another thread's wait for input first (a byte says nothing of
+ * its kind), before this waiter slept on it: it looks again within
+ * LP_TX_RECHECK_MS, so a stolen doorbell costs that, never a hang (a
+ * client sending in one thread and receiving in another stopped for
+ * good).  Only while the ring is full. */
 void lp_armed_recheck(lp_conn_t *c, shim_ready_ask_t *ask)
 {
     if (lp_rv(c)) {
         local_ring_tx_wait_cancel(&c->ch, lp_txdir(c));
         lp_recheck(ask, 1);
+    } else if (!__libc_single_threaded) {
+        lp_recheck(ask, LP_TX_RECHECK_MS);
     }
 }
 
@@ -159,7 +167,9 @@ short lp_revents(shim_fd_t *f, int fd, short ev, int kev, int arm, shim_ready_as
      * (Not for longer: a process that exits with a byte unread in its
      * socket makes the kernel reset the connection.) */
     if (kev > 0 && (kev & POLLIN)) {
-        if (!__libc_single_threaded && ein && rd > 0 &&
+        /* (a wait for output only keeps it too: the byte may be the wake-up
+         * of another thread's wait for input that has not slept yet) */
+        if (!__libc_single_threaded && rd > 0 &&
             (rd >= (c->lowat > 0 ? c->lowat : 1) || c->rd_shut))
             c->bell_kept = 1;
         else
