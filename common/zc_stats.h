@@ -76,6 +76,9 @@
     X(READY_EP_STALE_TAGS, "ready.ep_stale_tags", "epoll events under a tag no "       \
       "registration of this process holds any more (a deleted or closed one, or a "     \
       "forked sibling's), dropped instead of reaching the application")                \
+    X(READY_EP_KICKS, "ready.ep_kicks", "epoll sets woken because an ADD or MOD "    \
+      "registered a claimed descriptor that was ready where the kernel does not look " \
+      "(its ring): a wait already sleeping on the set looks again")                   \
     X(READY_EP_ADOPTED, "ready.ep_adopted", "epoll registrations made before their "   \
       "socket was claimed (before its connect), taken over at the claim")              \
     X(LOCAL_FUTEX_WAKES, "local.futex_wakes", "peers woken from a blocking sleep")       \

@@ -26,9 +26,10 @@ esac
 p_bg "$P_ART/server.log" p_srv "${envx[@]}" "$PY" "$P_DIR/grpc_echo.py" server "$target"
 spid=$P_LAST_PID
 p_wait_file "$P_ART/server.log" '^listening' 20 || p_die "gRPC server never listened: $(tail -3 "$P_ART/server.log")"
-NCALLS=8    # lines "<call> sent <sha> received <sha>" per client
+NCALLS=8    # lines "<call> sent <sha> received <sha> <seconds>" per client
+SLOW=${GRPC_SLOW:-5}    # a call (about a second at most) slower than this is named
 round() {
-  local r=$1 i pids=() rc=0 crc name a b n t0=$SECONDS
+  local r=$1 i pids=() rc=0 crc name a b secs n t0=$SECONDS
   for i in 1 2; do
     p_cli "${envx[@]}" timeout -k 2 60 "$PY" "$P_DIR/grpc_echo.py" client "$target" "$r.$i" >"$P_TMP/o$i" 2>"$P_TMP/e$i" & pids+=($!)
   done
@@ -37,9 +38,10 @@ round() {
     sed "s/^/round $r client $i: /" "$P_TMP/e$i" >>"$P_ART/client.log"
     [ $crc -eq 0 ] || { p_say "round $r client $i exited $crc: $(tail -1 "$P_TMP/e$i")"; rc=1; }
     n=0
-    while read -r name _ a _ b; do
+    while read -r name _ a _ b secs; do
       [ "$name" = done ] && continue
       p_same "round $r client $i $name" "$a" "$b" || rc=1
+      awk -v s="$secs" -v l="$SLOW" 'BEGIN { exit !(s > l) }' && p_say "round $r client $i $name: slow, ${secs}s"
       n=$((n + 1))
     done <"$P_TMP/o$i"
     [ $n -eq $NCALLS ] && grep -qx done "$P_TMP/o$i" || { p_say "round $r client $i: $n of $NCALLS calls done"; rc=1; }

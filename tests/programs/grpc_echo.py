@@ -17,8 +17,9 @@ handlers, payloads as raw bytes).
                                             answers their sha256
                                  Bidi       bidirectional echo of 64 messages
                                             of 1 B .. 1 MiB
-                               prints "<call> sent <sha256> received <sha256>"
-                               per call, then "done"; exits 1 on any error
+                               prints "<call> sent <sha256> received <sha256>
+                               <seconds>" per call, then "done"; exits 1 on
+                               any error
 """
 import concurrent.futures, hashlib, random, signal, sys, threading, time
 
@@ -82,14 +83,17 @@ def client(target, seed):
     except grpc.FutureTimeoutError:
         sys.exit("channel to %s not ready after 10 s" % target)
     print("connected in %.2fs" % (time.monotonic() - t0), file=sys.stderr, flush=True)
+    last = [time.monotonic()]
     unary = ch.unary_unary("/zc.Echo/Unary", ident, ident)
     stream = ch.unary_stream("/zc.Echo/Stream", ident, ident)
     upload = ch.stream_unary("/zc.Echo/Upload", ident, ident)
     bidi = ch.stream_stream("/zc.Echo/Bidi", ident, ident)
     sha = lambda b: hashlib.sha256(b).hexdigest()
 
-    def report(name, a, b):
-        print("%s sent %s received %s" % (name, a, b), flush=True)
+    def report(name, a, b):     # and the seconds since the previous report
+        now = time.monotonic()
+        print("%s sent %s received %s %.2f" % (name, a, b, now - last[0]), flush=True)
+        last[0] = now
 
     for size in (1 << 10, 64 << 10, 1 << 20, 4 << 20):
         p = rnd.randbytes(size)
