@@ -64,6 +64,22 @@ SHIM_EXPORT int bind(int fd, const struct sockaddr *addr, socklen_t len)
     return zc_real.bind(fd, addr, len);
 }
 
+/* A socket the library never saw being made (inherited across exec, as
+ * uvicorn's workers inherit their listener): its family and type from the
+ * kernel, so that a path can act on it. */
+static void shim_fd_learn(int fd)
+{
+    shim_fd_t *f = shim_fd_get(fd);
+    int family = 0, type = 0, saved = errno;
+
+    if (!f || f->kind != SHIM_FD_UNKNOWN)
+        return;
+    if (!zc_real.getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &family, &(socklen_t){ sizeof(int) }) &&
+        !zc_real.getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &(socklen_t){ sizeof(int) }))
+        shim_fd_socket_track(fd, family, type);
+    errno = saved;
+}
+
 SHIM_EXPORT int listen(int fd, int backlog)
 {
     int rc, saved;
@@ -71,6 +87,7 @@ SHIM_EXPORT int listen(int fd, int backlog)
     SHIM_ENTER(listen, -1);
     rc = zc_real.listen(fd, backlog);
     if (rc == 0) {
+        shim_fd_learn(fd);
         shim_fd_connected(fd);
         saved = errno;
         SHIM_PATHS_EACH(listened, fd);

@@ -7,6 +7,8 @@
 #                parent's set)
 #   fork_split/* fork_split.py: a connection split across fork pairs in
 #                both processes
+#   inherit_listen  inherit_listen.py: a listener inherited across exec and
+#                listened on there pairs (uvicorn's workers)
 #   scm_listener scm_listener.py: a paired connection passed over SCM_RIGHTS
 #                to a process that accepted on a listener another process
 #                made (Dovecot's imap-login to imap): taken over, every byte
@@ -34,6 +36,8 @@ for k in parent child; do
   t_run "fork_split/$k" "$T" "${L[@]}" python3 tests/robust/fork_split.py "$k"
   t_run "fork_split/$k-plain" "$T" "${N[@]}" python3 tests/robust/fork_split.py "$k"
 done
+t_run "inherit_listen" "$T" "${L[@]}" python3 tests/robust/inherit_listen.py
+t_run "inherit_listen-plain" "$T" "${N[@]}" python3 tests/robust/inherit_listen.py
 t_run "scm_listener" "$T" "${L[@]}" python3 tests/robust/scm_listener.py
 t_run "scm_listener-plain" "$T" "${N[@]}" python3 tests/robust/scm_listener.py
 

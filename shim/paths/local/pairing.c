@@ -17,8 +17,12 @@ void lp_pickup_done(lp_conn_t *c, int rc, int memfd, int fd)
         lp_channel_adopt(c, memfd, fd);
         zc_stat_add(ZC_STAT_LOCAL_PAIRED_CLIENT, 1);
     } else {
+        /* no offer (a server without the library, or one that declined);
+         * an offer whose sender could not be proven to hold the other end
+         * (also the honest one of a server that answered and closed before
+         * we looked: a connection over before it could pair) */
         c->state = LP_PLAIN;
-        lp_decline(LOCAL_PAIR_R_NOT_ZCSOCK);
+        lp_decline(rc == -EPERM ? LOCAL_PAIR_R_UNVERIFIED : LOCAL_PAIR_R_NOT_ZCSOCK);
     }
 }
 
