@@ -87,6 +87,7 @@ typedef struct shim_ep_reg {
     uint64_t change;            /* edge-triggered: the path's change counter at the
                                  * last report */
     uint64_t seen;              /* the wait (shim_ep.waits) that last reported it */
+    int seen_idx;               /* ... at this index of that wait's events */
     int disabled;               /* EPOLLONESHOT fired */
     int aux;                    /* the path's wake fd registered beside it, -1 */
 } shim_ep_reg_t;
@@ -502,12 +503,18 @@ static void shim_ep_ask(shim_ep_ans_t *a, int arm, int wake, shim_ready_ask_t *a
     shim_fd_unpin(&pin);
 }
 
-/* Apply a's answer to its registration (lock held): the events to report,
- * 0 for none. */
-static uint32_t shim_ep_apply(shim_ep_ans_t *a, uint64_t wait)
+/* Apply a's answer to its registration (lock held): the events to report
+ * at index idx of the wait's events, 0 for none.  A registration this wait
+ * reported already (its look found it ready, then the kernel reported it
+ * too) is not reported twice: what the kernel adds goes into that event
+ * (*merge_p: its index, else -1), as the kernel reports one event per
+ * registration (a look that reported EPOLLOUT must not hide the EPOLLIN
+ * the kernel then reports: gRPC's edge-triggered first read never came). */
+static uint32_t shim_ep_apply(shim_ep_ans_t *a, uint64_t wait, int idx, int *merge_p)
 {
     shim_ep_reg_t *g = a->g;
 
+    *merge_p = -1;
     if (g->id != a->id || g->slot == SHIM_EP_NOSLOT)
         return 0;       /* deleted (or re-registered) meanwhile */
     a->data = g->data;  /* (a MOD may have changed it) */
@@ -517,7 +524,13 @@ static uint32_t shim_ep_apply(shim_ep_ans_t *a, uint64_t wait)
         return seen ? 0 : rev;
     }
     shim_ep_rearm(g, a->kevents, 0);
-    if (!a->rev || g->disabled || g->seen == wait) {
+    if (a->rev && g->seen == wait) {
+        *merge_p = g->seen_idx;
+        if (g->events & EPOLLET)
+            g->change = a->change;
+        return 0;
+    }
+    if (!a->rev || g->disabled) {
         if (a->kev > 0 && (g->events & EPOLLONESHOT) && !g->disabled)
             shim_ep_rearm(g, g->kevents, 1);    /* the kernel disabled it: nothing to say */
         return 0;
@@ -530,6 +543,7 @@ static uint32_t shim_ep_apply(shim_ep_ans_t *a, uint64_t wait)
     if (g->events & EPOLLONESHOT)
         g->disabled = 1;
     g->seen = wait;
+    g->seen_idx = idx;
     return a->rev;
 }
 
@@ -548,9 +562,11 @@ static void shim_ep_snap(shim_ep_ans_t *a, shim_ep_reg_t *g, int kev)
 
 /* The kernel's events evs[0..n) of a wait on epfd (number wait): tags of
  * ours become the application's data, or go (a wake fd's; one whose path
- * has nothing to report; one no registration holds any more).  Returns how
+ * has nothing to report; one no registration holds any more; one this wait
+ * reported already, among base[0..nbase): merged into it).  Returns how
  * many are left, compacted. */
-static int shim_ep_translate_n(struct epoll_event *evs, int n, uint64_t wait)
+static int shim_ep_translate_n(struct epoll_event *evs, int n, uint64_t wait,
+                               struct epoll_event *base, int nbase)
 {
     int i, kept = 0;
 
@@ -559,6 +575,7 @@ static int shim_ep_translate_n(struct epoll_event *evs, int n, uint64_t wait)
         shim_ep_ans_t a;
         shim_ep_reg_t *g;
         uint32_t rev;
+        int merge;
 
         if ((e->data.u64 & SHIM_EP_TAGMASK) == SHIM_EP_AUXTAG)
             continue;   /* a path's wake fd: the waiter looks again */
@@ -581,8 +598,10 @@ static int shim_ep_translate_n(struct epoll_event *evs, int n, uint64_t wait)
         shim_ep_unlock();
         shim_ep_ask(&a, 0, 0, NULL);
         shim_ep_lock();
-        rev = shim_ep_apply(&a, wait);
+        rev = shim_ep_apply(&a, wait, nbase + kept, &merge);
         shim_ep_unlock();
+        if (merge >= 0 && merge < nbase + kept)
+            base[merge].events |= a.rev;
         if (!rev)
             continue;
         e->events = rev;
@@ -600,7 +619,8 @@ int shim_ep_translate(int epfd, struct epoll_event *evs, int n)
     (void)epfd;
     if (n <= 0 || !__atomic_load_n(&shim_ep.ever_tagged, __ATOMIC_ACQUIRE))
         return n;
-    return shim_ep_translate_n(evs, n, __atomic_add_fetch(&shim_ep.waits, 1, __ATOMIC_RELAXED));
+    return shim_ep_translate_n(evs, n, __atomic_add_fetch(&shim_ep.waits, 1, __ATOMIC_RELAXED),
+                               evs, 0);
 }
 
 /* --- the wait ------------------------------------------------------------------ */
@@ -689,8 +709,11 @@ static int shim_ep_look(int epfd, struct epoll_event *evs, int out, int max, int
         shim_ep_ask(&a[i], arm, arm == SHIM_READY_ARM, ask);
     shim_ep_lock();
     for (i = 0; i < n && out < max; i++) {
-        uint32_t rev = shim_ep_apply(&a[i], wait);
+        int merge;
+        uint32_t rev = shim_ep_apply(&a[i], wait, out, &merge);
 
+        if (merge >= 0 && merge < out)
+            evs[merge].events |= a[i].rev;
         if (rev) {
             evs[out].events = rev;
             evs[out].data.u64 = a[i].data;
@@ -741,7 +764,7 @@ static int shim_ep_wait(int epfd, struct epoll_event *evs, int max, int timeout,
         r = zc_real.epoll_pwait(epfd, evs + out, max - out, tmo, mask);
         if (r < 0)
             return out ? out : -1;
-        kept = shim_ep_translate_n(evs + out, r, wait);
+        kept = shim_ep_translate_n(evs + out, r, wait, evs, out);
         if (out + kept || timeout == 0 || (deadline >= 0 && shim_expired(deadline)))
             return out + kept;
     }
