@@ -496,7 +496,10 @@ static void shim_ep_ask(shim_ep_ans_t *a, int arm, int wake, shim_ready_ask_t *a
                                              ask);
     if (ask)
         ask->wake_listening = 0;
-    a->rev &= want | EPOLLERR | EPOLLHUP;
+    /* EPOLLRDHUP is reported when the registration asked for it (nginx
+     * learns from it that its upstream closed: without it, it waited for
+     * the end of a response whose last bytes it had read) */
+    a->rev &= want | (a->events & EPOLLRDHUP) | EPOLLERR | EPOLLHUP;
     a->kevents = shim_ep_kernel_events(f, a->events);
     if (a->rev && (a->events & EPOLLET))
         a->change = f->path->ops->change(f, a->fd);
@@ -909,7 +912,7 @@ int shim_ep_ctl(int epfd, int op, int fd, struct epoll_event *ev, shim_fd_t *f)
 
         if (((uint16_t)f->path->ops->revents(f, fd, (short)(want | EPOLLRDHUP), -1,
                                              SHIM_READY_ARM, &ask) &
-             (want | EPOLLERR | EPOLLHUP)) || ask.recheck_ms)
+             (want | (ev->events & EPOLLRDHUP) | EPOLLERR | EPOLLHUP)) || ask.recheck_ms)
             shim_ep_kick(epfd);
         errno = saved;
     }

@@ -34,6 +34,7 @@ int path_local_shutdown(shim_fd_t *f, int fd, int how)
             int w = local_ring_eof_write(&c->ch, lp_txdir(c));
 
             if (w >= 0) {
+                __atomic_store_n(&lp_side(c, c->ch.side)->wr_eof, 1, __ATOMIC_RELEASE);
                 c->wr_shut = 1;
                 lp_wake(c, fd, w, local_ring_wait_word(&c->ch, lp_txdir(c), LOCAL_RING_ROLE_CONS));
                 if (lp_rv(c))   /* the rest, then the FIN, later: readiness returns it */

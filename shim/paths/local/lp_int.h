@@ -101,6 +101,10 @@ typedef struct lp_side {
     /* ... and, as a receiver, where its copy of the peer's is (process
      * xi_pid, descriptor xi_no): an exec'd image takes it up. */
     int32_t xi_pid, xi_no;
+    /* This side wrote the EOF record of its sending direction (shutdown
+     * SHUT_WR): the peer's readiness says EPOLLRDHUP from then on, with
+     * data still unread too, as the kernel does once a FIN arrived. */
+    uint32_t wr_eof;
 } lp_side_t;
 
 /* The PAGES record being read (xchg.c): its unit files (copies installed by

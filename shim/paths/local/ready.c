@@ -18,18 +18,23 @@ short lp_kernel_events(shim_fd_t *f, short ev)
     return k;
 }
 
-/* Moves whenever data arrives or space frees: received stream positions
- * (ring and kernel) plus the position the peer consumed up to. */
+/* Moves whenever data arrives or space frees, and when the stream ends:
+ * received ring positions (any record: an EOF record moves it too) and
+ * kernel bytes, the position the peer consumed up to, and the ends the
+ * kernel would signal with a FIN or a reset (the peer gone from the ring,
+ * a kernel EOF or error).  An edge-triggered waiter hears of each. */
 uint64_t lp_change(shim_fd_t *f, int fd)
 {
     lp_conn_t *c = lp_conn(f);
+    uint64_t ends = (uint64_t)(c->kern_eof != 0) << 61 | (uint64_t)(c->kern_err != 0) << 62;
 
     (void)fd;
     if (!c->ch.base)
-        return c->rx_kernel;
-    return __atomic_load_n(&c->ch.hdr->ctl[lp_rxdir(c)].bytes_head, __ATOMIC_ACQUIRE) +
+        return c->rx_kernel + ends;
+    return __atomic_load_n(&c->ch.hdr->ctl[lp_rxdir(c)].head, __ATOMIC_ACQUIRE) +
            c->rx_kernel +
-           __atomic_load_n(&c->ch.hdr->ctl[lp_txdir(c)].bytes_tail, __ATOMIC_ACQUIRE);
+           __atomic_load_n(&c->ch.hdr->ctl[lp_txdir(c)].tail, __ATOMIC_ACQUIRE) + ends +
+           ((uint64_t)(local_ring_peer_state(&c->ch) == LOCAL_RING_PEER_GONE) << 60);
 }
 
 /* The kernel socket's readiness for ev, asked now. */
@@ -181,6 +186,13 @@ short lp_revents(shim_fd_t *f, int fd, short ev, int kev, int arm, shim_ready_as
         if ((local_ring_frame_next(&c->ch, lp_rxdir(c), &fr) == 0 &&
              fr.type == LOCAL_RING_REC_EOF) || lp_peer_lingers(c))
             rev |= ein | (ev & POLLRDHUP);  /* a lingering peer sends no FIN: gone is EOF */
+    } else if (rd > 0 && (__atomic_load_n(&lp_side(c, !c->ch.side)->wr_eof, __ATOMIC_ACQUIRE) ||
+                          local_ring_peer_state(&c->ch) == LOCAL_RING_PEER_GONE)) {
+        /* the end is behind the data: the kernel says EPOLLRDHUP once the FIN
+         * is in, unread bytes or not (nginx reads an upstream to its end
+         * only when told so with the data: its edge-triggered wait hears
+         * nothing more) */
+        rev |= ev & POLLRDHUP;
     }
     if (rd < 0 || c->kern_err)
         rev |= POLLERR | POLLHUP | ein;
