@@ -90,6 +90,8 @@ int shim_proc_fd_is_socket(int pid, int fd, uint64_t ino)
     w = (long)zc_fmt(want, sizeof(want), "socket:[%llu]", (unsigned long long)ino);
     zc_fmt(path, sizeof(path), "/proc/%d/fd/%d", pid, fd);
     n = syscall(SYS_readlinkat, AT_FDCWD, path, target, sizeof(target));
+    if (n < 0 && errno == ENOENT)
+        return -1;
     return n == w && !memcmp(target, want, (size_t)n);
 }
 

@@ -17,7 +17,7 @@ int shim_proc_each_num(const char *path, int (*fn)(int dirfd, long num, void *ar
 int shim_proc_holds_socket(int pid, uint64_t ino);
 
 /* Does descriptor fd of process pid refer to socket inode ino?  (One
- * readlink of /proc/PID/fd/FD.) */
+ * readlink of /proc/PID/fd/FD.)  1 yes, 0 no, -1 no such descriptor. */
 int shim_proc_fd_is_socket(int pid, int fd, uint64_t ino);
 
 /* The children of this process (every thread's), up to max of them into

@@ -54,6 +54,7 @@ static const char *const lp_reason_names[LOCAL_PAIR_R_COUNT] = {
     [LOCAL_PAIR_R_DISABLED] = "disabled",
     [LOCAL_PAIR_R_ERROR] = "error",
     [LOCAL_PAIR_R_UNVERIFIED] = "unverified",
+    [LOCAL_PAIR_R_CLOSED] = "closed",
     [LOCAL_PAIR_R_IO_URING] = "io_uring",
     [LOCAL_PAIR_R_CONNECT_FAILED] = "connect_failed",
 };
@@ -823,7 +824,11 @@ static int lp_offer_proof(int fd, int c, int sock, const lp_offer_t *o)
         return -EPERM;
     if (lp_peer_of(kind, fd, &p) || p.cookie != o->server_cookie)
         return -EPERM;
-    return shim_proc_fd_is_socket(cr.pid, (int)o->fd_hint, p.ino) ? 0 : -EPERM;
+    if (shim_proc_fd_is_socket(cr.pid, (int)o->fd_hint, p.ino) == 1)
+        return 0;
+    /* the server named a descriptor it no longer holds: it answered and
+     * closed before we looked (a one-request connection), or it is gone */
+    return shim_proc_fd_is_socket(cr.pid, (int)o->fd_hint, 0) < 0 ? -ECONNABORTED : -EPERM;
 }
 
 /* Receive, validate and attach the offer on connection c (accepted from the

@@ -22,7 +22,8 @@ void lp_pickup_done(lp_conn_t *c, int rc, int memfd, int fd)
          * (also the honest one of a server that answered and closed before
          * we looked: a connection over before it could pair) */
         c->state = LP_PLAIN;
-        lp_decline(rc == -EPERM ? LOCAL_PAIR_R_UNVERIFIED : LOCAL_PAIR_R_NOT_ZCSOCK);
+        lp_decline(rc == -EPERM ? LOCAL_PAIR_R_UNVERIFIED
+                   : rc == -ECONNABORTED ? LOCAL_PAIR_R_CLOSED : LOCAL_PAIR_R_NOT_ZCSOCK);
     }
 }
 
