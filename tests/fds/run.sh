@@ -14,6 +14,17 @@ t_run library-stats "$T" env LD_PRELOAD="$ZC_LIB" ZCSOCK_STATS=1 "$B" start
 # placement on: no arena at start-up, the first placed allocation's above
 # the floor
 t_run library-placement "$T" env LD_PRELOAD="$ZC_LIB" ZCSOCK_ALLOC_PLACEMENT=1 "$B" start
+# page exchange on 2 MiB pages (as root, shmem THP advise for the run):
+# the unit transports' receiving ends a fork+exec child inherits are taken
+# up by it, or closed, never left to it as descriptors of nobody's
+. tests/lib/thp.sh
+thp_allow
+if [ "$THP_HUGE" = 1 ]; then
+  t_run library-exchange "$T" env LD_PRELOAD="$ZC_LIB" ZCSOCK_EXCHANGE=1 "$B" start
+else
+  t_run library-exchange 5 sh -c 'echo "skip: no 2 MiB shared pages"; exit 77'
+fi
+hp_restore
 # as an unprivileged user (nobody) when run as root: a same-user process
 # must not open the library's memfds (rings, arenas) through /proc/PID/fd
 if [ "$(id -u)" = 0 ]; then

@@ -589,10 +589,16 @@ void lp_xchg_close(lp_conn_t *c)
 void lp_xchg_exec(lp_conn_t *c, int keep)
 {
     int flag = keep ? 0 : FD_CLOEXEC;
+    int32_t me = (int32_t)LP_SYS(SYS_getpid, 0, 0, 0);
+    lp_side_t *s = c->ch.base ? lp_side(c, c->ch.side) : NULL;
 
-    if (c->x_rx >= 0)
+    /* Only the ends our side words name for this process: the next image
+     * takes up those alone (lp_xchg_inherit); the copies a forked child
+     * holds of its parent's would reach its image as descriptors of
+     * nobody's (tier fds, with page exchange on). */
+    if (c->x_rx >= 0 && s && (!keep || __atomic_load_n(&s->xs_pid, __ATOMIC_ACQUIRE) == me))
         zc_real.fcntl(c->x_rx, F_SETFD, flag);
-    if (c->x_in >= 0)
+    if (c->x_in >= 0 && s && (!keep || __atomic_load_n(&s->xi_pid, __ATOMIC_ACQUIRE) == me))
         zc_real.fcntl(c->x_in, F_SETFD, flag);
 }
 
