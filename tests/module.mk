@@ -78,4 +78,9 @@ test: all
 # MPI case.
 soak: $(LIB) $(PROGRAMS_BINS)
 	$(Q)$(TEST_ENV) tests/soak/run.sh
-.PHONY: soak
+
+# The real programs whose failures came and went (issue 29), 20 times each
+# with both ends under the library (SOAK_PROGRAMS_REPS, SOAK_PROGRAMS_CASES).
+soak-programs: $(LIB) $(PROGRAMS_BINS) $(ROBUST_BINS)
+	$(Q)$(TEST_ENV) tests/soak/run_programs.sh
+.PHONY: soak soak-programs

@@ -5,7 +5,8 @@
 # reports against expect.txt (see README.md).
 # Usage: tests/programs/run.sh [CASE[/MODE]..]   (default: every entry of
 # expect.txt not marked known-fail; PROGRAMS_ALL=1: every entry)
-# Environment: ZC_BUILD, ZC_LIB, QUICK=1, PROGRAMS_ALL=1, TEST_TIMEOUT.
+# Environment: ZC_BUILD, ZC_LIB, QUICK=1, PROGRAMS_ALL=1, TEST_TIMEOUT,
+# PROGRAMS_MODES (the modes to run, default "both one client none").
 set -u
 cd "$(dirname "$0")/../.."
 . tests/lib/harness.sh
@@ -22,7 +23,7 @@ t0=$SECONDS
 left_out=()
 while read -r name both one none client; do
   [ -n "$name" ] && [ "${name:0:1}" != "#" ] || continue
-  for mode in both one client none; do
+  for mode in ${PROGRAMS_MODES:-both one client none}; do
     entry=${!mode}
     [ -n "$entry" ] && [ "$entry" != - ] || continue    # not run in this mode
     expect=${entry%%:*}

@@ -23,5 +23,9 @@ if [ "$THP_HUGE" = 0 ]; then
   t_end
   exit $?
 fi
+# Mode both only: page exchange needs both ends under the library (the
+# other modes are the programs tier's, and pair nothing or only inside the
+# server side).
 export ZCSOCK_EXCHANGE=1 ZCSOCK_EXCHANGE_UNIT_US=1 PROGRAMS_TIER=$tier PROGRAMS_EXPECT_LENT=1
+export PROGRAMS_MODES=${PROGRAMS_MODES:-both}
 tests/programs/run.sh "$@"
