@@ -15,6 +15,9 @@ PKGS=(
   # tests/programs: real daemons and clients with the library on both ends
   nodejs mosquitto mosquitto-clients openssh-server openssh-client git rsync
   openbsd-inetd postgresql memcached liburing-dev strace
+  # tests/programs, round two (issue 29): servers that crashed or stalled
+  apache2 apache2-utils erlang-base vsftpd python3-grpcio ncat haproxy
+  varnish dovecot-imapd slapd ldap-utils php-fpm gunicorn python3-uvicorn
   # MPI over TCP (tests/programs mpi_* cases, make bench): Open MPI and MPICH
   openmpi-bin libopenmpi-dev mpich libmpich-dev
   # malloc-hooks: a foreign allocator to detect (falls back to events only)
@@ -38,7 +41,8 @@ echo "deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
 # Daemons the tests start themselves (postgresql, openssh-server, inetd,
-# memcached, mosquitto, redis, nginx) must not be started by their package
+# memcached, mosquitto, redis, nginx, apache2, haproxy, varnish, dovecot,
+# slapd, php-fpm, vsftpd) must not be started by their package
 # scripts: in a container without an init system that fails the install.
 rc_policy=
 if [ ! -e /usr/sbin/policy-rc.d ]; then
