@@ -6,6 +6,9 @@
 #                   integration, launcher, symbols, end-to-end transparency);
 #                   closes with one "N passed, N failed, N skipped" line
 #   test-unit       cmocka unit tests only (honours SANITIZE)
+#   test-<tier>     one tier (ARCHITECTURE.md lists them)
+#   soak            long runs: 32 GiB paired streams, the MPI cases 100 times
+#   soak-programs   the real servers that failed only sometimes, 20 times each
 #   bench           benchmarks: kernel versus zcsock in one run, ratios, SVG
 #   check-symbols   fail when libzcsock.so exports anything not declared
 #   install         PREFIX (/usr/local) and DESTDIR honoured
