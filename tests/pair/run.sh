@@ -8,7 +8,7 @@ T=${TEST_TIMEOUT:-300}; [ "$T" -gt 60 ] && T=60
 t_begin pair
 for c in paired-tcp4 paired-tcp6 paired-mapped paired-unix nonblock accept4 plain-client plain-server \
          plain-acceptor foreign-server foreign-client prefork self other-user crash \
-         late-offer fork-requeue squatter squatter-same forged-offer netns-unix timing; do
+         late-offer closed-offer fork-requeue squatter squatter-same forged-offer netns-unix timing; do
   t_run "$c" "$T" env ZCSOCK_LOCAL=0 "$BIN" "$c"   # the binary links the hooks
 done
 grep -h '^timing:' "$ZC_BUILD/test-logs/pair/timing.log" 2>/dev/null | sed 's/^/  /'

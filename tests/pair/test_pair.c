@@ -2,7 +2,7 @@
  *   test_pair CASE [args]     exit 0 pass, 1 fail, 77 skip
  * Cases (see tests/pair/README.md): paired-tcp4 paired-tcp6 paired-unix
  * paired-mapped nonblock accept4 plain-client plain-server plain-acceptor foreign-server
- * foreign-client prefork self other-user crash late-offer fork-requeue squatter
+ * foreign-client prefork self other-user crash late-offer closed-offer fork-requeue squatter
  * netns-unix timing.
  *
  * A "paired" exchange runs the switch-over of local_pair.h end to end: the
@@ -593,6 +593,47 @@ static int case_late_offer(void)
     return 0;
 }
 
+/* The server offers, answers and closes before the client looks (a
+ * one-request connection): the offer names a descriptor the server no
+ * longer holds, and the client's socket has the FIN: declined as the
+ * connection's end (-ECONNABORTED, "closed"), not as a doubt about who
+ * sent it.  And the server's accept of a client that closed before its
+ * first data call: "closed" too. */
+static int case_closed_offer(void)
+{
+    struct sockaddr_storage ss;
+    socklen_t len;
+    int lfd = listener(AF_INET, 0, &ss, &len, 1);
+    end_t c;
+    local_ring_t ch;
+    char b[8];
+    int memfd = -1, reason = -1;
+
+    client_connect(&c, &ss, len, 0, 1);
+    CHECK(c.dec == LOCAL_PAIR_PENDING);
+    int s = accept(lfd, NULL, NULL);
+    CHECK(s >= 0);
+    CHECK(local_pair_accepted(lfd, s, 1 << 16, &ch, &memfd, &reason) == LOCAL_PAIR_PAIRED);
+    CHECK(write(s, "answer", 6) == 6);
+    close(s);
+    local_ring_close(&ch, 1);
+    close(memfd);
+    CHECK(read(c.fd, b, sizeof(b)) == 6);
+    CHECK(local_pair_channel_recv(c.fd, c.ann, 0, &c.ch, &c.memfd) == -ECONNABORTED);
+    close(c.fd);
+
+    client_connect(&c, &ss, len, 0, 1);
+    CHECK(c.dec == LOCAL_PAIR_PENDING);
+    s = accept(lfd, NULL, NULL);
+    CHECK(s >= 0);
+    close(c.fd);
+    CHECK(local_pair_accepted(lfd, s, 1 << 16, &ch, &memfd, &reason) == LOCAL_PAIR_DECLINED);
+    CHECK(reason == LOCAL_PAIR_R_CLOSED);
+    printf("closed offer: the client declines -ECONNABORTED (closed), the server of a client "
+           "that closed first declines closed\n");
+    return 0;
+}
+
 /* A pending client forks; the parent picks the offer up with
  * LOCAL_PAIR_F_REQUEUE, and the child, holding the same announcement,
  * still finds it, even after the parent closed its descriptor of the
@@ -853,6 +894,8 @@ int main(int argc, char **argv)
         return case_squatter(0);
     if (!strcmp(c, "squatter-same"))
         return case_squatter(1);
+    if (!strcmp(c, "closed-offer"))
+        return case_closed_offer();
     if (!strcmp(c, "forged-offer"))
         return case_forged_offer();
     if (!strcmp(c, "netns-unix"))

@@ -80,6 +80,7 @@ spid=$P_LAST_PID
 p_wait_listen "$port" 20 || p_die "apache never listened: $(tail -3 "$P_ART/server.log" "$P_TMP/logs/error.log")"
 url=http://127.0.0.1:$port
 
+P_AB_WRAP=("${AS_NOBODY[@]}")
 c() { p_t 60 p_cli "${AS_NOBODY[@]}" curl -sS -f --max-time 50 "$@"; }
 downloads() {
   local i pids=() rc=0
@@ -92,17 +93,9 @@ downloads() {
   done
   return $rc
 }
-abrun() {   # abrun [-k]: 2,000 requests, 8 at once, every one complete and whole
-  local out
-  # -l: ab counts a keep-alive response cut by the server's keep-alive limit
-  # as a length error, with or without the library
-  out=$(p_t 60 p_cli "${AS_NOBODY[@]}" ab -q -l -n 2000 -c 8 -s 20 "$@" "$url/small" 2>&1)
-  echo "$out" | grep -E 'Complete requests|Failed requests|Connect: |Non-2xx|Requests per second' |
-    sed "s/^/[ab $*] /"
-  echo "$out" | grep -Eq '^Complete requests: +2000$' &&
-    echo "$out" | grep -Eq '^Failed requests: +0$' &&
-    ! echo "$out" | grep -q 'Non-2xx'
-}
+# -l: ab counts a keep-alive response cut by the server's keep-alive limit
+# as a length error, with or without the library
+abrun() { p_ab 60 2000 "$url/small" -l "$@"; }   # abrun [-k]: every request complete and whole
 cgi_up() { p_same "CGI upload" "$UP_SHA" "$(c --data-binary "@$P_TMP/up" "$url/cgi/sum.cgi")"; }
 cgi_down() { p_same "CGI download" "$CGI_SHA" "$(c "$url/cgi/get.cgi" | p_sha256)"; }
 crashed() {

@@ -47,35 +47,9 @@ done
 
 c() { p_t 90 p_cli curl -sS -f --max-time 80 "$@"; }
 small() { p_same "1 KiB page" "$SMALL_SHA" "$(c "$url/small" 2>"$P_TMP/s.err" | p_sha256)" || { p_say "curl: $(tail -n 1 "$P_TMP/s.err")"; return 1; }; }
-abrun() {   # 2,000 requests, 8 at once, every one complete and whole
-  local out
-  out=$(p_t 90 p_cli ab -q -n 2000 -c 8 -s 20 "$url/small" 2>&1)
-  echo "$out" | grep -E 'Complete requests|Failed requests|Non-2xx|Requests per second' | sed 's/^/[ab] /'
-  echo "$out" | grep -Eq '^Complete requests: +2000$' &&
-    echo "$out" | grep -Eq '^Failed requests: +0$' &&
-    ! echo "$out" | grep -q 'Non-2xx'
-}
-downloads() {
-  local i pids=() rc=0 what=(file file sendfile sendfile)
-  for i in 1 2 3 4; do c -o "$P_TMP/d$i" "$url/${what[i-1]}" 2>"$P_TMP/d$i.err" & pids+=($!); done
-  for i in 1 2 3 4; do
-    wait "${pids[i-1]}" || { p_say "download $i: curl failed: $(tail -n 1 "$P_TMP/d$i.err")"; rc=1; }
-    p_same "download $i /${what[i-1]} ($(stat -c %s "$P_TMP/d$i" 2>/dev/null) bytes)" "$BIG_SHA" "$(p_sha256 "$P_TMP/d$i" 2>/dev/null)" || rc=1
-    rm -f "$P_TMP/d$i" "$P_TMP/d$i.err"
-  done
-  return $rc
-}
-uploads() {
-  local i pids=() rc=0
-  for i in 1 2; do
-    c -H 'Content-Type: application/octet-stream' --data-binary "@$P_TMP/up" -o "$P_TMP/u$i" "$url/sum" 2>"$P_TMP/u$i.err" & pids+=($!)
-  done
-  for i in 1 2; do
-    wait "${pids[i-1]}" || { p_say "upload $i: curl failed: $(tail -n 1 "$P_TMP/u$i.err")"; rc=1; }
-    p_same "upload $i (sha256 by the app)" "$UP_SHA" "$(cat "$P_TMP/u$i" 2>/dev/null)" || rc=1
-  done
-  return $rc
-}
+abrun() { p_ab 90 2000 "$url/small"; }   # every request complete and whole
+downloads() { p_par_get 4 "$BIG_SHA" "$url/file" "$url/file" "$url/sendfile" "$url/sendfile"; }
+uploads() { p_par_post 2 "$P_TMP/up" "$UP_SHA" "$url/sum"; }
 for ((r = 1; r <= REPS; r++)); do
   p_step "small$r" small || break
   p_step "ab$r" abrun || break

@@ -104,36 +104,10 @@ p_wait_listen "$port" 20 || p_die "nginx never listened: $(tail -n 3 "$P_ART/ngi
 url=http://127.0.0.1:$port
 
 c() { p_t 90 p_cli curl -sS -f --max-time 80 "$@"; }
-downloads() {
-  local i pids=() rc=0
-  for i in 1 2 3 4; do c -o "$P_TMP/d$i" "$url/big.php" 2>"$P_TMP/d$i.err" & pids+=($!); done
-  for i in 1 2 3 4; do
-    wait "${pids[i-1]}" || { p_say "download $i: curl failed: $(tail -n 1 "$P_TMP/d$i.err")"; rc=1; }
-    p_same "download $i ($(stat -c %s "$P_TMP/d$i" 2>/dev/null) bytes)" "$BIG_SHA" "$(p_sha256 "$P_TMP/d$i" 2>/dev/null)" || rc=1
-    rm -f "$P_TMP/d$i" "$P_TMP/d$i.err"
-  done
-  return $rc
-}
-uploads() {
-  local i pids=() rc=0
-  for i in 1 2; do
-    c -H 'Content-Type: application/octet-stream' --data-binary "@$P_TMP/up" -o "$P_TMP/u$i" "$url/sum.php" 2>"$P_TMP/u$i.err" & pids+=($!)
-  done
-  for i in 1 2; do
-    wait "${pids[i-1]}" || { p_say "upload $i: curl failed: $(tail -n 1 "$P_TMP/u$i.err")"; rc=1; }
-    p_same "upload $i (sha256 by PHP)" "$UP_SHA" "$(cat "$P_TMP/u$i" 2>/dev/null)" || rc=1
-  done
-  return $rc
-}
+downloads() { p_par_get 4 "$BIG_SHA" "$url/big.php"; }
+uploads() { p_par_post 2 "$P_TMP/up" "$UP_SHA" "$url/sum.php"; }
 small() { p_same "1 KiB page" "$SMALL_SHA" "$(c "$url/small.php" 2>"$P_TMP/s.err" | p_sha256)" || { p_say "curl: $(tail -n 1 "$P_TMP/s.err")"; return 1; }; }
-abrun() {   # 1,000 requests, 8 at once, every one complete and whole
-  local out
-  out=$(p_t 60 p_cli ab -q -n 1000 -c 8 -s 20 "$url/small.php" 2>&1)
-  echo "$out" | grep -E 'Complete requests|Failed requests|Non-2xx|Requests per second' | sed 's/^/[ab] /'
-  echo "$out" | grep -Eq '^Complete requests: +1000$' &&
-    echo "$out" | grep -Eq '^Failed requests: +0$' &&
-    ! echo "$out" | grep -q 'Non-2xx'
-}
+abrun() { p_ab 60 1000 "$url/small.php"; }   # every request complete and whole
 for ((r = 1; r <= REPS; r++)); do
   p_step "small$r" small || break
   p_step "downloads$r" downloads || break

@@ -266,6 +266,52 @@ p_same() {
   return 1
 }
 
+# p_ab SECS N URL [AB-ARGS..]: ab with N requests, 8 at once (P_AB_WRAP:
+# what runs it, e.g. setpriv); its summary lines printed; 0 when every
+# request completed, none failed and every answer was 2xx
+P_AB_WRAP=()
+p_ab() {
+  local secs=$1 n=$2 url=$3 out; shift 3
+  out=$(p_t "$secs" p_cli "${P_AB_WRAP[@]}" ab -q -n "$n" -c 8 -s 20 "$@" "$url" 2>&1)
+  echo "$out" | grep -E 'Complete requests|Failed requests|Connect: |Non-2xx|Requests per second|apr_' |
+    sed "s/^/[ab $*] /"
+  echo "$out" | grep -Eq "^Complete requests: +$n\$" &&
+    echo "$out" | grep -Eq '^Failed requests: +0$' &&
+    ! echo "$out" | grep -q 'Non-2xx'
+}
+
+# p_par_get N SHA URL..: N downloads at once through the case's c() (curl),
+# URLs taken in turn; each must hash to SHA
+p_par_get() {
+  local n=$1 sha=$2 i pids=() rc=0; shift 2
+  local urls=("$@")
+  for ((i = 1; i <= n; i++)); do
+    c -o "$P_TMP/d$i" "${urls[(i - 1) % ${#urls[@]}]}" 2>"$P_TMP/d$i.err" & pids+=($!)
+  done
+  for ((i = 1; i <= n; i++)); do
+    wait "${pids[i-1]}" || { p_say "download $i: curl failed: $(tail -n 1 "$P_TMP/d$i.err")"; rc=1; }
+    p_same "download $i ${urls[(i - 1) % ${#urls[@]}]} ($(stat -c %s "$P_TMP/d$i" 2>/dev/null) bytes)" \
+      "$sha" "$(p_sha256 "$P_TMP/d$i" 2>/dev/null)" || rc=1
+    rm -f "$P_TMP/d$i" "$P_TMP/d$i.err"
+  done
+  return $rc
+}
+
+# p_par_post N FILE SHA URL: N uploads of FILE at once through c(); each
+# answer must be SHA (the server hashes what it received)
+p_par_post() {
+  local n=$1 file=$2 sha=$3 url=$4 i pids=() rc=0
+  for ((i = 1; i <= n; i++)); do
+    c -H 'Content-Type: application/octet-stream' --data-binary "@$file" -o "$P_TMP/u$i" "$url" \
+      2>"$P_TMP/u$i.err" & pids+=($!)
+  done
+  for ((i = 1; i <= n; i++)); do
+    wait "${pids[i-1]}" || { p_say "upload $i: curl failed: $(tail -n 1 "$P_TMP/u$i.err")"; rc=1; }
+    p_same "upload $i (sha256 by the server)" "$sha" "$(cat "$P_TMP/u$i" 2>/dev/null)" || rc=1
+  done
+  return $rc
+}
+
 p_reps() {
   local n=$1
   if [ "$QUICK" = 1 ]; then n=$(((n + 3) / 4)); fi

@@ -12,6 +12,11 @@
 #   handsback  at least one connection was handed back (local.handed_back >= 1)
 #   plain      the library ran (reports with calls) but nothing paired and no
 #              byte took the local path; in mode none: no report at all
+# A case that writes a percentage P into $P_ART/pair_min (a proxy under
+# load, mode both) also needs P % of the connections that could pair to
+# have paired: local.paired.connected against it plus every decline but
+# "closed" (the server answered and closed before the client looked: a
+# connection over before it could pair, which a retry would meet too).
 # Usage: one.sh CASE MODE EXPECT     (exit 0 pass, 77 skip, else fail)
 set -u
 case_=$1 mode=$2 expect=$3
@@ -48,6 +53,15 @@ case $mode in
   none) [ "$reports" -eq 0 ] && [ "$loaded" -eq 0 ] || { echo "FAIL: mode none but the library ran ($reports reports, $loaded loaded)"; ok=0; } ;;
   *)    [ "$calls" -gt 0 ] || [ "$loaded" -gt 0 ] || { echo "FAIL: no report with calls and no daemon with the library mapped: the library did not run"; ok=0; } ;;
 esac
+if [ -f "$P_ART/pair_min" ]; then
+  min=$(cat "$P_ART/pair_min")
+  rate=$(echo "$con $dec" | awk '{ e = $1; for (i = 2; i <= NF; i++) { split($i, kv, "=");
+    if (kv[1] !~ /^(closed|never_paired\..*|handed_back\..*)$/) e += kv[2] }
+    printf "%.2f", e ? 100 * $1 / e : 0 }')
+  echo "pairing: $rate % of the connections that could pair paired (at least $min % needed)"
+  awk -v r="$rate" -v m="$min" 'BEGIN { exit !(r >= m) }' ||
+    { echo "FAIL: only $rate % of the connections that could pair paired"; ok=0; }
+fi
 case $expect in
   pairs)     [ "$got" = pairs ] || { echo "FAIL: expected the connection to pair, it did not ($got)"; ok=0; } ;;
   any)       ;;

@@ -4,18 +4,13 @@ of its end (issue 29, item 8: test harnesses and benchmarks connect first and
 fork after).  Usage: fork_split.py parent|child (which process keeps the
 client end); 8 MiB echoed and hashed; under the library both processes must
 have paired their end (zcsock_stat_get)."""
-import ctypes, hashlib, os, socket, sys
+import hashlib, os, socket, sys
 
 N = 8 << 20
 
 
-def stat(name):
-    try:
-        f = ctypes.CDLL(None).zcsock_stat_get
-    except AttributeError:
-        return None
-    v = ctypes.c_uint64()
-    return v.value if f(name.encode(), ctypes.byref(v)) == 0 else 0
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from zc_stat import zc_stat as stat  # noqa: E402
 
 
 def server(s):

@@ -4,16 +4,11 @@ the library never saw it being made, bound no beacon, and nothing paired).
 The parent binds a socket and starts a worker (exec) that inherits it; the
 worker listens, says so through a pipe, accepts one connection and answers
 100 bytes with 100 KB.  Under the library both ends must pair."""
-import ctypes, os, socket, subprocess, sys
+import os, socket, subprocess, sys
 
 
-def stat(name):
-    try:
-        f = ctypes.CDLL(None).zcsock_stat_get
-    except AttributeError:
-        return None
-    v = ctypes.c_uint64()
-    return v.value if f(name.encode(), ctypes.byref(v)) == 0 else 0
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from zc_stat import zc_stat as stat  # noqa: E402
 
 
 if sys.argv[1:2] == ["worker"]:

@@ -8,18 +8,13 @@ and a client C (fork).  S accepts C's connection, writes a greeting (the
 connection pairs), passes it to W through the AF_UNIX listener and closes
 its copy; W reads 8 MiB from it and answers their sha256, which C checks.
 Under the library W must have taken over the channel (local.inherited)."""
-import ctypes, hashlib, os, socket, sys, tempfile
+import hashlib, os, socket, sys, tempfile
 
 N = 8 << 20
 
 
-def stat(name):
-    try:
-        f = ctypes.CDLL(None).zcsock_stat_get
-    except AttributeError:
-        return None
-    v = ctypes.c_uint64()
-    return v.value if f(name.encode(), ctypes.byref(v)) == 0 else 0
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from zc_stat import zc_stat as stat  # noqa: E402
 
 
 def recv_exact(s, n):

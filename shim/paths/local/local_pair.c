@@ -14,6 +14,7 @@
 #include <linux/unix_diag.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <stddef.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -710,8 +711,8 @@ int local_pair_accepted(int listen_fd, int fd, size_t ring_size, local_ring_t *c
     o.client_cookie = p.cookie;
     if (lp_cookie(fd, &o.server_cookie))
         return lp_decline(reason_p, LOCAL_PAIR_R_ERROR);
-    if (!p.ino)
-        return lp_decline(reason_p, LOCAL_PAIR_R_ERROR);
+    if (!p.ino)     /* no file holds the client's socket: it closed already */
+        return lp_decline(reason_p, LOCAL_PAIR_R_CLOSED);
     if (lp_ann_connect(p.cookie, p.ino, &s, reason_p))
         return LOCAL_PAIR_DECLINED;
     memfd = local_ring_create(ring_size, ch);
@@ -808,7 +809,7 @@ static int lp_requeue(int fd, uint64_t client_cookie, const lp_offer_t *o, int m
  * it open while it waits (a close would then not reset or end the
  * connection); a re-queue may pass ours, whose listener closes with the
  * last holder. */
-static int lp_offer_proof(int fd, int c, int sock, const lp_offer_t *o)
+static int lp_offer_proved(int fd, int c, int sock, const lp_offer_t *o)
 {
     struct ucred cr;
     lp_peer_t p;
@@ -822,13 +823,42 @@ static int lp_offer_proof(int fd, int c, int sock, const lp_offer_t *o)
                theirs == mine ? 0 : -EPERM;
     if (lp_peer_cred(c, &cr) || cr.pid <= 0 || o->fd_hint > INT32_MAX)
         return -EPERM;
-    if (lp_peer_of(kind, fd, &p) || p.cookie != o->server_cookie)
+    if (lp_peer_of(kind, fd, &p))
         return -EPERM;
-    if (shim_proc_fd_is_socket(cr.pid, (int)o->fd_hint, p.ino) == 1)
-        return 0;
-    /* the server named a descriptor it no longer holds: it answered and
-     * closed before we looked (a one-request connection), or it is gone */
-    return shim_proc_fd_is_socket(cr.pid, (int)o->fd_hint, 0) < 0 ? -ECONNABORTED : -EPERM;
+    if (!p.ino)         /* no file holds the server's socket any more */
+        return -ECONNABORTED;
+    if (p.cookie != o->server_cookie)
+        return -EPERM;
+    return shim_proc_fd_is_socket(cr.pid, (int)o->fd_hint, p.ino) == 1 ? 0 : -EPERM;
+}
+
+/* lp_offer_proved, and a proof that failed on a connection whose peer has
+ * ended its side already (its FIN or close is in our socket) is the
+ * connection's end, not a doubt about the offer: -ECONNABORTED (declined
+ * "closed", which a retry would meet too).  A server that answered one
+ * request and closed no longer holds the descriptor it named, may have
+ * given its number to the next connection, and leaves its socket to
+ * TIME_WAIT, so the proof then fails in any of its steps.  A forger that
+ * exited leaves the connection alive: -EPERM. */
+static int lp_offer_proof(int fd, int c, int sock, const lp_offer_t *o)
+{
+    struct pollfd pfd = { fd, POLLRDHUP, 0 };
+    int rc = lp_offer_proved(fd, c, sock, o), kind;
+    lp_peer_t p;
+
+    if (rc != -EPERM)
+        return rc;
+    if (zc_real.poll(&pfd, 1, 0) == 1 && (pfd.revents & (POLLRDHUP | POLLHUP)))
+        return -ECONNABORTED;
+    /* The server may have closed between the proof's look at its socket
+     * and the one at its descriptor (its number already another
+     * connection's), its FIN not yet in ours: its socket, looked at again,
+     * is held by no file or no longer established. */
+    kind = lp_kind(fd);
+    if (kind > 0 && !lp_peer_of(kind, fd, &p) && p.cookie == o->server_cookie &&
+        (!p.ino || (kind != AF_UNIX && p.state != TCP_ESTABLISHED)))
+        return -ECONNABORTED;
+    return rc;
 }
 
 /* Receive, validate and attach the offer on connection c (accepted from the

@@ -145,9 +145,11 @@ enum {
                                  * announcer exited after a fork) */
     LOCAL_PAIR_R_IO_URING,      /* this process loaded liburing, whose inline
                                  * system calls no hook sees */
-    LOCAL_PAIR_R_CLOSED,        /* the server answered and closed before the
+    LOCAL_PAIR_R_CLOSED,        /* the connection ended before it could pair:
+                                   the server answered and closed before the
                                    client picked its offer up (a one-request
-                                   connection: over before it could pair) */
+                                   connection), or the client closed before
+                                   the server's first data call */
     LOCAL_PAIR_R_CONNECT_FAILED, /* the application's connect failed (refused,
                                   * unreachable, reset): no connection to pair */
     LOCAL_PAIR_R_COUNT
