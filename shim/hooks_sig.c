@@ -168,8 +168,19 @@ SHIM_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction
         if (rc == 0 && act)
             __atomic_store_n(&shim_sig_app[sig].handler, NULL, __ATOMIC_RELEASE);
     }
-    if (rc == 0 && old)
-        *old = wrapped && was_k.sa_sigaction == shim_sig_tramp ? was_app : was_k;
+    if (rc == 0 && old) {
+        *old = was_k;
+        if (wrapped && was_k.sa_sigaction == shim_sig_tramp) {
+            /* The application's handler, flags and mask, with what glibc
+             * and the kernel add to every disposition kept as they report
+             * it (SA_RESTORER and sa_restorer on x86_64). */
+            int ours = (was_app.sa_flags | SA_SIGINFO) & ~SA_RESETHAND;
+
+            old->sa_sigaction = was_app.sa_sigaction;
+            old->sa_mask = was_app.sa_mask;
+            old->sa_flags = was_app.sa_flags | (was_k.sa_flags & ~ours);
+        }
+    }
     __atomic_store_n(&shim_sig_lock, 0, __ATOMIC_RELEASE);
     if (--shim_sig_crit == 0 && shim_unlikely(shim_sig_pend))
         shim_sig_release();

@@ -78,16 +78,28 @@ static void on_usr1(int sig, siginfo_t *si, void *uc)
  * or without the library (the library registers its trampoline instead). */
 static int dispositions_kept(void)
 {
-    struct sigaction sa, q;
+    struct sigaction sa, q, ref;
     sighandler_t prev;
 
     memset(&sa, 0, sizeof(sa));
     sa.sa_sigaction = on_usr1;
     sa.sa_flags = SA_SIGINFO | SA_RESETHAND;
+    sigaddset(&sa.sa_mask, SIGUSR2);
+    /* the reference: a disposition the library never wraps (SIG_IGN), set
+     * with the same flags, read back as glibc reports it (its SA_RESTORER
+     * and sa_restorer included) */
+    memset(&ref, 0, sizeof(ref));
+    ref.sa_handler = SIG_IGN;
+    ref.sa_flags = sa.sa_flags;
+    if (sigaction(SIGUSR2, &ref, NULL) || sigaction(SIGUSR2, NULL, &ref) ||
+        sigaction(SIGUSR2, &(struct sigaction){ .sa_handler = SIG_DFL }, NULL))
+        return fprintf(stderr, "sig_io: reference disposition failed\n"), 0;
     if (sigaction(SIGUSR1, &sa, NULL) || sigaction(SIGUSR1, NULL, &q) ||
-        q.sa_sigaction != on_usr1 || (q.sa_flags & (SA_SIGINFO | SA_RESETHAND)) !=
-        (SA_SIGINFO | SA_RESETHAND))
-        return fprintf(stderr, "sig_io: sigaction does not report what was set\n"), 0;
+        q.sa_sigaction != on_usr1 || q.sa_flags != ref.sa_flags ||
+        q.sa_restorer != ref.sa_restorer || !sigismember(&q.sa_mask, SIGUSR2))
+        return fprintf(stderr, "sig_io: sigaction reports flags %#x restorer %p, glibc's "
+                       "would be %#x %p\n", q.sa_flags, (void *)q.sa_restorer,
+                       ref.sa_flags, (void *)ref.sa_restorer), 0;
     kill(getpid(), SIGUSR1);            /* once, with our pid in si_pid, then SIG_DFL */
     if (usr1 != 1 || sigaction(SIGUSR1, NULL, &q) || q.sa_handler != SIG_DFL)
         return fprintf(stderr, "sig_io: SA_RESETHAND handler ran %d, then %p\n", (int)usr1,
