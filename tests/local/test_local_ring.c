@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -114,6 +115,45 @@ static int t_memfd(size_t size, int seal)
     if (seal)
         assert_int_equal(fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW), 0);
     return fd;
+}
+
+/* A PAGES record's unit file must be a sealed memfd of the unit's size
+ * and inode (issue 30, item 6: a hostile peer lent an ordinary file, whose
+ * F_GET_SEALS answer -1 passed as every seal, then changed and truncated
+ * it under the receiver's mapping). */
+static void test_unit_file(void **state)
+{
+    const size_t unit = 2u << 20;
+    const int all = F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW;
+    char path[] = "/tmp/zc-unit-XXXXXX";
+    struct stat st;
+    int fd;
+
+    (void)state;
+    fd = t_memfd(unit, 0);
+    assert_int_equal(fcntl(fd, F_ADD_SEALS, all), 0);
+    assert_int_equal(fstat(fd, &st), 0);
+    assert_int_equal(local_ring_unit_file_ok(fd, unit, st.st_ino), 1);
+    assert_int_equal(local_ring_unit_file_ok(fd, unit, st.st_ino + 1), 0);   /* another file */
+    assert_int_equal(local_ring_unit_file_ok(fd, unit / 2, st.st_ino), 0);   /* another size */
+    close(fd);
+    fd = t_memfd(unit, 1);                      /* shrink and grow sealed, not write */
+    assert_int_equal(fstat(fd, &st), 0);
+    assert_int_equal(local_ring_unit_file_ok(fd, unit, st.st_ino), 0);
+    close(fd);
+    fd = mkstemp(path);                         /* an ordinary file: no seals at all */
+    assert_true(fd >= 0);
+    unlink(path);
+    assert_int_equal(ftruncate(fd, (off_t)unit), 0);
+    assert_int_equal(fstat(fd, &st), 0);
+    assert_int_equal(local_ring_unit_file_ok(fd, unit, st.st_ino), 0);
+    close(fd);
+    fd = (int)syscall(SYS_memfd_create, "t", MFD_CLOEXEC);  /* a memfd without sealing */
+    assert_true(fd >= 0);
+    assert_int_equal(ftruncate(fd, (off_t)unit), 0);
+    assert_int_equal(fstat(fd, &st), 0);
+    assert_int_equal(local_ring_unit_file_ok(fd, unit, st.st_ino), 0);
+    close(fd);
 }
 
 static void t_hdr_write(int fd, uint64_t magic, uint32_t version, uint64_t ring, uint64_t total)
@@ -1069,6 +1109,7 @@ int main(void)
         cmocka_unit_test(test_corrupt),
         cmocka_unit_test(test_corrupt_producer),
         cmocka_unit_test(test_view_init),
+        cmocka_unit_test(test_unit_file),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

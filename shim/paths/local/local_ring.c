@@ -428,6 +428,19 @@ err_close:
     return rc;
 }
 
+int local_ring_unit_file_ok(int fd, size_t size, uint64_t ino)
+{
+    const int need = F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW;
+    struct stat st;
+    int seals;
+
+    if (fstat(fd, &st) || !S_ISREG(st.st_mode) || st.st_size != (off_t)size ||
+        (uint64_t)st.st_ino != ino)
+        return 0;
+    seals = lr_fcntl(fd, F_GET_SEALS, 0);
+    return seals >= 0 && (seals & need) == need;
+}
+
 static int lr_map_checked(int memfd, int side, local_ring_t *ch)
 {
     struct stat st;

@@ -250,6 +250,13 @@ typedef struct local_ring {
  * The caller owns the memfd; the mapping alone keeps the memory alive. */
 int local_ring_create(size_t ring_size, local_ring_t *ch);
 
+/* Is fd a file a PAGES record may name: a regular file of exactly size
+ * bytes and inode ino, whose seals (F_GET_SEALS must succeed: only a memfd,
+ * shmem or hugetlbfs, has them) forbid every write, shrink and grow, so
+ * its bytes can change neither while a receiver copies from it nor while
+ * a mapping of it outlives the record?  1 yes, 0 no. */
+int local_ring_unit_file_ok(int fd, size_t size, uint64_t ino);
+
 /* Map the channel behind memfd and initialise *ch as side B, after checking
  * that the memfd is sealed against shrinking and that magic, version and
  * sizes agree with its real size.  Returns 0, -EPROTO (not a valid channel),

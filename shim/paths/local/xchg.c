@@ -57,7 +57,6 @@
 
 #define LX_UNIT  ((size_t)2 << 20)
 #define LX_MAGIC 0x31787a63736b637aULL
-#define LX_SEALS (F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW)
 
 typedef struct lx_msg {
     uint64_t magic;
@@ -445,7 +444,6 @@ static int lx_rec_load(int sock, const local_ring_frame_t *f, int dir, lp_xrec_t
 {
     lx_msg_t m;
     int fds[LOCAL_RING_PAGES_MAX], n = lx_msg_recv(sock, &m, fds, 1);
-    struct stat st;
 
     if (n < 0)
         return n == -EAGAIN ? -EPROTO : n;      /* sent before its record: must be there */
@@ -455,9 +453,8 @@ static int lx_rec_load(int sock, const local_ring_frame_t *f, int dir, lp_xrec_t
     for (int i = 0; i < n; i++) {
         const local_ring_page_t *pg = &f->pages[i];
 
-        if (pg->shift != 21 || pg->npages != 1 || pg->offset != 0 || fstat(fds[i], &st) ||
-            !S_ISREG(st.st_mode) || st.st_size != (off_t)LX_UNIT || st.st_ino != m.ino[i] ||
-            (zc_real.fcntl(fds[i], F_GET_SEALS) & LX_SEALS) != LX_SEALS)
+        if (pg->shift != 21 || pg->npages != 1 || pg->offset != 0 ||
+            !local_ring_unit_file_ok(fds[i], LX_UNIT, m.ino[i]))
             goto bad;
     }
     for (int i = 0; i < n; i++) {
