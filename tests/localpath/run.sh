@@ -76,6 +76,10 @@ for r in epoll poll; do
 done
 # many paired connections in one epoll set (LT and ET), one active at a time
 t_run epoll_many "$T" $PY tests/localpath/lp_epoll_many.py
+# a hostile peer that names the victim's own thread in its lock words, on
+# ten connections: the victim's event loop breaks them at once, an innocent
+# client is answered (tests/localpath/lp_lock_self.py)
+t_run lock_self "$T" $PY tests/localpath/lp_lock_self.py
 # a connect whose listener closes before accepting it: counted as
 # local.declined.connect_failed, not error (tests/localpath/lp_connect_failed.py)
 t_run connect_failed "$T" $PY tests/localpath/lp_connect_failed.py

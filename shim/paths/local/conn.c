@@ -49,12 +49,20 @@ static int lp_holder_forged(uint32_t *w, uint32_t cur)
 /* Take lock word w, which sits in memory the peer can write.  Waiters sleep
  * at most 20 ms at a time.  A crashed holder's lock is taken over (its
  * thread is gone).  The lock is taken by force and reported (1) when its
- * holder cannot be genuine (sole: see lp_holder_forged) or held it past
- * LP_LOCK_MAX_MS: no legitimate holder keeps it across a sleep, so only a
- * hostile or broken peer (a live tid written there, a reused tid) gets that
- * far, and the connection then reads as reset instead of this process
- * hanging (DESIGN.md §3.9).  0 otherwise. */
-int lp_lock_word(uint32_t *w, int sole)
+ * holder cannot be genuine or held it past LP_LOCK_MAX_MS: no legitimate
+ * holder keeps it across a sleep, so only a hostile or broken peer gets
+ * that far, and the connection then reads as reset instead of this process
+ * hanging (DESIGN.md §3.9).  0 otherwise.
+ *
+ * Not genuine, with sole (only our threads take our side's locks): a word
+ * naming the caller itself, a word naming no thread of ours
+ * (lp_holder_forged), and a word held while the caller is the only thread
+ * of ours taking or holding that lock (*inside == 1: every thread counts
+ * itself in before its first attempt and out after it let go), whatever
+ * thread it names: a peer that writes the tid of one of our threads (an
+ * event loop's own) is found at once, not after the bound (issue 30,
+ * item 5: ten such connections held an event loop 30 s). */
+int lp_lock_word(uint32_t *w, int sole, const uint32_t *inside)
 {
     uint32_t me = (uint32_t)lp_gettid(), cur = 0;
     struct timespec ts = { 0, 20 * 1000 * 1000 };
@@ -71,7 +79,10 @@ int lp_lock_word(uint32_t *w, int sole)
         }
         if (i == 64) {
             t0 = lp_now_ms();
-            if (sole && !shim_vfork_child() && lp_holder_forged(w, cur))
+            if (sole && !shim_vfork_child() &&
+                ((cur & ~LP_LOCK_WAITERS) == me || lp_holder_forged(w, cur) ||
+                 (inside && __atomic_load_n(inside, __ATOMIC_ACQUIRE) == 1 &&
+                  __atomic_load_n(w, __ATOMIC_ACQUIRE) == cur)))
                 break;
         }
         if (!(cur & LP_LOCK_WAITERS) &&
@@ -117,7 +128,8 @@ void lp_lock(lp_conn_t *c, int role)
     uint32_t *w = lp_lockp(c, role);
 
     shim_crit_enter();          /* SIGDEFER: no handler of ours runs while we hold it */
-    if (lp_lock_word(w, c->ch.base && c->sole) && c->ch.base) {
+    __atomic_add_fetch(&c->inside[role], 1, __ATOMIC_ACQ_REL);
+    if (lp_lock_word(w, c->ch.base && c->sole, &c->inside[role]) && c->ch.base) {
         /* a peer that wedges its lock loses the channel */
         __atomic_store_n(&c->ch.broken, 1, __ATOMIC_RELEASE);
         zc_log(ZC_LOG_NOTICE, "local path: a lock word of a channel held by no thread of ours "
@@ -132,6 +144,7 @@ void lp_lock(lp_conn_t *c, int role)
 void lp_unlock(lp_conn_t *c, int role)
 {
     lp_unlock_word(c->held[role]);
+    __atomic_sub_fetch(&c->inside[role], 1, __ATOMIC_ACQ_REL);
     shim_crit_leave();
 }
 

@@ -106,6 +106,10 @@ typedef struct lp_side {
      * data still unread too, as the kernel does once a FIN arrived. */
     uint32_t wr_eof;
 } lp_side_t;
+/* tests/localpath/lp_lock_self.py writes lock words at LP_SIDE_OFF + side *
+ * sizeof(lp_side_t), as a hostile peer would */
+_Static_assert(offsetof(lp_side_t, lock) == 0 && sizeof(lp_side_t) == 76,
+               "the side words' layout changed: update lp_lock_self.py");
 
 /* The PAGES record being read (xchg.c): its unit files (copies installed by
  * a peek at the transport) and read-only maps made on demand. */
@@ -172,6 +176,10 @@ typedef struct lp_conn {
     int pickup_busy;                /* a thread is looking for the offer (lp_pickup_try) */
     uint32_t plock[2];              /* before the channel exists */
     uint32_t *held[2];              /* the lock word each role holds now */
+    uint32_t inside[2];             /* threads of ours taking or holding each
+                                     * role's lock (lp_lock_word: with sole, a
+                                     * word held while only the caller is
+                                     * inside is forged) */
     uint8_t tx_ring, rx_ring;       /* direction switched to the ring */
     uint8_t tx_never;               /* our sending direction stays kernel */
     uint8_t wr_shut, rd_shut;       /* shutdown(SHUT_WR / SHUT_RD) seen */
@@ -318,7 +326,7 @@ int lp_gettid(void);
 lp_side_t *lp_side(lp_conn_t *c, int side);
 int lp_rv(lp_conn_t *c);
 void lp_futex(uint32_t *w, int op, uint32_t val, const struct timespec *ts);
-int lp_lock_word(uint32_t *w, int sole);
+int lp_lock_word(uint32_t *w, int sole, const uint32_t *inside);
 void lp_unlock_word(uint32_t *w);
 uint32_t *lp_lockp(lp_conn_t *c, int role);
 void lp_lock(lp_conn_t *c, int role);

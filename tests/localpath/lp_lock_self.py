@@ -1,0 +1,167 @@
+#!/usr/bin/env python3
+"""Localpath case "lock_self" (issue 30, item 5): a hostile peer writes the
+id of one of the victim's own threads into the victim's lock words, on ten
+connections, while an innocent client waits for its answer.
+
+The victim is an event-loop echo server under the library (one epoll
+thread, and a second thread that only sleeps, whose id the peer writes).
+The hostile client, under the library too, pairs ten connections with it,
+then writes that thread id into both role lock words of the victim's side
+of every channel and sends a byte on each.  The victim's loop must see at
+once that no thread of its own is inside the library for those locks (the
+word is forged) and call the channel broken; an earlier library took a
+live thread id as a genuine holder and waited the lock's whole bound (3 s)
+per connection, 30 s in all.  The innocent client (no library) must get
+its echo within 5 s, and the victim must have counted a protocol error on
+every hostile connection.
+
+    lp_lock_self.py      (ZC_LIB names the library)
+Exit 0 pass, 1 fail."""
+import os
+import select
+import socket
+import subprocess
+import sys
+import time
+
+N = 10
+
+VICTIM = r"""
+import ctypes, select, socket, sys, threading, time
+def stat(name):
+    v = ctypes.c_uint64()
+    return v.value if ctypes.CDLL(None).zcsock_stat_get(name.encode(), ctypes.byref(v)) == 0 else -1
+tids, stop = [], threading.Event()
+def idle():
+    tids.append(threading.get_native_id())
+    stop.wait(120)
+threading.Thread(target=idle, daemon=True).start()
+while not tids:
+    time.sleep(0.01)
+l = socket.socket(); l.bind(("127.0.0.1", 0)); l.listen(64)
+print(l.getsockname()[1], tids[0], flush=True)
+ep, conns = select.epoll(), {}
+ep.register(l.fileno(), select.EPOLLIN)
+end = time.time() + 120
+def drop(fd):
+    ep.unregister(fd); conns.pop(fd).close()
+while time.time() < end:
+    for fd, ev in ep.poll(1):
+        if fd == l.fileno():
+            a, _ = l.accept(); a.setblocking(False)
+            conns[a.fileno()] = a; ep.register(a.fileno(), select.EPOLLIN)
+            continue
+        a = conns[fd]
+        try:
+            b = a.recv(65536)
+        except BlockingIOError:
+            continue
+        except OSError:
+            b = b""
+        if b == b"quit":
+            print("errors %d" % stat("local.proto_errors"), flush=True)
+            sys.exit(0)
+        if not b:
+            drop(fd); continue
+        try:
+            a.setblocking(True); a.sendall(b); a.setblocking(False)
+        except OSError:
+            drop(fd)
+sys.exit("FAIL: victim: never told to quit")
+"""
+
+HOSTILE = r"""
+import ctypes, mmap, os, socket, struct, sys, time
+def stat(name):
+    v = ctypes.c_uint64()
+    return v.value if ctypes.CDLL(None).zcsock_stat_get(name.encode(), ctypes.byref(v)) == 0 else -1
+port, tid, n = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+cs = []
+for i in range(n):
+    c = socket.create_connection(("127.0.0.1", port)); c.settimeout(20)
+    c.sendall(b"x")                     # the server's first data call: its offer
+    if c.recv(1) != b"x":               # kernel bytes: the pickup (rule R3)
+        sys.exit("FAIL: hostile: no echo")
+    c.sendall(b"y")                     # through the ring now
+    if c.recv(1) != b"y":
+        sys.exit("FAIL: hostile: no echo through the ring")
+    cs.append(c)
+paired = stat("local.paired.connected")
+# the victim created each channel (side A): its lock words are the first two
+# words of the side words (LP_SIDE_OFF 2048, lp_side_t.lock[LP_TX, LP_RX])
+word = struct.pack("II", tid, tid)
+done = 0
+for name in os.listdir("/proc/self/fd"):
+    try:
+        if "zcsock-ring" not in os.readlink("/proc/self/fd/" + name):
+            continue
+        m = mmap.mmap(int(name), 4096)
+    except OSError:
+        continue
+    m[2048:2056] = word
+    m.close()
+    done += 1
+for c in cs:
+    try:
+        c.send(b"z")                    # the victim must take its locks now
+    except OSError:
+        pass
+print("scribbled %d %d" % (paired, done), flush=True)
+sys.stdin.read()                        # stay alive until told
+"""
+
+
+def main():
+    env = dict(os.environ, LD_PRELOAD=os.environ["ZC_LIB"])
+    vic = subprocess.Popen([sys.executable, "-c", VICTIM], env=env, stdout=subprocess.PIPE,
+                           text=True)
+    hos = None
+    try:
+        r, _, _ = select.select([vic.stdout], [], [], 20)
+        if not r:
+            print("FAIL: the victim never listened")
+            return 1
+        port, tid = vic.stdout.readline().split()
+        hos = subprocess.Popen([sys.executable, "-c", HOSTILE, port, tid, str(N)], env=env,
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        r, _, _ = select.select([hos.stdout], [], [], 60)
+        line = hos.stdout.readline().split() if r else []
+        if len(line) != 3 or line[0] != "scribbled":
+            print("FAIL: the hostile client did not get its connections paired: %r" % line)
+            return 1
+        paired, done = int(line[1]), int(line[2])
+        if paired != N or done < N:
+            print("FAIL: hostile client paired %d, scribbled %d channels, of %d" % (paired, done, N))
+            return 1
+        # the innocent client: this process, which runs without the library
+        t0 = time.time()
+        c = socket.create_connection(("127.0.0.1", int(port)))
+        c.settimeout(60)
+        c.sendall(b"ping")
+        got = c.recv(4)
+        dt = time.time() - t0
+        c.sendall(b"quit")
+        c.close()
+        out, _ = vic.communicate(timeout=60)
+        errors = int(out.split()[1]) if out.startswith("errors") else -1
+        print("innocent client answered in %.2f s; victim protocol errors %d (of %d hostile "
+              "connections)" % (dt, errors, N))
+        ok = True
+        for cond, what in ((got == b"ping", "innocent client got %r" % got),
+                           (dt < 5, "innocent client waited %.1f s (a forged lock word was "
+                            "waited on)" % dt),
+                           (errors >= N, "victim counted %d protocol errors, not %d" % (errors, N)),
+                           (vic.returncode == 0, "victim exited %s" % vic.returncode)):
+            if not cond:
+                print("FAIL: " + what)
+                ok = False
+        return 0 if ok else 1
+    finally:
+        for p in (vic, hos):
+            if p is not None and p.poll() is None:
+                p.kill()
+                p.wait()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
