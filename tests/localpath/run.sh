@@ -80,6 +80,10 @@ t_run epoll_many "$T" $PY tests/localpath/lp_epoll_many.py
 # ten connections: the victim's event loop breaks them at once, an innocent
 # client is answered (tests/localpath/lp_lock_self.py)
 t_run lock_self "$T" $PY tests/localpath/lp_lock_self.py
+# a hostile peer that names the victim's own pid and descriptors (a file it
+# holds a record lock on, its own eventfd) as its wake-up eventfd: nothing
+# fetched, the lock kept (tests/localpath/lp_peer_words.py)
+t_run peer_words "$T" $PY tests/localpath/lp_peer_words.py
 # a connect whose listener closes before accepting it: counted as
 # local.declined.connect_failed, not error (tests/localpath/lp_connect_failed.py)
 t_run connect_failed "$T" $PY tests/localpath/lp_connect_failed.py

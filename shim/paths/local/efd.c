@@ -173,10 +173,21 @@ void lp_efd_offered(lp_conn_t *c)
 }
 
 /* A copy of descriptor no of process pid (close-on-exec), or -1 (no
- * ptrace permission over it, gone, a seccomp filter's refusal). */
+ * ptrace permission over it, gone, a seccomp filter's refusal).  pid and
+ * no come from words the peer can write: in this very process only a
+ * descriptor of the library's own is fetched (a connection to ourselves),
+ * never the application's, which a check and a close of the copy would
+ * have touched (its POSIX record locks on the file go with any close), or
+ * a write into it changed (issue 30, item 4). */
 int lp_fetch_fd(int32_t pid, int32_t no)
 {
-    int pfd = (int)LP_SYS(SYS_pidfd_open, pid, 0, 0), fd;
+    int pfd, fd;
+    const shim_fd_t *f;
+
+    if (pid == (int32_t)LP_SYS(SYS_getpid, 0, 0, 0) &&
+        (!(f = shim_fd_get(no)) || __atomic_load_n(&f->kind, __ATOMIC_ACQUIRE) != SHIM_FD_INTERNAL))
+        return -1;
+    pfd = (int)LP_SYS(SYS_pidfd_open, pid, 0, 0);
 
     if (pfd < 0)
         return -1;

@@ -91,7 +91,7 @@ static size_t lp_exec_describe(lp_conn_t *c, const lp_exec_fds_t *x, int loads, 
                                char *buf, size_t len, size_t bufsz, int *handed)
 {
     size_t start = len;
-    int kept = 0, j;
+    int kept = 0, j, xfds[2];
 
     for (j = 0; j < x->n; j++) {        /* one entry, every surviving descriptor */
         int fd = x->fds[j];
@@ -110,12 +110,12 @@ static size_t lp_exec_describe(lp_conn_t *c, const lp_exec_fds_t *x, int loads, 
     }
     if (!kept || c->state != LP_PAIRED)
         return start;
-    len += zc_fmt(buf + len, bufsz - len, ":%d:%d:%x:%llx:%llx:%llx:%llx;", c->memfd,
+    lp_xchg_exec(c, 1, xfds);
+    len += zc_fmt(buf + len, bufsz - len, ":%d:%d:%x:%llx:%llx:%llx:%llx:%d:%d;", c->memfd,
                   c->ch.side, lp_flags(c), (unsigned long long)c->tx_kernel,
                   (unsigned long long)c->rx_kernel, (unsigned long long)c->bells_drained,
-                  (unsigned long long)c->ch.bells_claimed);
+                  (unsigned long long)c->ch.bells_claimed, xfds[0], xfds[1]);
     zc_real.fcntl(c->memfd, F_SETFD, 0);
-    lp_xchg_exec(c, 1);
     if (vforked) {
         /* No fork hook counted this child: the next image is a holder. */
         lp_holders_add(c, 1);
@@ -155,12 +155,12 @@ size_t lp_exec_prepare(const shim_exec_t *e, char *buf, size_t bufsz)
 void path_local_exec_failed(void)
 {
     lp_conn_t *c;
-    int saved = errno;
+    int saved = errno, xfds[2];
 
     for (c = lp.head; c; c = c->next) {
         if (c->memfd >= 0)
             zc_real.fcntl(c->memfd, F_SETFD, FD_CLOEXEC);
-        lp_xchg_exec(c, 0);
+        lp_xchg_exec(c, 0, xfds);
         if (c->vfork_held && c->ch.base)
             lp_holders_add(c, -1);
         c->vfork_held = 0;
@@ -196,7 +196,7 @@ static int64_t lp_dec(const char **p)
 
 /* One handed-over connection: its descriptors, channel memfd and state. */
 void lp_inherit_one(const int *fds, int nfds, int memfd, int side, unsigned flags,
-                           const uint64_t v[4])
+                    const uint64_t v[4], const int xfds[2])
 {
     struct stat st;
     lp_conn_t *c;
@@ -217,7 +217,7 @@ void lp_inherit_one(const int *fds, int nfds, int memfd, int side, unsigned flag
     c->memfd = shim_fd_internal_keep(memfd, &path_local, c);
     zc_real.fcntl(c->memfd, F_SETFD, FD_CLOEXEC);
     lp_xchg_attach(c);
-    lp_xchg_inherit(c);
+    lp_xchg_inherit(c, xfds);
     path_local_mbox_ensure();   /* for a lingering peer socket (LINGER, handback.c) */
     lp_side_publish(c, fd);
     c->tx_ring = !!(flags & LP_F_TX_RING);
@@ -259,7 +259,7 @@ void path_local_inherit(void)
     if (!p)
         return;
     while (*p) {
-        int fds[LP_INHERIT_FDS], nfds = 0, memfd, side, k, ok = 1;
+        int fds[LP_INHERIT_FDS], nfds = 0, memfd, side, k, ok = 1, xfds[2];
         unsigned flags;
         uint64_t v[4];
 
@@ -276,6 +276,8 @@ void path_local_inherit(void)
         flags = (unsigned)lp_hex(&p);
         for (k = 0; k < 4; k++)
             v[k] = lp_hex(&p);
+        xfds[0] = (int)lp_dec(&p);      /* the page exchange receiving ends */
+        xfds[1] = (int)lp_dec(&p);
         if (*p != ';')
             break;
         p++;
@@ -283,7 +285,7 @@ void path_local_inherit(void)
         for (k = 0; k < nfds; k++)
             ok &= fds[k] >= 0 && fds[k] != memfd;
         if (ok && memfd >= 0 && lp.enabled)
-            lp_inherit_one(fds, nfds, memfd, side, flags, v);
+            lp_inherit_one(fds, nfds, memfd, side, flags, v, xfds);
         else if (memfd >= 0)
             local_pair_fd_close(memfd);
     }
@@ -334,6 +336,6 @@ void path_local_handover_adopt(int fd, const path_local_handover_t *h, int memfd
         shim_fd_claim_clear(f);
         lp_forget(&old, fd);
     }
-    lp_inherit_one(&fd, 1, memfd, (int)h->side, h->flags, v);
+    lp_inherit_one(&fd, 1, memfd, (int)h->side, h->flags, v, (const int[2]){ -1, -1 });
 }
 

@@ -106,10 +106,13 @@ typedef struct lp_side {
      * data still unread too, as the kernel does once a FIN arrived. */
     uint32_t wr_eof;
 } lp_side_t;
-/* tests/localpath/lp_lock_self.py writes lock words at LP_SIDE_OFF + side *
- * sizeof(lp_side_t), as a hostile peer would */
-_Static_assert(offsetof(lp_side_t, lock) == 0 && sizeof(lp_side_t) == 76,
-               "the side words' layout changed: update lp_lock_self.py");
+/* tests/localpath/lp_lock_self.py and lp_peer_words.py write side words at
+ * LP_SIDE_OFF + side * sizeof(lp_side_t), as a hostile peer would */
+_Static_assert(offsetof(lp_side_t, lock) == 0 && offsetof(lp_side_t, efd_pid) == 20 &&
+               offsetof(lp_side_t, efd_gen) == 28 && sizeof(lp_side_t) == 76,
+               "the side words' layout changed: update lp_lock_self.py, lp_peer_words.py");
+_Static_assert(offsetof(local_ring_hdr_t, side_pid) == 40,
+               "the header's layout changed: update lp_peer_words.py");
 
 /* The PAGES record being read (xchg.c): its unit files (copies installed by
  * a peek at the transport) and read-only maps made on demand. */
@@ -359,7 +362,7 @@ unsigned lp_flags(const lp_conn_t *c);
 size_t lp_exec_prepare(const shim_exec_t *e, char *buf, size_t bufsz);
 void path_local_exec_failed(void);
 void lp_inherit_one(const int *fds, int nfds, int memfd, int side, unsigned flags,
-                           const uint64_t v[4]);
+                    const uint64_t v[4], const int xfds[2]);
 void path_local_inherit(void);
 int path_local_handover_prepare(shim_fd_t *f, int fd, path_local_handover_t *h, int *memfd_p);
 void path_local_hand_back(shim_fd_t *f, int fd, const char *why);
@@ -502,8 +505,8 @@ void lp_xchg_small(lp_conn_t *c);
 ssize_t lp_xchg_send(lp_conn_t *c, const struct msghdr *msg, size_t sent, size_t *lim_p,
                      int *flags_p, int *over_p);
 void lp_xchg_close(lp_conn_t *c);
-void lp_xchg_exec(lp_conn_t *c, int keep);
-void lp_xchg_inherit(lp_conn_t *c);
+void lp_xchg_exec(lp_conn_t *c, int keep, int xfds[2]);
+void lp_xchg_inherit(lp_conn_t *c, const int xfds[2]);
 int lp_xchg_moved(lp_conn_t *c, int from, int to);
 
 #endif

@@ -582,44 +582,51 @@ void lp_xchg_close(lp_conn_t *c)
  * exec failed): the receiving ends survive it, so that the next image can
  * read PAGES records already sent, and resolve our own, whatever becomes of
  * the peer.  Our sending end does not: the next image lends on a transport
- * of its own, if at all. */
-void lp_xchg_exec(lp_conn_t *c, int keep)
+ * of its own, if at all.  xfds (keep): the receiving ends that survive
+ * (x_rx, x_in; -1: none), which ZCSOCK_INHERIT gives the next image. */
+void lp_xchg_exec(lp_conn_t *c, int keep, int xfds[2])
 {
     int flag = keep ? 0 : FD_CLOEXEC;
     int32_t me = (int32_t)LP_SYS(SYS_getpid, 0, 0, 0);
     lp_side_t *s = c->ch.base ? lp_side(c, c->ch.side) : NULL;
 
-    /* Only the ends our side words name for this process: the next image
-     * takes up those alone (lp_xchg_inherit); the copies a forked child
-     * holds of its parent's would reach its image as descriptors of
-     * nobody's (tier fds, with page exchange on). */
-    if (c->x_rx >= 0 && s && (!keep || __atomic_load_n(&s->xs_pid, __ATOMIC_ACQUIRE) == me))
+    xfds[0] = xfds[1] = -1;
+    /* Only the ends our side words name for this process: the copies a
+     * forked child holds of its parent's would reach its image as
+     * descriptors of nobody's (tier fds, with page exchange on). */
+    if (c->x_rx >= 0 && s && (!keep || __atomic_load_n(&s->xs_pid, __ATOMIC_ACQUIRE) == me)) {
         zc_real.fcntl(c->x_rx, F_SETFD, flag);
-    if (c->x_in >= 0 && s && (!keep || __atomic_load_n(&s->xi_pid, __ATOMIC_ACQUIRE) == me))
+        xfds[0] = c->x_rx;
+    }
+    if (c->x_in >= 0 && s && (!keep || __atomic_load_n(&s->xi_pid, __ATOMIC_ACQUIRE) == me)) {
         zc_real.fcntl(c->x_in, F_SETFD, flag);
+        xfds[1] = c->x_in;
+    }
 }
 
 /* An exec'd image adopted connection c: take up the receiving ends the
- * previous image of this process left open (named in our side words). */
-void lp_xchg_inherit(lp_conn_t *c)
+ * previous image of this process left open.  Their numbers come from
+ * ZCSOCK_INHERIT (xfds), which our previous image wrote, never from the
+ * side words, which the peer can write too: a peer naming an application
+ * socket of ours there would have had it taken over and renumbered (issue
+ * 30, item 4).  The side words only learn the new numbers. */
+void lp_xchg_inherit(lp_conn_t *c, const int xfds[2])
 {
     lp_side_t *s = lp_side(c, c->ch.side);
     int32_t me = (int32_t)LP_SYS(SYS_getpid, 0, 0, 0);
-    int32_t no;
 
-    if (__atomic_load_n(&s->xs_pid, __ATOMIC_ACQUIRE) == me &&
-        __atomic_load_n(&s->xs_gen, __ATOMIC_RELAXED) &&
-        lx_is_transport(no = __atomic_load_n(&s->xs_no, __ATOMIC_RELAXED))) {
-        c->x_rx = shim_fd_internal_keep(no, &path_local, c);
+    if (lx_is_transport(xfds[0])) {
+        c->x_rx = shim_fd_internal_keep(xfds[0], &path_local, c);
         zc_real.fcntl(c->x_rx, F_SETFD, FD_CLOEXEC);
-        __atomic_store_n(&s->xs_no, c->x_rx, __ATOMIC_RELEASE);
+        if (__atomic_load_n(&s->xs_pid, __ATOMIC_ACQUIRE) == me)
+            __atomic_store_n(&s->xs_no, c->x_rx, __ATOMIC_RELEASE);
     }
-    if (__atomic_load_n(&s->xi_pid, __ATOMIC_ACQUIRE) == me &&
-        lx_is_transport(no = __atomic_load_n(&s->xi_no, __ATOMIC_RELAXED))) {
-        c->x_in = shim_fd_internal_keep(no, &path_local, c);
+    if (lx_is_transport(xfds[1])) {
+        c->x_in = shim_fd_internal_keep(xfds[1], &path_local, c);
         zc_real.fcntl(c->x_in, F_SETFD, FD_CLOEXEC);
         c->x_in_gen = __atomic_load_n(&lp_side(c, !c->ch.side)->xs_gen, __ATOMIC_RELAXED);
-        __atomic_store_n(&s->xi_no, c->x_in, __ATOMIC_RELEASE);
+        if (__atomic_load_n(&s->xi_pid, __ATOMIC_ACQUIRE) == me)
+            __atomic_store_n(&s->xi_no, c->x_in, __ATOMIC_RELEASE);
     }
 }
 
