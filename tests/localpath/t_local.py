@@ -1302,8 +1302,9 @@ def serve(case, fam):
         ls.bind(("::1" if f == socket.AF_INET6 else "127.0.0.1", 0))
         addr = str(ls.getsockname()[1])
     ls.listen(4)
-    # T_SQUAT_SELF=other|same: our own mailbox name taken before we pair
-    # (the client's lingering socket must not go to the squatter)
+    # T_SQUAT_SELF=other|same: our own mailbox name taken before we pair:
+    # not paired, said as local.declined.mailbox (a peer's lingering socket
+    # would have had nowhere to go; it must not go to the squatter either)
     squat = mailbox_squatter(os.getpid(), os.environ.get("T_SQUAT_SELF"))
     print(addr, flush=True)
     if case in LATE_ACCEPT:
@@ -1317,6 +1318,9 @@ def serve(case, fam):
     if squat:
         got = squat()
         check(not got, "the squatter of our mailbox name received %r" % got[:200])
+        if os.environ.get("T_MODE") == "both":
+            check(zc_stat("local.declined.mailbox") == 1, "declined.mailbox %r, not 1"
+                  % zc_stat("local.declined.mailbox"))
     print("paired=%d" % paired(), flush=True)
 
 
@@ -1412,7 +1416,7 @@ def launch(case, mode, fam):
     check(cli.returncode == 0 and srv.returncode == 0,
           "%s/%s: server %d client %d" % (case, mode, srv.returncode, cli.returncode))
     sp, cp = "paired=1" in sout, "paired=1" in cout
-    if mode == "both" and case in NEVER_PAIRED:
+    if mode == "both" and (case in NEVER_PAIRED or os.environ.get("T_SQUAT_SELF")):
         check(not sp and not cp, "%s/%s: paired, though handed away before its first data call"
               % (case, mode))
     elif mode == "both":

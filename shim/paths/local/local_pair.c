@@ -58,6 +58,7 @@ static const char *const lp_reason_names[LOCAL_PAIR_R_COUNT] = {
     [LOCAL_PAIR_R_CLOSED] = "closed",
     [LOCAL_PAIR_R_IO_URING] = "io_uring",
     [LOCAL_PAIR_R_CONNECT_FAILED] = "connect_failed",
+    [LOCAL_PAIR_R_MAILBOX] = "mailbox",
 };
 
 const char *local_pair_reason_name(int reason)

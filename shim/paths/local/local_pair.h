@@ -152,6 +152,9 @@ enum {
                                    the server's first data call */
     LOCAL_PAIR_R_CONNECT_FAILED, /* the application's connect failed (refused,
                                   * unreachable, reset): no connection to pair */
+    LOCAL_PAIR_R_MAILBOX,       /* another process holds this process's mailbox
+                                 * name: a peer closing with bytes unread, or a
+                                 * hand-over, would find no mailbox of ours */
     LOCAL_PAIR_R_COUNT
 };
 

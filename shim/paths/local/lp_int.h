@@ -473,6 +473,7 @@ ssize_t path_local_splice(int fd_in, loff_t *off_in, int fd_out, loff_t *off_out
 
 /* scm.c */
 void path_local_mbox_ensure(void);
+int path_local_mbox_usable(void);
 void path_local_mbox_ensure_scm(void);
 void path_local_mbox_idle(void);
 /* Post our socket sock, lingering after our close, to process pid's mailbox

@@ -150,6 +150,11 @@ void path_local_connect_prepare(int fd, const struct sockaddr *addr, socklen_t l
     if (!lp_candidate(fd))
         return;
     dec = local_pair_connect_prepare(fd, addr, len, &ann, &reason);
+    if (dec == LOCAL_PAIR_PENDING && !path_local_mbox_usable()) {
+        local_pair_fd_close(ann);
+        dec = LOCAL_PAIR_DECLINED;
+        reason = LOCAL_PAIR_R_MAILBOX;
+    }
     if (dec != LOCAL_PAIR_PENDING) {
         lp_decline(reason);
         return;
@@ -322,6 +327,9 @@ int lp_offer_due(lp_conn_t *c, int fd)
     if (lp_offer_shared(c, fd)) {
         dec = LOCAL_PAIR_DECLINED;
         reason = LOCAL_PAIR_R_UNSUPPORTED;
+    } else if (!path_local_mbox_usable()) {
+        dec = LOCAL_PAIR_DECLINED;
+        reason = LOCAL_PAIR_R_MAILBOX;
     } else {
         dec = local_pair_accepted(-1, fd, lp.ring_size, &c->ch, &memfd, &reason);
     }

@@ -48,6 +48,7 @@ static struct {
     int nlinger;
     uint64_t linger_ino[LP_LINGER_KEPT];
     int linger_sock[LP_LINGER_KEPT];
+    int squat_told;     /* the notice that our name is taken was given */
 } mbox = { .fd = -1, .parent_fd = -1 };
 
 typedef struct lp_mbox_msg {
@@ -95,6 +96,12 @@ void path_local_mbox_ensure(void)
         len = lp_mbox_addr(pid, &a);
         if (s >= 0 && (zc_real.bind(s, (struct sockaddr *)&a, len) < 0 ||
                        zc_real.listen(s, 64) < 0)) {
+            if (errno == EADDRINUSE && !mbox.squat_told) {
+                mbox.squat_told = 1;
+                zc_log(ZC_LOG_NOTICE, "local path: another process holds this process's "
+                       "mailbox name (zcsock/v1/M/%d): its connections are not paired "
+                       "(local.declined.mailbox)", pid);
+            }
             zc_real.close(s);
             s = -1;
         }
@@ -104,6 +111,17 @@ void path_local_mbox_ensure(void)
     }
     lp_mbox_unlock();
     errno = saved;
+}
+
+/* Can this process pair: does it hold its mailbox (binding it now)?  A
+ * peer that closes with bytes of its unread leaves its socket there, and
+ * hand-overs come through it: without it those bytes would be lost at a
+ * hand-back, so a name another process took is a reason not to pair
+ * (local.declined.mailbox), said once, never a silent absence. */
+int path_local_mbox_usable(void)
+{
+    path_local_mbox_ensure();
+    return __atomic_load_n(&mbox.pid, __ATOMIC_ACQUIRE) == (int)getpid() && mbox.fd >= 0;
 }
 
 /* A mailbox for SCM_RIGHTS hand-overs (the process made an AF_UNIX socket). */
