@@ -157,7 +157,7 @@ void lp_efd_offered(lp_conn_t *c)
     if (pid <= 0 || no < 0 || pid != __atomic_load_n(&c->ch.hdr->side_pid[!c->ch.side],
                                                      __ATOMIC_RELAXED))
         return;
-    fd = lp_fetch_fd(pid, no);
+    fd = lp_fetch_fd(pid, no, 0);
     if (fd < 0)
         return;
     if (!lp_efd_is_eventfd(fd)) {
@@ -174,18 +174,22 @@ void lp_efd_offered(lp_conn_t *c)
 
 /* A copy of descriptor no of process pid (close-on-exec), or -1 (no
  * ptrace permission over it, gone, a seccomp filter's refusal).  pid and
- * no come from words the peer can write: in this very process only a
- * descriptor of the library's own is fetched (a connection to ourselves),
- * never the application's, which a check and a close of the copy would
- * have touched (its POSIX record locks on the file go with any close), or
- * a write into it changed (issue 30, item 4). */
-int lp_fetch_fd(int32_t pid, int32_t no)
+ * no come from words the peer can write: in this very process (a
+ * connection to ourselves) only a descriptor of the library's own is
+ * fetched, or with sock a socket (a pump's: the caller then checks it is
+ * the other end of ours; a socket holds no record lock a close of the copy
+ * could drop), never another of the application's, which a check and a
+ * close of the copy would have touched (the POSIX record locks on a file
+ * go with any close of it), or a write into it changed (issue 30, item 4). */
+int lp_fetch_fd(int32_t pid, int32_t no, int sock)
 {
     int pfd, fd;
     const shim_fd_t *f;
+    struct stat st;
 
     if (pid == (int32_t)LP_SYS(SYS_getpid, 0, 0, 0) &&
-        (!(f = shim_fd_get(no)) || __atomic_load_n(&f->kind, __ATOMIC_ACQUIRE) != SHIM_FD_INTERNAL))
+        (!(f = shim_fd_get(no)) || __atomic_load_n(&f->kind, __ATOMIC_ACQUIRE) != SHIM_FD_INTERNAL) &&
+        (!sock || fstat(no, &st) || !S_ISSOCK(st.st_mode)))
         return -1;
     pfd = (int)LP_SYS(SYS_pidfd_open, pid, 0, 0);
 

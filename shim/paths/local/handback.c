@@ -672,7 +672,7 @@ static void lp_peer_pump(lp_conn_t *c, int fd, int64_t unread, size_t behind)
         why = "too much unread before the peer's switch-over";
     else if (pid <= 0 || no < 0 || shim_vfork_child())
         why = "no socket of the peer's named";
-    else if ((sock = lp_fetch_fd(pid, no)) < 0)
+    else if ((sock = lp_fetch_fd(pid, no, 1)) < 0)
         why = "its socket cannot be fetched";
     else if (!lp_linger_is_peer(c, fd, sock))
         why = "the socket named is not the peer's";

@@ -385,7 +385,7 @@ void lp_linger_drop(lp_conn_t *c);
 int lp_peer_lingers(lp_conn_t *c);
 void lp_side_publish(lp_conn_t *c, int fd);
 void lp_side_moved(lp_conn_t *c, int fd);
-int lp_fetch_fd(int32_t pid, int32_t no);
+int lp_fetch_fd(int32_t pid, int32_t no, int sock);
 void lp_wait_fd(int fd, short ev, int ms);
 int lp_rv_peer_pumping(lp_conn_t *c);
 void lp_revert(lp_conn_t *c, int fd, const char *why);

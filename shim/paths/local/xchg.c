@@ -162,7 +162,7 @@ static int lx_fetch(lp_conn_t *c, int ack)
     if (pid <= 0 || no < 0 || shim_vfork_child() ||
         pid != __atomic_load_n(&c->ch.hdr->side_pid[!c->ch.side], __ATOMIC_RELAXED))
         goto out;
-    fd = lp_fetch_fd(pid, no);
+    fd = lp_fetch_fd(pid, no, 0);
     if (fd < 0)
         goto out;
     if (!lx_is_transport(fd)) {
