@@ -23,9 +23,10 @@ def pre_a():
 
 def s_handback_common(c, give):
     """Wait until the client's first message is there unread (all of it, or
-    a ring's worth), put one of ours in flight unread, then give the
-    connection away (give(c))."""
-    check(wait_fionread(c, min(4 + pre_a(), 1 << 20), 10), "client's first message never arrived")
+    a ring's worth, or what a kernel socket's buffer holds), put one of ours
+    in flight unread, then give the connection away (give(c))."""
+    check(wait_fionread(c, min(4 + pre_a(), 1 << 20), 10, settle=1.0),
+          "client's first message never arrived")
     c.sendall(pattern(21, PRE_B))
     give(c)
 

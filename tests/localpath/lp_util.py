@@ -108,11 +108,20 @@ def fionread(s):
     return struct.unpack("i", b)[0]
 
 
-def wait_fionread(s, n, secs=5):
+def wait_fionread(s, n, secs=5, settle=None):
+    """Wait until s has n bytes unread (FIONREAD), at most secs; with
+    settle, also return once some are there and none came for settle
+    seconds (a kernel socket whose buffer holds less than n)."""
     end = time.time() + secs
+    last, since = -1, time.time()
     while time.time() < end:
-        if fionread(s) >= n:
-            return fionread(s)
+        got = fionread(s)
+        if got >= n:
+            return got
+        if got != last:
+            last, since = got, time.time()
+        elif settle is not None and got > 0 and time.time() - since >= settle:
+            return got
         time.sleep(0.005)
     return fionread(s)
 

@@ -31,7 +31,8 @@
 #   p_same WHAT A B        compare two hashes, say so, fail on mismatch
 #   p_say MSG / p_die MSG
 #   p_nap SECS             sleep without starting a process
-#   p_reps N               N, or N/4 (at least 1) when QUICK=1; P_REPS overrides
+#   p_reps N               N, or N/4 (at least 1) when QUICK=1, 1 in mode none;
+#                          P_REPS overrides
 
 P_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
@@ -314,7 +315,10 @@ p_par_post() {
 
 p_reps() {
   local n=$1
-  if [ "$QUICK" = 1 ]; then n=$(((n + 3) / 4)); fi
+  if [ "$QUICK" = 1 ]; then n=$(((n + 3) / 4))
+  # mode none is the baseline without the library: one round shows the
+  # workload itself passes; the rounds are for the library's modes
+  elif [ "$P_MODE" = none ]; then n=1; fi
   [ -n "${P_REPS:-}" ] && n=$P_REPS     # make soak: many more rounds
   echo "$n"
 }
