@@ -129,7 +129,15 @@
       "pool had no free page: for a unit file (sent through the ring) or for a "       \
       "received unit's copy-on-write (copied out instead of mapped)")                    \
     X(LOCAL_PROTO_ERRORS, "local.proto_errors",                                          \
-      "channels found corrupted (the connection then reads as reset)")
+      "channels found corrupted (the connection then reads as reset)")                  \
+    X(LOCAL_MBOX_REFUSED, "local.mailbox.refused", "mailbox messages refused: not of "  \
+      "this user, not a record, or a record whose poster did not pass the socket")      \
+    X(LOCAL_MBOX_FOREIGN, "local.mailbox.foreign_fds", "descriptors passed to the "     \
+      "mailbox that were not a record's, dropped without a close that can block")      \
+    X(LOCAL_MBOX_EVICTED, "local.mailbox.evicted", "records never claimed, dropped "   \
+      "from the full table (the oldest of the poster with the most)")                    \
+    X(LOCAL_MBOX_SLOW, "local.mailbox.slow", "looks into the mailbox that stopped at " \
+      "their time bound with connections still waiting")
 
 enum {
 #define ZC_STAT_ENUM(id, name, doc) ZC_STAT_##id,

@@ -84,6 +84,14 @@ t_run lock_self "$T" $PY tests/localpath/lp_lock_self.py
 # holds a record lock on, its own eventfd) as its wake-up eventfd: nothing
 # fetched, the lock kept (tests/localpath/lp_peer_words.py)
 t_run peer_words "$T" $PY tests/localpath/lp_peer_words.py
+# trust: another user / a same-user process that is not the peer floods the
+# mailbox of a worker that receives paired sockets over SCM_RIGHTS, posts
+# records never claimed, or passes a socket whose close would linger: every
+# hand-over is still taken over at once (tests/localpath/lp_mailbox.py;
+# issue 30, items 1 and 2)
+for c in flood/other flood/same records/same linger/other linger/same; do
+  t_run "mailbox_$c" "$T" $PY tests/localpath/lp_mailbox.py "${c%/*}" "${c#*/}"
+done
 # a connect whose listener closes before accepting it: counted as
 # local.declined.connect_failed, not error (tests/localpath/lp_connect_failed.py)
 t_run connect_failed "$T" $PY tests/localpath/lp_connect_failed.py

@@ -21,6 +21,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -28,8 +29,12 @@
 
 #define LP_MBOX_MAGIC 0x31786f624d637a5aULL   /* "ZczMbox1" */
 #define LP_LINGER_MAGIC 0x31676e694c637a5aULL /* "ZczLing1" */
-#define LP_MBOX_PENDING 16
+#define LP_MBOX_PENDING 64     /* records kept for sockets not received yet */
 #define LP_LINGER_KEPT 16
+#define LP_MBOX_DRAIN_MS 100   /* the most one look into the mailbox may take */
+#define LP_MBOX_MSGS 1024      /* messages read from one mailbox connection, at most
+                                * (its sender's buffer holds about 300) */
+#define LP_QUARANTINE 32       /* foreign files whose close could block, kept */
 
 static struct {
     int fd;             /* our mailbox listener, -1 */
@@ -38,9 +43,12 @@ static struct {
                          * records for us may arrive there */
     int pid;            /* the process that bound it */
     int lock;
-    int npending;
+    int npending;       /* oldest first */
     path_local_handover_t pending[LP_MBOX_PENDING];
     int pending_memfd[LP_MBOX_PENDING];
+    int pending_poster[LP_MBOX_PENDING];
+    int nquarantine;    /* lp_fd_drop_foreign */
+    int quarantine[LP_QUARANTINE];
     /* Lingering sockets (LINGER in handback.c): a closed peer's socket, by
      * the inode of the channel it served; the oldest goes when full. */
     int scm;            /* bound for SCM_RIGHTS (an AF_UNIX socket), not only
@@ -50,6 +58,9 @@ static struct {
     int linger_sock[LP_LINGER_KEPT];
     int squat_told;     /* the notice that our name is taken was given */
 } mbox = { .fd = -1, .parent_fd = -1 };
+
+typedef struct lp_mbox_want lp_mbox_want_t;
+static void lp_mbox_collect(int lfd, lp_mbox_want_t *w);
 
 typedef struct lp_mbox_msg {
     uint64_t magic;
@@ -91,7 +102,8 @@ void path_local_mbox_ensure(void)
             shim_fd_internal_drop(mbox.parent_fd);
         mbox.parent_fd = mbox.fd;       /* the parent's, inherited across fork */
         mbox.fd = -1;
-        mbox.npending = 0;
+        while (mbox.npending)           /* the parent's records (our copies) */
+            zc_real.close(mbox.pending_memfd[--mbox.npending]);
         s = zc_real.socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
         len = lp_mbox_addr(pid, &a);
         if (s >= 0 && (zc_real.bind(s, (struct sockaddr *)&a, len) < 0 ||
@@ -151,7 +163,8 @@ void path_local_mbox_idle(void)
         if (mbox.parent_fd >= 0)
             shim_fd_internal_drop(mbox.parent_fd);
         mbox.fd = mbox.parent_fd = -1;
-        mbox.npending = 0;          /* (pending records come only to a scm mailbox) */
+        while (mbox.npending)       /* (records come only to a scm mailbox) */
+            zc_real.close(mbox.pending_memfd[--mbox.npending]);
         __atomic_store_n(&mbox.pid, 0, __ATOMIC_RELEASE);
     }
     lp_mbox_unlock();
@@ -179,6 +192,9 @@ int path_local_mbox_moved(void *ctx, int from, int to)
     for (i = 0; i < mbox.nlinger; i++)
         if (mbox.linger_sock[i] == from)
             mbox.linger_sock[i] = to;
+    for (i = 0; i < mbox.nquarantine; i++)
+        if (mbox.quarantine[i] == from)
+            mbox.quarantine[i] = to;
     return 1;
 }
 
@@ -189,8 +205,8 @@ int path_local_mbox_moved(void *ctx, int from, int to)
  * anyone's to bind first (DESIGN.md §3.9), and a squatter gets nothing.
  * 0, or -errno (-ECONNREFUSED / -ENOENT: that process has no mailbox;
  * -EPERM: the name is someone else's). */
-static int lp_mbox_post(int pid, uint64_t magic, const path_local_handover_t *h, int memfd,
-                        int sock)
+static int lp_mbox_post_once(int pid, uint64_t magic, const path_local_handover_t *h,
+                             int memfd, int sock)
 {
     struct sockaddr_un a;
     socklen_t len = lp_mbox_addr(pid, &a), cl = sizeof(struct ucred);
@@ -223,6 +239,19 @@ static int lp_mbox_post(int pid, uint64_t magic, const path_local_handover_t *h,
     zc_real.close(s);
     if (rc == -EPERM)
         zc_stat_add(ZC_STAT_LOCAL_DECLINED, 1);
+    return rc;
+}
+
+/* lp_mbox_post_once, again when the receiver took our connection between
+ * its connect and the send (it reads what a connection holds and shuts it:
+ * our send then fails with EPIPE, and a new connection is read next time). */
+static int lp_mbox_post(int pid, uint64_t magic, const path_local_handover_t *h, int memfd,
+                        int sock)
+{
+    int rc, tries = 0;
+
+    while ((rc = lp_mbox_post_once(pid, magic, h, memfd, sock)) == -EPIPE && ++tries < 4)
+        ;
     return rc;
 }
 
@@ -338,34 +367,94 @@ void path_local_scm_send(int fd, const struct msghdr *msg)
     errno = saved;
 }
 
-/* Read every record waiting in mailbox lfd into the pending table.  Lock held. */
-/* The descriptors of one mailbox message: the memfd and the poster's copy
- * of the socket (2 and only 2; anything else is closed and refused). */
-static int lp_mbox_fds(struct msghdr *msg, int *memfd_p, int *sock_p)
+/* --- the receiving side --------------------------------------------------------
+ *
+ * A mailbox name is public: another user or a same-user process that is not
+ * the peer may connect to it, flood it, post records that are never claimed,
+ * or pass descriptors whose close blocks (a TCP socket with a long SO_LINGER
+ * and unsent bytes, a FUSE file).  So each look into the mailbox:
+ *  - reads every connection waiting (the backlog is 64) and every message of
+ *    each, bounded by LP_MBOX_DRAIN_MS and LP_MBOX_MSGS, never by a count an
+ *    outsider can fill before the record we look for;
+ *  - knows who posted before reading (SO_PEERCRED of the connection); shuts
+ *    the connection for reading once its first message is read, so it can
+ *    send nothing more, and reads all it had in flight: nothing foreign is
+ *    left to be released behind our back when it closes;
+ *  - takes a record only from our user, with exactly the two descriptors it
+ *    names (the channel memfd and the poster's copy of the very socket);
+ *    every other descriptor is dropped by lp_fd_drop_foreign, which never
+ *    blocks;
+ *  - takes the record for the socket being received at once; the others wait
+ *    in a table of LP_MBOX_PENDING, where a full table loses the oldest
+ *    record of the poster that has the most (a flood evicts its own). */
+
+/* A file system whose close (its flush) may wait for a server another
+ * process runs: FUSE and the network file systems. */
+static int lp_fs_close_may_wait(unsigned long magic)
+{
+    static const unsigned long waits[] = {
+        0x65735546UL,   /* FUSE */
+        0x6969UL,       /* NFS */
+        0xFF534D42UL,   /* CIFS */
+        0xFE534D42UL,   /* SMB2 */
+        0x517BUL,       /* SMB */
+        0x01021997UL,   /* 9P */
+        0x00C36400UL,   /* Ceph */
+        0x5346414FUL,   /* AFS */
+        0x73757245UL,   /* Coda */
+        0x01161970UL,   /* GFS2 */
+        0x7461636FUL,   /* OCFS2 */
+        0x13661366UL,   /* OrangeFS */
+    };
+    size_t i;
+
+    for (i = 0; i < sizeof(waits) / sizeof(waits[0]); i++)
+        if ((magic & 0xFFFFFFFFUL) == waits[i])
+            return 1;
+    return 0;
+}
+
+/* Close a descriptor someone else passed us without blocking: a socket is
+ * reset (SO_LINGER 0: no wait for unsent bytes); a file on a file system
+ * whose close may wait for a server (FUSE, network file systems: the
+ * flush) is kept, up to LP_QUARANTINE, never closed by the library.  Lock
+ * held. */
+static void lp_fd_drop_foreign(int fd)
+{
+    struct stat st;
+    struct statfs sf;
+
+    if (!fstat(fd, &st) && S_ISSOCK(st.st_mode)) {
+        struct linger l = { 1, 0 };
+
+        (void)zc_real.setsockopt(fd, SOL_SOCKET, SO_LINGER, &l, sizeof(l));
+    } else if (!fstatfs(fd, &sf) && lp_fs_close_may_wait((unsigned long)sf.f_type) &&
+               mbox.nquarantine < LP_QUARANTINE) {
+        mbox.quarantine[mbox.nquarantine++] = shim_fd_internal_keep(fd, &path_local, &mbox);
+        zc_stat_add(ZC_STAT_LOCAL_MBOX_FOREIGN, 1);
+        return;
+    }
+    zc_real.close(fd);
+    zc_stat_add(ZC_STAT_LOCAL_MBOX_FOREIGN, 1);
+}
+
+/* The descriptors of one message, in order (all of them: the control
+ * buffer holds SCM_MAX_FD, so the kernel drops none unseen). */
+static int lp_mbox_fds(struct msghdr *msg, int *fds, int max)
 {
     struct cmsghdr *cm;
     int got = 0, k;
 
-    *memfd_p = *sock_p = -1;
     for (cm = CMSG_FIRSTHDR(msg); cm; cm = CMSG_NXTHDR(msg, cm)) {
         int nfd;
 
         if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
             continue;
         nfd = (int)((cm->cmsg_len - CMSG_LEN(0)) / sizeof(int));
-        for (k = 0; k < nfd; k++, got++) {
-            int x;
-
-            memcpy(&x, CMSG_DATA(cm) + k * sizeof(int), sizeof(int));
-            if (got == 0)
-                *memfd_p = x;
-            else if (got == 1)
-                *sock_p = x;
-            else
-                zc_real.close(x);
-        }
+        for (k = 0; k < nfd && got < max; k++)
+            memcpy(&fds[got++], CMSG_DATA(cm) + k * sizeof(int), sizeof(int));
     }
-    return got == 2 ? 0 : -EPROTO;
+    return got;
 }
 
 /* Keep a lingering socket under its channel's inode (memfd is the poster's
@@ -393,55 +482,180 @@ static void lp_linger_keep(int memfd, int sock)
     mbox.linger_sock[mbox.nlinger++] = shim_fd_internal_keep(sock, &path_local, &mbox);
 }
 
-/* Read every record waiting in mailbox lfd into the pending table.  A record
- * counts only when its poster is of our user and proved it holds the very
- * socket the record describes (it passed it: same SO_COOKIE).  Lock held. */
-static void lp_mbox_collect(int lfd)
+/* Drop pending record k (its memfd closed when close_memfd).  Lock held. */
+static void lp_pending_drop(int k, int close_memfd)
 {
-    int i;
+    if (close_memfd)
+        zc_real.close(mbox.pending_memfd[k]);
+    memmove(&mbox.pending[k], &mbox.pending[k + 1],
+            (size_t)(mbox.npending - k - 1) * sizeof(mbox.pending[0]));
+    memmove(&mbox.pending_memfd[k], &mbox.pending_memfd[k + 1],
+            (size_t)(mbox.npending - k - 1) * sizeof(int));
+    memmove(&mbox.pending_poster[k], &mbox.pending_poster[k + 1],
+            (size_t)(mbox.npending - k - 1) * sizeof(int));
+    mbox.npending--;
+}
 
-    for (i = 0; i < 64 && lfd >= 0 && mbox.npending < LP_MBOX_PENDING; i++) {
+/* Keep a record for a socket not received yet.  A full table loses the
+ * oldest record of the poster with the most.  Lock held. */
+static void lp_pending_add(const path_local_handover_t *h, int memfd, int poster)
+{
+    if (mbox.npending == LP_MBOX_PENDING) {
+        int i, j, worst = 0, most = 0;
+
+        for (i = 0; i < mbox.npending; i++) {
+            int n = 0;
+
+            for (j = 0; j < mbox.npending; j++)
+                n += mbox.pending_poster[j] == mbox.pending_poster[i];
+            if (n > most) {
+                most = n;
+                worst = i;
+            }
+        }
+        lp_pending_drop(worst, 1);
+        zc_stat_add(ZC_STAT_LOCAL_MBOX_EVICTED, 1);
+    }
+    mbox.pending[mbox.npending] = *h;
+    mbox.pending_memfd[mbox.npending] = memfd;
+    mbox.pending_poster[mbox.npending++] = poster;
+}
+
+struct lp_mbox_want {
+    uint64_t cookie;            /* the socket being received, 0: none */
+    int found;
+    path_local_handover_t h;
+    int memfd;
+};
+
+/* One message of a mailbox connection whose poster is of our user or not
+ * (mine) and pid: a record (LP_MBOX_MAGIC: the poster proves it holds the
+ * socket the record names by passing it, same SO_COOKIE) or a lingering
+ * socket (LP_LINGER_MAGIC); anything else, and every descriptor not used,
+ * is dropped.  Lock held. */
+static void lp_mbox_message(const lp_mbox_msg_t *m, ssize_t n, int flags, int *fds, int nfd,
+                            int mine, int poster, lp_mbox_want_t *w)
+{
+    uint64_t cookie = 0;
+    socklen_t kl = sizeof(cookie);
+    int i, ok = mine && n == (ssize_t)sizeof(*m) && nfd == 2 &&
+                !(flags & (MSG_TRUNC | MSG_CTRUNC));
+
+    if (ok && m->magic == LP_MBOX_MAGIC &&
+        zc_real.getsockopt(fds[1], SOL_SOCKET, SO_COOKIE, &cookie, &kl) == 0 &&
+        cookie == m->h.cookie && cookie) {
+        zc_real.close(fds[1]);          /* the poster's copy of the socket received */
+        if (w && !w->found && cookie == w->cookie) {
+            w->found = 1;
+            w->h = m->h;
+            w->memfd = fds[0];
+        } else {
+            lp_pending_add(&m->h, fds[0], poster);
+        }
+        return;
+    }
+    if (ok && m->magic == LP_LINGER_MAGIC) {
+        lp_linger_keep(fds[0], fds[1]);  /* the caller checks the socket is the peer's */
+        return;
+    }
+    for (i = 0; i < nfd; i++)
+        lp_fd_drop_foreign(fds[i]);
+    if (n > 0 || nfd)
+        zc_stat_add(ZC_STAT_LOCAL_MBOX_REFUSED, 1);
+}
+
+/* Read one mailbox connection to its end.  It may send nothing more once
+ * shut for reading (its sends fail with EPIPE), so reading until the queue
+ * is empty leaves no descriptor of anyone's in flight to be released in
+ * our close.  With SO_TIMESTAMP every message read carries a timestamp,
+ * even an empty one: a read without one is the end.  Lock held. */
+static void lp_mbox_conn(int c, lp_mbox_want_t *w)
+{
+    struct ucred cred;
+    socklen_t cl = sizeof(cred);
+    int mine, k, one = 1, shut = 0;
+
+    /* who posted, before anything is read */
+    mine = zc_real.getsockopt(c, SOL_SOCKET, SO_PEERCRED, &cred, &cl) == 0 &&
+           cred.uid == geteuid() && cred.pid > 0;
+    (void)zc_real.setsockopt(c, SOL_SOCKET, SO_TIMESTAMP, &one, sizeof(one));
+    for (k = 0; k < LP_MBOX_MSGS; k++) {
         union {
             struct cmsghdr h;
-            char buf[CMSG_SPACE(sizeof(int) * 4)];
+            char buf[CMSG_SPACE(sizeof(struct timeval)) + CMSG_SPACE(sizeof(int) * 253)];
         } u;
         lp_mbox_msg_t m;
         struct iovec iov = { &m, sizeof(m) };
         struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
                               .msg_controllen = sizeof(u.buf) };
-        struct ucred cred;
-        socklen_t cl = sizeof(cred), kl = sizeof(uint64_t);
-        int c = zc_real.accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK), memfd, sock;
-        uint64_t cookie = 0;
+        int fds[253], nfd;
         ssize_t n;
-        int ok;
 
-        if (c < 0)
-            return;
-        memfd = sock = -1;
         n = zc_real.recvmsg(c, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
-        ok = n > 0 && !lp_mbox_fds(&msg, &memfd, &sock) && n == (ssize_t)sizeof(m) &&
-             m.magic == LP_MBOX_MAGIC &&
-             zc_real.getsockopt(c, SOL_SOCKET, SO_PEERCRED, &cred, &cl) == 0 &&
-             cred.uid == geteuid() &&
-             zc_real.getsockopt(sock, SOL_SOCKET, SO_COOKIE, &cookie, &kl) == 0 &&
-             cookie == m.h.cookie;
-        if (n == (ssize_t)sizeof(m) && m.magic == LP_LINGER_MAGIC && memfd >= 0 && sock >= 0 &&
-            zc_real.getsockopt(c, SOL_SOCKET, SO_PEERCRED, &cred, &cl) == 0 &&
-            cred.uid == geteuid()) {
-            lp_linger_keep(memfd, sock);     /* the caller checks the socket is the peer's */
-            memfd = sock = -1;
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (!shut) {
+            /* one record per connection: after the first message (or none
+             * yet: an outsider's empty connection, or a poster between its
+             * connect and its send, which then tries again) the rest is
+             * read only to be dropped */
+            zc_real.shutdown(c, SHUT_RD);
+            shut = 1;
+            if (n < 0)
+                continue;
         }
-        if (sock >= 0)
-            zc_real.close(sock);
-        if (ok) {
-            mbox.pending[mbox.npending] = m.h;
-            mbox.pending_memfd[mbox.npending++] = memfd;
-        } else if (memfd >= 0) {
-            zc_real.close(memfd);
-        }
-        zc_real.close(c);
+        if (n < 0 || msg.msg_controllen == 0)
+            return;                         /* the end (or a kernel without stamps) */
+        nfd = lp_mbox_fds(&msg, fds, 253);
+        lp_mbox_message(&m, n, msg.msg_flags, fds, nfd, mine && k == 0, (int)cred.pid, w);
     }
+}
+
+/* Read every connection waiting in mailbox lfd (bounded in time): the record
+ * for w->cookie into w, others into the pending table.  Lock held. */
+static void lp_mbox_collect(int lfd, lp_mbox_want_t *w)
+{
+    int64_t t0 = lp_now_ms();
+
+    while (lfd >= 0) {
+        int c = zc_real.accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+
+        if (c < 0) {
+            if (errno == EINTR || errno == ECONNABORTED)
+                continue;
+            return;
+        }
+        lp_mbox_conn(c, w);
+        zc_real.close(c);
+        if (lp_now_ms() - t0 >= LP_MBOX_DRAIN_MS) {
+            zc_stat_add(ZC_STAT_LOCAL_MBOX_SLOW, 1);
+            return;
+        }
+    }
+}
+
+/* The record for the socket with this cookie, from the pending table or the
+ * mailboxes.  1 when found (*h, *memfd: ours now).  Lock held. */
+static int lp_mbox_find(uint64_t cookie, path_local_handover_t *h, int *memfd)
+{
+    lp_mbox_want_t w = { .cookie = cookie, .memfd = -1 };
+    int k;
+
+    for (k = 0; k < mbox.npending; k++)
+        if (mbox.pending[k].cookie == cookie) {
+            *h = mbox.pending[k];
+            *memfd = mbox.pending_memfd[k];
+            lp_pending_drop(k, 0);
+            return 1;
+        }
+    lp_mbox_collect(mbox.fd, &w);
+    if (!w.found)
+        lp_mbox_collect(mbox.parent_fd, &w);
+    if (w.found) {
+        *h = w.h;
+        *memfd = w.memfd;
+    }
+    return w.found;
 }
 
 void path_local_scm_received(struct msghdr *msg)
@@ -458,32 +672,21 @@ void path_local_scm_received(struct msghdr *msg)
             continue;
         n = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
         for (i = 0; i < n; i++) {
+            path_local_handover_t h;
             struct stat st;
             uint64_t cookie;
             socklen_t l = sizeof(cookie);
-            int fd, k;
+            int fd, memfd, found;
 
             memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
             if (fstat(fd, &st) || !S_ISSOCK(st.st_mode) ||
                 zc_real.getsockopt(fd, SOL_SOCKET, SO_COOKIE, &cookie, &l))
                 continue;
             lp_mbox_lock();
-            lp_mbox_collect(mbox.fd);
-            lp_mbox_collect(mbox.parent_fd);
-            for (k = 0; k < mbox.npending; k++)
-                if (mbox.pending[k].cookie == cookie)
-                    break;
-            if (k < mbox.npending) {
-                path_local_handover_t h = mbox.pending[k];
-                int memfd = mbox.pending_memfd[k];
-
-                mbox.pending[k] = mbox.pending[mbox.npending - 1];
-                mbox.pending_memfd[k] = mbox.pending_memfd[--mbox.npending];
-                lp_mbox_unlock();
-                path_local_handover_adopt(fd, &h, memfd);
-                continue;
-            }
+            found = lp_mbox_find(cookie, &h, &memfd);
             lp_mbox_unlock();
+            if (found)
+                path_local_handover_adopt(fd, &h, memfd);
         }
     }
     errno = saved;
@@ -508,8 +711,8 @@ int lp_linger_take(int memfd)
         return -1;
     lp_mbox_lock();
     if (mbox.pid == (int)getpid()) {
-        lp_mbox_collect(mbox.fd);
-        lp_mbox_collect(mbox.parent_fd);
+        lp_mbox_collect(mbox.fd, NULL);
+        lp_mbox_collect(mbox.parent_fd, NULL);
     }
     for (i = 0; i < mbox.nlinger; i++)
         if (mbox.linger_ino[i] == (uint64_t)st.st_ino)

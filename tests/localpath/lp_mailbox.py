@@ -1,0 +1,261 @@
+#!/usr/bin/env python3
+"""Localpath cases "mailbox/*" (issue 30, items 1 and 2): what another user,
+or a same-user process that is not the peer, puts into a process's public
+mailbox (\\0zcsock/v1/M/<pid>) must neither corrupt nor stall a hand-over
+over SCM_RIGHTS.
+
+A dispatcher under the library accepts TCP connections from a client under
+the library (they pair at the dispatcher's first receive) and passes each
+to a worker under the library over a socketpair; the worker echoes.
+Before each of three connections an attacker acts on the worker's mailbox:
+
+  flood    opens 64 connections to it that bring nothing: the backlog
+           (64) still lets the dispatcher's record in, behind them; an
+           earlier library read 64 connections per look and never saw it
+           (the worker read the doorbell byte 0x00 as data and timed out)
+  records  (same user only) posts 30 well-formed records for sockets of
+           its own that the worker never receives: an earlier library kept
+           16 in a table that then stayed full, and every later hand-over
+           was read as a plain socket (the doorbell byte 0x00 as data, the
+           client's bytes stranded in the ring)
+  linger   passes a TCP socket with SO_LINGER 30 s and unsent bytes (its
+           own peer never reads): an earlier library received it and
+           closed it, blocking the worker's receive for the 30 s
+
+The attacker is another user (nobody) with "other", this user with "same".
+Every echo must be exact, each connection must be over within 5 s, the
+worker must have taken every channel over (local.inherited == 3: the
+records were found), and, for linger, the attacker's socket must have been
+dropped without the wait (local.mailbox.foreign_fds).
+
+    lp_mailbox.py flood|records|linger other|same      (ZC_LIB: the library)
+Exit 0 pass, 1 fail."""
+import array
+import os
+import socket
+import struct
+import subprocess
+import sys
+import time
+
+ROUNDS = 3
+SO_COOKIE = 57
+MBOX_MAGIC = 0x31786f624d637a5a
+
+DISPATCHER = r"""
+import os, socket, subprocess, sys
+l = socket.socket(); l.bind(("127.0.0.1", 0)); l.listen(8)
+a, b = socket.socketpair()
+w = subprocess.Popen([sys.executable, sys.argv[1], "worker", str(b.fileno())], pass_fds=[b.fileno()],
+                     stdout=subprocess.PIPE, text=True)
+b.close()
+if w.stdout.readline().strip() != "ready":
+    sys.exit("the worker did not start")
+print(l.getsockname()[1], w.pid, flush=True)
+for i in range(int(sys.argv[2])):
+    c, _ = l.accept()
+    c.settimeout(10)
+    if c.recv(1) != b"h":           # the first receive: the connection pairs
+        sys.exit("no hello")
+    socket.send_fds(a, [b"x"], [c.fileno()])
+    c.close()
+a.close()
+print(w.stdout.read().strip(), flush=True)
+sys.exit(w.wait(timeout=60))
+"""
+
+WORKER = r"""
+import ctypes, socket, struct, sys
+def stat(name):
+    v = ctypes.c_uint64()
+    return v.value if ctypes.CDLL(None).zcsock_stat_get(name.encode(), ctypes.byref(v)) == 0 else -1
+def exact(s, n):
+    b = bytearray()
+    while len(b) < n:
+        x = s.recv(n - len(b))
+        if not x:
+            raise EOFError("EOF after %d of %d bytes" % (len(b), n))
+        b += x
+    return bytes(b)
+a = socket.socket(fileno=int(sys.argv[2]))
+socket.socket(socket.AF_UNIX).close()   # a process that makes AF_UNIX sockets has a mailbox
+print("ready", flush=True)
+while True:
+    msg, fds, _, _ = socket.recv_fds(a, 16, 4)
+    if not msg:
+        break
+    s = socket.socket(fileno=fds[0])
+    s.settimeout(10)
+    while True:
+        n = struct.unpack("I", exact(s, 4))[0]
+        if not n:
+            break
+        s.sendall(exact(s, n))
+    s.close()
+print("inherited=%d foreign=%d refused=%d" % (stat("local.inherited"),
+      stat("local.mailbox.foreign_fds"), stat("local.mailbox.refused")), flush=True)
+"""
+
+CLIENT = r"""
+import socket, struct, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=10)
+s.sendall(b"h")
+data = bytes((i * 7 + 3) & 255 for i in range(65536))
+s.sendall(struct.pack("I", len(data)) + data)
+got = bytearray()
+while len(got) < len(data):
+    x = s.recv(len(data) - len(got))
+    if not x:
+        sys.exit("EOF after %d bytes" % len(got))
+    got += x
+if bytes(got) != data:
+    first = next(i for i in range(len(got)) if got[i] != data[i])
+    sys.exit("echo differs at byte %d (%r)" % (first, bytes(got[first:first + 8])))
+s.sendall(struct.pack("I", 0))
+"""
+
+
+def fail(msg):
+    print("FAIL: " + msg, flush=True)
+    sys.exit(1)
+
+
+def mbox_addr(pid):
+    return b"\0zcsock/v1/M/%d" % pid
+
+
+def mbox_connect(pid, secs=3):
+    end = time.time() + secs
+    while True:
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            s.connect(mbox_addr(pid))
+            return s
+        except OSError:
+            s.close()
+            if time.time() > end:
+                raise
+            time.sleep(0.01)
+
+
+def attack(kind, pid, keep):
+    """Act on pid's mailbox; what must stay open goes into keep."""
+    if kind == "flood":
+        for _ in range(64):
+            keep.append(mbox_connect(pid))
+    elif kind == "records":
+        for _ in range(30):
+            own = socket.socket()
+            cookie = struct.unpack("Q", own.getsockopt(socket.SOL_SOCKET, SO_COOKIE, 8))[0]
+            memfd = os.memfd_create("squat")
+            os.ftruncate(memfd, 4096)
+            rec = struct.pack("QQII4Q", MBOX_MAGIC, cookie, 0, 0, 0, 0, 0, 0)
+            s = mbox_connect(pid)
+            s.sendmsg([rec], [(socket.SOL_SOCKET, socket.SCM_RIGHTS,
+                               array.array("i", [memfd, own.fileno()]).tobytes())])
+            s.close()
+            os.close(memfd)
+            keep.append(own)
+    elif kind == "linger":
+        # a TCP connection whose peer never reads: bytes stay unsent
+        l = socket.socket()
+        l.bind(("127.0.0.1", 0))
+        l.listen(1)
+        t = socket.socket()
+        t.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 65536)
+        t.connect(l.getsockname())
+        t.setblocking(False)
+        try:
+            while True:
+                t.send(b"L" * 65536)
+        except BlockingIOError:
+            pass
+        t.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 30))
+        s = mbox_connect(pid)
+        s.sendmsg([b"garbage"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS,
+                                  array.array("i", [t.fileno()]).tobytes())])
+        s.close()
+        t.close()
+        keep.append(l)              # the peer lives on: the bytes stay unsent
+
+
+def attacker_main(kind, who, pid, rounds):
+    """Runs as the attacker (setuid nobody for "other"): one attack per line
+    read from stdin, "ok" written back; lives until stdin closes."""
+    if who == "other":
+        os.setgid(65534)
+        os.setuid(65534)
+    keep = []
+    for _ in range(rounds):
+        if not sys.stdin.readline():
+            break
+        attack(kind, pid, keep)
+        print("ok", flush=True)
+    sys.stdin.readline()            # the test is over
+
+
+def main():
+    if len(sys.argv) > 1 and sys.argv[1] == "worker":
+        exec(WORKER, {"__name__": "worker"})
+        return
+    if len(sys.argv) > 1 and sys.argv[1] == "attacker":
+        attacker_main(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]))
+        return
+    kind, who = sys.argv[1], sys.argv[2]
+    lib = os.environ["ZC_LIB"]
+    env = dict(os.environ, LD_PRELOAD=lib)
+    plain = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+    d = subprocess.Popen([sys.executable, "-c", DISPATCHER, os.path.abspath(__file__), str(ROUNDS)],
+                         env=env, stdout=subprocess.PIPE, text=True)
+    port, wpid = d.stdout.readline().split()
+    wpid = int(wpid)
+    att = subprocess.Popen([sys.executable, os.path.abspath(__file__), "attacker", kind, who,
+                            str(wpid), str(ROUNDS)], env=plain, stdin=subprocess.PIPE,
+                           stdout=subprocess.PIPE, text=True)
+    ok = True
+    try:
+        for r in range(ROUNDS):
+            att.stdin.write("go\n")
+            att.stdin.flush()
+            if att.stdout.readline().strip() != "ok":
+                fail("the attacker failed (round %d)" % r)
+            t0 = time.time()
+            try:
+                c = subprocess.run([sys.executable, "-c", CLIENT, port], env=env, timeout=20,
+                                   capture_output=True, text=True)
+            except subprocess.TimeoutExpired:
+                fail("round %d: the client waited 20 s for its echo" % r)
+            took = time.time() - t0
+            print("round %d: client exit %d in %.2f s %s" % (r, c.returncode, took,
+                                                             c.stderr.strip()[-300:]), flush=True)
+            if c.returncode != 0:
+                ok = False
+                print("FAIL: round %d: the echo failed" % r)
+            elif took > 5:
+                ok = False
+                print("FAIL: round %d took %.1f s (the worker's receive waited)" % (r, took))
+        rc = d.wait(timeout=30)
+        out = d.stdout.read()
+    finally:
+        try:
+            att.stdin.close()
+        except OSError:
+            pass
+        att.wait(timeout=30)
+        if d.poll() is None:
+            d.kill()
+    print("dispatcher exit %d, worker: %s" % (rc, out.strip()), flush=True)
+    if rc != 0:
+        fail("the worker failed")
+    st = dict(kv.split("=") for kv in out.split())
+    if int(st["inherited"]) != ROUNDS:
+        fail("the worker took over %s of %d channels" % (st["inherited"], ROUNDS))
+    if kind == "linger" and int(st["foreign"]) < ROUNDS:
+        fail("the attacker's sockets were not dropped as foreign (%s)" % st["foreign"])
+    if not ok:
+        sys.exit(1)
+    print("ok mailbox %s %s" % (kind, who))
+
+
+if __name__ == "__main__":
+    main()
