@@ -92,6 +92,12 @@ t_run peer_words "$T" $PY tests/localpath/lp_peer_words.py
 for c in flood/other flood/same records/same linger/other linger/same; do
   t_run "mailbox_$c" "$T" $PY tests/localpath/lp_mailbox.py "${c%/*}" "${c#*/}"
 done
+# trust: a connection's announcement name bound by another user / a
+# same-user process first: not paired, said (local.declined.squatted, one
+# notice), every byte echoed, the squatter gets nothing (issue 30, item 7)
+for w in other same; do
+  t_run "announce_squat/$w" "$T" $PY tests/localpath/lp_announce_squat.py $w
+done
 # a connect whose listener closes before accepting it: counted as
 # local.declined.connect_failed, not error (tests/localpath/lp_connect_failed.py)
 t_run connect_failed "$T" $PY tests/localpath/lp_connect_failed.py

@@ -59,6 +59,7 @@ static const char *const lp_reason_names[LOCAL_PAIR_R_COUNT] = {
     [LOCAL_PAIR_R_IO_URING] = "io_uring",
     [LOCAL_PAIR_R_CONNECT_FAILED] = "connect_failed",
     [LOCAL_PAIR_R_MAILBOX] = "mailbox",
+    [LOCAL_PAIR_R_SQUATTED] = "squatted",
 };
 
 const char *local_pair_reason_name(int reason)
@@ -561,8 +562,10 @@ int local_pair_connect_prepare(int fd, const struct sockaddr *addr, socklen_t le
         if (rc <= 0)
             return lp_decline(reason_p, rc == 0 ? LOCAL_PAIR_R_NOT_ZCSOCK : LOCAL_PAIR_R_ERROR);
     }
-    if (lp_announce(fd, ann_p))
-        return lp_decline(reason_p, LOCAL_PAIR_R_ERROR);
+    rc = lp_announce(fd, ann_p);
+    if (rc)     /* a name taken: cookies are never reused, so it is a squatter's */
+        return lp_decline(reason_p, rc == -EADDRINUSE ? LOCAL_PAIR_R_SQUATTED
+                                                      : LOCAL_PAIR_R_ERROR);
     return LOCAL_PAIR_PENDING;
 }
 

@@ -155,6 +155,8 @@ enum {
     LOCAL_PAIR_R_MAILBOX,       /* another process holds this process's mailbox
                                  * name: a peer closing with bytes unread, or a
                                  * hand-over, would find no mailbox of ours */
+    LOCAL_PAIR_R_SQUATTED,      /* another process holds the name of this
+                                 * connection's announcement */
     LOCAL_PAIR_R_COUNT
 };
 

@@ -156,6 +156,12 @@ void path_local_connect_prepare(int fd, const struct sockaddr *addr, socklen_t l
         reason = LOCAL_PAIR_R_MAILBOX;
     }
     if (dec != LOCAL_PAIR_PENDING) {
+        static int squat_told;
+
+        if (reason == LOCAL_PAIR_R_SQUATTED && !__atomic_exchange_n(&squat_told, 1, __ATOMIC_RELAXED))
+            zc_log(ZC_LOG_NOTICE, "local path: another process holds the announcement name "
+                   "of a connection of ours: it is not paired (local.declined.squatted; "
+                   "said once)");
         lp_decline(reason);
         return;
     }
