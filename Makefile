@@ -10,7 +10,8 @@
 #   soak            long runs: 32 GiB paired streams, the MPI cases 100 times
 #   soak-programs   the real servers that failed only sometimes, 20 times each
 #   bench           benchmarks: kernel versus zcsock in one run, ratios, SVG
-#   check-symbols   fail when libzcsock.so exports anything not declared
+#   check-symbols   fail when libzcsock.so exports anything not declared, or
+#                   its code calls one of its own exported hooks
 #   install         PREFIX (/usr/local) and DESTDIR honoured
 #   deps            install the Debian packages (scripts/deps.sh)
 #   clean
@@ -112,6 +113,7 @@ $(LIB): $(LIB_OBJS) $(BUILD)/libzcsock.map
 
 check-symbols: $(LIB)
 	$(Q)scripts/check-symbols.sh $(LIB) $(EXPORTS)
+	$(Q)scripts/check-self-calls.sh $(LIB)
 
 deps:
 	scripts/deps.sh

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+#include "zc_sys.h"
 
 
 #define ZC_LOG_LINE_MAX 512
@@ -171,7 +172,7 @@ static ssize_t zc_log_sys_write(int fd, const void *buf, size_t len)
 {
     /* The raw syscall: works before the resolver ran and never re-enters
      * our own write hook. */
-    return syscall(SYS_write, fd, buf, len);
+    return zc_syscall(SYS_write, fd, buf, len);
 }
 
 /* Expand %p in the configured path. */
@@ -198,7 +199,7 @@ int zc_log_write_raw(const char *buf, size_t len)
 
     if (log_path[0]) {
         zc_log_path_expand(path, sizeof(path));
-        fd = (int)syscall(SYS_openat, AT_FDCWD, path,
+        fd = (int)zc_syscall(SYS_openat, AT_FDCWD, path,
                           O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
         if (fd < 0) {
             rc = -errno;
@@ -220,7 +221,7 @@ int zc_log_write_raw(const char *buf, size_t len)
         len -= (size_t)n;
     }
     if (fd != 2)
-        syscall(SYS_close, fd);
+        zc_syscall(SYS_close, fd);
 out:
     errno = saved;
     return rc;

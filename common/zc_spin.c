@@ -10,6 +10,7 @@
 
 #include "zc_config.h"
 #include "zc_real.h"
+#include "zc_sys.h"
 
 int64_t zc_now_us(void)
 {
@@ -54,7 +55,7 @@ static int zc_spin_cpus_free(void)
     if (now < __atomic_load_n(&next_us, __ATOMIC_RELAXED))
         return __atomic_load_n(&free_, __ATOMIC_RELAXED);
     __atomic_store_n(&next_us, now + ZC_SPIN_LOAD_MS * 1000, __ATOMIC_RELAXED);
-    fd = (int)syscall(SYS_openat, AT_FDCWD, "/proc/loadavg", O_RDONLY | O_CLOEXEC);
+    fd = (int)zc_syscall(SYS_openat, AT_FDCWD, "/proc/loadavg", O_RDONLY | O_CLOEXEC);
     n = fd < 0 ? -1 : zc_real.read(fd, b, sizeof(b) - 1);
     if (fd >= 0)
         zc_real.close(fd);

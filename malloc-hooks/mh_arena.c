@@ -33,6 +33,7 @@
 #include "mh_int.h"
 #include "zc_real.h"
 #include "zc_fd.h"
+#include "zc_sys.h"
 
 #ifndef MFD_HUGETLB
 #define MFD_HUGETLB 0x0004U
@@ -100,7 +101,7 @@ size_t mh_class_units(unsigned cls)
 
 static int mh_sys_close(int fd)
 {
-    return (int)syscall(SYS_close, fd);
+    return (int)zc_syscall(SYS_close, fd);
 }
 
 /* Move an internal descriptor out of the way of the application: where
@@ -113,7 +114,7 @@ static int mh_fd_move_high(int fd)
 
     if (!target || fd >= target)
         return fd;
-    nfd = (int)syscall(SYS_fcntl, fd, F_DUPFD_CLOEXEC, target);
+    nfd = (int)zc_syscall(SYS_fcntl, fd, F_DUPFD_CLOEXEC, target);
     if (nfd < 0)
         return fd;
     mh_sys_close(fd);
@@ -123,13 +124,13 @@ static int mh_fd_move_high(int fd)
 /* See mh_int.h. */
 ssize_t mh_sysfs_read(const char *path, char *buf, size_t cap)
 {
-    int fd = (int)syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC);
+    int fd = (int)zc_syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC);
     ssize_t r;
 
     if (fd < 0)
         return -1;
-    r = syscall(SYS_read, fd, buf, cap - 1);
-    syscall(SYS_close, fd);
+    r = zc_syscall(SYS_read, fd, buf, cap - 1);
+    zc_syscall(SYS_close, fd);
     if (r < 0)
         return -1;
     buf[r] = 0;
@@ -675,9 +676,9 @@ int mh_fd_move(int fd)
         if (fd < 0 || __atomic_load_n(&a->fd, __ATOMIC_RELAXED) != fd)
             continue;
         /* above it if there is room, else any free number */
-        nfd = (int)syscall(SYS_fcntl, fd, F_DUPFD_CLOEXEC, fd + 1);
+        nfd = (int)zc_syscall(SYS_fcntl, fd, F_DUPFD_CLOEXEC, fd + 1);
         if (nfd < 0)
-            nfd = (int)syscall(SYS_fcntl, fd, F_DUPFD_CLOEXEC, 0);
+            nfd = (int)zc_syscall(SYS_fcntl, fd, F_DUPFD_CLOEXEC, 0);
         if (nfd < 0)
             return -errno;
         __atomic_store_n(&a->fd, nfd, __ATOMIC_RELEASE);
@@ -1140,7 +1141,7 @@ int mh_arena_units_zero(mh_arena_t *a, void *addr, size_t len)
             zc_real.madvise(p, (size_t)(se - p), MADV_REMOVE);
         } else {
             /* zero the memfd's range, then read it through a private view */
-            syscall(SYS_fallocate, a->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, off,
+            zc_syscall(SYS_fallocate, a->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, off,
                     (off_t)(se - p));
             if (st == MH_UNIT_PRIV)
                 zc_real.madvise(p, (size_t)(se - p), MADV_DONTNEED);

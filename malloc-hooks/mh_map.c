@@ -456,12 +456,12 @@ size_t mh_map_len_from_proc(const void *addr)
 {
     char buf[4096];
     size_t have = 0, len = 0;
-    int fd = (int)syscall(SYS_openat, AT_FDCWD, "/proc/self/maps", O_RDONLY | O_CLOEXEC);
+    int fd = (int)zc_syscall(SYS_openat, AT_FDCWD, "/proc/self/maps", O_RDONLY | O_CLOEXEC);
 
     if (fd < 0)
         return 0;
     for (int rounds = 0; rounds < 65536 && !len; rounds++) {
-        ssize_t r = syscall(SYS_read, fd, buf + have, sizeof(buf) - 1 - have);
+        ssize_t r = zc_syscall(SYS_read, fd, buf + have, sizeof(buf) - 1 - have);
         size_t start = 0;
 
         if (r <= 0)
@@ -481,6 +481,6 @@ size_t mh_map_len_from_proc(const void *addr)
         for (size_t i = 0; i < have; i++)
             buf[i] = buf[start + i];
     }
-    syscall(SYS_close, fd);
+    zc_syscall(SYS_close, fd);
     return len;
 }

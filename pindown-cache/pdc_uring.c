@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "pdc.h"
+#include "zc_sys.h"
 
 #define PDC_URING_SLOTS_DEFAULT 1024u
 #define PDC_URING_SLOTS_MAX 16384u          /* IORING_MAX_REG_BUFFERS */
@@ -111,12 +112,12 @@ static int pdc_uring_ring_init(pdc_uring_t *u)
         return rc;
     fd = u->ring.ring_fd;
     if (u->fd_floor > fd) {
-        hi = fcntl(fd, F_DUPFD_CLOEXEC, u->fd_floor);
+        hi = (int)zc_syscall(SYS_fcntl, fd, F_DUPFD_CLOEXEC, u->fd_floor);
         if (hi >= 0) {
             if (u->ring.enter_ring_fd == fd)     /* not a registered ring fd */
                 u->ring.enter_ring_fd = hi;
             u->ring.ring_fd = hi;
-            close(fd);
+            zc_syscall(SYS_close, fd);
         }
     }
     return 0;

@@ -32,6 +32,7 @@
 
 #include "shim_int.h"
 #include "zc_config.h"
+#include "zc_sys.h"
 
 /* glibc's own entry (public since 2.2.5): reached without dlsym, so it is
  * safe from the first instruction on, and from inside a sanitizer's
@@ -74,7 +75,7 @@ static void shim_sig_tramp(int sig, siginfo_t *si, void *uc)
     void (*h)(int, siginfo_t *, void *);
 
     if (shim_sig_crit > 0 && !shim_sig_open && !shim_sig_fault(sig) && uc &&
-        syscall(SYS_rt_tgsigqueueinfo, (long)getpid(), (long)syscall(SYS_gettid), (long)sig,
+        zc_syscall(SYS_rt_tgsigqueueinfo, (long)getpid(), (long)zc_syscall(SYS_gettid), (long)sig,
                 si) == 0) {
         sigaddset(&((ucontext_t *)uc)->uc_sigmask, sig);
         shim_sig_pend |= 1ull << (sig - 1);
@@ -118,7 +119,7 @@ void shim_sig_release(void)
             sigaddset(&s, sig);
             zc_stat_add(ZC_STAT_SIG_DEFERRED, 1);
         }
-    syscall(SYS_rt_sigprocmask, SIG_UNBLOCK, &s, NULL, _NSIG / 8);
+    zc_syscall(SYS_rt_sigprocmask, SIG_UNBLOCK, &s, NULL, _NSIG / 8);
 }
 
 static int shim_sig_wrappable(int sig, const struct sigaction *act)
@@ -128,7 +129,9 @@ static int shim_sig_wrappable(int sig, const struct sigaction *act)
            !shim_sig_fault(sig);
 }
 
-SHIM_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction *old)
+/* sigaction's work (also signal()'s and the local path's look at the
+ * application's dispositions, which do not enter the exported hook). */
+int shim_sigaction(int sig, const struct sigaction *act, struct sigaction *old)
 {
     struct sigaction k, was_k, was_app;
     int wrapped, rc;
@@ -187,6 +190,11 @@ SHIM_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction
     return rc;
 }
 
+SHIM_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction *old)
+{
+    return shim_sigaction(sig, act, old);
+}
+
 /* signal() and its relatives, as glibc makes them, through our sigaction. */
 static sighandler_t shim_sig_set(int sig, sighandler_t h, int flags, int mask_self)
 {
@@ -202,7 +210,7 @@ static sighandler_t shim_sig_set(int sig, sighandler_t h, int flags, int mask_se
     if (mask_self)
         sigaddset(&act.sa_mask, sig);
     act.sa_flags = flags;
-    if (sigaction(sig, &act, &old) < 0)
+    if (shim_sigaction(sig, &act, &old) < 0)
         return SIG_ERR;
     return old.sa_handler;
 }

@@ -263,9 +263,10 @@ static int shim_close_range_around_ours(unsigned first, unsigned last, int flags
     return zc_real.close_range(from, last, flags);
 }
 
-SHIM_EXPORT int close_range(unsigned first, unsigned last, int flags)
+/* close_range's work past its entry (closefrom and syscall(SYS_close_range)
+ * come here without entering the exported hook). */
+int shim_close_range_do(unsigned first, unsigned last, int flags)
 {
-    SHIM_ENTER(close_range, -1);
     if (first > last) {
         errno = EINVAL;
         return -1;
@@ -282,6 +283,12 @@ SHIM_EXPORT int close_range(unsigned first, unsigned last, int flags)
     return shim_close_range_around_ours(first, last, flags);
 }
 
+SHIM_EXPORT int close_range(unsigned first, unsigned last, int flags)
+{
+    SHIM_ENTER(close_range, -1);
+    return shim_close_range_do(first, last, flags);
+}
+
 /* glibc's closefrom calls its internal close_range, which no hook sees: it
  * would close the library's own descriptors and leave the table describing
  * closed numbers.  The hooked close_range instead; the real closefrom only
@@ -295,7 +302,7 @@ SHIM_EXPORT void closefrom(int lowfd)
     zc_stat_add(ZC_STAT_CALLS_closefrom, 1);
     if (lowfd < 0)
         lowfd = 0;
-    if (zc_real.close_range && close_range((unsigned)lowfd, ~0U, 0) == 0)
+    if (zc_real.close_range && shim_close_range_do((unsigned)lowfd, ~0U, 0) == 0)
         return;
     zc_real.closefrom(lowfd);
 }

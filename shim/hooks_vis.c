@@ -83,7 +83,9 @@ SHIM_EXPORT long syscall(long nr, ...)
     }
     else if (__builtin_expect(nr == SYS_close, 0))
         shim_fd_closing_raw((int)a[0]);
-    else if (__builtin_expect(nr == SYS_close_range, 0))
-        return close_range((unsigned)a[0], (unsigned)a[1], (int)a[2]);
+    else if (__builtin_expect(nr == SYS_close_range, 0) && zc_real.close_range) {
+        zc_stat_add(ZC_STAT_CALLS_close_range, 1);
+        return shim_close_range_do((unsigned)a[0], (unsigned)a[1], (int)a[2]);
+    }
     return zc_real.syscall(nr, a[0], a[1], a[2], a[3], a[4], a[5]);
 }

@@ -12,6 +12,7 @@
 #include "zc_spin.h"
 #include "zc_log.h"
 #include "zcsock.h"
+#include "zc_sys.h"
 
 #define SHIM_REPORT_MAX (32 * 1024)
 
@@ -130,7 +131,7 @@ __attribute__((destructor(101))) static void shim_destructor(void)
 
 int shim_vfork_child(void)
 {
-    return (int)syscall(SYS_getpid) != shim_pid;
+    return (int)zc_syscall(SYS_getpid) != shim_pid;
 }
 
 void shim_exec_prepare(void)

@@ -120,6 +120,10 @@ size_t shim_paths_exec_env(const shim_exec_t *x, char **vec, size_t vec_n, char 
 void shim_fd_exposed(int fd, const char *why);
 /* syscall(SYS_close, fd): forget fd's entry first (hooks_sock.c). */
 void shim_fd_closing_raw(int fd);
+
+/* close_range's work past its entry (closefrom, syscall(SYS_close_range);
+ * hooks_sock.c). */
+int shim_close_range_do(unsigned first, unsigned last, int flags);
 void shim_process_exposed(const char *why);
 /* The destructor: the process exits with its descriptors open. */
 void shim_process_exit(void);

@@ -266,4 +266,9 @@ static inline int shim_fd_claimed(const shim_fd_t *f)
     return f && __builtin_expect(f->claim == SHIM_CLAIM_DATA, 0);
 }
 
+/* sigaction as the application sees it (hooks_sig.c): what the exported
+ * hook does, without entering it (the library never calls its own hooks). */
+struct sigaction;
+int shim_sigaction(int sig, const struct sigaction *act, struct sigaction *old);
+
 #endif

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "zc_log.h"
+#include "zc_sys.h"
 
 /* A linux_dirent64 as getdents64 returns it. */
 typedef struct shim_dirent {
@@ -34,13 +35,13 @@ static long shim_num(const char *s)
 int shim_proc_each_num(const char *path, int (*fn)(int dirfd, long num, void *arg), void *arg)
 {
     char buf[2048] __attribute__((aligned(8)));
-    int dfd = (int)syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    int dfd = (int)zc_syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     int rc = 0;
     long got;
 
     if (dfd < 0)
         return -errno;
-    while (!rc && (got = syscall(SYS_getdents64, dfd, buf, sizeof(buf))) > 0)
+    while (!rc && (got = zc_syscall(SYS_getdents64, dfd, buf, sizeof(buf))) > 0)
         for (long off = 0; off < got && !rc;) {
             shim_dirent_t *e = (shim_dirent_t *)(buf + off);
             long num = shim_num(e->name);
@@ -49,7 +50,7 @@ int shim_proc_each_num(const char *path, int (*fn)(int dirfd, long num, void *ar
             if (num >= 0)       /* (in /proc/self/fd, dfd itself is one of them) */
                 rc = fn(dfd, num, arg);
         }
-    syscall(SYS_close, dfd);
+    zc_syscall(SYS_close, dfd);
     return rc;
 }
 
@@ -65,7 +66,7 @@ static int shim_holds_fn(int dirfd, long num, void *arg)
     long n;
 
     zc_fmt(name, sizeof(name), "%ld", num);
-    n = syscall(SYS_readlinkat, dirfd, name, target, sizeof(target));
+    n = zc_syscall(SYS_readlinkat, dirfd, name, target, sizeof(target));
     return n == h->len && !memcmp(target, h->want, (size_t)n);
 }
 
@@ -89,7 +90,7 @@ int shim_proc_fd_is_socket(int pid, int fd, uint64_t ino)
         return 0;
     w = (long)zc_fmt(want, sizeof(want), "socket:[%llu]", (unsigned long long)ino);
     zc_fmt(path, sizeof(path), "/proc/%d/fd/%d", pid, fd);
-    n = syscall(SYS_readlinkat, AT_FDCWD, path, target, sizeof(target));
+    n = zc_syscall(SYS_readlinkat, AT_FDCWD, path, target, sizeof(target));
     if (n < 0 && errno == ENOENT)
         return -1;
     return n == w && !memcmp(target, want, (size_t)n);
@@ -100,14 +101,14 @@ int shim_proc_seccomp_mode(void)
     char buf[4096];
     const char *p;
     long got = 0, n;
-    int fd = (int)syscall(SYS_openat, AT_FDCWD, "/proc/self/status", O_RDONLY | O_CLOEXEC, 0, 0, 0);
+    int fd = (int)zc_syscall(SYS_openat, AT_FDCWD, "/proc/self/status", O_RDONLY | O_CLOEXEC, 0, 0, 0);
 
     if (fd < 0)
         return -1;
     while (got < (long)sizeof(buf) - 1 &&
-           (n = syscall(SYS_read, fd, buf + got, sizeof(buf) - 1 - (size_t)got, 0, 0, 0)) > 0)
+           (n = zc_syscall(SYS_read, fd, buf + got, sizeof(buf) - 1 - (size_t)got, 0, 0, 0)) > 0)
         got += n;
-    syscall(SYS_close, fd, 0, 0, 0, 0, 0);
+    zc_syscall(SYS_close, fd, 0, 0, 0, 0, 0);
     buf[got] = 0;
     p = strstr(buf, "\nSeccomp:");
     if (!p)
@@ -133,11 +134,11 @@ static int shim_children_fn(int dirfd, long tid, void *arg)
         zc_fmt(path, sizeof(path), "/proc/%d/task/%ld/children", k->pid, tid);
     else
         zc_fmt(path, sizeof(path), "/proc/self/task/%ld/children", tid);
-    fd = (int)syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC);
+    fd = (int)zc_syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return 0;
-    got = syscall(SYS_read, fd, buf, sizeof(buf) - 1);
-    syscall(SYS_close, fd);
+    got = zc_syscall(SYS_read, fd, buf, sizeof(buf) - 1);
+    zc_syscall(SYS_close, fd);
     for (long i = 0; i < got && k->n < k->max;) {
         long v = 0;
 
@@ -178,7 +179,7 @@ static int shim_elf_has_interp(int fd, uint64_t phoff, unsigned phnum, unsigned 
     for (unsigned i = 0; i < phnum && i < 128; i++) {
         uint32_t type;
 
-        if (syscall(SYS_pread64, fd, &type, sizeof(type), phoff + (uint64_t)i * phentsize) !=
+        if (zc_syscall(SYS_pread64, fd, &type, sizeof(type), phoff + (uint64_t)i * phentsize) !=
             (long)sizeof(type))
             return -1;
         if (type == PT_INTERP)
@@ -203,14 +204,14 @@ static int shim_image_kind(int fd, char *interp, size_t isz)
 {
     unsigned char h[256] __attribute__((aligned(8)));
     struct stat st;
-    long n = syscall(SYS_pread64, fd, h, sizeof(h), 0);
+    long n = zc_syscall(SYS_pread64, fd, h, sizeof(h), 0);
 
     interp[0] = 0;
-    if (syscall(SYS_fstat, fd, &st) == 0 &&
+    if (zc_syscall(SYS_fstat, fd, &st) == 0 &&
         (((st.st_mode & S_ISUID) && st.st_uid != geteuid()) ||
          ((st.st_mode & S_ISGID) && st.st_gid != getegid())))
         return 0;
-    if (syscall(SYS_fgetxattr, fd, "security.capability", NULL, 0) > 0)
+    if (zc_syscall(SYS_fgetxattr, fd, "security.capability", NULL, 0) > 0)
         return 0;
     if (n >= 2 && h[0] == '#' && h[1] == '!') {
         size_t i = 2, k = 0;
@@ -243,7 +244,7 @@ static int shim_image_kind(int fd, char *interp, size_t isz)
 
 static int shim_open_exe(const char *path)
 {
-    return (int)syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC);
+    return (int)zc_syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC);
 }
 
 /* file as execvp finds it: the first PATH entry that has it executable. */
@@ -268,7 +269,7 @@ static int shim_open_searched(const char *file)
             dl = dl ? dl : 1;
             buf[dl] = '/';
             memcpy(buf + dl + 1, file, fl + 1);
-            if (syscall(SYS_faccessat, AT_FDCWD, buf, X_OK) == 0)
+            if (zc_syscall(SYS_faccessat, AT_FDCWD, buf, X_OK) == 0)
                 return shim_open_exe(buf);
         }
         if (!end)
@@ -293,7 +294,7 @@ int shim_exec_image_preloads(const char *file, int search, int fd)
     }
     k = shim_image_kind(fd, interp, sizeof(interp));
     if (own)
-        syscall(SYS_close, fd);
+        zc_syscall(SYS_close, fd);
     if (k < 0 && interp[0] == '/') {    /* a script: its interpreter decides */
         char inner[8];
         int ifd = shim_open_exe(interp);
@@ -301,7 +302,7 @@ int shim_exec_image_preloads(const char *file, int search, int fd)
         if (ifd < 0)
             return -1;
         k = shim_image_kind(ifd, inner, sizeof(inner));
-        syscall(SYS_close, ifd);
+        zc_syscall(SYS_close, ifd);
     }
     return k;
 }

@@ -71,6 +71,7 @@
 #include "zc_rent.h"
 #include "zc_spin.h"
 #include "zc_stats.h"
+#include "zc_sys.h"
 
 #define XU_UNIT      MH_UNIT_SIZE
 #define XU_PM_PRESENT (1ull << 63)
@@ -146,7 +147,8 @@ static int xu_unit_file(const void *unit, int tlb, uint64_t *ino_p, uint64_t *co
         memcpy(m, unit, XU_UNIT);
     }
     zc_real.munmap(m, XU_UNIT);
-    if (fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0 ||
+    if (zc_syscall(SYS_fcntl, fd, F_ADD_SEALS,
+                   F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0 ||
         fstat(fd, &st) < 0)
         goto fail;
     *ino_p = st.st_ino;

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Tier "symbols": the library exports only what exports.txt files declare,
+# Tier "symbols": the library exports only what exports.txt files declare
+# and never calls its own exported hooks,
 # and the check itself catches an undeclared export.
 . "$(dirname "$0")/lib/harness.sh"
 t_begin symbols
@@ -8,6 +9,13 @@ t_run check-symbols-catches-leak 60 bash -c '
   declared=$(mktemp); grep -hv "^#" "$@" | grep -v "^zcsock_version$" > "$declared"
   if scripts/check-symbols.sh "$ZC_LIB" "$declared"; then rm -f "$declared"; exit 1; fi
   rm -f "$declared"' _ "$@"
+# the library never calls its own exported hooks (scripts/check-self-calls.sh)
+t_run check-self-calls 60 scripts/check-self-calls.sh "$ZC_LIB"
+t_run check-self-calls-catches 60 bash -c '
+  d=$(mktemp -d); trap "rm -rf $d" EXIT
+  printf "int close(int fd) { return fd; }\nint zc_f(int x) { return close(x) + 1; }\n" > "$d/x.c"
+  ${CC:-cc} -shared -fPIC -O1 -o "$d/x.so" "$d/x.c" || exit 1
+  ! scripts/check-self-calls.sh "$d/x.so"'
 t_run no-undefined-nonlibc 60 bash -c '
   # every undefined symbol must come from libc, libdl, libpthread or the
   # libraries the modules link (liburing, libgcc_s)

@@ -31,7 +31,8 @@
 #   p_same WHAT A B        compare two hashes, say so, fail on mismatch
 #   p_say MSG / p_die MSG
 #   p_nap SECS             sleep without starting a process
-#   p_reps N               N, or N/4 (at least 1) when QUICK=1, 1 in mode none;
+#   p_reps N               N, or N/4 (at least 1) when QUICK=1, 1 in mode none,
+#                          N/2 in mode client;
 #                          P_REPS overrides
 
 P_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -318,7 +319,9 @@ p_reps() {
   if [ "$QUICK" = 1 ]; then n=$(((n + 3) / 4))
   # mode none is the baseline without the library: one round shows the
   # workload itself passes; the rounds are for the library's modes
-  elif [ "$P_MODE" = none ]; then n=1; fi
+  elif [ "$P_MODE" = none ]; then n=1
+  # mode client: the clients alone run the library, nothing pairs; half
+  elif [ "$P_MODE" = client ]; then n=$(((n + 1) / 2)); fi
   [ -n "${P_REPS:-}" ] && n=$P_REPS     # make soak: many more rounds
   echo "$n"
 }

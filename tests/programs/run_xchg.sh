@@ -31,4 +31,13 @@ export PROGRAMS_MODES=${PROGRAMS_MODES:-both}
 # the cases that pair nothing even then (plain in expect.txt) are left out:
 # no unit is lent there, and the programs tier already runs them
 export PROGRAMS_PAIRING_ONLY=${PROGRAMS_PAIRING_ONLY:-1}
+# On hugetlb pages, by default the cases whose sends are lent (the MPI
+# jobs: 32 MiB messages; no other program here sends 2 MiB at once) and a
+# few whose allocations fill the arenas from many threads or processes;
+# the 2 MiB-page tier runs every case.  Cases named on the command line run
+# whatever the pages.
+if [ $# -eq 0 ] && [ "${XCHG_PAGES:-}" = hugetlb ]; then
+  set -- mpi_openmpi mpi_mpich haproxy postgres apache_event erlang
+  echo "  on hugetlb pages: $* (the 2 MiB-page tier runs every case)"
+fi
 tests/programs/run.sh "$@"

@@ -2,6 +2,7 @@
  * waiting in poll/epoll, a futex wake for one blocked in a call), and
  * draining the doorbells owed to us. */
 #include "lp_int.h"
+#include "zc_sys.h"
 
 /* Our sending direction to the ring, when rule S1 allows.  TX lock held. */
 int lp_tx_switch(lp_conn_t *c)
@@ -131,7 +132,7 @@ void lp_wake_ex(lp_conn_t *c, int fd, int flags, uint32_t *word, int tx_held)
     if (flags & LOCAL_RING_F_EVENTFD)
         lp_efd_ring(c, tx_held && !c->tx_ring ? -1 : fd);
     if (flags & LOCAL_RING_F_FUTEX) {
-        syscall(SYS_futex, word, FUTEX_WAKE, INT32_MAX, NULL, NULL, 0);
+        zc_syscall(SYS_futex, word, FUTEX_WAKE, INT32_MAX, NULL, NULL, 0);
         zc_stat_add(ZC_STAT_LOCAL_FUTEX_WAKES, 1);
     }
 }

@@ -1,6 +1,7 @@
 /* The local path: small helpers, the role locks in the channel's header page,
  * connection objects, cached socket settings. */
 #include "lp_int.h"
+#include "zc_sys.h"
 
 lp_global_t lp = { .enabled = 1 };
 __thread int lp_tid;
@@ -9,7 +10,7 @@ __thread int lp_tid;
 int lp_gettid(void)
 {
     if (!lp_tid)
-        lp_tid = (int)syscall(SYS_gettid);
+        lp_tid = (int)zc_syscall(SYS_gettid);
     return lp_tid;
 }
 
@@ -29,7 +30,7 @@ int lp_rv(lp_conn_t *c)
 
 void lp_futex(uint32_t *w, int op, uint32_t val, const struct timespec *ts)
 {
-    syscall(SYS_futex, w, op, val, ts, NULL, 0);
+    zc_syscall(SYS_futex, w, op, val, ts, NULL, 0);
 }
 
 /* A holder in a lock word of ours that cannot be genuine: this process is
@@ -41,7 +42,7 @@ static int lp_holder_forged(uint32_t *w, uint32_t cur)
 {
     pid_t tid = (pid_t)(cur & ~LP_LOCK_WAITERS);
 
-    if (tid > 0 && syscall(SYS_tgkill, getpid(), tid, 0) == 0)
+    if (tid > 0 && zc_syscall(SYS_tgkill, getpid(), tid, 0) == 0)
         return 0;
     return __atomic_load_n(w, __ATOMIC_ACQUIRE) == cur;
 }
@@ -396,7 +397,7 @@ void lp_side_moved(lp_conn_t *c, int fd)
         return;
     me = lp_side(c, c->ch.side);
     if (__atomic_load_n(&me->sock_no, __ATOMIC_RELAXED) != fd ||
-        __atomic_load_n(&me->sock_pid, __ATOMIC_ACQUIRE) != (int32_t)syscall(SYS_getpid))
+        __atomic_load_n(&me->sock_pid, __ATOMIC_ACQUIRE) != (int32_t)zc_syscall(SYS_getpid))
         return;
     for (i = 0; i < 4; i++)
         if (c->fds[i] >= 0) {
@@ -411,7 +412,7 @@ void lp_side_publish(lp_conn_t *c, int fd)
     lp_side_t *me = lp_side(c, c->ch.side);
 
     __atomic_store_n(&me->sock_no, (int32_t)fd, __ATOMIC_RELAXED);
-    __atomic_store_n(&me->sock_pid, (int32_t)syscall(SYS_getpid), __ATOMIC_RELEASE);
+    __atomic_store_n(&me->sock_pid, (int32_t)zc_syscall(SYS_getpid), __ATOMIC_RELEASE);
 }
 
 void lp_decline(int reason)

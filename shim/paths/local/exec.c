@@ -2,6 +2,7 @@
  * described to the next image in ZCSOCK_INHERIT, or handed back to the
  * kernel when it will not load the library. */
 #include "lp_int.h"
+#include "zc_sys.h"
 
 #define LP_INHERIT_VAR "ZCSOCK_INHERIT="
 
@@ -37,7 +38,7 @@ static int lp_env_loads_us(char *const *envp)
                 memcpy(path, p, n);
                 path[n] = 0;
                 if (strstr(path, "libzcsock") &&
-                    syscall(SYS_faccessat, AT_FDCWD, path, R_OK) == 0)
+                    zc_syscall(SYS_faccessat, AT_FDCWD, path, R_OK) == 0)
                     return 1;
             }
             p += n;

@@ -4,6 +4,7 @@
 #include <linux/sockios.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
+#include "zc_sys.h"
 
 /* --- HAND-BACK ---------------------------------------------------------------------
  *
@@ -250,7 +251,7 @@ static int lp_rv_pump_wait(lp_conn_t *c, int fd, int wait_ms)
         /* progress, kept across calls (a non-blocking caller polls) */
         if (local_ring_ctl_snap(&c->ch, lp_txdir(c), LOCAL_RING_ROLE_PROD, &sn))
             return (int)lp_broken(c);
-        ioctl(fd, SIOCOUTQ, &nq);
+        zc_syscall(SYS_ioctl, fd, SIOCOUTQ, &nq);
         if (!c->pump_moved || sn.tail != c->pump_tail || nq != c->pump_q ||
             !(lp_kernel_revents(fd, POLLOUT) & POLLOUT)) {
             c->pump_tail = sn.tail;     /* moving, or the kernel has no room for it */
@@ -269,7 +270,7 @@ static int lp_rv_pump_wait(lp_conn_t *c, int fd, int wait_ms)
             continue;
         }
         shim_sig_wait_begin();
-        rc = (int)syscall(SYS_futex, &me->rv, FUTEX_WAIT, old,
+        rc = (int)zc_syscall(SYS_futex, &me->rv, FUTEX_WAIT, old,
                           &(struct timespec){ 0, 10 * 1000 * 1000 }, NULL, 0);
         shim_sig_wait_end();
         if (rc < 0 && errno == EINTR && wait_ms < 0)
@@ -495,7 +496,7 @@ static int lp_pump_peer(local_ring_t *ch, int dir, int sock, const lp_pump_job_t
             return 0;                   /* the peer is at it */
         zc_real.poll(NULL, 0, 1);
     }
-    __atomic_store_n(&peer->pump_pid, (int32_t)syscall(SYS_getpid), __ATOMIC_RELEASE);
+    __atomic_store_n(&peer->pump_pid, (int32_t)zc_syscall(SYS_getpid), __ATOMIC_RELEASE);
     old = __atomic_load_n(&peer->rv, __ATOMIC_SEQ_CST);
     while (job->grace_ms >= 0) {
         if (old & LP_RV_PUMP)
@@ -523,7 +524,7 @@ static int lp_pump_peer(local_ring_t *ch, int dir, int sock, const lp_pump_job_t
     }
     /* what is left (a busy peer, a kernel that took nothing) is the peer's */
     __atomic_or_fetch(&peer->rv, LP_RV_PUMPED, __ATOMIC_SEQ_CST);
-    syscall(SYS_futex, &peer->rv, FUTEX_WAKE, INT32_MAX, NULL, NULL, 0);
+    zc_syscall(SYS_futex, &peer->rv, FUTEX_WAKE, INT32_MAX, NULL, NULL, 0);
     return rc == 0 ? 0 : -1;
 }
 
@@ -542,23 +543,23 @@ static void lp_pump_run(local_ring_t *ch, int dir, int sock, const lp_pump_job_t
     sa.sa_handler = SIG_DFL;
     for (sig = 1; sig < NSIG; sig++)
         if (sig != SIGKILL && sig != SIGSTOP)
-            syscall(SYS_rt_sigaction, sig, &sa, NULL, _NSIG / 8);
+            zc_syscall(SYS_rt_sigaction, sig, &sa, NULL, _NSIG / 8);
     sigemptyset(&none);
-    syscall(SYS_rt_sigprocmask, SIG_SETMASK, &none, NULL, _NSIG / 8);
+    zc_syscall(SYS_rt_sigprocmask, SIG_SETMASK, &none, NULL, _NSIG / 8);
     if (sock > 0)
-        syscall(SYS_close_range, 0, sock - 1, 0);
-    syscall(SYS_close_range, sock + 1, ~0u, 0);
+        zc_syscall(SYS_close_range, 0, sock - 1, 0);
+    zc_syscall(SYS_close_range, sock + 1, ~0u, 0);
     if (job->peer)
         rc = lp_pump_peer(ch, dir, sock, job);
     else if ((rc = job->pre ? lp_send_all(sock, job->pre, job->plen) : 0) == 0)
         rc = lp_ring_to_kernel(ch, dir, sock, LP_LINGER_MS, &eof);
     if (rc == 0)
         for (i = 0; i < LP_LINGER_MS / 10; i++) {   /* delivered before the close's FIN/RST */
-            if (ioctl(sock, SIOCOUTQ, &q) || q <= 0)
+            if (zc_syscall(SYS_ioctl, sock, SIOCOUTQ, &q) || q <= 0)
                 break;
             zc_real.poll(NULL, 0, 10);
         }
-    syscall(SYS_exit, 0);
+    zc_syscall(SYS_exit, 0);
     for (;;)
         ;
 }
@@ -569,16 +570,16 @@ static void lp_pump_run(local_ring_t *ch, int dir, int sock, const lp_pump_job_t
  * one is reaped here.  0, or -errno. */
 static int lp_pump_spawn(lp_conn_t *c, int sock, const lp_pump_job_t *job)
 {
-    long mid = syscall(SYS_clone, 0L, NULL, NULL, NULL, 0L);
+    long mid = zc_syscall(SYS_clone, 0L, NULL, NULL, NULL, 0L);
 
     if (mid < 0)
         return -errno;
     if (mid == 0) {
-        if (syscall(SYS_clone, 0L, NULL, NULL, NULL, 0L) == 0)
+        if (zc_syscall(SYS_clone, 0L, NULL, NULL, NULL, 0L) == 0)
             lp_pump_run(&c->ch, lp_rxdir(c), sock, job);
-        syscall(SYS_exit, 0);
+        zc_syscall(SYS_exit, 0);
     }
-    while (syscall(SYS_wait4, (pid_t)mid, NULL, __WCLONE, NULL) < 0 && errno == EINTR)
+    while (zc_syscall(SYS_wait4, (pid_t)mid, NULL, __WCLONE, NULL) < 0 && errno == EINTR)
         ;
     return 0;
 }
@@ -604,7 +605,8 @@ static int lp_pump_spawn(lp_conn_t *c, int sock, const lp_pump_job_t *job)
 static int lp_prefix_take(lp_conn_t *c, int fd, size_t k, char **pre, size_t *got)
 {
     int64_t t0 = lp_now_ms();
-    char *buf = mmap(NULL, k, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    char *buf = (char *)zc_syscall(SYS_mmap, NULL, k, PROT_READ | PROT_WRITE,
+                                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 
     *got = 0;
     *pre = NULL;
@@ -693,11 +695,11 @@ static void lp_peer_pump(lp_conn_t *c, int fd, int64_t unread, size_t behind)
     }
     if (why && c->pump_claimed) {       /* the job goes back to the peer */
         __atomic_or_fetch(&peer->rv, LP_RV_PUMPED, __ATOMIC_SEQ_CST);
-        syscall(SYS_futex, &peer->rv, FUTEX_WAKE, INT32_MAX, NULL, NULL, 0);
+        zc_syscall(SYS_futex, &peer->rv, FUTEX_WAKE, INT32_MAX, NULL, NULL, 0);
     }
     c->pump_claimed = 0;
     if (pre)
-        munmap(pre, behind);
+        zc_syscall(SYS_munmap, pre, behind);
     if (sock >= 0)
         zc_real.close(sock);
     if (why) {
@@ -761,7 +763,7 @@ static void lp_linger_pump(lp_conn_t *c, int fd, size_t behind)
         lp_behind_warn(c, fd, "its lingering socket never came");
     }
     if (pre)
-        munmap(pre, behind);
+        zc_syscall(SYS_munmap, pre, behind);
     if (sock >= 0)
         zc_real.close(sock);
     if (rc == 0 && (unread > 0 || job.plen)) {

@@ -1,6 +1,7 @@
 /* The local path: shutdown, close, fork, statistics, initialisation, and
  * the interface tables the shim dispatches through. */
 #include "lp_int.h"
+#include "zc_sys.h"
 
 /* --- shutdown, close -------------------------------------------------------------- */
 
@@ -132,9 +133,9 @@ void lp_conn_release(lp_conn_t *c, int fd)
             local_ring_side_gone(&c->ch);
             if (lingers)
                 lp_linger_wake(c, fd);
-            syscall(SYS_futex, local_ring_wait_word(&c->ch, lp_txdir(c), LOCAL_RING_ROLE_CONS),
+            zc_syscall(SYS_futex, local_ring_wait_word(&c->ch, lp_txdir(c), LOCAL_RING_ROLE_CONS),
                     FUTEX_WAKE, INT32_MAX, NULL, NULL, 0);
-            syscall(SYS_futex, local_ring_wait_word(&c->ch, lp_rxdir(c), LOCAL_RING_ROLE_PROD),
+            zc_syscall(SYS_futex, local_ring_wait_word(&c->ch, lp_rxdir(c), LOCAL_RING_ROLE_PROD),
                     FUTEX_WAKE, INT32_MAX, NULL, NULL, 0);
         }
     }

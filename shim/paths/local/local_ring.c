@@ -46,6 +46,7 @@
 
 #include "zc_copy.h"
 #include "zc_real.h"
+#include "zc_sys.h"
 
 #define LR_ALIGN        8u
 #define LR_REC_HDR      8u
@@ -87,7 +88,7 @@ static void *lr_mmap(size_t len, int fd)
 {
     if (zc_real.mmap)
         return zc_real.mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    return (void *)syscall(SYS_mmap, NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    return (void *)zc_syscall(SYS_mmap, NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 }
 
 static void lr_munmap(void *p, size_t len)
@@ -95,14 +96,14 @@ static void lr_munmap(void *p, size_t len)
     if (zc_real.munmap)
         zc_real.munmap(p, len);
     else
-        syscall(SYS_munmap, p, len);
+        zc_syscall(SYS_munmap, p, len);
 }
 
 static int lr_fcntl(int fd, int cmd, long arg)
 {
     if (zc_real.fcntl)
         return zc_real.fcntl(fd, cmd, arg);
-    return (int)syscall(SYS_fcntl, fd, cmd, arg);
+    return (int)zc_syscall(SYS_fcntl, fd, cmd, arg);
 }
 
 static void lr_close(int fd)
@@ -110,7 +111,7 @@ static void lr_close(int fd)
     if (zc_real.close)
         zc_real.close(fd);
     else
-        syscall(SYS_close, fd);
+        zc_syscall(SYS_close, fd);
 }
 
 /* --- ring copies, wrap-aware; offsets are always masked with the local size */
@@ -375,7 +376,7 @@ int local_ring_view_init(void *base, size_t map_size, int side, local_ring_t *ch
 
 static void lr_side_mark(local_ring_t *ch, int state)
 {
-    LR_STORE(&ch->hdr->side_pid[ch->side], (int32_t)syscall(SYS_getpid));
+    LR_STORE(&ch->hdr->side_pid[ch->side], (int32_t)zc_syscall(SYS_getpid));
     __atomic_store_n(&ch->hdr->side_state[ch->side], (uint32_t)state, __ATOMIC_SEQ_CST);
 }
 
@@ -391,14 +392,14 @@ int local_ring_create(size_t ring_size, local_ring_t *ch)
     if (!lr_pow2(ring_size) || ring_size < LOCAL_RING_SIZE_MIN || ring_size > LOCAL_RING_SIZE_MAX)
         return -EINVAL;
     total = LOCAL_RING_HDR_SIZE + 2 * ring_size;
-    fd = (int)syscall(SYS_memfd_create, "zcsock-ring", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    fd = (int)zc_syscall(SYS_memfd_create, "zcsock-ring", MFD_CLOEXEC | MFD_ALLOW_SEALING);
     if (fd < 0)
         return -errno;
     /* Mode 0: the descriptor (and the peer's, passed over SCM_RIGHTS) keeps
      * working, but nobody without CAP_DAC_OVERRIDE can open it again
      * through /proc/PID/fd, which PTRACE_MODE_READ alone would allow a
      * same-user process that may not attach (Yama ptrace_scope=1). */
-    if (syscall(SYS_fchmod, fd, 0) < 0 || syscall(SYS_ftruncate, fd, (off_t)total) < 0 ||
+    if (zc_syscall(SYS_fchmod, fd, 0) < 0 || zc_syscall(SYS_ftruncate, fd, (off_t)total) < 0 ||
         lr_fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0) {
         rc = -errno;
         goto err_close;

@@ -1,6 +1,7 @@
 /* The local path: receiving (ring mode, kernel mode before the switch point,
  * blocking sleeps on the futex word). */
 #include "lp_int.h"
+#include "zc_sys.h"
 
 int64_t lp_now_ms(void)
 {
@@ -41,7 +42,7 @@ static int lp_any_norestart(const lp_wait_t *w)
     if (w->deadline >= 0)
         return 1;
     for (sig = 1; sig < NSIG; sig++) {
-        if (sig == SIGKILL || sig == SIGSTOP || sigaction(sig, NULL, &sa))
+        if (sig == SIGKILL || sig == SIGSTOP || shim_sigaction(sig, NULL, &sa))
             continue;
         if (sa.sa_handler != SIG_DFL && sa.sa_handler != SIG_IGN && !(sa.sa_flags & SA_RESTART))
             return 1;
@@ -172,7 +173,7 @@ int lp_sleep(lp_conn_t *c, int fd, int role, lp_wait_t *w)
     if (lp_sig_interrupts(w))
         return -EINTR;
     zc_stat_add(ZC_STAT_LOCAL_SLEEPS, 1);
-    r = syscall(SYS_futex, word, FUTEX_WAIT, kind, &ts, NULL, 0);
+    r = zc_syscall(SYS_futex, word, FUTEX_WAIT, kind, &ts, NULL, 0);
     zc_spin_learn(&c->spin[role], t0);
     if (r < 0 && errno == EINTR)
         return lp_interrupted(w) ? -EINTR : 0;
@@ -542,7 +543,7 @@ static ssize_t lp_rx_peek_more(lp_conn_t *c, int fd, lp_rx_t *r)
         return (ssize_t)r->got;     /* timed out: what could be peeked */
     if (lp_sig_interrupts(&r->w))
         return (ssize_t)r->got;
-    syscall(SYS_nanosleep, &(struct timespec){ 0, 500000 }, NULL);
+    zc_syscall(SYS_nanosleep, &(struct timespec){ 0, 500000 }, NULL);
     r->got = 0;
     return LP_CONTINUE;
 }

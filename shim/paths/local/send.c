@@ -1,6 +1,7 @@
 /* The local path: sending, and sendfile/splice through a bounce buffer. */
 #include "lp_int.h"
 #include "shim_mem.h"
+#include "zc_sys.h"
 
 /* Pending client: look for the server's offer without waiting. */
 void lp_pickup(lp_conn_t *c, int fd)
@@ -28,7 +29,7 @@ int lp_peer_gone(lp_conn_t *c)
 ssize_t lp_epipe(int flags)
 {
     if (!(flags & MSG_NOSIGNAL))
-        syscall(SYS_tgkill, getpid(), lp_gettid(), SIGPIPE);
+        zc_syscall(SYS_tgkill, getpid(), lp_gettid(), SIGPIPE);
     return -EPIPE;
 }
 
@@ -160,7 +161,7 @@ static ssize_t lp_xchg_over(lp_conn_t *c, int fd, lp_tx_t *t)
     if (lp_sig_interrupts(&t->w))
         return t->sent ? (ssize_t)t->sent : -EINTR;
     zc_stat_add(ZC_STAT_LOCAL_XCHG_BUDGET_WAITS, 1);
-    syscall(SYS_nanosleep, &(struct timespec){ 0, LP_XCHG_NAP_US * 1000L }, NULL);
+    zc_syscall(SYS_nanosleep, &(struct timespec){ 0, LP_XCHG_NAP_US * 1000L }, NULL);
     /* a peer that died reads nothing more: its FIN or reset says so (the
      * next step then answers as the kernel does) */
     lp_kernel_look(c, fd, LP_TX);
@@ -359,10 +360,10 @@ static ssize_t lp_pipe_peek(int fd_in, char *buf, size_t len, int nonblocking)
     int pp[2];
     ssize_t t;
 
-    if (syscall(SYS_pipe2, pp, O_CLOEXEC) < 0)
+    if (zc_syscall(SYS_pipe2, pp, O_CLOEXEC) < 0)
         return -errno;
     for (;;) {
-        t = syscall(SYS_tee, fd_in, pp[1], len, SPLICE_F_NONBLOCK);
+        t = zc_syscall(SYS_tee, fd_in, pp[1], len, SPLICE_F_NONBLOCK);
         if (t >= 0 || errno != EAGAIN || nonblocking)
             break;
         if ((t = lp_splice_wait(fd_in, POLLIN)) < 0) {
