@@ -573,7 +573,7 @@ static void lp_mbox_conn(int c, lp_mbox_want_t *w)
 {
     struct ucred cred;
     socklen_t cl = sizeof(cred);
-    int mine, k, one = 1, shut = 0;
+    int mine, k, one = 1, shut = 0, first = 1;
 
     /* who posted, before anything is read */
     mine = zc_real.getsockopt(c, SOL_SOCKET, SO_PEERCRED, &cred, &cl) == 0 &&
@@ -607,7 +607,10 @@ static void lp_mbox_conn(int c, lp_mbox_want_t *w)
         if (n < 0 || msg.msg_controllen == 0)
             return;                         /* the end (or a kernel without stamps) */
         nfd = lp_mbox_fds(&msg, fds, 253);
-        lp_mbox_message(&m, n, msg.msg_flags, fds, nfd, mine && k == 0, (int)cred.pid, w);
+        /* the first message read, whenever it came (a poster may send
+         * between our first look and the shutdown) */
+        lp_mbox_message(&m, n, msg.msg_flags, fds, nfd, mine && first, (int)cred.pid, w);
+        first = 0;
     }
 }
 
