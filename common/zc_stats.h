@@ -137,7 +137,7 @@
     X(LOCAL_MBOX_EVICTED, "local.mailbox.evicted", "records never claimed, dropped "   \
       "from the full table (the oldest of the poster with the most)")                    \
     X(LOCAL_MBOX_SLOW, "local.mailbox.slow", "looks into the mailbox that stopped at " \
-      "their time bound with connections still waiting")
+      "their time bound (connections may still wait there)")
 
 enum {
 #define ZC_STAT_ENUM(id, name, doc) ZC_STAT_##id,

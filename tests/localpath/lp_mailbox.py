@@ -6,7 +6,8 @@ over SCM_RIGHTS.
 
 A dispatcher under the library accepts TCP connections from a client under
 the library (they pair at the dispatcher's first receive) and passes each
-to a worker under the library over a socketpair; the worker echoes.
+to a worker under the library over an AF_UNIX connection; the worker
+echoes.
 Before each of three connections an attacker acts on the worker's mailbox:
 
   flood    opens 64 connections to it that bring nothing: the backlog
@@ -18,6 +19,11 @@ Before each of three connections an attacker acts on the worker's mailbox:
            16 in a table that then stayed full, and every later hand-over
            was read as a plain socket (the doorbell byte 0x00 as data, the
            client's bytes stranded in the ring)
+  late     (same user) connects, and sends a well-formed record only once
+           the worker looked at the connection and found nothing (the
+           worker runs under strace, its shutdown of that connection held
+           back 0.6 s): an earlier fix refused that record as a second
+           message, which reset a genuine poster's lingering socket
   linger   passes a TCP socket with SO_LINGER 30 s and unsent bytes (its
            own peer never reads): an earlier library received it and
            closed it, blocking the worker's receive for the 30 s
@@ -28,10 +34,11 @@ worker must have taken every channel over (local.inherited == 3: the
 records were found), and, for linger, the attacker's socket must have been
 dropped without the wait (local.mailbox.foreign_fds).
 
-    lp_mailbox.py flood|records|linger other|same      (ZC_LIB: the library)
-Exit 0 pass, 1 fail."""
+    lp_mailbox.py flood|records|late|linger other|same  (ZC_LIB: the library)
+Exit 0 pass, 1 fail, 77 skip (late without strace)."""
 import array
 import os
+import shutil
 import socket
 import struct
 import subprocess
@@ -43,20 +50,30 @@ SO_COOKIE = 57
 MBOX_MAGIC = 0x31786f624d637a5a
 
 DISPATCHER = r"""
-import os, socket, subprocess, sys
+import os, socket, subprocess, sys, tempfile
 l = socket.socket(); l.bind(("127.0.0.1", 0)); l.listen(8)
-a, b = socket.socketpair()
-w = subprocess.Popen([sys.executable, sys.argv[1], "worker", str(b.fileno())], pass_fds=[b.fileno()],
+# the worker connects to a named socket: its credentials name it, whatever
+# it runs under (strace)
+path = os.path.join(tempfile.mkdtemp(), "w")
+u = socket.socket(socket.AF_UNIX); u.bind(path); u.listen(1)
+wrap = sys.argv[3:]                     # a command the worker runs under
+w = subprocess.Popen(wrap + [sys.executable, sys.argv[1], "worker", path],
                      stdout=subprocess.PIPE, text=True)
-b.close()
-if w.stdout.readline().strip() != "ready":
+a, _ = u.accept()
+ready = w.stdout.readline().split()
+if not ready or ready[0] != "ready":
     sys.exit("the worker did not start")
-print(l.getsockname()[1], w.pid, flush=True)
+print(l.getsockname()[1], ready[1], flush=True)
 for i in range(int(sys.argv[2])):
     c, _ = l.accept()
     c.settimeout(10)
-    if c.recv(1) != b"h":           # the first receive: the connection pairs
+    # the first receive sends the offer; the client takes it up at its
+    # receive of "a" and says so with "p": paired, then passed on
+    if c.recv(1) != b"h":
         sys.exit("no hello")
+    c.sendall(b"a")
+    if c.recv(1) != b"p":
+        sys.exit("no p")
     socket.send_fds(a, [b"x"], [c.fileno()])
     c.close()
 a.close()
@@ -65,7 +82,7 @@ sys.exit(w.wait(timeout=60))
 """
 
 WORKER = r"""
-import ctypes, socket, struct, sys
+import ctypes, os, socket, struct, sys
 def stat(name):
     v = ctypes.c_uint64()
     return v.value if ctypes.CDLL(None).zcsock_stat_get(name.encode(), ctypes.byref(v)) == 0 else -1
@@ -77,9 +94,9 @@ def exact(s, n):
             raise EOFError("EOF after %d of %d bytes" % (len(b), n))
         b += x
     return bytes(b)
-a = socket.socket(fileno=int(sys.argv[2]))
-socket.socket(socket.AF_UNIX).close()   # a process that makes AF_UNIX sockets has a mailbox
-print("ready", flush=True)
+a = socket.socket(socket.AF_UNIX)      # it has a mailbox: it makes AF_UNIX sockets
+a.connect(sys.argv[2])
+print("ready", os.getpid(), flush=True)
 while True:
     msg, fds, _, _ = socket.recv_fds(a, 16, 4)
     if not msg:
@@ -97,9 +114,12 @@ print("inherited=%d foreign=%d refused=%d" % (stat("local.inherited"),
 """
 
 CLIENT = r"""
-import socket, struct, sys
+import ctypes, socket, struct, sys
 s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=10)
 s.sendall(b"h")
+if s.recv(1) != b"a":
+    sys.exit("no a")
+s.sendall(b"p")
 data = bytes((i * 7 + 3) & 255 for i in range(65536))
 s.sendall(struct.pack("I", len(data)) + data)
 got = bytearray()
@@ -112,6 +132,9 @@ if bytes(got) != data:
     first = next(i for i in range(len(got)) if got[i] != data[i])
     sys.exit("echo differs at byte %d (%r)" % (first, bytes(got[first:first + 8])))
 s.sendall(struct.pack("I", 0))
+v = ctypes.c_uint64()
+if ctypes.CDLL(None).zcsock_stat_get(b"local.paired.connected", ctypes.byref(v)) or v.value != 1:
+    sys.exit("the client did not pair (local.paired.connected %d)" % v.value)
 """
 
 
@@ -156,6 +179,10 @@ def attack(kind, pid, keep):
             s.close()
             os.close(memfd)
             keep.append(own)
+    elif kind == "late":
+        # connect now, post later (attacker_main: "send"), while the
+        # worker's first look found nothing and its shutdown is held back
+        keep.append(mbox_connect(pid))
     elif kind == "linger":
         # a TCP connection whose peer never reads: bytes stay unsent
         l = socket.socket()
@@ -191,6 +218,19 @@ def attacker_main(kind, who, pid, rounds):
             break
         attack(kind, pid, keep)
         print("ok", flush=True)
+        if kind == "late":
+            sys.stdin.readline()
+            own = socket.socket()
+            cookie = struct.unpack("Q", own.getsockopt(socket.SOL_SOCKET, SO_COOKIE, 8))[0]
+            memfd = os.memfd_create("late")
+            rec = struct.pack("QQII4Q", MBOX_MAGIC, cookie, 0, 0, 0, 0, 0, 0)
+            try:
+                keep[-1].sendmsg([rec], [(socket.SOL_SOCKET, socket.SCM_RIGHTS,
+                                          array.array("i", [memfd, own.fileno()]).tobytes())])
+            except OSError:
+                pass                # too late: the worker had shut it (timing)
+            os.close(memfd)
+            keep.append(own)
     sys.stdin.readline()            # the test is over
 
 
@@ -205,8 +245,19 @@ def main():
     lib = os.environ["ZC_LIB"]
     env = dict(os.environ, LD_PRELOAD=lib)
     plain = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
-    d = subprocess.Popen([sys.executable, "-c", DISPATCHER, os.path.abspath(__file__), str(ROUNDS)],
-                         env=env, stdout=subprocess.PIPE, text=True)
+    wrap = []
+    if kind == "late" and not shutil.which("strace"):
+        print("skip: no strace (it holds the worker's shutdown back)")
+        sys.exit(77)
+    if kind == "late":
+        # the worker's shutdown of a mailbox connection held back 0.6 s, so
+        # that a record sent 0.3 s into the hand-over comes after its
+        # first look and before the shutdown
+        wrap = ["env", "-u", "LD_PRELOAD", "strace", "-f", "-qq", "-o", "/dev/null",
+                "-e", "trace=shutdown", "-e", "inject=shutdown:delay_enter=600000",
+                "env", "LD_PRELOAD=" + lib]
+    d = subprocess.Popen([sys.executable, "-c", DISPATCHER, os.path.abspath(__file__), str(ROUNDS)]
+                         + wrap, env=env, stdout=subprocess.PIPE, text=True)
     port, wpid = d.stdout.readline().split()
     wpid = int(wpid)
     att = subprocess.Popen([sys.executable, os.path.abspath(__file__), "attacker", kind, who,
@@ -220,14 +271,20 @@ def main():
             if att.stdout.readline().strip() != "ok":
                 fail("the attacker failed (round %d)" % r)
             t0 = time.time()
+            c = subprocess.Popen([sys.executable, "-c", CLIENT, port], env=env,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            if kind == "late":
+                time.sleep(0.3)
+                att.stdin.write("send\n")
+                att.stdin.flush()
             try:
-                c = subprocess.run([sys.executable, "-c", CLIENT, port], env=env, timeout=20,
-                                   capture_output=True, text=True)
+                _, err = c.communicate(timeout=20)
             except subprocess.TimeoutExpired:
+                c.kill()
                 fail("round %d: the client waited 20 s for its echo" % r)
             took = time.time() - t0
             print("round %d: client exit %d in %.2f s %s" % (r, c.returncode, took,
-                                                             c.stderr.strip()[-300:]), flush=True)
+                                                             err.strip()[-300:]), flush=True)
             if c.returncode != 0:
                 ok = False
                 print("FAIL: round %d: the echo failed" % r)
@@ -250,6 +307,8 @@ def main():
     st = dict(kv.split("=") for kv in out.split())
     if int(st["inherited"]) != ROUNDS:
         fail("the worker took over %s of %d channels" % (st["inherited"], ROUNDS))
+    if kind == "late" and int(st["refused"]) > 0:
+        fail("a record sent after the worker's first look was refused (%s)" % st["refused"])
     if kind == "linger" and int(st["foreign"]) < ROUNDS:
         fail("the attacker's sockets were not dropped as foreign (%s)" % st["foreign"])
     if not ok:

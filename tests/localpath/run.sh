@@ -86,10 +86,10 @@ t_run lock_self "$T" $PY tests/localpath/lp_lock_self.py
 t_run peer_words "$T" $PY tests/localpath/lp_peer_words.py
 # trust: another user / a same-user process that is not the peer floods the
 # mailbox of a worker that receives paired sockets over SCM_RIGHTS, posts
-# records never claimed, or passes a socket whose close would linger: every
-# hand-over is still taken over at once (tests/localpath/lp_mailbox.py;
+# records never claimed, posts late, or passes a socket whose close would
+# linger: every hand-over is still taken over at once (lp_mailbox.py;
 # issue 30, items 1 and 2)
-for c in flood/other flood/same records/same linger/other linger/same; do
+for c in flood/other flood/same records/same late/same linger/other linger/same; do
   t_run "mailbox_$c" "$T" $PY tests/localpath/lp_mailbox.py "${c%/*}" "${c#*/}"
 done
 # trust: a connection's announcement name bound by another user / a

@@ -31,7 +31,10 @@
 #define LP_LINGER_MAGIC 0x31676e694c637a5aULL /* "ZczLing1" */
 #define LP_MBOX_PENDING 64     /* records kept for sockets not received yet */
 #define LP_LINGER_KEPT 16
-#define LP_MBOX_DRAIN_MS 100   /* the most one look into the mailbox may take */
+#define LP_MBOX_DRAIN_MS 100   /* the most one look into the mailbox may take, */
+#define LP_MBOX_WANT_MS 1000   /* or one that has not found the record of a socket
+                                * just received: stopping earlier would read that
+                                * socket as a plain one, its ring bytes stranded */
 #define LP_MBOX_MSGS 1024      /* messages read from one mailbox connection, at most
                                 * (its sender's buffer holds about 300) */
 #define LP_QUARANTINE 32       /* foreign files whose close could block, kept */
@@ -374,8 +377,9 @@ void path_local_scm_send(int fd, const struct msghdr *msg)
  * or pass descriptors whose close blocks (a TCP socket with a long SO_LINGER
  * and unsent bytes, a FUSE file).  So each look into the mailbox:
  *  - reads every connection waiting (the backlog is 64) and every message of
- *    each, bounded by LP_MBOX_DRAIN_MS and LP_MBOX_MSGS, never by a count an
- *    outsider can fill before the record we look for;
+ *    each, bounded by LP_MBOX_DRAIN_MS (LP_MBOX_WANT_MS while the record of
+ *    a socket just received is not found) and LP_MBOX_MSGS, never by a count
+ *    an outsider can fill before the record we look for;
  *  - knows who posted before reading (SO_PEERCRED of the connection); shuts
  *    the connection for reading once its first message is read, so it can
  *    send nothing more, and reads all it had in flight: nothing foreign is
@@ -630,7 +634,7 @@ static void lp_mbox_collect(int lfd, lp_mbox_want_t *w)
         }
         lp_mbox_conn(c, w);
         zc_real.close(c);
-        if (lp_now_ms() - t0 >= LP_MBOX_DRAIN_MS) {
+        if (lp_now_ms() - t0 >= (w && !w->found ? LP_MBOX_WANT_MS : LP_MBOX_DRAIN_MS)) {
             zc_stat_add(ZC_STAT_LOCAL_MBOX_SLOW, 1);
             return;
         }
