@@ -16,6 +16,7 @@
  *
  * Hook-safe: no allocation, no stdio; socket calls through zc_real. */
 #include <errno.h>
+#include <sched.h>
 #include <fcntl.h>
 #include <stddef.h>
 #include <string.h>
@@ -80,10 +81,18 @@ static socklen_t lp_mbox_addr(int pid, struct sockaddr_un *a)
     return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n);
 }
 
+/* Held for a look into the mailbox (up to LP_MBOX_WANT_MS when an outsider
+ * filled it): a waiter spins briefly, then yields its CPU. */
 static void lp_mbox_lock(void)
 {
-    while (__atomic_exchange_n(&mbox.lock, 1, __ATOMIC_ACQUIRE))
-        __builtin_ia32_pause();
+    int n = 0;
+
+    while (__atomic_exchange_n(&mbox.lock, 1, __ATOMIC_ACQUIRE)) {
+        if (++n < 128)
+            __builtin_ia32_pause();
+        else
+            sched_yield();
+    }
 }
 
 static void lp_mbox_unlock(void)
@@ -575,7 +584,7 @@ static void lp_mbox_message(const lp_mbox_msg_t *m, ssize_t n, int flags, int *f
  * even an empty one: a read without one is the end.  Lock held. */
 static void lp_mbox_conn(int c, lp_mbox_want_t *w)
 {
-    struct ucred cred;
+    struct ucred cred = { 0, 0, 0 };
     socklen_t cl = sizeof(cred);
     int mine, k, one = 1, shut = 0, first = 1;
 
