@@ -77,6 +77,12 @@
       "epoll wait over one, whose waits lately ended within 200 us spins up to 50 us "\
       "before sleeping, while no CPU has more than one runnable task (0: never; "   \
       "ZCSOCK_SPIN_US > 0 fixes the spin instead)")                                 \
+    X(epoll_scan_max, UINT, 16, 0, 65536,                                          \
+      "an epoll wait over a set holding more than this many paired connections "   \
+      "looks only at those that had an event, were found ready or asked to be "     \
+      "looked at again since their wake-up was last armed, so its cost does not "  \
+      "grow with the idle ones; up to this many are all looked at (and spun over) " \
+      "every wait (0: always the ready list)")                                      \
     X(spin_us, UINT, 0, 0, 1000000,                                                 \
       "a blocking call or readiness wait over a paired connection spins this many " \
       "microseconds before sleeping, whatever the machine's load (0: adaptive, see " \

@@ -15,7 +15,8 @@ $(BUILD)/zcbench: $(ZCBENCH_OBJS)
 # Small probes make bench runs after zcbench: the wake-up floor of a
 # blocking round trip, an event-driven (epoll) ping-pong, and page exchange
 # versus one copy.
-BENCH_PROBES := $(BUILD)/wake_floor $(BUILD)/epoll_pingpong $(BUILD)/exchange_floor
+BENCH_PROBES := $(BUILD)/wake_floor $(BUILD)/epoll_pingpong $(BUILD)/exchange_floor \
+	$(BUILD)/conn_rate
 all: $(BENCH_PROBES)
 $(BENCH_PROBES): $(BUILD)/%: examples/%.c examples/probe.h
 	$(quiet) CC $@

@@ -46,7 +46,21 @@
  * answers under the lock to the registrations still there with the same id
  * (registration objects are never returned to the allocator, so a stale
  * pointer reads an object with another id).  Fork: the lock is taken
- * around it (shim_ep_fork_*). */
+ * around it (shim_ep_fork_*).
+ *
+ * READY LIST (issue 31).  A wait over a set with more than
+ * ZCSOCK_EPOLL_SCAN_MAX claimed registrations does not ask every one of
+ * them: only those on the set's ready list.  A registration leaves the list
+ * only when an arming look found it not ready and the path asked for no
+ * look again (recheck_ms): from then on its path's wake-up (a doorbell on
+ * the socket, which the kernel reports under its tag, or its wake fd,
+ * under the wake tag that names its slot) is what brings it back, exactly
+ * what a wait that sleeps in the kernel relies on.  It joins the list when
+ * it is added or modified, adopted at a claim, reported by the kernel under
+ * either tag, and stays while a look finds it ready (reported or not) or
+ * asked to look again.  So a wait costs what the active registrations cost,
+ * whatever the number of idle ones; below the bound every wait asks them
+ * all, as the engine always did, and spins over them. */
 #include <poll.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -55,6 +69,7 @@
 
 #include "shim_int.h"
 #include "shim_ready.h"
+#include "zc_config.h"
 #include "zc_pool.h"
 
 #define uthash_malloc(sz) zc_pool_alloc(sz)
@@ -90,6 +105,8 @@ typedef struct shim_ep_reg {
     int seen_idx;               /* ... at this index of that wait's events */
     int disabled;               /* EPOLLONESHOT fired */
     int aux;                    /* the path's wake fd registered beside it, -1 */
+    int dirty;                  /* on its set's ready list (READY LIST) */
+    struct shim_ep_reg *dnext, *dprev;
 } shim_ep_reg_t;
 
 struct shim_ep_set {
@@ -97,6 +114,7 @@ struct shim_ep_set {
     int ntagged;                /* registrations in the list */
     int kick1;                  /* the set's kick eventfd + 1, 0: none yet (KICK) */
     shim_ep_reg_t *head;
+    shim_ep_reg_t *dhead;       /* the ready list (READY LIST) */
     UT_hash_handle hh;
 };
 
@@ -154,6 +172,8 @@ static uint64_t shim_ep_check(uint64_t gen, uint32_t slot)
 }
 
 /* --- the table (lock held) -------------------------------------------------- */
+
+static void shim_ep_dirty(shim_ep_reg_t *g);
 
 static shim_ep_fdl_t *shim_ep_fdl(int fd, int create)
 {
@@ -257,6 +277,7 @@ static int shim_ep_tag(shim_ep_reg_t *g)
     s->head = g;
     s->ntagged++;
     shim_ep.slots[slot] = g;
+    shim_ep_dirty(g);
     __atomic_store_n(&shim_ep.ever_tagged, 1, __ATOMIC_RELEASE);
     return 0;
 }
@@ -279,6 +300,39 @@ static void shim_ep_aux_del(shim_ep_reg_t *g)
     errno = saved;
 }
 
+/* READY LIST (lock held). */
+static void shim_ep_dirty(shim_ep_reg_t *g)
+{
+    if (g->dirty || g->slot == SHIM_EP_NOSLOT || !g->set)
+        return;
+    g->dirty = 1;
+    g->dprev = NULL;
+    g->dnext = g->set->dhead;
+    if (g->dnext)
+        g->dnext->dprev = g;
+    g->set->dhead = g;
+}
+
+static void shim_ep_clean(shim_ep_reg_t *g)
+{
+    if (!g->dirty)
+        return;
+    if (g->dprev)
+        g->dprev->dnext = g->dnext;
+    else
+        g->set->dhead = g->dnext;
+    if (g->dnext)
+        g->dnext->dprev = g->dprev;
+    g->dirty = 0;
+    g->dnext = g->dprev = NULL;
+}
+
+/* Does a wait over s ask only its ready list? */
+static int shim_ep_listed(const shim_ep_set_t *s)
+{
+    return s && (unsigned)s->ntagged > zc_config.epoll_scan_max;
+}
+
 static void shim_ep_drop(shim_ep_reg_t *g)
 {
     shim_ep_fdl_t *l = shim_ep_fdl(g->fd, 0);
@@ -286,6 +340,7 @@ static void shim_ep_drop(shim_ep_reg_t *g)
 
     shim_ep_aux_del(g);
     if (g->slot != SHIM_EP_NOSLOT) {
+        shim_ep_clean(g);
         if (g->sprev)
             g->sprev->snext = g->snext;
         else
@@ -458,6 +513,7 @@ typedef struct shim_ep_ans {
     uint64_t id, change, data;
     uint32_t events, rev, kevents;
     int fd, claimed, aux, kev;
+    int recheck;                /* the path asked for another look (READY LIST) */
 } shim_ep_ans_t;
 
 /* Ask a's path (a->fd pinned here) with arming arm; wake: the arming look
@@ -490,12 +546,20 @@ static void shim_ep_ask(shim_ep_ans_t *a, int arm, int wake, shim_ready_ask_t *a
             f->path->ops->wake_fd(f, a->fd, 1);
         }
     }
-    if (ask)
+    int recheck = ask ? ask->recheck_ms : 0;
+
+    if (ask) {
         ask->wake_listening = a->aux >= 0;
+        ask->recheck_ms = 0;
+    }
     a->rev = (uint16_t)f->path->ops->revents(f, a->fd, (short)(want | EPOLLRDHUP), a->kev, arm,
                                              ask);
-    if (ask)
+    if (ask) {
         ask->wake_listening = 0;
+        a->recheck = ask->recheck_ms != 0;
+        if (recheck && (!ask->recheck_ms || recheck < ask->recheck_ms))
+            ask->recheck_ms = recheck;
+    }
     /* EPOLLRDHUP is reported when the registration asked for it (nginx
      * learns from it that its upstream closed: without it, it waited for
      * the end of a response whose last bytes it had read) */
@@ -559,6 +623,7 @@ static void shim_ep_snap(shim_ep_ans_t *a, shim_ep_reg_t *g, int kev)
     a->events = g->events;
     a->kev = kev;
     a->change = 0;
+    a->recheck = 1;
 }
 
 /* --- translating what the kernel reported -------------------------------------- */
@@ -580,8 +645,16 @@ static int shim_ep_translate_n(struct epoll_event *evs, int n, uint64_t wait,
         uint32_t rev;
         int merge;
 
-        if ((e->data.u64 & SHIM_EP_TAGMASK) == SHIM_EP_AUXTAG)
-            continue;   /* a path's wake fd: the waiter looks again */
+        if ((e->data.u64 & SHIM_EP_TAGMASK) == SHIM_EP_AUXTAG) {
+            uint32_t slot = (uint32_t)(e->data.u64 & 0xffff);
+
+            /* a path's wake fd: the waiter looks again, at that one */
+            shim_ep_lock();
+            if (slot != 0xffff && shim_ep.slots && shim_ep.slots[slot])
+                shim_ep_dirty(shim_ep.slots[slot]);
+            shim_ep_unlock();
+            continue;
+        }
         if ((e->data.u64 & SHIM_EP_TAGMASK) != SHIM_EP_TAG) {
             evs[kept++] = *e;
             continue;
@@ -598,6 +671,7 @@ static int shim_ep_translate_n(struct epoll_event *evs, int n, uint64_t wait,
             continue;
         }
         shim_ep_snap(&a, g, (int)(e->events & 0xffff));
+        shim_ep_dirty(g);   /* its wake-up was spent: the next look re-arms it */
         shim_ep_unlock();
         shim_ep_ask(&a, 0, 0, NULL);
         shim_ep_lock();
@@ -644,8 +718,25 @@ static int shim_ep_snap_set(int epfd, shim_ep_ans_t *a, int cap, shim_ep_ans_t *
         shim_ep_lock();
         s = shim_ep_set(epfd, 0);
         want = s ? s->ntagged : 0;
+        if (shim_ep_listed(s)) {
+            shim_ep_reg_t *next;
+
+            /* the ready list; a fired one-shot leaves it (its MOD brings
+             * it back) */
+            want = 0;
+            for (g = s->dhead; g; g = next) {
+                next = g->dnext;
+                if (g->disabled && !all)
+                    shim_ep_clean(g);
+                else
+                    want++;
+            }
+        }
         if (want <= cap) {
-            for (g = s ? s->head : NULL; g; g = g->snext)
+            int listed = shim_ep_listed(s);
+
+            for (g = !s ? NULL : listed ? s->dhead : s->head; g;
+                 g = listed ? g->dnext : g->snext)
                 if (all || !g->disabled)
                     shim_ep_snap(&(*a_p)[n++], g, -1);
             shim_ep_unlock();
@@ -664,7 +755,8 @@ static int shim_ep_snap_set(int epfd, shim_ep_ans_t *a, int cap, shim_ep_ans_t *
             cap = SHIM_EP_SNAP;
             shim_ep_lock();
             s = shim_ep_set(epfd, 0);
-            for (g = s ? s->head : NULL; g && n < cap; g = g->snext)
+            for (g = !s ? NULL : shim_ep_listed(s) ? s->dhead : s->head; g && n < cap;
+                 g = shim_ep_listed(s) ? g->dnext : g->snext)
                 if (all || !g->disabled)
                     shim_ep_snap(&a[n++], g, -1);
             shim_ep_unlock();
@@ -715,6 +807,10 @@ static int shim_ep_look(int epfd, struct epoll_event *evs, int out, int max, int
         int merge;
         uint32_t rev = shim_ep_apply(&a[i], wait, out, &merge);
 
+        /* armed and not ready: its wake-up brings it back (READY LIST) */
+        if (arm == SHIM_READY_ARM && a[i].claimed && !a[i].rev && !a[i].recheck &&
+            a[i].g->id == a[i].id)
+            shim_ep_clean(a[i].g);
         if (merge >= 0 && merge < out)
             evs[merge].events |= a[i].rev;
         if (rev) {
@@ -888,6 +984,7 @@ int shim_ep_ctl(int epfd, int op, int fd, struct epoll_event *ev, shim_fd_t *f)
         g->kevents = kev.events;
         g->data = ev->data.u64;
         g->disabled = 0;
+        shim_ep_dirty(g);
         g->change = UINT64_MAX;
         if (w >= 0 && !shim_ep_aux_add(g, w))
             w = -2;

@@ -57,6 +57,7 @@ int shim_proc_each_num(const char *path, int (*fn)(int dirfd, long num, void *ar
 typedef struct {
     char want[40];
     int len;
+    int found;          /* the descriptor that holds it */
 } shim_holds_t;
 
 static int shim_holds_fn(int dirfd, long num, void *arg)
@@ -67,18 +68,71 @@ static int shim_holds_fn(int dirfd, long num, void *arg)
 
     zc_fmt(name, sizeof(name), "%ld", num);
     n = zc_syscall(SYS_readlinkat, dirfd, name, target, sizeof(target));
-    return n == h->len && !memcmp(target, h->want, (size_t)n);
+    if (n == h->len && !memcmp(target, h->want, (size_t)n)) {
+        h->found = (int)num;
+        return 1;
+    }
+    return 0;
+}
+
+/* Where the last socket found in a process was (by pid, a few slots):
+ * a hint only, each one checked by a readlink like any descriptor of the
+ * walk.  A process that opens connections one after the other gets the
+ * lowest free number again (short connections: the same one; a growing
+ * set: the next), so the proof costs one readlink there instead of a walk
+ * of every descriptor the process holds (issue 31). */
+#define SHIM_HINTS 64
+static struct {
+    int pid, fd;
+} shim_hint[SHIM_HINTS];
+
+static int shim_holds_hinted(int pid, const shim_holds_t *h, int *fd_p)
+{
+    unsigned slot = (unsigned)pid % SHIM_HINTS;
+    int hpid = __atomic_load_n(&shim_hint[slot].pid, __ATOMIC_RELAXED);
+    int last = __atomic_load_n(&shim_hint[slot].fd, __ATOMIC_RELAXED);
+    static const int delta[] = { 0, 1, 2, -1, 3 };
+    char path[48], target[40];
+    long n;
+
+    if (hpid != pid)
+        return 0;
+    for (unsigned i = 0; i < sizeof(delta) / sizeof(delta[0]); i++) {
+        int fd = last + delta[i];
+
+        if (fd < 0)
+            continue;
+        zc_fmt(path, sizeof(path), "/proc/%d/fd/%d", pid, fd);
+        n = zc_syscall(SYS_readlinkat, AT_FDCWD, path, target, sizeof(target));
+        if (n == h->len && !memcmp(target, h->want, (size_t)n)) {
+            *fd_p = fd;
+            return 1;
+        }
+    }
+    return 0;
 }
 
 int shim_proc_holds_socket(int pid, uint64_t ino)
 {
-    shim_holds_t h;
+    shim_holds_t h = { .found = -1 };
     char path[40] = "/proc/self/fd";
+    int real = pid > 0 ? pid : (int)getpid(), fd = -1, held;
 
     h.len = (int)zc_fmt(h.want, sizeof(h.want), "socket:[%llu]", (unsigned long long)ino);
-    if (pid > 0)
-        zc_fmt(path, sizeof(path), "/proc/%d/fd", pid);
-    return shim_proc_each_num(path, shim_holds_fn, &h) == 1;
+    held = shim_holds_hinted(real, &h, &fd);
+    if (!held) {
+        if (pid > 0)
+            zc_fmt(path, sizeof(path), "/proc/%d/fd", pid);
+        held = shim_proc_each_num(path, shim_holds_fn, &h) == 1;
+        fd = h.found;
+    }
+    if (held) {
+        unsigned slot = (unsigned)real % SHIM_HINTS;
+
+        __atomic_store_n(&shim_hint[slot].pid, real, __ATOMIC_RELAXED);
+        __atomic_store_n(&shim_hint[slot].fd, fd, __ATOMIC_RELAXED);
+    }
+    return held;
 }
 
 int shim_proc_fd_is_socket(int pid, int fd, uint64_t ino)

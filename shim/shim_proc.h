@@ -13,7 +13,8 @@
 int shim_proc_each_num(const char *path, int (*fn)(int dirfd, long num, void *arg), void *arg);
 
 /* 1 when process pid (0: this one) holds a descriptor for the socket with
- * inode ino. */
+ * inode ino.  Looks first where the last socket found in that process was
+ * (and the numbers next to it), then walks /proc/PID/fd. */
 int shim_proc_holds_socket(int pid, uint64_t ino);
 
 /* Does descriptor fd of process pid refer to socket inode ino?  (One
