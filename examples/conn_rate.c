@@ -13,7 +13,6 @@
  *
  * usage: conn_rate [idle [secs [rounds]]]     (default 0, 2, 2000)
  * prints: "idle <n> setup_s <s> short_per_s <r> rt_us <us> fds <client fds>" */
-#define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
