@@ -13,7 +13,13 @@
 #define ZC_FD_H
 
 /* The lowest number the library's descriptors take (0: the limit is too
- * small to keep any out of the way).  Hook-safe (one getrlimit). */
+ * small to keep any out of the way).  Hook-safe.  Read from the limit
+ * at the first call and every 256th (a getrlimit per descriptor was a
+ * system call per connection); a move that fails because the application
+ * lowered the limit since calls zc_fd_floor_refresh and tries again. */
 int zc_fd_floor(void);
+
+/* Read the soft limit again; returns the new floor. */
+int zc_fd_floor_refresh(void);
 
 #endif

@@ -115,6 +115,8 @@ static int mh_fd_move_high(int fd)
     if (!target || fd >= target)
         return fd;
     nfd = (int)zc_syscall(SYS_fcntl, fd, F_DUPFD_CLOEXEC, target);
+    if (nfd < 0 && errno == EINVAL && (target = zc_fd_floor_refresh()) > fd)
+        nfd = (int)zc_syscall(SYS_fcntl, fd, F_DUPFD_CLOEXEC, target);   /* limit lowered */
     if (nfd < 0)
         return fd;
     mh_sys_close(fd);

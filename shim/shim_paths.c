@@ -74,8 +74,11 @@ int shim_fd_internal_raise(int fd)
 {
     int floor = shim_fd_internal_floor(), hi = -1;
 
-    if (fd >= 0 && floor > fd)
+    if (fd >= 0 && floor > fd) {
         hi = zc_real.fcntl(fd, F_DUPFD_CLOEXEC, floor);
+        if (hi < 0 && errno == EINVAL && (floor = zc_fd_floor_refresh()) > fd)
+            hi = zc_real.fcntl(fd, F_DUPFD_CLOEXEC, floor);    /* the limit went down */
+    }
     if (hi < 0)
         return fd;
     zc_real.close(fd);
@@ -111,6 +114,8 @@ int shim_fd_dup_high(int fd)
 {
     int to = zc_real.fcntl(fd, F_DUPFD_CLOEXEC, shim_fd_internal_floor());
 
+    if (to < 0 && errno == EINVAL)
+        to = zc_real.fcntl(fd, F_DUPFD_CLOEXEC, zc_fd_floor_refresh());
     if (to < 0)
         to = zc_real.fcntl(fd, F_DUPFD_CLOEXEC, 0);
     return to < 0 ? -errno : to;

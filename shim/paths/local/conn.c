@@ -257,7 +257,7 @@ static void lp_conn_final(shim_obj_t *o)
     zc_pool_free(c, sizeof(*c));
     last = __atomic_sub_fetch(&lp.objects, 1, __ATOMIC_ACQ_REL) == 0;
     if (last) {
-        local_pair_idle();  /* no descriptor of ours outlives the connections */
+        local_pair_idle();  /* only the sock_diag socket and the mailbox stay */
         path_local_mbox_idle();
     }
 }

@@ -157,8 +157,8 @@ static int lp_kind(int fd)
  * reopened after fork (pid changed) and whenever the descriptor no longer is
  * the socket we opened (the application closed the number and reused it:
  * inode check).  local_pair_fd_is_internal() lets the close hooks refuse it.
- * It sits above the library's descriptor floor, and goes when the process
- * holds no local connection any more (local_pair_idle). */
+ * It sits above the library's descriptor floor and stays for the process's
+ * life once opened (local_pair_idle). */
 static struct {
     int fd;
     int pid;
@@ -215,10 +215,15 @@ void local_pair_idle(void)
 
     if (__atomic_exchange_n(&lp_nl.busy, 1, __ATOMIC_ACQUIRE))
         return;     /* in use: a query is under way, its pairing is not over */
-    if (lp_nl.fd >= 0 && fstat(lp_nl.fd, &st) == 0 && (uint64_t)st.st_ino == lp_nl.ino)
-        zc_real.close(lp_nl.fd);    /* ours (or, in a fork child, our copy) */
-    lp_nl.fd = -1;
-    lp_nl.pid = 0;
+    /* ours stays for the process's life (reopening it for every connection
+     * of a process that opens them one after the other cost four system
+     * calls each, issue 31); a fork child's copy of its parent's goes */
+    if (lp_nl.fd >= 0 && lp_nl.pid != (int)getpid()) {
+        if (fstat(lp_nl.fd, &st) == 0 && (uint64_t)st.st_ino == lp_nl.ino)
+            zc_real.close(lp_nl.fd);
+        lp_nl.fd = -1;
+        lp_nl.pid = 0;
+    }
     __atomic_store_n(&lp_nl.busy, 0, __ATOMIC_RELEASE);
 }
 

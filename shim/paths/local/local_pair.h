@@ -270,10 +270,10 @@ size_t local_pair_rx_split(local_ring_t *ch, int dir, uint64_t consumed, size_t 
 /* Close a beacon/announcement/memfd descriptor through zc_real (ignores -1). */
 void local_pair_fd_close(int fd);
 
-/* The process holds no local connection any more: close the cached
- * sock_diag socket (the next query opens another), so no descriptor of the
- * module outlives the connections.  Skipped while a query is using it.
- * Hook-safe. */
+/* The process holds no local connection any more: a fork child closes the
+ * copy of its parent's cached sock_diag socket; the process's own stays
+ * (one descriptor above the floor for the process's life).  Skipped while
+ * a query is using it.  Hook-safe. */
 void local_pair_idle(void);
 
 /* 1 when fd is the module's cached sock_diag netlink socket in this process

@@ -155,10 +155,12 @@ void path_local_mbox_ensure_scm(void)
     path_local_mbox_ensure();
 }
 
-/* The process's last connection went (lp_conn_free): a mailbox bound only
- * for lingering sockets goes too, with any lingering socket left (no
- * descriptor of ours outlives the connections; the next pairing binds it
- * again). */
+/* The process's last connection went (lp_conn_free): what belonged to the
+ * connections goes (lingering sockets, the parent's mailbox inherited
+ * across fork, records never claimed); the mailbox itself stays for the
+ * process's life, one descriptor above the floor: binding it again for
+ * every connection of a process that opens them one after the other cost
+ * five system calls each (issue 31). */
 void path_local_mbox_idle(void)
 {
     int i;
@@ -170,14 +172,11 @@ void path_local_mbox_idle(void)
         for (i = 0; i < mbox.nlinger; i++)
             shim_fd_internal_drop(mbox.linger_sock[i]);
         mbox.nlinger = 0;
-        if (mbox.fd >= 0)
-            shim_fd_internal_drop(mbox.fd);
         if (mbox.parent_fd >= 0)
             shim_fd_internal_drop(mbox.parent_fd);
-        mbox.fd = mbox.parent_fd = -1;
+        mbox.parent_fd = -1;
         while (mbox.npending)       /* (records come only to a scm mailbox) */
             zc_real.close(mbox.pending_memfd[--mbox.npending]);
-        __atomic_store_n(&mbox.pid, 0, __ATOMIC_RELEASE);
     }
     lp_mbox_unlock();
 }
