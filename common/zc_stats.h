@@ -76,6 +76,9 @@
     X(READY_EP_STALE_TAGS, "ready.ep_stale_tags", "epoll events under a tag no "       \
       "registration of this process holds any more (a deleted or closed one, or a "     \
       "forked sibling's), dropped instead of reaching the application")                \
+    X(READY_EP_LOOKS, "ready.ep_looks", "registrations of claimed descriptors "       \
+      "an epoll wait asked their path about (all of a small set, the ready list of "  \
+      "a large one: ZCSOCK_EPOLL_SCAN_MAX)")                                           \
     X(READY_EP_KICKS, "ready.ep_kicks", "epoll sets woken because an ADD or MOD "    \
       "registered a claimed descriptor that was ready where the kernel does not look " \
       "(its ring): a wait already sleeping on the set looks again")                   \

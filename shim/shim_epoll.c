@@ -800,6 +800,7 @@ static int shim_ep_look(int epfd, struct epoll_event *evs, int out, int max, int
     size_t size;
     int n = shim_ep_snap_set(epfd, stack, SHIM_EP_SNAP, &a, &size, 0), i;
 
+    zc_stat_add(ZC_STAT_READY_EP_LOOKS, (uint64_t)n);
     for (i = 0; i < n; i++)
         shim_ep_ask(&a[i], arm, arm == SHIM_READY_ARM, ask);
     shim_ep_lock();

@@ -76,6 +76,21 @@ for r in epoll poll; do
 done
 # many paired connections in one epoll set (LT and ET), one active at a time
 t_run epoll_many "$T" $PY tests/localpath/lp_epoll_many.py
+# issue 31: 2,000 idle paired connections beside three busy ones (LT, ET,
+# one-shot): a wait asks about as many registrations as with 10 idle (the
+# ready list), every byte checked; with the ready list off (every
+# registration asked at every wait) the same check must fail
+t_run epoll_idle "$T" $PY tests/localpath/lp_epoll_idle.py 2000
+t_run epoll_idle/scan-all "$T" env ZCSOCK_EPOLL_SCAN_MAX=5000 \
+  $PY tests/localpath/lp_epoll_idle.py 2000 --expect-scan
+# the ready list on small sets too (ZCSOCK_EPOLL_SCAN_MAX=0), spinning and not
+t_run epoll_many/ready-list "$T" env ZCSOCK_EPOLL_SCAN_MAX=0 $PY tests/localpath/lp_epoll_many.py
+for r in epoll; do
+  t_run "arm_race/$r-ready-list" "$T" env T_READY=$r ZCSOCK_SPIN=0 ZCSOCK_EPOLL_SCAN_MAX=0 \
+    $PY $TL run arm_race both tcp
+  t_run "ready_spin/$r-ready-list" "$T" env T_READY=$r ZCSOCK_SPIN_US=2000 \
+    ZCSOCK_EPOLL_SCAN_MAX=0 $PY $TL run ready_spin both tcp
+done
 # a hostile peer that names the victim's own thread in its lock words, on
 # ten connections: the victim's event loop breaks them at once, an innocent
 # client is answered (tests/localpath/lp_lock_self.py)

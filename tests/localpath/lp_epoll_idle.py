@@ -1,0 +1,175 @@
+#!/usr/bin/env python3
+"""Localpath case "epoll_idle": an event loop holding many idle paired
+connections and a few busy ones (issue 31, readiness at scale).  A server
+under the library registers IDLE + BUSY accepted connections in one epoll
+set and echoes whatever arrives: the busy ones level-triggered,
+edge-triggered and EPOLLONESHOT (re-armed with MOD after each message).  A
+client under the library makes one round trip on every connection (so that
+all of them pair), then bounces messages of random sizes over the busy ones
+only, checking every byte, while the idle ones stay open.
+
+The server reports how many registrations its epoll waits asked their path
+about (ready.ep_looks) per wait.  The case runs twice in one go, with 10
+idle connections and with IDLE (ZCSOCK_SPIN=0: a spin looks again and
+again), and fails unless looks per wait with IDLE
+idle stay within a small constant of the 10-idle run: a wait must not ask
+about connections that had nothing happen.  With ZCSOCK_EPOLL_SCAN_MAX
+above IDLE every wait asks every registration, and the check must fail
+(run with --expect-scan to assert that, which proves the check can fail).
+
+    lp_epoll_idle.py [IDLE [BUSY [MESSAGES]]] [--expect-scan]
+                                   (default 2000, 3, 3000; ZC_LIB names the library)
+Exit 0 pass, 1 fail."""
+import os
+import select
+import subprocess
+import sys
+
+SERVER = r"""
+import ctypes, select, socket, sys
+def stat(name):
+    v = ctypes.c_uint64()
+    return v.value if ctypes.CDLL(None).zcsock_stat_get(name.encode(), ctypes.byref(v)) == 0 else -1
+idle, busy = int(sys.argv[1]), int(sys.argv[2])
+n = idle + busy
+l = socket.socket(); l.bind(("127.0.0.1", 0)); l.listen(n)
+print(l.getsockname()[1], flush=True)
+conns, mode, ep = {}, {}, select.epoll()
+for i in range(n):
+    a, _ = l.accept()
+    a.setblocking(False)
+    conns[a.fileno()] = a
+    # the last BUSY accepted are the busy ones: one level-triggered, one
+    # edge-triggered, one one-shot, in turn; the idle ones alternate LT/ET
+    m = (i - idle) % 3 if i >= idle else i % 2
+    mode[a.fileno()] = m
+    ep.register(a.fileno(), select.EPOLLIN | (select.EPOLLET if m == 1 else 0) |
+                (select.EPOLLONESHOT if m == 2 else 0))
+echoed, closed, waits = 0, 0, 0
+looks0 = waits0 = looks1 = waits1 = None
+while closed < n:
+    evs = ep.poll(20)
+    waits += 1
+    if not evs:
+        sys.exit("FAIL: server: no event for 20 s (%d of %d closed)" % (closed, n))
+    for fd, ev in evs:
+        a, gone = conns[fd], False
+        while True:
+            try:
+                b = a.recv(65536)
+            except BlockingIOError:
+                break
+            if not b:
+                ep.unregister(fd); a.close(); closed += 1; gone = True
+                break
+            if b == b"START":           # every connection paired: count from here
+                looks0, waits0 = stat("ready.ep_looks"), waits
+            elif b == b"END..":
+                looks1, waits1 = stat("ready.ep_looks"), waits
+            a.setblocking(True); a.sendall(b); a.setblocking(False)
+            echoed += len(b)
+            if mode[fd] != 1:
+                break                   # level-triggered and one-shot: one read per event
+        if not gone and mode[fd] == 2:
+            ep.modify(fd, select.EPOLLIN | select.EPOLLONESHOT)
+if None in (looks0, looks1):
+    sys.exit("FAIL: server: START or END never came")
+print("served %d %d %d %d" % (echoed, stat("local.paired.accepted"), looks1 - looks0,
+                              waits1 - waits0), flush=True)
+"""
+
+CLIENT = r"""
+import ctypes, random, socket, sys
+def stat(name):
+    v = ctypes.c_uint64()
+    return v.value if ctypes.CDLL(None).zcsock_stat_get(name.encode(), ctypes.byref(v)) == 0 else -1
+def bounce(s, data):
+    s.sendall(data)
+    got = b""
+    while len(got) < len(data):
+        b = s.recv(len(data) - len(got))
+        if not b:
+            sys.exit("FAIL: client: EOF")
+        got += b
+    if got != data:
+        sys.exit("FAIL: client: a message came back different")
+port, idle, busy, msgs = (int(a) for a in sys.argv[1:5])
+socks = []
+for i in range(idle + busy):           # (the server accepts them all first)
+    s = socket.create_connection(("127.0.0.1", port))
+    s.settimeout(20)
+    socks.append(s)
+for i, s in enumerate(socks):
+    bounce(s, b"%d" % i)
+rnd = random.Random(31)
+total = 0
+bounce(socks[-1], b"START")
+for m in range(msgs):
+    data = rnd.randbytes(rnd.choice((1, 100, 4096, 20000)))
+    bounce(socks[idle + m % busy], data)
+    total += len(data)
+bounce(socks[-1], b"END..")
+for s in socks:
+    s.close()
+print("sent %d %d" % (total, stat("local.paired.connected")), flush=True)
+"""
+
+
+def run(env, idle, busy, msgs):
+    """(looks per wait, error or None)"""
+    srv = subprocess.Popen([sys.executable, "-c", SERVER, str(idle), str(busy)], env=env,
+                           stdout=subprocess.PIPE, text=True)
+    try:
+        r, _, _ = select.select([srv.stdout], [], [], 30)
+        if not r:
+            return None, "the server never listened"
+        port = srv.stdout.readline().strip()
+        cli = subprocess.run([sys.executable, "-c", CLIENT, port, str(idle), str(busy), str(msgs)],
+                             env=env, stdout=subprocess.PIPE, text=True, timeout=240)
+        out, _ = srv.communicate(timeout=60)
+    finally:
+        if srv.poll() is None:
+            srv.kill()
+    c, s = cli.stdout.split(), out.split()
+    print("  idle %d: client: %s; server: %s" % (idle, cli.stdout.strip(), out.strip()))
+    if cli.returncode != 0 or srv.returncode != 0 or len(c) != 3 or len(s) != 5:
+        return None, "client exit %d, server exit %d" % (cli.returncode, srv.returncode)
+    n = idle + busy
+    if int(c[2]) != n or int(s[2]) != n:
+        return None, "paired: client %s, server %s, of %d" % (c[2], s[2], n)
+    if int(s[1]) < int(c[1]):
+        return None, "echoed %s of %s bytes" % (s[1], c[1])
+    return int(s[3]) / max(1, int(s[4])), None
+
+
+def main():
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    expect_scan = "--expect-scan" in sys.argv
+    idle = int(args[0]) if args else 2000
+    busy = int(args[1]) if len(args) > 1 else 3
+    msgs = int(args[2]) if len(args) > 2 else 3000
+    # no spinning: a spin looks again and again, which would blur what one
+    # wait costs
+    env = dict(os.environ, LD_PRELOAD=os.environ["ZC_LIB"])
+    env.setdefault("ZCSOCK_SPIN", "0")
+    small, err = run(env, 10, busy, msgs)
+    if err is None:
+        large, err = run(env, idle, busy, msgs)
+    if err:
+        print("FAIL: " + err)
+        return 1
+    bounded = large <= 2 * small + 4
+    print("looks per wait: %.2f with 10 idle, %.2f with %d idle" % (small, large, idle))
+    if expect_scan:
+        if bounded:
+            print("FAIL: every registration asked at every wait, yet the check passed")
+            return 1
+        return 0
+    if not bounded:
+        print("FAIL: a wait asks about idle connections (looks per wait grow with them)")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
