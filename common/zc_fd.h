@@ -22,4 +22,7 @@ int zc_fd_floor(void);
 /* Read the soft limit again; returns the new floor. */
 int zc_fd_floor_refresh(void);
 
+/* The soft RLIMIT_NOFILE as last read with the floor (0: unknown). */
+long zc_fd_limit(void);
+
 #endif

@@ -211,6 +211,33 @@ for tport in tcp unix; do
   done
 done
 
+# Connections at scale (issue 31): short connections and a busy round trip
+# beside many idle paired ones, kernel and zcsock side by side.
+echo
+echo "Connections at scale (examples/conn_rate.c, both ends under the library or neither):"
+echo "  short: connections/s (connect, 1 byte each way, close, one after the other);"
+echo "  rt: a busy connection's 1-byte round trip, us; setup: s to open the idle ones"
+echo "  (one round trip each); fds: the client's descriptors; paired: its connections paired"
+CR_SECS=$([ "${QUICK:-}" = 1 ] && echo 1 || echo 2)
+for idle in 0 1000 10000; do
+  rs=(); rr=(); ks=(); zs=(); kr=(); zr=(); kset=(); zset=(); kf=; zf=; zp=
+  for ((r = 1; r <= PROBE_ROUNDS; r++)); do
+    kl=$("$ZC_BUILD/conn_rate" "$idle" "$CR_SECS" 2000)
+    zl=$(env LD_PRELOAD="$ZC_LIB" "$ZC_BUILD/conn_rate" "$idle" "$CR_SECS" 2000)
+    f() { awk -v k="$2" '{for (i = 1; i < NF; i++) if ($i == k) print $(i + 1)}' <<<"$1"; }
+    ks+=("$(f "$kl" short_per_s)"); zs+=("$(f "$zl" short_per_s)")
+    kr+=("$(f "$kl" rt_us)"); zr+=("$(f "$zl" rt_us)")
+    kset+=("$(f "$kl" setup_s)"); zset+=("$(f "$zl" setup_s)")
+    kf=$(f "$kl" fds); zf=$(f "$zl" fds); zp=$(f "$zl" paired)
+    rs+=("$(awk -v a="${zs[-1]}" -v b="${ks[-1]}" 'BEGIN {printf "%.3f", b > 0 ? a / b : 0}')")
+    rr+=("$(awk -v a="${zr[-1]}" -v b="${kr[-1]}" 'BEGIN {printf "%.3f", b > 0 ? a / b : 0}')")
+  done
+  printf 'idle %5d  short kernel %7.0f zcsock %7.0f zcsock/kernel %6.3f  rt kernel %7.2f zcsock %7.2f zcsock/kernel %6.3f  setup %6.3f / %6.3f  fds %s / %s  paired %s\n' \
+    "$idle" "$(med "${ks[@]}")" "$(med "${zs[@]}")" "$(med "${rs[@]}")" "$(med "${kr[@]}")" \
+    "$(med "${zr[@]}")" "$(med "${rr[@]}")" "$(med "${kset[@]}")" "$(med "${zset[@]}")" \
+    "$kf" "$zf" "$zp"
+done
+
 # A real event-driven server: redis-server and redis-benchmark (100-byte
 # values, one connection, one request at a time and 16 in flight), both
 # under the library (the connection pairs) or neither, alternating rounds;
@@ -231,8 +258,8 @@ stop_server() {
   fi
   wait "$pid" 2>/dev/null
 }
-redis_rps() {   # preload pipeline -> requests/s of SET and GET together
-  local pre=$1 pipe=$2 port pid rps
+redis_rps() {   # preload pipeline [clients] -> requests/s of SET and GET together
+  local pre=$1 pipe=$2 clients=${3:-1} port pid rps
   port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
   env ${pre:+LD_PRELOAD=$pre ZCSOCK_STATS=1} redis-server --port "$port" --bind 127.0.0.1 \
     --save '' --appendonly no --daemonize no --loglevel warning >/dev/null 2>"$REDIS_ERR.srv" &
@@ -241,7 +268,7 @@ redis_rps() {   # preload pipeline -> requests/s of SET and GET together
     redis-cli -p "$port" ping >/dev/null 2>&1 && break
     sleep 0.1
   done
-  rps=$(env ${pre:+LD_PRELOAD=$pre ZCSOCK_STATS=1} timeout 120 redis-benchmark -p "$port" -c 1 \
+  rps=$(env ${pre:+LD_PRELOAD=$pre ZCSOCK_STATS=1} timeout 120 redis-benchmark -p "$port" -c "$clients" \
           -n "$REDIS_N" -d 100 -P "$pipe" -t set,get --csv 2>"$REDIS_ERR" |
         awk -F'"' 'NR > 1 && $4 != "" {s += $4; n++} END {if (n) printf "%.0f", s / n}')
   stop_server "$pid"
@@ -263,21 +290,24 @@ if command -v redis-server >/dev/null && command -v redis-benchmark >/dev/null &
    command -v redis-cli >/dev/null; then
   REDIS_N=$([ "${QUICK:-}" = 1 ] && echo 20000 || echo 100000)
   REDIS_ERR=$(mktemp)
-  echo "redis-benchmark, 1 connection, SET+GET, 100-byte values, requests/s (higher is better)"
+  echo "redis-benchmark, 1, 50 (its default) and 1,000 connections, SET+GET, 100-byte values,"
+  echo "  requests/s (higher is better)"
+  for clients in 1 50 1000; do
   for pipe in 1 16; do
-    ratios=(); ks=(); zs=()
+    ratios=(); ks=(); zs=(); rm -f "$REDIS_ERR.sig$pipe"
     for ((r = 1; r <= PROBE_ROUNDS; r++)); do
-      k=$(redis_rps "" "$pipe")
-      z=$(redis_rps "$ZC_LIB" "$pipe")
+      k=$(redis_rps "" "$pipe" "$clients")
+      z=$(redis_rps "$ZC_LIB" "$pipe" "$clients")
       ks+=("$k"); zs+=("$z")
       ratios+=("$(awk -v a="$z" -v b="$k" 'BEGIN {printf "%.3f", (b > 0 ? a / b : 0)}')")
     done
-    printf 'redis -P %-3s kernel %9.0f  zcsock %9.0f  zcsock/kernel %6.3f  wake-ups/request %s\n' \
-      "$pipe" "$(med "${ks[@]}")" "$(med "${zs[@]}")" "$(med "${ratios[@]}")" \
+    printf 'redis -c %-4s -P %-3s kernel %9.0f  zcsock %9.0f  zcsock/kernel %6.3f  wake-ups/request %s\n' \
+      "$clients" "$pipe" "$(med "${ks[@]}")" "$(med "${zs[@]}")" "$(med "${ratios[@]}")" \
       "$(sort -g "$REDIS_ERR.sig$pipe" 2>/dev/null | awk '{v[NR] = $1} END {print NR ? v[int((NR + 1) / 2)] : "?"}')"
   done
+  done
   # (redis_rps runs in a subshell: the paired runs are counted in a file)
-  echo "# library check: redis: paired in $(grep -c . "$REDIS_ERR.ok" 2>/dev/null || echo 0) of $((2 * PROBE_ROUNDS)) zcsock runs"
+  echo "# library check: redis: paired in $(grep -c . "$REDIS_ERR.ok" 2>/dev/null || echo 0) of $((6 * PROBE_ROUNDS)) zcsock runs"
   rm -f "$REDIS_ERR" "$REDIS_ERR".*
 else
   echo "redis-benchmark: SKIPPED (redis-server, redis-cli or redis-benchmark not installed)"

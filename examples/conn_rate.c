@@ -12,7 +12,8 @@
  * side by side, and prints the ratios.
  *
  * usage: conn_rate [idle [secs [rounds]]]     (default 0, 2, 2000)
- * prints: "idle <n> setup_s <s> short_per_s <r> rt_us <us> fds <client fds>" */
+ * prints: "idle <n> setup_s <s> short_per_s <r> rt_us <us> fds <client fds>
+ *          paired <client connections the library paired, -1 without it>" */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -28,6 +29,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include <dirent.h>
+#include <dlfcn.h>
+#include <stdint.h>
 
 #include "probe.h"
 
@@ -58,12 +61,16 @@ static void cr_serve(int lfd)
             int fd = ev[i].data.fd;
 
             if (fd == lfd) {
-                for (int c; (c = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0;) {
+                int c;
+
+                while ((c = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0) {
                     struct epoll_event ce = { EPOLLIN, { .fd = c } };
 
                     if (epoll_ctl(ep, EPOLL_CTL_ADD, c, &ce))
                         die("server add");
                 }
+                if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
+                    die("server accept");
                 continue;
             }
             ssize_t k = read(fd, buf, sizeof(buf));
@@ -112,6 +119,16 @@ static int cr_count_fds(void)
         n++;
     closedir(d);
     return n - 3; /* ".", ".." and the directory's own descriptor */
+}
+
+/* A counter of the library (found at run time), -1 without it. */
+static long long cr_stat(const char *name)
+{
+    int (*get)(const char *, uint64_t *) =
+        (int (*)(const char *, uint64_t *))dlsym(RTLD_DEFAULT, "zcsock_stat_get");
+    uint64_t v;
+
+    return get && get(name, &v) == 0 ? (long long)v : -1;
 }
 
 int main(int argc, char **argv)
@@ -179,8 +196,8 @@ int main(int argc, char **argv)
             die("busy round trip");
     double rt = (probe_now() - t0) / rounds * 1e6;
 
-    printf("idle %d setup_s %.3f short_per_s %.0f rt_us %.2f fds %d\n", idle, setup, rate, rt,
-           cr_count_fds());
+    printf("idle %d setup_s %.3f short_per_s %.0f rt_us %.2f fds %d paired %lld\n", idle, setup,
+           rate, rt, cr_count_fds(), cr_stat("local.paired.connected"));
     fflush(stdout);
     kill(srv, SIGKILL);
     waitpid(srv, NULL, 0);

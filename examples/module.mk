@@ -20,7 +20,7 @@ BENCH_PROBES := $(BUILD)/wake_floor $(BUILD)/epoll_pingpong $(BUILD)/exchange_fl
 all: $(BENCH_PROBES)
 $(BENCH_PROBES): $(BUILD)/%: examples/%.c examples/probe.h
 	$(quiet) CC $@
-	$(Q)$(CC) $(ZC_CFLAGS) $(ZC_LDFLAGS) -o $@ $<
+	$(Q)$(CC) $(ZC_CFLAGS) $(ZC_LDFLAGS) -o $@ $< -ldl
 
 # MPI over TCP (examples/mpi_pingpong.c), built with each MPI's compiler
 # wrapper when it is installed; make bench says so when it is not.
