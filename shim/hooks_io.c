@@ -66,6 +66,7 @@ static ssize_t shim_path_recv(shim_fd_t *f, int fd, const struct iovec *iov, siz
             shim_send_site = (uintptr_t)__builtin_return_address(0);  \
         n = path_call;                                                \
         shim_fd_unpin(&pin);                                          \
+        shim_ep_touch(fd);                                            \
         return n;                                                     \
     }                                                                 \
     f = shim_fd_get(fd);                                              \
@@ -122,6 +123,7 @@ SHIM_EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned vlen, int flags)
             vec[i].msg_len = (unsigned)r;
         }
         shim_fd_unpin(&pin);
+        shim_ep_touch(fd);
         return i == vlen ? (int)vlen : n;
     }
     f = shim_fd_get(fd);
@@ -174,6 +176,7 @@ SHIM_EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
     if (shim_fd_pin(fd, &pin)) {
         n = shim_ret(pin.f.path->ops->recvmsg(&pin.f, fd, msg, flags));
         shim_fd_unpin(&pin);
+        shim_ep_touch(fd);
         return n;
     }
     f = shim_fd_get(fd);
@@ -209,6 +212,7 @@ SHIM_EXPORT int recvmmsg(int fd, struct mmsghdr *vec, unsigned vlen, int flags,
             }
         }
         shim_fd_unpin(&pin);
+        shim_ep_touch(fd);
         return n;
     }
     f = shim_fd_get(fd);
@@ -265,6 +269,7 @@ static ssize_t shim_rwv2(shim_fd_t *f, int fd, const struct iovec *iov, int iovc
     if (off == -1 && shim_fd_pin(fd, &pin)) {                                   \
         n = shim_rwv2(&pin.f, fd, iov, iovcnt, flags, is_send);                 \
         shim_fd_unpin(&pin);                                                    \
+        shim_ep_touch(fd);                                                      \
         return n;                                                               \
     }                                                                           \
     f = shim_fd_get(fd);                                                        \
@@ -344,6 +349,7 @@ SHIM_EXPORT ssize_t sendfile(int out_fd, int in_fd, off_t *offset, size_t count)
     if (shim_fd_pin(out_fd, &pin)) {
         n = shim_ret(pin.f.path->ops->sendfile(&pin.f, out_fd, in_fd, offset, count));
         shim_fd_unpin(&pin);
+        shim_ep_touch(out_fd);
         return n;
     }
     n = zc_real.sendfile(out_fd, in_fd, offset, count);
@@ -360,6 +366,7 @@ SHIM_EXPORT ssize_t sendfile64(int out_fd, int in_fd, off_t *offset, size_t coun
     if (shim_fd_pin(out_fd, &pin)) {
         n = shim_ret(pin.f.path->ops->sendfile(&pin.f, out_fd, in_fd, offset, count));
         shim_fd_unpin(&pin);
+        shim_ep_touch(out_fd);
         return n;
     }
     n = zc_real.sendfile64(out_fd, in_fd, offset, count);
@@ -384,6 +391,8 @@ SHIM_EXPORT ssize_t splice(int fd_in, loff_t *off_in, int fd_out, loff_t *off_ou
             shim_fd_unpin(&pi);
         if (out)
             shim_fd_unpin(&po);
+        shim_ep_touch(fd_in);
+        shim_ep_touch(fd_out);
         return n;
     }
     n = zc_real.splice(fd_in, off_in, fd_out, off_out, len, flags);

@@ -154,6 +154,7 @@ SHIM_EXPORT int shutdown(int fd, int how)
     if (shim_fd_pin(fd, &pin)) {
         rc = pin.f.path->ops->shutdown(&pin.f, fd, how);
         shim_fd_unpin(&pin);
+        shim_ep_touch(fd);
         if (rc != SHIM_PATH_PASS)
             return (int)shim_ret(rc);
     }

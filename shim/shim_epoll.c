@@ -327,6 +327,21 @@ static void shim_ep_clean(shim_ep_reg_t *g)
     g->dnext = g->dprev = NULL;
 }
 
+void shim_ep_touched(int fd)
+{
+    shim_fd_t *f = shim_fd_get(fd);
+    shim_ep_fdl_t *l;
+    shim_ep_reg_t *g;
+
+    if (!f || !__atomic_exchange_n(&f->ep_clean, 0, __ATOMIC_ACQ_REL))
+        return;
+    shim_ep_lock();
+    l = shim_ep_fdl(fd, 0);
+    for (g = l ? l->head : NULL; g; g = g->fnext)
+        shim_ep_dirty(g);
+    shim_ep_unlock();
+}
+
 /* Does a wait over s ask only its ready list? */
 static int shim_ep_listed(const shim_ep_set_t *s)
 {
@@ -801,6 +816,15 @@ static int shim_ep_look(int epfd, struct epoll_event *evs, int out, int max, int
     int n = shim_ep_snap_set(epfd, stack, SHIM_EP_SNAP, &a, &size, 0), i;
 
     zc_stat_add(ZC_STAT_READY_EP_LOOKS, (uint64_t)n);
+    /* an arming look may take a registration off the ready list: an
+     * operation on its descriptor from now on (another thread's) puts it
+     * back, and one that came meanwhile keeps it there (READY LIST) */
+    for (i = 0; arm == SHIM_READY_ARM && i < n; i++) {
+        shim_fd_t *f = shim_fd_get(a[i].fd);
+
+        if (f)
+            __atomic_store_n(&f->ep_clean, 1, __ATOMIC_RELEASE);
+    }
     for (i = 0; i < n; i++)
         shim_ep_ask(&a[i], arm, arm == SHIM_READY_ARM, ask);
     shim_ep_lock();
@@ -808,9 +832,11 @@ static int shim_ep_look(int epfd, struct epoll_event *evs, int out, int max, int
         int merge;
         uint32_t rev = shim_ep_apply(&a[i], wait, out, &merge);
 
-        /* armed and not ready: its wake-up brings it back (READY LIST) */
+        /* armed and not ready, and nothing done to it since: its wake-up
+         * brings it back (READY LIST) */
         if (arm == SHIM_READY_ARM && a[i].claimed && !a[i].rev && !a[i].recheck &&
-            a[i].g->id == a[i].id)
+            a[i].g->id == a[i].id && shim_fd_get(a[i].fd) &&
+            __atomic_load_n(&shim_fd_get(a[i].fd)->ep_clean, __ATOMIC_ACQUIRE))
             shim_ep_clean(a[i].g);
         if (merge >= 0 && merge < out)
             evs[merge].events |= a[i].rev;

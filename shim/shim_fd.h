@@ -54,6 +54,9 @@ typedef struct shim_fd {
     uint8_t unconnected; /* a stream socket made by socket() that has not connected
                           * yet: a path may still claim it (its epoll registrations
                           * are kept, shim_epoll.c) */
+    uint8_t ep_clean;  /* an epoll registration of it may be off its set's ready
+                        * list: the next operation on it puts it back
+                        * (shim_ep_touched, shim_epoll.c READY LIST) */
     const struct shim_path *path;   /* the path that claims or watches it, or NULL;
                                      * for SHIM_FD_INTERNAL, the path keeping it */
     void *path_ctx;    /* that path's state for it */

@@ -134,6 +134,18 @@ int shim_fd_internal_move(int fd);
 void shim_ep_forget_fd(int fd);
 /* Socket fd is closing: its registrations go from the table. */
 void shim_ep_fd_closed(int fd);
+/* The application operated on claimed fd (a send, a receive, a shutdown, a
+ * poll): what that did to its path's wake-up is unknown, so its epoll
+ * registrations go back on their sets' ready lists.  One load when none
+ * is off them (shim_epoll.c, READY LIST). */
+void shim_ep_touched(int fd);
+static inline void shim_ep_touch(int fd)
+{
+    shim_fd_t *f = shim_fd_get(fd);
+
+    if (f && shim_unlikely(__atomic_load_n(&f->ep_clean, __ATOMIC_RELAXED)))
+        shim_ep_touched(fd);
+}
 /* fd was just claimed: registrations recorded while it was unclaimed are
  * taken over (shim_epoll.c, REGISTERED BEFORE CLAIMED). */
 void shim_ep_claimed(int fd);
