@@ -83,6 +83,8 @@
 #define SHIM_EP_AUXTAG  0x5a44000000000000ULL   /* a path's wake fd ("ZD"): never reported */
 #define SHIM_EP_KERNEL_KEEP (EPOLLET | EPOLLONESHOT | EPOLLRDHUP | EPOLLWAKEUP | EPOLLEXCLUSIVE)
 #define SHIM_EP_NOSLOT  UINT32_MAX
+#define SHIM_EP_KICKSLOT 0xffffu        /* never a registration's: the wake tag
+                                         * that names it is the set's kick eventfd */
 #define SHIM_EP_SNAP    64      /* registrations asked per round of a wait */
 
 typedef struct shim_ep_set shim_ep_set_t;
@@ -259,7 +261,10 @@ static int shim_ep_tag(shim_ep_reg_t *g)
     }
     for (i = 0; i < SHIM_EP_SLOTS; i++) {
         slot = (shim_ep.next_slot + i) % SHIM_EP_SLOTS;
-        if (!shim_ep.slots[slot])
+        /* (the kick slot is never given: a registration there had its wake
+         * fd's events taken for a kick, and a ready list lost them: redis-
+         * benchmark waited for ever for a reply whose wake-up came) */
+        if (slot != SHIM_EP_KICKSLOT && !shim_ep.slots[slot])
             break;
     }
     s = i < SHIM_EP_SLOTS ? shim_ep_set(g->epfd, 1) : NULL;
@@ -476,7 +481,7 @@ static int shim_ep_aux_add(shim_ep_reg_t *g, int w)
  * -1 when none can be. */
 static int shim_ep_kick_fd(shim_ep_set_t *s)
 {
-    struct epoll_event e = { EPOLLIN | EPOLLET, { .u64 = SHIM_EP_AUXTAG | 0xffffULL } };
+    struct epoll_event e = { EPOLLIN | EPOLLET, { .u64 = SHIM_EP_AUXTAG | SHIM_EP_KICKSLOT } };
     int fd, saved = errno;
 
     if (s->kick1)
@@ -665,7 +670,7 @@ static int shim_ep_translate_n(struct epoll_event *evs, int n, uint64_t wait,
 
             /* a path's wake fd: the waiter looks again, at that one */
             shim_ep_lock();
-            if (slot != 0xffff && shim_ep.slots && shim_ep.slots[slot])
+            if (slot != SHIM_EP_KICKSLOT && shim_ep.slots && shim_ep.slots[slot])
                 shim_ep_dirty(shim_ep.slots[slot]);
             shim_ep_unlock();
             continue;
