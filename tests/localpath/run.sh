@@ -83,6 +83,12 @@ t_run epoll_many "$T" $PY tests/localpath/lp_epoll_many.py
 t_run epoll_idle "$T" $PY tests/localpath/lp_epoll_idle.py 2000
 t_run epoll_idle/scan-all "$T" env ZCSOCK_EPOLL_SCAN_MAX=5000 \
   $PY tests/localpath/lp_epoll_idle.py 2000 --expect-scan
+# issue 31, pair when it pays (ZCSOCK_LOCAL_PAIR_AFTER=2): a one-request
+# connection never pairs (local.declined.short); chatty, bulk, both-ways and
+# blocked-receiver connections pair mid-stream, every byte checked
+for m in one chatty bulk both blocked; do
+  t_run "defer/$m" "$T" $PY tests/localpath/lp_defer.py $m 2
+done
 # a registration in the engine's last slot, woken through its wake-up
 # eventfd: its wake tag once read as the set's kick, which the ready list
 # lost (redis-benchmark stalled; tests/localpath/lp_epoll_slot.py)

@@ -60,6 +60,7 @@ static const char *const lp_reason_names[LOCAL_PAIR_R_COUNT] = {
     [LOCAL_PAIR_R_CONNECT_FAILED] = "connect_failed",
     [LOCAL_PAIR_R_MAILBOX] = "mailbox",
     [LOCAL_PAIR_R_SQUATTED] = "squatted",
+    [LOCAL_PAIR_R_SHORT] = "short",
     [LOCAL_PAIR_R_FD_LIMIT] = "fd_limit",
 };
 

@@ -157,6 +157,8 @@ enum {
                                  * hand-over, would find no mailbox of ours */
     LOCAL_PAIR_R_SQUATTED,      /* another process holds the name of this
                                  * connection's announcement */
+    LOCAL_PAIR_R_SHORT,         /* the server deferred its offer (ZCSOCK_LOCAL_PAIR_AFTER)
+                                 * and the connection closed before it paid */
     LOCAL_PAIR_R_FD_LIMIT,      /* the process's paired connections already hold
                                  * a quarter of its RLIMIT_NOFILE in descriptors
                                  * of the library's */

@@ -174,6 +174,11 @@ typedef struct lp_conn {
     int fds[4];                     /* descriptors referring to it (first few) */
     int forked;                     /* pending (requeue) or offer due across a fork */
     unsigned offer_defers;          /* receives that left a shared offer due (lp_offer_defer) */
+    unsigned pair_turns;            /* server, offer due: requests answered (a send after
+                                     * a receive) before it offered (lp_offer_wait) */
+    uint8_t pair_last;              /* ... the last data call: 1 receive, 2 send */
+    unsigned r3_looks;              /* pending client: receives of server bytes so far
+                                     * (lp_r3_due) */
     uint8_t connect_check;          /* non-blocking connect: check once connected */
     unsigned pickups;
     int pickup_busy;                /* a thread is looking for the offer (lp_pickup_try) */
@@ -323,6 +328,11 @@ ssize_t lp_broken(lp_conn_t *c);
 size_t lp_drain_ex(lp_conn_t *c, int fd, int full);
 size_t lp_drain(lp_conn_t *c, int fd);
 int lp_rx_catch_up(lp_conn_t *c);
+
+/* pairing.c: pair when it pays (issue 31) */
+#define LP_R3_PATIENCE 4096u       /* receives a pending client waits for a deferred offer */
+int lp_offer_wait(lp_conn_t *c, int is_send, size_t len);
+int lp_r3_due(lp_conn_t *c);
 
 /* conn.c */
 int lp_gettid(void);

@@ -54,7 +54,10 @@ void lp_pickup_try(lp_conn_t *c, int fd, int r3)
     if (c->state == LP_PENDING && c->ann >= 0) {
         rc = local_pair_channel_recv(fd, c->ann, c->forked ? LOCAL_PAIR_F_REQUEUE : 0, &c->ch,
                                      &memfd);
-        if (rc != -EAGAIN || r3)
+        /* (a server that defers its offer may still make it: R3 waits
+         * for it up to LP_R3_PATIENCE receives, lp_r3_due) */
+        if (rc != -EAGAIN ||
+            (r3 && (!zc_config.local_pair_after || c->r3_looks >= LP_R3_PATIENCE)))
             lp_pickup_done(c, rc, memfd, fd);
     }
     __atomic_store_n(&c->pickup_busy, 0, __ATOMIC_RELEASE);
@@ -340,6 +343,52 @@ int lp_offer_defer(lp_conn_t *c, int fd)
     return 1;
 }
 
+/* PAIR WHEN IT PAYS (issue 31).  With ZCSOCK_LOCAL_PAIR_AFTER = N > 0 the
+ * server does not offer at its first data call but once the connection
+ * showed it will pay back what pairing costs: N requests answered (a send
+ * after a receive), or N x LP_PAIR_BYTES moved either way (counting the
+ * send about to be made), so a connection that carries one request never
+ * pays for a channel.  Until then its bytes go through the kernel, counted
+ * (tx_kernel, rx_kernel: the switch points of local_pair.h are stream
+ * positions, so an offer after server bytes is as sound as one before);
+ * the client, for its part, looks for an offer after server bytes at its
+ * 1st, 2nd, 4th ... receive for up to LP_R3_PATIENCE receives instead of
+ * giving up at the first (lp_r3_due).  A connection shared across a fork
+ * keeps the rule of lp_offer_defer, and a process with more than one
+ * thread offers at the first data call as before (two threads could then
+ * move kernel bytes while a third offers and switches, and the stream
+ * positions would not add up).  1: this call goes to the kernel, the
+ * offer still due. */
+#define LP_PAIR_BYTES (128u << 10)
+int lp_offer_wait(lp_conn_t *c, int is_send, size_t len)
+{
+    unsigned after = zc_config.local_pair_after;
+    uint64_t moved;
+
+    if (!after || c->forked || !__libc_single_threaded)
+        return 0;
+    if (is_send && c->pair_last == 1)
+        c->pair_turns++;
+    c->pair_last = is_send ? 2 : 1;
+    moved = c->rx_kernel + c->tx_kernel + (is_send ? len : 0);
+    return c->pair_turns < after && moved < (uint64_t)after * LP_PAIR_BYTES;
+}
+
+/* Rule R3 for a pending client that received server bytes: look for the
+ * offer now?  Without deferred offers (ZCSOCK_LOCAL_PAIR_AFTER 0 here) at
+ * once, and a missing offer ends the pairing; with them at the 1st, 2nd,
+ * 4th ... receive, and the pairing ends only after LP_R3_PATIENCE (a
+ * server that defers offers within its first few requests). */
+int lp_r3_due(lp_conn_t *c)
+{
+    unsigned k;
+
+    if (!zc_config.local_pair_after)
+        return 1;
+    k = ++c->r3_looks;
+    return (k & (k - 1)) == 0 || k >= LP_R3_PATIENCE;
+}
+
 /* The server's first data call on an accepted connection: offer the channel
  * now (before its first byte, as local_pair.h requires), or make the
  * connection plain for good.  Threads race here: one offers, the others
@@ -383,7 +432,10 @@ void lp_offer_cancel(lp_conn_t *c, const char *why)
 {
     if (c->state == LP_OFFER) {
         c->state = LP_PLAIN;
-        __atomic_add_fetch(&lp.never_paired[lp_handback_reason(why)], 1, __ATOMIC_RELAXED);
+        if (c->pair_last)       /* it carried bytes, not yet enough to pay */
+            lp_decline(LOCAL_PAIR_R_SHORT);
+        else
+            __atomic_add_fetch(&lp.never_paired[lp_handback_reason(why)], 1, __ATOMIC_RELAXED);
     }
 }
 

@@ -256,7 +256,7 @@ static ssize_t lp_recv_look(lp_conn_t *c, shim_fd_t *f, int fd, struct msghdr *m
     pm.msg_name = NULL;
     pm.msg_namelen = 0;
     n = zc_real.recvmsg(fd, &pm, (flags & ~MSG_WAITALL) | MSG_PEEK);
-    if (n > 0 && c->state == LP_PENDING)
+    if (n > 0 && c->state == LP_PENDING && lp_r3_due(c))
         lp_pickup_try(c, fd, 1);    /* R3 */
     if (n <= 0) {
         msg->msg_flags = pm.msg_flags;
@@ -331,7 +331,9 @@ ssize_t lp_recv_kernel(lp_conn_t *c, shim_fd_t *f, int fd, struct msghdr *msg, i
         shim_copy_account(f, 0, n, 1);
         return n < 0 ? -errno : 0;
     }
-    if (c->state == LP_PENDING)         /* R3: the offer precedes the server's first byte */
+    /* R3: the offer precedes the server's first byte, or (deferred) a
+     * later one */
+    if (c->state == LP_PENDING && lp_r3_due(c))
         lp_pickup_try(c, fd, 1);
     data = local_pair_rx_split(c->state == LP_PAIRED ? &c->ch : NULL, lp_rxdir(c),
                                c->rx_kernel, (size_t)n);
@@ -598,7 +600,8 @@ ssize_t lp_recvmsg(shim_fd_t *f, int fd, struct msghdr *msg, int flags)
                 !lp_nonblocking(c, fd, flags);
     r.ctl0 = msg->msg_controllen;
     r.name0 = msg->msg_namelen;
-    if (c->state == LP_OFFER && lp_offer_defer(c, fd)) {  /* the offer waits */
+    if (c->state == LP_OFFER && (lp_offer_defer(c, fd) || lp_offer_wait(c, 0, 0))) {
+        /* the offer waits */
         n = zc_real.recvmsg(fd, msg, flags);
         shim_copy_account(f, 0, n, 1);
         if (n > 0 && !(flags & MSG_PEEK))

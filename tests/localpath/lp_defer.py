@@ -1,0 +1,223 @@
+#!/usr/bin/env python3
+"""Localpath case "defer/<mode>": pair when it pays (issue 31,
+ZCSOCK_LOCAL_PAIR_AFTER).  Both ends under the library, the server
+deferring its offer until the connection answered AFTER requests (default
+2) or moved AFTER x 128 KiB.  Modes:
+
+  one      one request, one answer, close: never paired, the server counts
+           local.declined.short, every byte checked
+  chatty   200 request/answer exchanges of random sizes (1 B - 200 KiB), the
+           client peeking (MSG_PEEK) and asking FIONREAD before each read:
+           pairs mid-stream, after the first answers went through the
+           kernel, and carries the rest through the ring
+  bulk     one small request, then 64 MiB from the server in one go: pairs on
+           the bytes rule with the answer in flight
+  both     after one exchange both ends stream 32 MiB at once (non-blocking,
+           select): the switch happens with data in flight both ways
+  blocked  the client sits in a blocking recv while the server answers the
+           request that makes the connection pay (the offer comes while the
+           client waits in the kernel)
+
+Every byte is checked (sha256 / exact echo); the statistics of both ends
+say whether the connection paired and that the ring carried bytes.
+
+    lp_defer.py MODE [AFTER]        (ZC_LIB names the library)
+Exit 0 pass, 1 fail."""
+import os
+import select
+import subprocess
+import sys
+
+COMMON = r"""
+import ctypes, hashlib, os, random, select, socket, struct, sys, fcntl, termios, time
+def stat(name):
+    v = ctypes.c_uint64()
+    return v.value if ctypes.CDLL(None).zcsock_stat_get(name.encode(), ctypes.byref(v)) == 0 else -1
+def recv_exact(s, n):
+    out = bytearray()
+    while len(out) < n:
+        b = s.recv(min(n - len(out), 1 << 20))
+        if not b:
+            sys.exit("FAIL: EOF after %d of %d bytes" % (len(out), n))
+        out += b
+    return bytes(out)
+def send_msg(s, b):
+    s.sendall(struct.pack("!I", len(b)) + b)
+def recv_msg(s, peek=False):
+    if peek:
+        h = s.recv(4, socket.MSG_PEEK)
+        k = struct.unpack("!i", fcntl.ioctl(s.fileno(), termios.FIONREAD, b"\0\0\0\0"))[0]
+        if not h or k < 1:
+            sys.exit("FAIL: peek %r / FIONREAD %d before a message" % (h, k))
+    n = struct.unpack("!I", recv_exact(s, 4))[0]
+    return recv_exact(s, n)
+def blob(seed, n):
+    return random.Random(seed).randbytes(n)
+"""
+
+SERVER = COMMON + r"""
+mode = sys.argv[1]
+l = socket.socket(); l.bind(("127.0.0.1", 0)); l.listen(1)
+print(l.getsockname()[1], flush=True)
+a, _ = l.accept()
+a.settimeout(60)
+if mode == "one":
+    send_msg(a, recv_msg(a))
+elif mode == "chatty":
+    for i in range(200):
+        send_msg(a, recv_msg(a))
+elif mode == "bulk":
+    n = struct.unpack("!I", recv_msg(a))[0]
+    a.sendall(blob(7, n))
+elif mode == "both":
+    send_msg(a, recv_msg(a))
+    out, got, n = blob(11, 32 << 20), hashlib.sha256(), 32 << 20
+    a.setblocking(False)
+    sent = rcvd = 0
+    t0 = time.time()
+    while sent < n or rcvd < n:
+        if time.time() - t0 > 60:
+            sys.exit("FAIL: server: streaming both ways took over 60 s")
+        r, w, _ = select.select([a] if rcvd < n else [], [a] if sent < n else [], [], 5)
+        if w:
+            try:
+                sent += a.send(out[sent:sent + (1 << 18)])
+            except BlockingIOError:
+                pass
+        if r:
+            try:
+                b = a.recv(1 << 18)
+            except BlockingIOError:
+                b = None
+            if b == b"":
+                sys.exit("FAIL: server: EOF after %d bytes" % rcvd)
+            if b:
+                got.update(b); rcvd += len(b)
+    a.setblocking(True)
+    if got.hexdigest() != hashlib.sha256(blob(13, n)).hexdigest():
+        sys.exit("FAIL: server: the client's stream came different")
+elif mode == "blocked":
+    for i in range(3):
+        m = recv_msg(a)
+        time.sleep(0.2)             # the client sits in recv meanwhile
+        send_msg(a, m)
+a.shutdown(socket.SHUT_WR)
+if a.recv(1) != b"":
+    sys.exit("FAIL: server: bytes after the end")
+a.close()
+print("server %d %d %d %d" % (stat("local.paired.accepted"), stat("local.declined.short"),
+                              stat("path.local.recv_bytes"), stat("path.local.send_bytes")),
+      flush=True)
+"""
+
+CLIENT = COMMON + r"""
+mode, port = sys.argv[1], int(sys.argv[2])
+s = socket.create_connection(("127.0.0.1", port))
+s.settimeout(60)
+rnd = random.Random(31)
+if mode == "one":
+    m = b"GET / HTTP/1.0\r\n\r\n"
+    send_msg(s, m)
+    if recv_msg(s) != m:
+        sys.exit("FAIL: client: the answer came different")
+elif mode == "chatty":
+    for i in range(200):
+        m = rnd.randbytes(rnd.choice((1, 100, 4096, 70000, 200000)))
+        send_msg(s, m)
+        if recv_msg(s, peek=True) != m:
+            sys.exit("FAIL: client: answer %d came different" % i)
+elif mode == "bulk":
+    n = 64 << 20
+    send_msg(s, struct.pack("!I", n))
+    if hashlib.sha256(recv_exact(s, n)).digest() != hashlib.sha256(blob(7, n)).digest():
+        sys.exit("FAIL: client: the 64 MiB came different")
+elif mode == "both":
+    send_msg(s, b"go")
+    if recv_msg(s) != b"go":
+        sys.exit("FAIL: client: the first answer came different")
+    out, got, n = blob(13, 32 << 20), hashlib.sha256(), 32 << 20
+    s.setblocking(False)
+    sent = rcvd = 0
+    t0 = time.time()
+    while sent < n or rcvd < n:
+        if time.time() - t0 > 60:
+            sys.exit("FAIL: client: streaming both ways took over 60 s")
+        r, w, _ = select.select([s] if rcvd < n else [], [s] if sent < n else [], [], 5)
+        if w:
+            try:
+                sent += s.send(out[sent:sent + (1 << 18)])
+            except BlockingIOError:
+                pass
+        if r:
+            try:
+                b = s.recv(1 << 18)
+            except BlockingIOError:
+                b = None
+            if b == b"":
+                sys.exit("FAIL: client: EOF after %d bytes" % rcvd)
+            if b:
+                got.update(b); rcvd += len(b)
+    s.setblocking(True)
+    if got.hexdigest() != hashlib.sha256(blob(11, n)).hexdigest():
+        sys.exit("FAIL: client: the server's stream came different")
+elif mode == "blocked":
+    for i in range(3):
+        m = rnd.randbytes(50000)
+        send_msg(s, m)
+        if recv_msg(s) != m:
+            sys.exit("FAIL: client: answer %d came different" % i)
+s.shutdown(socket.SHUT_WR)
+if s.recv(1) != b"":
+    sys.exit("FAIL: client: bytes after the end")
+s.close()
+print("client %d %d %d" % (stat("local.paired.connected"), stat("path.local.recv_bytes"),
+                           stat("path.local.send_bytes")), flush=True)
+"""
+
+# mode -> must the connection pair?
+PAIRS = {"one": False, "chatty": True, "bulk": True, "both": True, "blocked": True}
+
+
+def main():
+    mode = sys.argv[1] if len(sys.argv) > 1 else "chatty"
+    after = sys.argv[2] if len(sys.argv) > 2 else "2"
+    env = dict(os.environ, LD_PRELOAD=os.environ["ZC_LIB"], ZCSOCK_LOCAL_PAIR_AFTER=after)
+    srv = subprocess.Popen([sys.executable, "-c", SERVER, mode], env=env,
+                           stdout=subprocess.PIPE, text=True)
+    try:
+        r, _, _ = select.select([srv.stdout], [], [], 30)
+        if not r:
+            print("FAIL: the server never listened")
+            return 1
+        port = srv.stdout.readline().strip()
+        try:
+            cli = subprocess.run([sys.executable, "-c", CLIENT, mode, port], env=env,
+                                 stdout=subprocess.PIPE, text=True, timeout=150)
+        except subprocess.TimeoutExpired:
+            print("FAIL: the client did not finish within 150 s")
+            return 1
+        out, _ = srv.communicate(timeout=60)
+    finally:
+        if srv.poll() is None:
+            srv.kill()
+    print("%s; %s" % (cli.stdout.strip(), out.strip()))
+    c, s = cli.stdout.split(), out.split()
+    if cli.returncode != 0 or srv.returncode != 0 or len(c) != 4 or len(s) != 5:
+        print("FAIL: client exit %d, server exit %d" % (cli.returncode, srv.returncode))
+        return 1
+    paired_c, paired_s, short = int(c[1]), int(s[1]), int(s[2])
+    ring = int(c[2]) + int(c[3]) + int(s[3]) + int(s[4])
+    if PAIRS[mode]:
+        if paired_c != 1 or paired_s != 1 or ring <= 0:
+            print("FAIL: expected a pairing that carried bytes (client %d, server %d, ring "
+                  "bytes %d)" % (paired_c, paired_s, ring))
+            return 1
+    elif paired_c or paired_s or short != 1 or ring:
+        print("FAIL: a one-request connection paired or was not counted short (client %d, "
+              "server %d, short %d, ring bytes %d)" % (paired_c, paired_s, short, ring))
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
