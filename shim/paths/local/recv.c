@@ -426,6 +426,8 @@ static ssize_t lp_rx_done(const lp_rx_t *r, ssize_t rc)
     return r->got ? (ssize_t)r->got : rc;
 }
 
+static ssize_t lp_rx_peek_span(lp_conn_t *c, int fd, lp_rx_t *r);
+
 /* Our receiving direction still reads the kernel stream.  RX lock held;
  * released on return. */
 static ssize_t lp_rx_kernel_step(lp_conn_t *c, shim_fd_t *f, int fd, lp_rx_t *r)
@@ -450,6 +452,8 @@ static ssize_t lp_rx_kernel_step(lp_conn_t *c, shim_fd_t *f, int fd, lp_rx_t *r)
     if (n == 0 && !again)
         return (ssize_t)r->got;             /* EOF */
     r->got += (size_t)n;
+    if (r->peekall && n > 0 && r->got < r->total)
+        return lp_rx_peek_span(c, fd, r);
     if (r->got && (!r->waitall || r->got == r->total))
         return (ssize_t)r->got;
     return LP_CONTINUE;
@@ -548,6 +552,41 @@ static ssize_t lp_rx_peek_more(lp_conn_t *c, int fd, lp_rx_t *r)
     zc_syscall(SYS_nanosleep, &(struct timespec){ 0, 500000 }, NULL);
     r->got = 0;
     return LP_CONTINUE;
+}
+
+/* MSG_PEEK | MSG_WAITALL peeked some kernel bytes, not all, while our
+ * receiving direction still reads the kernel stream: when they reach the
+ * peer's switch point the rest is in the ring, peeked behind them (the
+ * kernel would have waited for the whole length: a peek that stopped at
+ * the switch point returned short); then, short still, look again as
+ * lp_rx_peek_more does.  RX lock not held. */
+static ssize_t lp_rx_peek_span(lp_conn_t *c, int fd, lp_rx_t *r)
+{
+    uint64_t sw;
+    int eof = 0;
+    ssize_t k;
+
+    lp_lock(c, LP_RX);
+    sw = c->state == LP_PAIRED && c->ch.base ? local_pair_switch_get(&c->ch, lp_rxdir(c))
+                                             : LOCAL_PAIR_SWITCH_UNSET;
+    if (sw != LOCAL_PAIR_SWITCH_UNSET && sw != LOCAL_PAIR_SWITCH_NEVER &&
+        c->rx_kernel + r->got >= sw) {
+        k = lp_recv_ring(c, fd, r->msg, r->flags, r->got, &eof);
+        if (k < 0) {
+            lp_unlock(c, LP_RX);
+            return lp_rx_done(r, k);
+        }
+        r->got += (size_t)k;
+    }
+    if (r->got < r->total && !eof && !c->rd_shut && !c->kern_eof && !c->kern_err) {
+        struct pollfd p = { fd, POLLRDHUP, 0 };
+
+        /* (the kernel stream ended behind what was peeked: that is all) */
+        if (zc_real.poll(&p, 1, 0) <= 0 || !(p.revents & (POLLRDHUP | POLLHUP | POLLERR)))
+            return lp_rx_peek_more(c, fd, r);
+    }
+    lp_unlock(c, LP_RX);
+    return (ssize_t)r->got;
 }
 
 /* One pass of the receive loop. */
