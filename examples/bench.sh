@@ -217,7 +217,8 @@ echo
 echo "Connections at scale (examples/conn_rate.c, both ends under the library or neither):"
 echo "  short: connections/s (connect, 1 byte each way, close, one after the other);"
 echo "  rt: a busy connection's 1-byte round trip, us; setup: s to open the idle ones"
-echo "  (one round trip each); fds: the client's descriptors; paired: its connections paired"
+echo "  (one round trip each); fds: the client's descriptors; rss: both processes' resident KiB"
+echo "  with the idle ones open; paired: the client's connections paired (kernel / zcsock)"
 CR_SECS=$([ "${QUICK:-}" = 1 ] && echo 1 || echo 2)
 for idle in 0 1000 10000; do
   rs=(); rr=(); ks=(); zs=(); kr=(); zr=(); kset=(); zset=(); kf=; zf=; zp=
@@ -229,13 +230,14 @@ for idle in 0 1000 10000; do
     kr+=("$(f "$kl" rt_us)"); zr+=("$(f "$zl" rt_us)")
     kset+=("$(f "$kl" setup_s)"); zset+=("$(f "$zl" setup_s)")
     kf=$(f "$kl" fds); zf=$(f "$zl" fds); zp=$(f "$zl" paired)
+    km=$(f "$kl" rss_kib); zm=$(f "$zl" rss_kib)
     rs+=("$(awk -v a="${zs[-1]}" -v b="${ks[-1]}" 'BEGIN {printf "%.3f", b > 0 ? a / b : 0}')")
     rr+=("$(awk -v a="${zr[-1]}" -v b="${kr[-1]}" 'BEGIN {printf "%.3f", b > 0 ? a / b : 0}')")
   done
-  printf 'idle %5d  short kernel %7.0f zcsock %7.0f zcsock/kernel %6.3f  rt kernel %7.2f zcsock %7.2f zcsock/kernel %6.3f  setup %6.3f / %6.3f  fds %s / %s  paired %s\n' \
+  printf 'idle %5d  short kernel %7.0f zcsock %7.0f zcsock/kernel %6.3f  rt kernel %7.2f zcsock %7.2f zcsock/kernel %6.3f  setup %6.3f / %6.3f  fds %s / %s  rss KiB %s / %s  paired %s\n' \
     "$idle" "$(med "${ks[@]}")" "$(med "${zs[@]}")" "$(med "${rs[@]}")" "$(med "${kr[@]}")" \
     "$(med "${zr[@]}")" "$(med "${rr[@]}")" "$(med "${kset[@]}")" "$(med "${zset[@]}")" \
-    "$kf" "$zf" "$zp"
+    "$kf" "$zf" "$km" "$zm" "$zp"
 done
 
 # A real event-driven server: redis-server and redis-benchmark (100-byte

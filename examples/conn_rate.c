@@ -13,7 +13,8 @@
  *
  * usage: conn_rate [idle [secs [rounds]]]     (default 0, 2, 2000)
  * prints: "idle <n> setup_s <s> short_per_s <r> rt_us <us> fds <client fds>
- *          paired <client connections the library paired, -1 without it>" */
+ *          paired <client connections the library paired, -1 without it>
+ *          rss_kib <resident KiB of both processes with the idle ones open>" */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -121,6 +122,24 @@ static int cr_count_fds(void)
     return n - 3; /* ".", ".." and the directory's own descriptor */
 }
 
+/* Resident KiB of process pid (0: this one), -1 if unknown. */
+static long cr_rss_kib(pid_t pid)
+{
+    char path[64], line[256];
+    long kib = -1;
+    FILE *f;
+
+    snprintf(path, sizeof(path), pid ? "/proc/%d/status" : "/proc/self/status", (int)pid);
+    f = fopen(path, "r");
+    if (!f)
+        return -1;
+    while (fgets(line, sizeof(line), f))
+        if (sscanf(line, "VmRSS: %ld", &kib) == 1)
+            break;
+    fclose(f);
+    return kib;
+}
+
 /* A counter of the library (found at run time), -1 without it. */
 static long long cr_stat(const char *name)
 {
@@ -171,6 +190,7 @@ int main(int argc, char **argv)
             die("idle round trip");
     }
     double setup = probe_now() - t0;
+    long rss = cr_rss_kib(0) + cr_rss_kib(srv);
     long shorts = 0;
 
     t0 = probe_now();
@@ -196,8 +216,8 @@ int main(int argc, char **argv)
             die("busy round trip");
     double rt = (probe_now() - t0) / rounds * 1e6;
 
-    printf("idle %d setup_s %.3f short_per_s %.0f rt_us %.2f fds %d paired %lld\n", idle, setup,
-           rate, rt, cr_count_fds(), cr_stat("local.paired.connected"));
+    printf("idle %d setup_s %.3f short_per_s %.0f rt_us %.2f fds %d paired %lld rss_kib %ld\n",
+           idle, setup, rate, rt, cr_count_fds(), cr_stat("local.paired.connected"), rss);
     fflush(stdout);
     kill(srv, SIGKILL);
     waitpid(srv, NULL, 0);
