@@ -17,6 +17,11 @@ deferring its offer until the connection answered AFTER requests (default
   blocked  the client sits in a blocking recv while the server answers the
            request that makes the connection pay (the offer comes while the
            client waits in the kernel)
+  peek     after the exchanges that make it pay, the server sends 1000 bytes
+           (through the kernel: the client has not attached yet), then 1000
+           more after 0.2 s (through the ring), while the client waits in a
+           blocking MSG_PEEK|MSG_WAITALL of 1500: the peek spans the switch
+           point and must return all 1500, as the kernel's would
 
 Every byte is checked (sha256 / exact echo); the statistics of both ends
 say whether the connection paired and that the ring carried bytes.
@@ -97,10 +102,20 @@ elif mode == "both":
     if got.hexdigest() != hashlib.sha256(blob(13, n)).hexdigest():
         sys.exit("FAIL: server: the client's stream came different")
 elif mode == "blocked":
-    for i in range(3):
+    for i in range(8):
         m = recv_msg(a)
-        time.sleep(0.2)             # the client sits in recv meanwhile
+        time.sleep(0.1)             # the client sits in recv meanwhile
         send_msg(a, m)
+elif mode == "peek":
+    for i in range(4):
+        send_msg(a, recv_msg(a))
+    if recv_msg(a) != b"peek":
+        sys.exit("FAIL: server: no peek request")
+    a.sendall(b"x" * 1000)
+    time.sleep(0.2)
+    a.sendall(b"y" * 1000)
+    if recv_exact(a, 4) != b"done":
+        sys.exit("FAIL: server: no done")
 a.shutdown(socket.SHUT_WR)
 if a.recv(1) != b"":
     sys.exit("FAIL: server: bytes after the end")
@@ -161,11 +176,26 @@ elif mode == "both":
     if got.hexdigest() != hashlib.sha256(blob(11, n)).hexdigest():
         sys.exit("FAIL: client: the server's stream came different")
 elif mode == "blocked":
-    for i in range(3):
+    for i in range(8):
         m = rnd.randbytes(50000)
         send_msg(s, m)
         if recv_msg(s) != m:
             sys.exit("FAIL: client: answer %d came different" % i)
+elif mode == "peek":
+    for i in range(4):
+        m = rnd.randbytes(100)
+        send_msg(s, m)
+        if recv_msg(s) != m:
+            sys.exit("FAIL: client: answer %d came different" % i)
+    send_msg(s, b"peek")
+    s.settimeout(None)      # blocking (a timeout makes Python's socket non-blocking)
+    b = s.recv(1500, socket.MSG_PEEK | socket.MSG_WAITALL)
+    s.settimeout(60)
+    if b != b"x" * 1000 + b"y" * 500:
+        sys.exit("FAIL: client: MSG_PEEK|MSG_WAITALL returned %d bytes" % len(b))
+    if recv_exact(s, 2000) != b"x" * 1000 + b"y" * 1000:
+        sys.exit("FAIL: client: the read after the peek came different")
+    s.sendall(b"done")
 s.shutdown(socket.SHUT_WR)
 if s.recv(1) != b"":
     sys.exit("FAIL: client: bytes after the end")
@@ -175,7 +205,8 @@ print("client %d %d %d" % (stat("local.paired.connected"), stat("path.local.recv
 """
 
 # mode -> must the connection pair?
-PAIRS = {"one": False, "chatty": True, "bulk": True, "both": True, "blocked": True}
+PAIRS = {"one": False, "chatty": True, "bulk": True, "both": True, "blocked": True,
+         "peek": True}
 
 
 def main():

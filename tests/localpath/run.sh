@@ -86,13 +86,11 @@ t_run epoll_idle/scan-all "$T" env ZCSOCK_EPOLL_SCAN_MAX=5000 \
 # issue 31, pair when it pays (ZCSOCK_LOCAL_PAIR_AFTER=2): a one-request
 # connection never pairs (local.declined.short); chatty, bulk, both-ways and
 # blocked-receiver connections pair mid-stream, every byte checked
-for m in one chatty bulk both blocked; do
+# connections pair mid-stream, every byte checked; a blocking
+# MSG_PEEK|MSG_WAITALL spans the switch point (defer/peek)
+for m in one chatty bulk both blocked peek; do
   t_run "defer/$m" "$T" $PY tests/localpath/lp_defer.py $m 2
 done
-# a blocking MSG_PEEK|MSG_WAITALL across the server's switch point (its
-# first answers went through the kernel): the kernel part and the ring's,
-# as the kernel would wait for the whole length
-t_run peek/defer "$T" env ZCSOCK_LOCAL_PAIR_AFTER=2 $PY $TL run peek both tcp
 # a registration in the engine's last slot, woken through its wake-up
 # eventfd: its wake tag once read as the set's kick, which the ready list
 # lost (redis-benchmark stalled; tests/localpath/lp_epoll_slot.py)

@@ -179,6 +179,11 @@ typedef struct lp_conn {
     uint8_t pair_last;              /* ... the last data call: 1 receive, 2 send */
     unsigned r3_looks;              /* pending client: receives of server bytes so far
                                      * (lp_r3_due) */
+    uint8_t ann_due;                /* pending client that announces only once the
+                                     * connection pays (lp_ann_due) */
+    unsigned pair_calls;            /* data calls counted by lp_offer_wait / lp_ann_due */
+    unsigned offer_tries;           /* server: offers that found no announcement yet */
+    unsigned offer_retry_at;        /* ... the next try at this many calls */
     uint8_t connect_check;          /* non-blocking connect: check once connected */
     unsigned pickups;
     int pickup_busy;                /* a thread is looking for the offer (lp_pickup_try) */
@@ -331,8 +336,9 @@ int lp_rx_catch_up(lp_conn_t *c);
 
 /* pairing.c: pair when it pays (issue 31) */
 #define LP_R3_PATIENCE 4096u       /* receives a pending client waits for a deferred offer */
-int lp_offer_wait(lp_conn_t *c, int is_send, size_t len);
+int lp_offer_wait(lp_conn_t *c, int fd, int is_send, size_t len);
 int lp_r3_due(lp_conn_t *c);
+void lp_ann_due(lp_conn_t *c, int fd, int is_send, size_t len);
 
 /* conn.c */
 int lp_gettid(void);

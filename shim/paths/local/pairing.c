@@ -173,10 +173,23 @@ void path_local_listened(int fd)
 void path_local_connect_prepare(int fd, const struct sockaddr *addr, socklen_t len)
 {
     int ann = -1, reason = LOCAL_PAIR_R_NONE, dec;
+    shim_fd_t *f = shim_fd_get(fd);
     lp_conn_t *c;
 
     if (!lp_candidate(fd))
         return;
+    if (zc_config.local_pair_after && __libc_single_threaded &&
+        (f->family == AF_INET || f->family == AF_INET6)) {
+        /* pair when it pays: announce once the connection does (lp_ann_due) */
+        c = lp_conn_new(LP_PENDING);
+        if (!c) {
+            lp_decline(LOCAL_PAIR_R_ERROR);
+            return;
+        }
+        c->ann_due = 1;
+        lp_claim(fd, c);
+        return;
+    }
     dec = local_pair_connect_prepare(fd, addr, len, &ann, &reason);
     if (dec == LOCAL_PAIR_PENDING && !path_local_mbox_usable()) {
         local_pair_fd_close(ann);
@@ -213,6 +226,15 @@ void path_local_connect_done(int fd, int rc, int err)
     if (!lp_claimed(f))
         return;
     c = lp_conn(f);
+    if (c->state == LP_PENDING && c->ann_due) {
+        /* it announces later (lp_ann_due); a connect that failed never */
+        if (rc < 0 && err != EINPROGRESS && err != EALREADY && err != EINTR) {
+            c->ann_due = 0;
+            c->state = LP_PLAIN;
+            lp_decline(LOCAL_PAIR_R_CONNECT_FAILED);
+        }
+        return;
+    }
     if (c->state != LP_PENDING || c->ann < 0)
         return;
     if (rc < 0 && (err == EINPROGRESS || err == EALREADY || err == EINTR)) {
@@ -360,18 +382,100 @@ int lp_offer_defer(lp_conn_t *c, int fd)
  * positions would not add up).  1: this call goes to the kernel, the
  * offer still due. */
 #define LP_PAIR_BYTES (128u << 10)
-int lp_offer_wait(lp_conn_t *c, int is_send, size_t len)
+#define LP_OFFER_TRIES 12       /* offers that may find no announcement yet */
+
+/* Does the connection pay yet (N requests answered, or N x LP_PAIR_BYTES
+ * moved counting len about to be sent)?  Counts this data call. */
+static int lp_pays(lp_conn_t *c, int is_send, size_t len)
 {
     unsigned after = zc_config.local_pair_after;
-    uint64_t moved;
 
-    if (!after || c->forked || !__libc_single_threaded)
-        return 0;
+    c->pair_calls++;
     if (is_send && c->pair_last == 1)
         c->pair_turns++;
     c->pair_last = is_send ? 2 : 1;
-    moved = c->rx_kernel + c->tx_kernel + (is_send ? len : 0);
-    return c->pair_turns < after && moved < (uint64_t)after * LP_PAIR_BYTES;
+    return c->pair_turns >= after ||
+           c->rx_kernel + c->tx_kernel + (is_send ? len : 0) >= (uint64_t)after * LP_PAIR_BYTES;
+}
+
+static int lp_offer_try(lp_conn_t *c, int fd, int *reason_p);
+
+int lp_offer_wait(lp_conn_t *c, int fd, int is_send, size_t len)
+{
+    int reason = LOCAL_PAIR_R_NONE;
+
+    if (!zc_config.local_pair_after || c->forked || !__libc_single_threaded)
+        return 0;
+    if (!lp_pays(c, is_send, len))
+        return 1;
+    /* it pays: offer now, or (a client that announces late has not yet)
+     * again at the 2nd, 4th, 8th ... call from here, LP_OFFER_TRIES times */
+    if (c->offer_tries && c->pair_calls < c->offer_retry_at)
+        return 1;
+    if (c->offer_tries >= LP_OFFER_TRIES)
+        return 0;
+    if (lp_offer_try(c, fd, &reason) == LOCAL_PAIR_PAIRED)
+        return 0;
+    if (reason != LOCAL_PAIR_R_NOT_ZCSOCK)
+        return 0;       /* lp_offer_due decides */
+    c->offer_tries++;
+    c->offer_retry_at = c->pair_calls + (1u << c->offer_tries);
+    return 1;
+}
+
+/* A pending client that has not announced (ZCSOCK_LOCAL_PAIR_AFTER > 0, a
+ * TCP connection of a single-threaded process): once the connection pays
+ * on its side too, announce, as local_pair_connect_prepare would have done
+ * before the connect (the listener found again through the peer's
+ * address, its beacon, our owner; then the connected check).  Until then a
+ * short connection costs nothing but the hooks: no sock_diag query, no
+ * announcement.  A server that found no announcement offers again later
+ * (lp_offer_wait).  Declined: plain for good. */
+void lp_ann_due(lp_conn_t *c, int fd, int is_send, size_t len)
+{
+    struct sockaddr_storage peer;
+    socklen_t pl = sizeof(peer);
+    int ann = -1, reason = LOCAL_PAIR_R_NONE, dec;
+
+    if (!c->ann_due || c->state != LP_PENDING)
+        return;
+    if (__libc_single_threaded && !lp_pays(c, is_send, len))
+        return;
+    if (__atomic_exchange_n(&c->pickup_busy, 1, __ATOMIC_ACQUIRE))
+        return;         /* another thread announces */
+    if (!c->ann_due || c->state != LP_PENDING) {
+        __atomic_store_n(&c->pickup_busy, 0, __ATOMIC_RELEASE);
+        return;
+    }
+    if (getpeername(fd, (struct sockaddr *)&peer, &pl) < 0) {
+        /* not connected (yet, or any more): a connect still under way is
+         * looked at again next time; a failed one stays plain */
+        if (errno != ENOTCONN || c->pair_calls > 64) {
+            c->ann_due = 0;
+            c->state = LP_PLAIN;
+            lp_decline(LOCAL_PAIR_R_CONNECT_FAILED);
+        }
+        __atomic_store_n(&c->pickup_busy, 0, __ATOMIC_RELEASE);
+        return;
+    }
+    c->ann_due = 0;
+    dec = local_pair_connect_prepare(fd, (struct sockaddr *)&peer, pl, &ann, &reason);
+    if (dec == LOCAL_PAIR_PENDING && !path_local_mbox_usable()) {
+        local_pair_fd_close(ann);
+        dec = LOCAL_PAIR_DECLINED;
+        reason = LOCAL_PAIR_R_MAILBOX;
+    }
+    if (dec == LOCAL_PAIR_PENDING && local_pair_connected(fd, ann, &reason) != LOCAL_PAIR_PENDING) {
+        local_pair_fd_close(ann);
+        dec = LOCAL_PAIR_DECLINED;
+    }
+    if (dec != LOCAL_PAIR_PENDING) {
+        c->state = LP_PLAIN;
+        lp_decline(reason);
+    } else {
+        c->ann = shim_fd_internal_raise(ann);
+    }
+    __atomic_store_n(&c->pickup_busy, 0, __ATOMIC_RELEASE);
 }
 
 /* Rule R3 for a pending client that received server bytes: look for the
@@ -394,9 +498,46 @@ int lp_r3_due(lp_conn_t *c)
  * connection plain for good.  Threads race here: one offers, the others
  * wait for its answer.  Returns 1 when c is gone and fd is on the copy
  * path (the caller makes the application's call itself), else 0. */
+/* Offer now (pickup_busy held by the caller, c in LP_OFFER): PAIRED (c is
+ * now), or DECLINED with *reason_p and c untouched. */
+static int lp_offer_make(lp_conn_t *c, int fd, int *reason_p)
+{
+    int memfd = -1, dec;
+
+    if (lp_offer_shared(c, fd)) {
+        dec = LOCAL_PAIR_DECLINED;
+        *reason_p = LOCAL_PAIR_R_UNSUPPORTED;
+    } else if (!path_local_mbox_usable()) {
+        dec = LOCAL_PAIR_DECLINED;
+        *reason_p = LOCAL_PAIR_R_MAILBOX;
+    } else {
+        dec = local_pair_accepted(-1, fd, lp.ring_size, &c->ch, &memfd, reason_p);
+    }
+    if (dec == LOCAL_PAIR_PAIRED) {
+        lp_channel_adopt(c, memfd, fd);
+        c->state = LP_PAIRED;
+        zc_stat_add(ZC_STAT_LOCAL_PAIRED_SERVER, 1);
+    }
+    return dec;
+}
+
+/* lp_offer_make for lp_offer_wait (one thread: no wait for the guard). */
+static int lp_offer_try(lp_conn_t *c, int fd, int *reason_p)
+{
+    int dec = LOCAL_PAIR_DECLINED;
+
+    *reason_p = LOCAL_PAIR_R_ERROR;
+    if (__atomic_exchange_n(&c->pickup_busy, 1, __ATOMIC_ACQUIRE))
+        return dec;
+    if (c->state == LP_OFFER)
+        dec = lp_offer_make(c, fd, reason_p);
+    __atomic_store_n(&c->pickup_busy, 0, __ATOMIC_RELEASE);
+    return dec;
+}
+
 int lp_offer_due(lp_conn_t *c, int fd)
 {
-    int memfd = -1, reason = LOCAL_PAIR_R_NONE, dec;
+    int reason = LOCAL_PAIR_R_NONE;
 
     while (__atomic_exchange_n(&c->pickup_busy, 1, __ATOMIC_ACQUIRE))
         sched_yield();
@@ -404,19 +545,7 @@ int lp_offer_due(lp_conn_t *c, int fd)
         __atomic_store_n(&c->pickup_busy, 0, __ATOMIC_RELEASE);
         return 0;
     }
-    if (lp_offer_shared(c, fd)) {
-        dec = LOCAL_PAIR_DECLINED;
-        reason = LOCAL_PAIR_R_UNSUPPORTED;
-    } else if (!path_local_mbox_usable()) {
-        dec = LOCAL_PAIR_DECLINED;
-        reason = LOCAL_PAIR_R_MAILBOX;
-    } else {
-        dec = local_pair_accepted(-1, fd, lp.ring_size, &c->ch, &memfd, &reason);
-    }
-    if (dec == LOCAL_PAIR_PAIRED) {
-        lp_channel_adopt(c, memfd, fd);
-        c->state = LP_PAIRED;
-        zc_stat_add(ZC_STAT_LOCAL_PAIRED_SERVER, 1);
+    if (lp_offer_make(c, fd, &reason) == LOCAL_PAIR_PAIRED) {
         __atomic_store_n(&c->pickup_busy, 0, __ATOMIC_RELEASE);
         return 0;
     }

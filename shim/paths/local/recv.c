@@ -382,7 +382,8 @@ ssize_t lp_recv_ring(lp_conn_t *c, int fd, struct msghdr *msg, int flags, size_t
     }
     if (rc & LOCAL_RING_F_EOF)
         *eof = 1;
-    zc_stat_add(ZC_STAT_LOCAL_RECV_BYTES, done);
+    if (!(flags & MSG_PEEK))     /* (a peek receives nothing yet) */
+        zc_stat_add(ZC_STAT_LOCAL_RECV_BYTES, done);
     if (done && !(flags & MSG_PEEK))
         c->ch.hot = 1;      /* request/response: our next message may go to the hot window */
     return (ssize_t)done;
@@ -639,7 +640,7 @@ ssize_t lp_recvmsg(shim_fd_t *f, int fd, struct msghdr *msg, int flags)
                 !lp_nonblocking(c, fd, flags);
     r.ctl0 = msg->msg_controllen;
     r.name0 = msg->msg_namelen;
-    if (c->state == LP_OFFER && (lp_offer_defer(c, fd) || lp_offer_wait(c, 0, 0))) {
+    if (c->state == LP_OFFER && (lp_offer_defer(c, fd) || lp_offer_wait(c, fd, 0, 0))) {
         /* the offer waits */
         n = zc_real.recvmsg(fd, msg, flags);
         shim_copy_account(f, 0, n, 1);
@@ -652,6 +653,8 @@ ssize_t lp_recvmsg(shim_fd_t *f, int fd, struct msghdr *msg, int flags)
         shim_copy_account(f, 0, n, 1);
         return n < 0 ? -errno : n;
     }
+    if (c->ann_due)
+        lp_ann_due(c, fd, 0, 0);
     lp_connect_check(c, fd);
     if ((flags & MSG_OOB) ||    /* urgent data: the kernel's */
         (c->state == LP_PLAIN && c->pb_off >= c->pb_len) ||
@@ -659,6 +662,9 @@ ssize_t lp_recvmsg(shim_fd_t *f, int fd, struct msghdr *msg, int flags)
         n = zc_real.recvmsg(fd, msg, flags);
         if (!(flags & MSG_OOB))
             shim_copy_account(f, 0, n, 1);
+        /* (one that announces later counts the stream positions R1 needs) */
+        if (n > 0 && c->ann_due && !(flags & (MSG_PEEK | MSG_OOB)))
+            c->rx_kernel += (uint64_t)n;
         return n < 0 ? -errno : n;
     }
     if (c->rx_ring)

@@ -57,8 +57,10 @@ static ssize_t lp_tx_begin(lp_conn_t *c, shim_fd_t *f, int fd, const struct msgh
     ssize_t n;
 
     if (c->state == LP_OFFER &&
-        lp_offer_wait(c, 1, lp_iov_total(msg->msg_iov, msg->msg_iovlen)))
+        lp_offer_wait(c, fd, 1, lp_iov_total(msg->msg_iov, msg->msg_iovlen)))
         return lp_send_kernel(f, fd, msg, flags, c);        /* the offer waits, counted */
+    if (c->ann_due)
+        lp_ann_due(c, fd, 1, lp_iov_total(msg->msg_iov, msg->msg_iovlen));
     if (c->state == LP_OFFER && lp_offer_due(c, fd))
         return lp_send_kernel(f, fd, msg, flags, NULL);     /* the copy path now */
     if ((flags & MSG_OOB) && c->state != LP_PLAIN)
@@ -309,7 +311,9 @@ ssize_t path_local_sendfile(shim_fd_t *f, int out_fd, int in_fd, off_t *offset, 
      * a read would take the bytes */
     if (fstat(in_fd, &st) == 0 && (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode)))
         return -EINVAL;
-    if (c->state == LP_OFFER && lp_offer_wait(c, 1, count)) {
+    if (c->ann_due)
+        lp_ann_due(c, out_fd, 1, count);
+    if (c->state == LP_OFFER && lp_offer_wait(c, out_fd, 1, count)) {
         rc = zc_real.sendfile(out_fd, in_fd, offset, count);    /* the offer waits */
         shim_copy_account(f, 1, rc, 0);
         if (rc > 0)
