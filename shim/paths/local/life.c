@@ -198,11 +198,14 @@ void lp_fork_parent(void)
 {
     lp_conn_t *c;
 
-    for (c = lp.head; c; c = c->next)
+    for (c = lp.head; c; c = c->next) {
+        if (c->ann_due)
+            lp_offer_cancel(c, "fork");     /* not announced: never */
         if (c->state == LP_PENDING || c->state == LP_OFFER) {
             c->forked = 1;
             c->fork_shared = c->state == LP_PENDING;
         }
+    }
     lp_list_unlock();
 }
 
@@ -211,11 +214,14 @@ void lp_fork_child(void)
     lp_conn_t *c;
 
     lp_tid = 0;
-    for (c = lp.head; c; c = c->next)
+    for (c = lp.head; c; c = c->next) {
+        if (c->ann_due)
+            lp_offer_cancel(c, "fork");     /* not announced: never */
         if (c->state == LP_PENDING || c->state == LP_OFFER) {
             c->forked = 1;  /* requeue the pickup / offer only once the parent let go */
             c->fork_shared = c->state == LP_PENDING;
         }
+    }
     lp_list_unlock();
     path_local_mbox_fork_child();
 }

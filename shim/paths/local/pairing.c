@@ -556,9 +556,17 @@ int lp_offer_due(lp_conn_t *c, int fd)
 }
 
 /* The connection leaves before the server offered (exec, SCM_RIGHTS,
- * shutdown): it is never paired. */
+ * shutdown): it is never paired.  Likewise a client that had not announced
+ * yet (a fork, exec or SCM_RIGHTS would leave two readers of one stream
+ * when one of them paired later). */
 void lp_offer_cancel(lp_conn_t *c, const char *why)
 {
+    if (c->state == LP_PENDING && c->ann_due) {
+        c->ann_due = 0;
+        c->state = LP_PLAIN;
+        lp_decline(LOCAL_PAIR_R_SHORT);
+        return;
+    }
     if (c->state == LP_OFFER) {
         c->state = LP_PLAIN;
         if (c->pair_last)       /* it carried bytes, not yet enough to pay */
