@@ -25,6 +25,8 @@ deferring its offer until the connection answered AFTER requests (default
 
 Every byte is checked (sha256 / exact echo); the statistics of both ends
 say whether the connection paired and that the ring carried bytes.
+"<mode>/server-only" runs the client without the library: the server's
+offers find no announcement, and it carries on plain.
 
     lp_defer.py MODE [AFTER]        (ZC_LIB names the library)
 Exit 0 pass, 1 fail."""
@@ -37,7 +39,11 @@ COMMON = r"""
 import ctypes, hashlib, os, random, select, socket, struct, sys, fcntl, termios, time
 def stat(name):
     v = ctypes.c_uint64()
-    return v.value if ctypes.CDLL(None).zcsock_stat_get(name.encode(), ctypes.byref(v)) == 0 else -1
+    try:
+        get = ctypes.CDLL(None).zcsock_stat_get
+    except AttributeError:
+        return -1           # (without the library)
+    return v.value if get(name.encode(), ctypes.byref(v)) == 0 else -1
 def recv_exact(s, n):
     out = bytearray()
     while len(out) < n:
@@ -212,7 +218,14 @@ PAIRS = {"one": False, "chatty": True, "bulk": True, "both": True, "blocked": Tr
 def main():
     mode = sys.argv[1] if len(sys.argv) > 1 else "chatty"
     after = sys.argv[2] if len(sys.argv) > 2 else "2"
+    # "<mode>/server-only": the client runs without the library: the server
+    # offers again and again (finding no announcement) and nothing pairs
+    server_only = mode.endswith("/server-only")
+    mode = mode.split("/")[0]
     env = dict(os.environ, LD_PRELOAD=os.environ["ZC_LIB"], ZCSOCK_LOCAL_PAIR_AFTER=after)
+    cenv = dict(env)
+    if server_only:
+        del cenv["LD_PRELOAD"]
     srv = subprocess.Popen([sys.executable, "-c", SERVER, mode], env=env,
                            stdout=subprocess.PIPE, text=True)
     try:
@@ -222,7 +235,7 @@ def main():
             return 1
         port = srv.stdout.readline().strip()
         try:
-            cli = subprocess.run([sys.executable, "-c", CLIENT, mode, port], env=env,
+            cli = subprocess.run([sys.executable, "-c", CLIENT, mode, port], env=cenv,
                                  stdout=subprocess.PIPE, text=True, timeout=150)
         except subprocess.TimeoutExpired:
             print("FAIL: the client did not finish within 150 s")
@@ -238,6 +251,12 @@ def main():
         return 1
     paired_c, paired_s, short = int(c[1]), int(s[1]), int(s[2])
     ring = int(c[2]) + int(c[3]) + int(s[3]) + int(s[4])
+    if server_only:
+        if paired_c != -1 or paired_s != 0 or int(s[3]) + int(s[4]) != 0:
+            print("FAIL: with a client without the library nothing may pair (client %d, "
+                  "server %d)" % (paired_c, paired_s))
+            return 1
+        return 0
     if PAIRS[mode]:
         if paired_c != 1 or paired_s != 1 or ring <= 0:
             print("FAIL: expected a pairing that carried bytes (client %d, server %d, ring "

@@ -88,7 +88,7 @@ t_run epoll_idle/scan-all "$T" env ZCSOCK_EPOLL_SCAN_MAX=5000 \
 # blocked-receiver connections pair mid-stream, every byte checked
 # connections pair mid-stream, every byte checked; a blocking
 # MSG_PEEK|MSG_WAITALL spans the switch point (defer/peek)
-for m in one chatty bulk both blocked peek; do
+for m in one chatty bulk both blocked peek chatty/server-only bulk/server-only; do
   t_run "defer/$m" "$T" $PY tests/localpath/lp_defer.py $m 2
 done
 # a registration in the engine's last slot, woken through its wake-up
