@@ -215,6 +215,10 @@ void lp_fork_child(void)
 
     lp_tid = 0;
     for (c = lp.head; c; c = c->next) {
+        /* the forking thread is the child's only one: a pickup another
+         * thread of the parent was making (git's sideband reader, while
+         * the main thread forks pack-objects) is not under way here */
+        c->pickup_busy = 0;
         if (c->ann_due)
             lp_offer_cancel(c, "fork");     /* not announced: never */
         if (c->state == LP_PENDING || c->state == LP_OFFER) {
