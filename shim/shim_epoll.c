@@ -86,6 +86,7 @@
 #define SHIM_EP_KICKSLOT 0xffffu        /* never a registration's: the wake tag
                                          * that names it is the set's kick eventfd */
 #define SHIM_EP_SNAP    64      /* registrations asked per round of a wait */
+#define SHIM_EP_FULL_MS 100     /* a listed set is asked in full this often (READY LIST) */
 
 typedef struct shim_ep_set shim_ep_set_t;
 
@@ -117,6 +118,7 @@ struct shim_ep_set {
     int kick1;                  /* the set's kick eventfd + 1, 0: none yet (KICK) */
     shim_ep_reg_t *head;
     shim_ep_reg_t *dhead;       /* the ready list (READY LIST) */
+    int64_t full_ns;            /* when a look last asked every registration */
     UT_hash_handle hh;
 };
 
@@ -344,6 +346,31 @@ void shim_ep_touched(int fd)
     l = shim_ep_fdl(fd, 0);
     for (g = l ? l->head : NULL; g; g = g->fnext)
         shim_ep_dirty(g);
+    shim_ep_unlock();
+}
+
+static int shim_ep_listed(const shim_ep_set_t *s);
+
+/* Does a wait over epfd ask only its ready list now? */
+static int shim_ep_is_listed(int epfd)
+{
+    int listed;
+
+    shim_ep_lock();
+    listed = shim_ep_listed(shim_ep_set(epfd, 0));
+    shim_ep_unlock();
+    return listed;
+}
+
+/* The next look at epfd's ready list asks every registration. */
+static void shim_ep_full_next(int epfd)
+{
+    shim_ep_set_t *s;
+
+    shim_ep_lock();
+    s = shim_ep_set(epfd, 0);
+    if (s)
+        s->full_ns = 0;
     shim_ep_unlock();
 }
 
@@ -738,6 +765,19 @@ static int shim_ep_snap_set(int epfd, shim_ep_ans_t *a, int cap, shim_ep_ans_t *
         shim_ep_lock();
         s = shim_ep_set(epfd, 0);
         want = s ? s->ntagged : 0;
+        if (shim_ep_listed(s) && !all) {
+            int64_t now = shim_now_ns();
+
+            /* every SHIM_EP_FULL_MS a look asks them all, as a small set's
+             * every look does: a wake-up the list missed costs at most
+             * that long, never a hang (an MPICH rank over UCX spun in
+             * MPI_Finalize 1 run in 30) */
+            if (now - s->full_ns >= (int64_t)SHIM_EP_FULL_MS * 1000000) {
+                s->full_ns = now;
+                for (g = s->head; g; g = g->snext)
+                    shim_ep_dirty(g);
+            }
+        }
         if (shim_ep_listed(s)) {
             shim_ep_reg_t *next;
 
@@ -866,7 +906,7 @@ static int shim_ep_wait(int epfd, struct epoll_event *evs, int max, int timeout,
     for (;;) {
         struct timespec left;
         shim_ready_ask_t ask = { 0 };
-        int out = 0, pass, r, kept, tmo, spin = shim_wait_spinning(ws);
+        int out = 0, pass, r, kept, tmo, capped, spin = shim_wait_spinning(ws);
 
         /* look, then look and arm; spinning: one look that may withdraw;
          * a zero timeout only looks (nobody would wait for the wake-up) */
@@ -888,6 +928,11 @@ static int shim_ep_wait(int epfd, struct epoll_event *evs, int max, int timeout,
         }
         if (!out && ask.recheck_ms && (tmo < 0 || tmo > ask.recheck_ms))
             tmo = ask.recheck_ms;
+        capped = 0;
+        if (!out && tmo != 0 && (tmo < 0 || tmo > SHIM_EP_FULL_MS) && shim_ep_is_listed(epfd)) {
+            tmo = SHIM_EP_FULL_MS;  /* (the loop comes back: the deadline holds) */
+            capped = 1;
+        }
         if (!out && shim_wait_signalled(ws)) {
             errno = EINTR;
             return -1;
@@ -895,6 +940,8 @@ static int shim_ep_wait(int epfd, struct epoll_event *evs, int max, int timeout,
         r = zc_real.epoll_pwait(epfd, evs + out, max - out, tmo, mask);
         if (r < 0)
             return out ? out : -1;
+        if (r == 0 && capped)
+            shim_ep_full_next(epfd);    /* the next look asks them all */
         kept = shim_ep_translate_n(evs + out, r, wait, evs, out);
         if (out + kept || timeout == 0 || (deadline >= 0 && shim_expired(deadline)))
             return out + kept;
