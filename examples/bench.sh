@@ -231,8 +231,8 @@ for idle in 0 1000 10000; do
     kset+=("$(f "$kl" setup_s)"); zset+=("$(f "$zl" setup_s)")
     kf=$(f "$kl" fds); zf=$(f "$zl" fds); zp=$(f "$zl" paired)
     km=$(f "$kl" rss_kib); zm=$(f "$zl" rss_kib)
-    rs+=("$(awk -v a="${zs[-1]}" -v b="${ks[-1]}" 'BEGIN {printf "%.3f", b > 0 ? a / b : 0}')")
-    rr+=("$(awk -v a="${zr[-1]}" -v b="${kr[-1]}" 'BEGIN {printf "%.3f", b > 0 ? a / b : 0}')")
+    rs+=("$(awk -v a="${zs[-1]}" -v b="${ks[-1]}" 'BEGIN {printf "%.3f", (b > 0 ? a / b : 0)}')")
+    rr+=("$(awk -v a="${zr[-1]}" -v b="${kr[-1]}" 'BEGIN {printf "%.3f", (b > 0 ? a / b : 0)}')")
   done
   printf 'idle %5d  short kernel %7.0f zcsock %7.0f zcsock/kernel %6.3f  rt kernel %7.2f zcsock %7.2f zcsock/kernel %6.3f  setup %6.3f / %6.3f  fds %s / %s  rss KiB %s / %s  paired %s\n' \
     "$idle" "$(med "${ks[@]}")" "$(med "${zs[@]}")" "$(med "${rs[@]}")" "$(med "${kr[@]}")" \
