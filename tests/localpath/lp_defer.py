@@ -31,9 +31,9 @@ offers find no announcement, and it carries on plain.
     lp_defer.py MODE [AFTER]        (ZC_LIB names the library)
 Exit 0 pass, 1 fail."""
 import os
-import select
-import subprocess
 import sys
+
+from lp_util import run_server_client
 
 COMMON = r"""
 import ctypes, hashlib, os, random, select, socket, struct, sys, fcntl, termios, time
@@ -132,7 +132,7 @@ print("server %d %d %d %d" % (stat("local.paired.accepted"), stat("local.decline
 """
 
 CLIENT = COMMON + r"""
-mode, port = sys.argv[1], int(sys.argv[2])
+port, mode = int(sys.argv[1]), sys.argv[2]
 s = socket.create_connection(("127.0.0.1", port))
 s.settimeout(60)
 rnd = random.Random(31)
@@ -226,28 +226,14 @@ def main():
     cenv = dict(env)
     if server_only:
         del cenv["LD_PRELOAD"]
-    srv = subprocess.Popen([sys.executable, "-c", SERVER, mode], env=env,
-                           stdout=subprocess.PIPE, text=True)
-    try:
-        r, _, _ = select.select([srv.stdout], [], [], 30)
-        if not r:
-            print("FAIL: the server never listened")
-            return 1
-        port = srv.stdout.readline().strip()
-        try:
-            cli = subprocess.run([sys.executable, "-c", CLIENT, mode, port], env=cenv,
-                                 stdout=subprocess.PIPE, text=True, timeout=150)
-        except subprocess.TimeoutExpired:
-            print("FAIL: the client did not finish within 150 s")
-            return 1
-        out, _ = srv.communicate(timeout=60)
-    finally:
-        if srv.poll() is None:
-            srv.kill()
-    print("%s; %s" % (cli.stdout.strip(), out.strip()))
-    c, s = cli.stdout.split(), out.split()
-    if cli.returncode != 0 or srv.returncode != 0 or len(c) != 4 or len(s) != 5:
-        print("FAIL: client exit %d, server exit %d" % (cli.returncode, srv.returncode))
+    crc, cout, src, sout, err = run_server_client(SERVER, [mode], CLIENT, [mode], env, cenv)
+    if err:
+        print("FAIL: " + err)
+        return 1
+    print("%s; %s" % (cout.strip(), sout.strip()))
+    c, s = cout.split(), sout.split()
+    if crc != 0 or src != 0 or len(c) != 4 or len(s) != 5:
+        print("FAIL: client exit %d, server exit %d" % (crc, src))
         return 1
     paired_c, paired_s, short = int(c[1]), int(s[1]), int(s[2])
     ring = int(c[2]) + int(c[3]) + int(s[3]) + int(s[4])

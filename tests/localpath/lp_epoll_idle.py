@@ -21,9 +21,9 @@ above IDLE every wait asks every registration, and the check must fail
                                    (default 2000, 3, 3000; ZC_LIB names the library)
 Exit 0 pass, 1 fail."""
 import os
-import select
-import subprocess
 import sys
+
+from lp_util import run_server_client
 
 SERVER = r"""
 import ctypes, select, socket, sys
@@ -117,23 +117,14 @@ print("sent %d %d" % (total, stat("local.paired.connected")), flush=True)
 
 def run(env, idle, busy, msgs):
     """(looks per wait, error or None)"""
-    srv = subprocess.Popen([sys.executable, "-c", SERVER, str(idle), str(busy)], env=env,
-                           stdout=subprocess.PIPE, text=True)
-    try:
-        r, _, _ = select.select([srv.stdout], [], [], 30)
-        if not r:
-            return None, "the server never listened"
-        port = srv.stdout.readline().strip()
-        cli = subprocess.run([sys.executable, "-c", CLIENT, port, str(idle), str(busy), str(msgs)],
-                             env=env, stdout=subprocess.PIPE, text=True, timeout=240)
-        out, _ = srv.communicate(timeout=60)
-    finally:
-        if srv.poll() is None:
-            srv.kill()
-    c, s = cli.stdout.split(), out.split()
-    print("  idle %d: client: %s; server: %s" % (idle, cli.stdout.strip(), out.strip()))
-    if cli.returncode != 0 or srv.returncode != 0 or len(c) != 3 or len(s) != 5:
-        return None, "client exit %d, server exit %d" % (cli.returncode, srv.returncode)
+    crc, cout, src, sout, err = run_server_client(SERVER, [idle, busy], CLIENT,
+                                                  [idle, busy, msgs], env, client_timeout=240)
+    if err:
+        return None, err
+    c, s = cout.split(), sout.split()
+    print("  idle %d: client: %s; server: %s" % (idle, cout.strip(), sout.strip()))
+    if crc != 0 or src != 0 or len(c) != 3 or len(s) != 5:
+        return None, "client exit %d, server exit %d" % (crc, src)
     n = idle + busy
     if int(c[2]) != n or int(s[2]) != n:
         return None, "paired: client %s, server %s, of %d" % (c[2], s[2], n)

@@ -14,9 +14,9 @@ checks every byte within a bound.  Both ends under the library.
     lp_epoll_slot.py     (ZC_LIB names the library)
 Exit 0 pass, 1 fail, 77 skip (the eventfd never used in three runs)."""
 import os
-import select
-import subprocess
 import sys
+
+from lp_util import run_server_client
 
 SERVER = r"""
 import ctypes, select, socket, sys
@@ -81,28 +81,14 @@ def main():
 def run_once():
     env = dict(os.environ, LD_PRELOAD=os.environ["ZC_LIB"], ZCSOCK_EPOLL_SCAN_MAX="0",
                ZCSOCK_SPIN="0")
-    srv = subprocess.Popen([sys.executable, "-c", SERVER], env=env, stdout=subprocess.PIPE,
-                           text=True)
-    try:
-        r, _, _ = select.select([srv.stdout], [], [], 30)
-        if not r:
-            print("FAIL: the server never listened")
-            return 1
-        port = srv.stdout.readline().strip()
-        try:
-            cli = subprocess.run([sys.executable, "-c", CLIENT, port], env=env,
-                                 stdout=subprocess.PIPE, text=True, timeout=60)
-        except subprocess.TimeoutExpired:
-            print("FAIL: the client waited past its bound (a wake-up was lost)")
-            return 1
-        out, _ = srv.communicate(timeout=30)
-    finally:
-        if srv.poll() is None:
-            srv.kill()
-    print("client: %s; server: %s" % (cli.stdout.strip(), out.strip()))
-    c, s = cli.stdout.split(), out.split()
-    if cli.returncode != 0 or srv.returncode != 0 or len(c) != 4 or len(s) != 4:
-        print("FAIL: client exit %d, server exit %d" % (cli.returncode, srv.returncode))
+    crc, cout, src, sout, err = run_server_client(SERVER, [], CLIENT, [], env, client_timeout=60)
+    if err:
+        print("FAIL: %s (a wake-up was lost)" % err)
+        return 1
+    print("client: %s; server: %s" % (cout.strip(), sout.strip()))
+    c, s = cout.split(), sout.split()
+    if crc != 0 or src != 0 or len(c) != 4 or len(s) != 4:
+        print("FAIL: client exit %d, server exit %d" % (crc, src))
         return 1
     if s[1] != "300" or s[2] != "1" or c[2] != "1":
         print("FAIL: every byte echoed on a paired connection was expected")

@@ -21,6 +21,33 @@ NBYTES = int(os.environ.get("T_BYTES", str(1 << 30)))
 UNIX_DIR = None
 
 
+def run_server_client(server_code, server_args, client_code, client_args, env, cenv=None,
+                      client_timeout=150):
+    """Run python code server_code with server_args (it prints its port
+    first), then client_code with the port and client_args.  Returns
+    (client returncode, client stdout, server returncode, server stdout,
+    error): error is the reason when the server never listened or the
+    client ran past client_timeout seconds (None otherwise)."""
+    srv = subprocess.Popen([sys.executable, "-c", server_code] + [str(a) for a in server_args],
+                           env=env, stdout=subprocess.PIPE, text=True)
+    try:
+        r, _, _ = select.select([srv.stdout], [], [], 30)
+        if not r:
+            return None, "", None, "", "the server never listened"
+        port = srv.stdout.readline().strip()
+        try:
+            cli = subprocess.run([sys.executable, "-c", client_code, port] +
+                                 [str(a) for a in client_args], env=cenv or env,
+                                 stdout=subprocess.PIPE, text=True, timeout=client_timeout)
+        except subprocess.TimeoutExpired:
+            return None, "", None, "", "the client ran past %d s" % client_timeout
+        out, _ = srv.communicate(timeout=60)
+    finally:
+        if srv.poll() is None:
+            srv.kill()
+    return cli.returncode, cli.stdout, srv.returncode, out, None
+
+
 def fail(msg):
     sys.stderr.write("FAIL: %s\n" % msg)
     sys.stderr.flush()
