@@ -61,8 +61,8 @@
  * asked to look again.  So a wait costs what the active registrations cost,
  * whatever the number of idle ones; below the bound every wait asks them
  * all, as the engine always did, and spins over them.  A safety net: every
- * SHIM_EP_FULL_MS a look asks the whole set, and a sleep over a listed set
- * lasts at most that long, so a wake-up the list missed costs 100 ms, not
+ * sleep over a listed set lasts at most SHIM_EP_FULL_MS, and when it ends
+ * with nothing the next look asks the whole set, so a wake-up the list missed costs 100 ms, not
  * a hang.  No miss is known since the kick slot was taken out (an MPICH
  * stall first blamed on the list happens with the library from before the
  * list too); the net bounds what is not known. */
@@ -773,10 +773,14 @@ static int shim_ep_snap_set(int epfd, shim_ep_ans_t *a, int cap, shim_ep_ans_t *
         if (shim_ep_listed(s) && !all) {
             int64_t now = shim_now_ns();
 
-            /* every SHIM_EP_FULL_MS a look asks them all, as a small set's
-             * every look does: a wake-up the list missed costs at most
-             * that long, never a hang (READY LIST) */
-            if (now - s->full_ns >= (int64_t)SHIM_EP_FULL_MS * 1000000) {
+            /* after a sleep the SHIM_EP_FULL_MS cap cut short (the set was
+             * idle that long), a look asks them all, as a small set's every
+             * look does: a wake-up the list missed costs at most that
+             * long, never a hang (READY LIST).  Not on a timer while the set
+             * is busy: a look that finds one ready returns before arming,
+             * so the idle ones it made dirty stayed dirty, asked at every
+             * wait (tier localpath, case epoll_idle, under load) */
+            if (!s->full_ns) {
                 s->full_ns = now;
                 for (g = s->head; g; g = g->snext)
                     shim_ep_dirty(g);
