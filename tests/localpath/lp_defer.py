@@ -57,8 +57,10 @@ def send_msg(s, b):
 def recv_msg(s, peek=False):
     if peek:
         h = s.recv(4, socket.MSG_PEEK)
-        k = struct.unpack("!i", fcntl.ioctl(s.fileno(), termios.FIONREAD, b"\0\0\0\0"))[0]
-        if not h or k < 1:
+        # FIONREAD answers a native int (not network order: "!i" read 151
+        # as -1761672960 in CI)
+        k = struct.unpack("i", fcntl.ioctl(s.fileno(), termios.FIONREAD, b"\0\0\0\0"))[0]
+        if not h or k < len(h):
             sys.exit("FAIL: peek %r / FIONREAD %d before a message" % (h, k))
     n = struct.unpack("!I", recv_exact(s, 4))[0]
     return recv_exact(s, n)
