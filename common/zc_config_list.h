@@ -60,8 +60,8 @@
       "local path: a server offers the channel only once the connection has "      \
       "answered this many requests or moved this many times 128 KiB, so that a "    \
       "connection carrying one request never pays for pairing; its first bytes "    \
-      "go through the kernel and the switch happens mid-stream (single-threaded "  \
-      "servers; 0: offer at the server's first data call)")                          \
+      "go through the kernel and the switch happens mid-stream (0: offer at the "  \
+      "server's first data call)")                                                  \
     X(local_ring, SIZE, 4194304, 65536, 1ULL << 30,                                 \
       "local path: ring bytes per direction of each connection (a power of two)") \
     X(wake_eventfd, BOOL, 1, 0, 1,                                                  \

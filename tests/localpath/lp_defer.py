@@ -69,7 +69,10 @@ def blob(seed, n):
 """
 
 SERVER = COMMON + r"""
-mode = sys.argv[1]
+import threading
+mode, threaded = sys.argv[1], sys.argv[2] == "threaded"
+if threaded:        # a second thread from the start: the process is not single-threaded
+    threading.Thread(target=time.sleep, args=(120,), daemon=True).start()
 l = socket.socket(); l.bind(("127.0.0.1", 0)); l.listen(1)
 print(l.getsockname()[1], flush=True)
 a, _ = l.accept()
@@ -82,6 +85,23 @@ elif mode == "chatty":
 elif mode == "bulk":
     n = struct.unpack("!I", recv_msg(a))[0]
     a.sendall(blob(7, n))
+elif mode == "both" and threaded:
+    # one thread sends (blocking) while this one sits in blocking receives:
+    # the offer is made between two of them, or never
+    send_msg(a, recv_msg(a))
+    out, got, n = blob(11, 32 << 20), hashlib.sha256(), 32 << 20
+    a.settimeout(None)
+    tx = threading.Thread(target=a.sendall, args=(out,))
+    tx.start()
+    rcvd = 0
+    while rcvd < n:
+        b = a.recv(1 << 18)
+        if not b:
+            sys.exit("FAIL: server: EOF after %d bytes" % rcvd)
+        got.update(b); rcvd += len(b)
+    tx.join(60)
+    if got.hexdigest() != hashlib.sha256(blob(13, n)).hexdigest():
+        sys.exit("FAIL: server: the client's stream came different")
 elif mode == "both":
     send_msg(a, recv_msg(a))
     out, got, n = blob(11, 32 << 20), hashlib.sha256(), 32 << 20
@@ -223,12 +243,16 @@ def main():
     # "<mode>/server-only": the client runs without the library: the server
     # offers again and again (finding no announcement) and nothing pairs
     server_only = mode.endswith("/server-only")
+    # "<mode>/threaded": the server is multi-threaded (kernel calls in flight
+    # are counted, lp_kio_enter); "both/threaded" receives in one thread
+    # while another sends, so it may never find a moment to offer: any
+    threaded = mode.endswith("/threaded")
     mode = mode.split("/")[0]
     env = dict(os.environ, LD_PRELOAD=os.environ["ZC_LIB"], ZCSOCK_LOCAL_PAIR_AFTER=after)
     cenv = dict(env)
     if server_only:
         del cenv["LD_PRELOAD"]
-    crc, cout, src, sout, err = run_server_client(SERVER, [mode], CLIENT, [mode], env, cenv)
+    crc, cout, src, sout, err = run_server_client(SERVER, [mode, "threaded" if threaded else "plain"], CLIENT, [mode], env, cenv)
     if err:
         print("FAIL: " + err)
         return 1
@@ -245,6 +269,9 @@ def main():
                   "server %d)" % (paired_c, paired_s))
             return 1
         return 0
+    if threaded and mode == "both":
+        return 0 if paired_c == paired_s else (print("FAIL: client paired %d, server %d"
+                                                      % (paired_c, paired_s)) or 1)
     if PAIRS[mode]:
         if paired_c != 1 or paired_s != 1 or ring <= 0:
             print("FAIL: expected a pairing that carried bytes (client %d, server %d, ring "

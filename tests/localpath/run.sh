@@ -85,10 +85,13 @@ t_run epoll_idle/scan-all "$T" env ZCSOCK_EPOLL_SCAN_MAX=5000 \
   $PY tests/localpath/lp_epoll_idle.py 2000 --expect-scan
 # issue 31, pair when it pays (ZCSOCK_LOCAL_PAIR_AFTER=2): a one-request
 # connection never pairs (local.declined.short); chatty, bulk, both-ways and
-# blocked-receiver connections pair mid-stream, every byte checked
-# connections pair mid-stream, every byte checked; a blocking
-# MSG_PEEK|MSG_WAITALL spans the switch point (defer/peek)
-for m in one chatty bulk both blocked peek chatty/server-only bulk/server-only; do
+# blocked-receiver connections pair mid-stream, every byte checked; a
+# blocking MSG_PEEK|MSG_WAITALL spans the switch point (defer/peek); a
+# multi-threaded server defers too (/threaded: kernel calls in flight are
+# counted and the offer waits for a moment with none; both/threaded receives
+# in one thread while another sends)
+for m in one chatty bulk both blocked peek chatty/server-only bulk/server-only \
+         chatty/threaded blocked/threaded both/threaded; do
   t_run "defer/$m" "$T" $PY tests/localpath/lp_defer.py $m 2
 done
 # a registration in the engine's last slot, woken through its wake-up

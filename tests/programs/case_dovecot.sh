@@ -42,7 +42,7 @@ default_internal_group = nogroup
 first_valid_uid = 1
 mail_location = maildir:$P_TMP/mail/%u
 # the master cleans the environment of what it starts: keep the library's
-import_environment = TZ LD_PRELOAD ZCSOCK_STATS ZCSOCK_LOG_FILE ZCSOCK_LOCAL_UNIX
+import_environment = TZ LD_PRELOAD ZCSOCK_STATS ZCSOCK_LOG_FILE ZCSOCK_LOCAL_UNIX ZCSOCK_LOCAL_PAIR_AFTER
 passdb {
   driver = passwd-file
   args = scheme=PLAIN username_format=%u $P_TMP/users

@@ -184,6 +184,9 @@ typedef struct lp_conn {
     unsigned pair_calls;            /* data calls counted by lp_offer_wait / lp_ann_due */
     unsigned offer_tries;           /* server: offers that found no announcement yet */
     unsigned offer_retry_at;        /* ... the next try at this many calls */
+    uint32_t kio;                   /* server, offer due: kernel data calls in flight
+                                     * (lp_kio_enter) */
+    uint8_t offering;               /* ... an offer is being made (lp_offer_make) */
     uint8_t connect_check;          /* non-blocking connect: check once connected */
     unsigned pickups;
     int pickup_busy;                /* a thread is looking for the offer (lp_pickup_try) */
@@ -337,6 +340,8 @@ int lp_rx_catch_up(lp_conn_t *c);
 /* pairing.c: pair when it pays (issue 31) */
 #define LP_R3_PATIENCE 4096u       /* receives a pending client waits for a deferred offer */
 int lp_offer_wait(lp_conn_t *c, int fd, int is_send, size_t len);
+int lp_kio_enter(lp_conn_t *c);
+void lp_kio_exit(lp_conn_t *c);
 int lp_r3_due(lp_conn_t *c);
 void lp_ann_due(lp_conn_t *c, int fd, int is_send, size_t len);
 

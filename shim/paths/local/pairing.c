@@ -375,14 +375,40 @@ int lp_offer_defer(lp_conn_t *c, int fd)
  * positions, so an offer after server bytes is as sound as one before);
  * the client, for its part, looks for an offer after server bytes at its
  * 1st, 2nd, 4th ... receive for up to LP_R3_PATIENCE receives instead of
- * giving up at the first (lp_r3_due).  A connection shared across a fork
- * keeps the rule of lp_offer_defer, and a process with more than one
- * thread offers at the first data call as before (two threads could then
- * move kernel bytes while a third offers and switches, and the stream
- * positions would not add up).  1: this call goes to the kernel, the
- * offer still due. */
+ * giving up at the first (lp_r3_due).  A connection inherited across a
+ * fork counts the same way (a server that forks per connection, rsync's
+ * daemon, offers from the child) and still offers only while no other
+ * process holds it (lp_offer_shared).  With more than one thread, the
+ * kernel calls made while the offer waits are counted in flight (c->kio,
+ * lp_kio_enter) and an offer is made only while none is (lp_offer_make):
+ * the stream positions it records then add up; one that finds a call in
+ * flight (another thread in a blocking receive) tries again at the next
+ * call.  1: this call goes to the kernel, the offer still due. */
 #define LP_PAIR_BYTES (128u << 10)
 #define LP_OFFER_TRIES 12       /* offers that may find no announcement yet */
+#define LP_R_BUSY (-1)          /* (lp_offer_make: a kernel call in flight) */
+
+/* A kernel data call on a connection whose offer waits: 1, counted in
+ * flight until lp_kio_exit; 0 when an offer is being made or was made
+ * (it waited for the offer to end: look at the state again).  With
+ * lp_offer_make's check, a Dekker handshake: either the offer sees this
+ * call in flight, or this call sees the offer. */
+int lp_kio_enter(lp_conn_t *c)
+{
+    __atomic_add_fetch(&c->kio, 1, __ATOMIC_SEQ_CST);
+    if (!__atomic_load_n(&c->offering, __ATOMIC_SEQ_CST) &&
+        __atomic_load_n(&c->state, __ATOMIC_SEQ_CST) == LP_OFFER)
+        return 1;
+    __atomic_sub_fetch(&c->kio, 1, __ATOMIC_SEQ_CST);
+    while (__atomic_load_n(&c->offering, __ATOMIC_ACQUIRE))
+        sched_yield();
+    return 0;
+}
+
+void lp_kio_exit(lp_conn_t *c)
+{
+    __atomic_sub_fetch(&c->kio, 1, __ATOMIC_RELEASE);
+}
 
 /* Does the connection pay yet (N requests answered, or N x LP_PAIR_BYTES
  * moved counting len about to be sent)?  Counts this data call. */
@@ -404,7 +430,7 @@ int lp_offer_wait(lp_conn_t *c, int fd, int is_send, size_t len)
 {
     int reason = LOCAL_PAIR_R_NONE;
 
-    if (!zc_config.local_pair_after || c->forked || !__libc_single_threaded)
+    if (!zc_config.local_pair_after)
         return 0;
     if (!lp_pays(c, is_send, len))
         return 1;
@@ -416,6 +442,8 @@ int lp_offer_wait(lp_conn_t *c, int fd, int is_send, size_t len)
         return 0;
     if (lp_offer_try(c, fd, &reason) == LOCAL_PAIR_PAIRED)
         return 0;
+    if (reason == LP_R_BUSY)
+        return 1;       /* another thread's kernel call in flight: next call */
     if (reason != LOCAL_PAIR_R_NOT_ZCSOCK)
         return 0;       /* lp_offer_due decides */
     c->offer_tries++;
@@ -504,7 +532,11 @@ static int lp_offer_make(lp_conn_t *c, int fd, int *reason_p)
 {
     int memfd = -1, dec;
 
-    if (lp_offer_shared(c, fd)) {
+    __atomic_store_n(&c->offering, 1, __ATOMIC_SEQ_CST);
+    if (__atomic_load_n(&c->kio, __ATOMIC_SEQ_CST)) {
+        dec = LOCAL_PAIR_DECLINED;      /* (lp_kio_enter) */
+        *reason_p = LP_R_BUSY;
+    } else if (lp_offer_shared(c, fd)) {
         dec = LOCAL_PAIR_DECLINED;
         *reason_p = LOCAL_PAIR_R_UNSUPPORTED;
     } else if (!path_local_mbox_usable()) {
@@ -515,9 +547,10 @@ static int lp_offer_make(lp_conn_t *c, int fd, int *reason_p)
     }
     if (dec == LOCAL_PAIR_PAIRED) {
         lp_channel_adopt(c, memfd, fd);
-        c->state = LP_PAIRED;
+        __atomic_store_n(&c->state, LP_PAIRED, __ATOMIC_SEQ_CST);
         zc_stat_add(ZC_STAT_LOCAL_PAIRED_SERVER, 1);
     }
+    __atomic_store_n(&c->offering, 0, __ATOMIC_RELEASE);
     return dec;
 }
 
@@ -526,9 +559,10 @@ static int lp_offer_try(lp_conn_t *c, int fd, int *reason_p)
 {
     int dec = LOCAL_PAIR_DECLINED;
 
-    *reason_p = LOCAL_PAIR_R_ERROR;
+    *reason_p = LP_R_BUSY;      /* another thread offers: look again next call */
     if (__atomic_exchange_n(&c->pickup_busy, 1, __ATOMIC_ACQUIRE))
         return dec;
+    *reason_p = LOCAL_PAIR_R_ERROR;
     if (c->state == LP_OFFER)
         dec = lp_offer_make(c, fd, reason_p);
     __atomic_store_n(&c->pickup_busy, 0, __ATOMIC_RELEASE);
@@ -549,7 +583,7 @@ int lp_offer_due(lp_conn_t *c, int fd)
         __atomic_store_n(&c->pickup_busy, 0, __ATOMIC_RELEASE);
         return 0;
     }
-    lp_decline(reason);
+    lp_decline(reason == LP_R_BUSY ? LOCAL_PAIR_R_SHORT : reason);
     c->state = LP_PLAIN;    /* before a thread waiting above looks */
     __atomic_store_n(&c->pickup_busy, 0, __ATOMIC_RELEASE);
     return lp_unclaim_plain(c, fd);

@@ -640,12 +640,15 @@ ssize_t lp_recvmsg(shim_fd_t *f, int fd, struct msghdr *msg, int flags)
                 !lp_nonblocking(c, fd, flags);
     r.ctl0 = msg->msg_controllen;
     r.name0 = msg->msg_namelen;
-    if (c->state == LP_OFFER && (lp_offer_defer(c, fd) || lp_offer_wait(c, fd, 0, 0))) {
+    while (c->state == LP_OFFER && (lp_offer_defer(c, fd) || lp_offer_wait(c, fd, 0, 0))) {
         /* the offer waits */
+        if (!lp_kio_enter(c))
+            continue;
         n = zc_real.recvmsg(fd, msg, flags);
         shim_copy_account(f, 0, n, 1);
         if (n > 0 && !(flags & MSG_PEEK))
-            c->rx_kernel += (uint64_t)n;
+            __atomic_add_fetch(&c->rx_kernel, (uint64_t)n, __ATOMIC_RELAXED);
+        lp_kio_exit(c);
         return n < 0 ? -errno : n;
     }
     if (c->state == LP_OFFER && lp_offer_due(c, fd)) {     /* the copy path now */

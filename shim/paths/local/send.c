@@ -43,7 +43,7 @@ ssize_t lp_send_kernel(shim_fd_t *f, int fd, const struct msghdr *msg, int flags
     n = zc_real.sendmsg(fd, msg, flags);
     shim_copy_account(f, 1, n, 1);
     if (n > 0 && c)
-        c->tx_kernel += (uint64_t)n;
+        __atomic_add_fetch(&c->tx_kernel, (uint64_t)n, __ATOMIC_RELAXED);
     return n < 0 ? -errno : n;
 }
 
@@ -56,9 +56,14 @@ static ssize_t lp_tx_begin(lp_conn_t *c, shim_fd_t *f, int fd, const struct msgh
 {
     ssize_t n;
 
-    if (c->state == LP_OFFER &&
-        lp_offer_wait(c, fd, 1, lp_iov_total(msg->msg_iov, msg->msg_iovlen)))
-        return lp_send_kernel(f, fd, msg, flags, c);        /* the offer waits, counted */
+    while (c->state == LP_OFFER &&
+           lp_offer_wait(c, fd, 1, lp_iov_total(msg->msg_iov, msg->msg_iovlen))) {
+        if (!lp_kio_enter(c))
+            continue;
+        n = lp_send_kernel(f, fd, msg, flags, c);   /* the offer waits, counted */
+        lp_kio_exit(c);
+        return n;
+    }
     if (c->ann_due)
         lp_ann_due(c, fd, 1, lp_iov_total(msg->msg_iov, msg->msg_iovlen));
     if (c->state == LP_OFFER && lp_offer_due(c, fd))
@@ -313,11 +318,14 @@ ssize_t path_local_sendfile(shim_fd_t *f, int out_fd, int in_fd, off_t *offset, 
         return -EINVAL;
     if (c->ann_due)
         lp_ann_due(c, out_fd, 1, count);
-    if (c->state == LP_OFFER && lp_offer_wait(c, out_fd, 1, count)) {
+    while (c->state == LP_OFFER && lp_offer_wait(c, out_fd, 1, count)) {
+        if (!lp_kio_enter(c))
+            continue;
         rc = zc_real.sendfile(out_fd, in_fd, offset, count);    /* the offer waits */
         shim_copy_account(f, 1, rc, 0);
         if (rc > 0)
-            c->tx_kernel += (uint64_t)rc;
+            __atomic_add_fetch(&c->tx_kernel, (uint64_t)rc, __ATOMIC_RELAXED);
+        lp_kio_exit(c);
         return rc < 0 ? -errno : rc;
     }
     if ((c->state == LP_OFFER && lp_offer_due(c, out_fd)) || c->state == LP_PLAIN) {
