@@ -56,7 +56,7 @@
       "also pair AF_UNIX stream connections (off by default: small event-driven "   \
       "messages cost more than on a kernel AF_UNIX socket; one that carries "       \
       "ancillary data or sets SO_PASSCRED goes back to the kernel for good)")       \
-    X(local_pair_after, UINT, 0, 0, 1000,                                          \
+    X(local_pair_after, UINT, 2, 0, 1000,                                          \
       "local path: a server offers the channel only once the connection has "      \
       "answered this many requests or moved this many times 128 KiB, so that a "    \
       "connection carrying one request never pays for pairing; its first bytes "    \

@@ -117,6 +117,12 @@ typedef struct shim_ep_reg {
     struct shim_ep_reg *dnext, *dprev;
 } shim_ep_reg_t;
 
+typedef struct shim_ep_auxref {   /* registrations of a set listening to one wake fd */
+    int aux;
+    int n;
+    UT_hash_handle hh;
+} shim_ep_auxref_t;
+
 struct shim_ep_set {
     int epfd;
     int ntagged;                /* registrations in the list */
@@ -124,6 +130,7 @@ struct shim_ep_set {
     shim_ep_reg_t *head;
     shim_ep_reg_t *dhead;       /* the ready list (READY LIST) */
     int64_t full_ns;            /* when a look last asked every registration */
+    shim_ep_auxref_t *auxrefs;  /* wake fd -> registrations listening (shim_ep_aux_del) */
     UT_hash_handle hh;
 };
 
@@ -296,17 +303,47 @@ static int shim_ep_tag(shim_ep_reg_t *g)
 
 /* Take g's wake fd out of its set, unless another registration of the set
  * (a duplicate of the same connection) listens to it too. */
+/* g's set listens to wake fd w once more (1) or once less (-1): how many of
+ * its registrations still do.  One count per set and wake fd, so that
+ * dropping a registration costs the same in a set of 10,000 as of 10 (a
+ * walk of the set here made epoll_ctl(DEL) 33 % of redis-benchmark's time
+ * with 1,000 connections). */
+static int shim_ep_auxref(shim_ep_reg_t *g, int w, int d)
+{
+    shim_ep_auxref_t *r = NULL;
+    int n;
+
+    if (!g->set)
+        return d > 0;
+    HASH_FIND_INT(g->set->auxrefs, &w, r);
+    if (!r && d > 0) {
+        r = zc_pool_alloc(sizeof(*r));
+        if (!r)
+            return 1;   /* uncounted: its last drop deletes it at once */
+        r->aux = w;
+        HASH_ADD_INT(g->set->auxrefs, aux, r);
+        if (!r->hh.tbl && g->set->auxrefs != r) {
+            zc_pool_free(r, sizeof(*r));
+            return 1;
+        }
+    }
+    if (!r)
+        return 0;
+    n = r->n += d;
+    if (n <= 0) {
+        HASH_DEL(g->set->auxrefs, r);
+        zc_pool_free(r, sizeof(*r));
+    }
+    return n;
+}
+
 static void shim_ep_aux_del(shim_ep_reg_t *g)
 {
-    shim_ep_reg_t *o;
     int saved = errno;
 
     if (g->aux < 0)
         return;
-    for (o = g->set ? g->set->head : NULL; o; o = o->snext)
-        if (o != g && o->aux == g->aux)
-            break;
-    if (!o)
+    if (shim_ep_auxref(g, g->aux, -1) <= 0)
         zc_real.epoll_ctl(g->epfd, EPOLL_CTL_DEL, g->aux, NULL);
     g->aux = -1;
     errno = saved;
@@ -504,6 +541,7 @@ static int shim_ep_aux_add(shim_ep_reg_t *g, int w)
             return 0;
         }
         o->aux = w;
+        shim_ep_auxref(o, w, 1);
     }
     errno = saved;
     return g->aux == w;

@@ -29,7 +29,12 @@ $(BUILD)/tests/unit/%: tests/unit/%.c $(SHIM_UNIT_OBJS)
 -include tests/xchg/module.mk
 -include tests/robust/module.mk
 
-TEST_ENV = ZC_BUILD=$(BUILD) ZC_LIB=$(abspath $(LIB)) TEST_TIMEOUT=$(TEST_TIMEOUT) QUICK=$(QUICK)
+# The tiers that test the local path's mechanisms assert pairing after one
+# or two exchanges: they run with immediate pairing.  The programs tiers
+# (real programs as users run them) and the defer/* cases unset it and run
+# with the default, pair when it pays (ZCSOCK_LOCAL_PAIR_AFTER=2).
+TEST_ENV = ZC_BUILD=$(BUILD) ZC_LIB=$(abspath $(LIB)) TEST_TIMEOUT=$(TEST_TIMEOUT) QUICK=$(QUICK) \
+	ZCSOCK_LOCAL_PAIR_AFTER=0
 
 UNIT_TIER ?= unit
 UNIT_TESTS_RUN = $(filter-out $(UNIT_TESTS_FILTER),$(UNIT_TESTS))

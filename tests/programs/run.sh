@@ -12,6 +12,10 @@ set -u
 cd "$(dirname "$0")/../.."
 . tests/lib/harness.sh
 ZC_LIB=${ZC_LIB:-$PWD/$ZC_BUILD/libzcsock.so}
+# real programs as users run them: the library's defaults (make test pins
+# immediate pairing for the mechanism tiers; PROGRAMS_PAIR_AFTER=N to set it)
+unset ZCSOCK_LOCAL_PAIR_AFTER
+[ -n "${PROGRAMS_PAIR_AFTER:-}" ] && export ZCSOCK_LOCAL_PAIR_AFTER=$PROGRAMS_PAIR_AFTER
 export ZC_BUILD ZC_LIB QUICK=${QUICK:-0}
 [ -n "$QUICK" ] || QUICK=0
 ALL=${PROGRAMS_ALL:-0}
