@@ -15,6 +15,11 @@
 set -u
 . "$(dirname "$0")/lib.sh"
 p_setup dovecot "$1"
+# Immediate pairing: with the default (pair when it pays) imap-login hands
+# each client over after one exchange, before the connection paid, and it
+# stays on the kernel; this case is here to carry paired connections across
+# SCM_RIGHTS
+export ZCSOCK_LOCAL_PAIR_AFTER=0
 p_need dovecot openssl base64
 [ -x /usr/lib/dovecot/imap ] && [ -x /usr/lib/dovecot/imap-login ] || { echo "skip: dovecot-imapd not installed"; exit 77; }
 [ "$(id -u)" -eq 0 ] && getent passwd nobody >/dev/null || { echo "skip: needs root and a user nobody"; exit 77; }

@@ -3,6 +3,10 @@
 # connection as stdin/stdout) serving a bare repository: clone, commit and
 # push, fetch into a second clone, fsck of both clones and the server's
 # repository; the files' sha256 must match across the clones.  Repeated.
+# With pair when it pays (the default since issue 31) git push's sideband
+# thread reads the socket while its main thread forks pack-objects, whose
+# dup2 onto stdout once spun for ever on a pickup guard the thread held at
+# the fork (the child clears it now).
 set -u
 . "$(dirname "$0")/lib.sh"
 p_setup git_daemon "$1"

@@ -54,14 +54,5 @@ if [ "${PROGRAMS_EXPECT_LENT:-0}" = 1 ]; then
       awk -F": " "\$1 == \"local.xchg.bytes_mapped\" {s += \$2} END {printf \"%.0f\", s}");
     echo "local.xchg.bytes_mapped over the tier: $n"; [ "$n" -gt 0 ]' sh "$_t_logdir"
 fi
-# pair when it pays (ZCSOCK_LOCAL_PAIR_AFTER=2) under git daemon: git push's
-# sideband thread reads the socket while its main thread forks
-# pack-objects, whose dup2 onto stdout once spun for ever on a pickup guard
-# the thread held at the fork (the child clears it now)
-if [ "$want" = "  " ] && [ -z "${PROGRAMS_TIER:-}" ] &&
-   [[ " ${PROGRAMS_MODES:-both} " == *" both "* ]]; then
-  t_run "git_daemon/both-pair-after" "$TMO" env ZCSOCK_LOCAL_PAIR_AFTER=2 \
-    tests/programs/one.sh git_daemon both plain
-fi
 echo "  tier time $((SECONDS - t0))s"
 t_end
