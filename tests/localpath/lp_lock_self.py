@@ -87,8 +87,8 @@ for i in range(n):
         sys.exit("FAIL: hostile: no echo through the ring")
     cs.append(c)
 paired = stat("local.paired.connected")
-# the victim created each channel (side A): its lock words are the first two
-# words of the side words (LP_SIDE_OFF 2048, lp_side_t.lock[LP_TX, LP_RX])
+# the victim created each channel (side A): its lock words are side A's
+# line of lock words (LP_LOCK_OFF 2560: LP_TX, LP_RX)
 word = struct.pack("II", tid, tid)
 done = 0
 for name in os.listdir("/proc/self/fd"):
@@ -98,7 +98,7 @@ for name in os.listdir("/proc/self/fd"):
         m = mmap.mmap(int(name), 4096)
     except OSError:
         continue
-    m[2048:2056] = word
+    m[2560:2568] = word
     m.close()
     done += 1
 for c in cs:

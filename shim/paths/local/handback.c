@@ -453,6 +453,7 @@ static int lp_linger_is_peer(lp_conn_t *c, int fd, int sock)
 /* What a pump process does (lp_pump_run). */
 typedef struct lp_pump_job {
     lp_side_t *peer;            /* an alive peer's side words (PEER PUMP), NULL: LINGER */
+    uint32_t *peer_txlock;      /* ... and its TX lock word (LP_LOCK_OFF) */
     int grace_ms;               /* PEER PUMP: the job stays the peer's this long; -1: the
                                  * hand-back took it already (a prefix must go first) */
     const char *pre;            /* bytes before the ring's (PREFIX below), or NULL */
@@ -510,7 +511,7 @@ static int lp_pump_peer(local_ring_t *ch, int dir, int sock, const lp_pump_job_t
      * lock's compare-and-swap and the hand-back's loads are sequentially
      * consistent).  A holder waiting for us (LP_RV_PWAIT) writes nothing. */
     for (i = 0; i < 1000; i++) {
-        if (!__atomic_load_n(&peer->lock[LP_TX], __ATOMIC_SEQ_CST) ||
+        if (!__atomic_load_n(job->peer_txlock, __ATOMIC_SEQ_CST) ||
             (__atomic_load_n(&peer->rv, __ATOMIC_SEQ_CST) & LP_RV_PWAIT))
             break;
         zc_real.poll(NULL, 0, 1);
@@ -659,7 +660,8 @@ static void lp_peer_pump(lp_conn_t *c, int fd, int64_t unread, size_t behind)
     lp_side_t *peer = lp_side(c, !c->ch.side);
     int32_t pid = __atomic_load_n(&peer->sock_pid, __ATOMIC_ACQUIRE);
     int32_t no = __atomic_load_n(&peer->sock_no, __ATOMIC_RELAXED);
-    lp_pump_job_t job = { peer, (int)zc_config.local_pump_ms, NULL, 0 };
+    lp_pump_job_t job = { peer, lp_side_lock(c, !c->ch.side, LP_TX),
+                          (int)zc_config.local_pump_ms, NULL, 0 };
     const char *why = NULL;
     char *pre = NULL;
     int sock = -1;
@@ -725,7 +727,7 @@ static void lp_linger_pump(lp_conn_t *c, int fd, size_t behind)
 {
     uint32_t *theirs = &lp_side(c, !c->ch.side)->rv;
     int64_t unread = local_ring_readable(&c->ch, lp_rxdir(c));
-    lp_pump_job_t job = { NULL, 0, NULL, 0 };
+    lp_pump_job_t job = { NULL, NULL, 0, NULL, 0 };
     int sock, rc = -ENOENT, state = local_ring_peer_state(&c->ch);
     char *pre = NULL;
 

@@ -72,9 +72,10 @@
 #include <sys/uio.h>
 
 #define LOCAL_RING_MAGIC      0x676e69724c637a5aULL   /* "ZczLring" */
-#define LOCAL_RING_VERSION    3u   /* 2: PAD records and the BOTH waiting kind; 3: the
-                                    * path's side words name a socket (PEER PUMP); a peer
-                                    * of another version never attaches (plain TCP) */
+#define LOCAL_RING_VERSION    4u   /* 2: PAD records and the BOTH waiting kind; 3: the
+                                    * path's side words name a socket (PEER PUMP); 4: the
+                                    * path's lock words on lines of their own; a peer of
+                                    * another version never attaches (plain TCP) */
 #define LOCAL_RING_HDR_SIZE   4096u
 #define LOCAL_RING_SIZE_MIN   4096u
 #define LOCAL_RING_SIZE_MAX   (1u << 30)

@@ -61,6 +61,11 @@
 #endif
 
 #define LP_SIDE_OFF  2048u      /* per-side shared words in the header page */
+#define LP_LOCK_OFF  2560u      /* per-side lock words (LP_TX, LP_RX), a cache line per
+                                 * side: the peer reads our side words at every call
+                                 * (lp_rv), and lock words beside them made each lock's
+                                 * compare-and-swap wait for the line to come back from
+                                 * the peer's core (4 % of redis-server's time) */
 #define LP_IOV_WIN   64         /* iovecs handled per ring call */
 #define LP_XCHG_MIN  (2u << 20) /* a send shorter than a unit never lends (xchg.c) */
 #define LP_XCHG_SMALL (256u << 10) /* from here, a shorter send is a refusal: too_small */
@@ -78,7 +83,7 @@ enum { LP_PENDING = 1, LP_PAIRED = 2, LP_PLAIN = 3, LP_OFFER = 4 };
 
 /* Shared, one per side, written only by that side's holders. */
 typedef struct lp_side {
-    uint32_t lock[2];           /* LP_TX, LP_RX: holder tid | LP_LOCK_WAITERS */
+    uint32_t lock_was[2];       /* unused (the lock words moved to LP_LOCK_OFF) */
     uint32_t holders;           /* processes holding this side's socket */
     uint32_t rv;                /* LP_RV_*: hand-back to the kernel (HAND-BACK below) */
     uint32_t hgen;              /* bumped whenever holders changes (lp_cached_t) */
@@ -108,7 +113,9 @@ typedef struct lp_side {
 } lp_side_t;
 /* tests/localpath/lp_lock_self.py and lp_peer_words.py write side words at
  * LP_SIDE_OFF + side * sizeof(lp_side_t), as a hostile peer would */
-_Static_assert(offsetof(lp_side_t, lock) == 0 && offsetof(lp_side_t, efd_pid) == 20 &&
+_Static_assert(LP_SIDE_OFF + 2 * sizeof(lp_side_t) <= LP_LOCK_OFF && LP_LOCK_OFF % 64 == 0,
+               "the lock words' lines hold nothing else");
+_Static_assert(offsetof(lp_side_t, lock_was) == 0 && offsetof(lp_side_t, efd_pid) == 20 &&
                offsetof(lp_side_t, efd_gen) == 28 && sizeof(lp_side_t) == 76,
                "the side words' layout changed: update lp_lock_self.py, lp_peer_words.py");
 _Static_assert(offsetof(local_ring_hdr_t, side_pid) == 40,
@@ -353,6 +360,7 @@ void lp_futex(uint32_t *w, int op, uint32_t val, const struct timespec *ts);
 int lp_lock_word(uint32_t *w, int sole, const uint32_t *inside);
 void lp_unlock_word(uint32_t *w);
 uint32_t *lp_lockp(lp_conn_t *c, int role);
+uint32_t *lp_side_lock(lp_conn_t *c, int side, int role);
 void lp_lock(lp_conn_t *c, int role);
 void lp_unlock(lp_conn_t *c, int role);
 int lp_txdir(lp_conn_t *c);
