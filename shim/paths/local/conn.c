@@ -259,6 +259,8 @@ static void lp_conn_final(shim_obj_t *o)
     lp_efd_close(c);
     lp_xchg_close(c);
     local_ring_close(&c->ch, 0);
+    if (c->memfd >= 0)
+        __atomic_sub_fetch(&lp.chans, 1, __ATOMIC_RELAXED);
     shim_fd_internal_drop(c->memfd);
     zc_pool_free(c, sizeof(*c));
     last = __atomic_sub_fetch(&lp.objects, 1, __ATOMIC_ACQ_REL) == 0;
@@ -385,6 +387,8 @@ void lp_cached_set(lp_cached_t *k, int64_t v)
 void lp_channel_adopt(lp_conn_t *c, int memfd, int fd)
 {
     c->memfd = shim_fd_internal_keep(memfd, &path_local, c);
+    if (c->memfd >= 0)
+        __atomic_add_fetch(&lp.chans, 1, __ATOMIC_RELAXED);
     lp_holders_add(c, 1);
     c->sole = 1;                /* pairing attaches only a socket no one else holds */
     lp_xchg_attach(c);

@@ -216,6 +216,8 @@ void lp_inherit_one(const int *fds, int nfds, int memfd, int side, unsigned flag
         return;
     }
     c->memfd = shim_fd_internal_keep(memfd, &path_local, c);
+    if (c->memfd >= 0)
+        __atomic_add_fetch(&lp.chans, 1, __ATOMIC_RELAXED);
     zc_real.fcntl(c->memfd, F_SETFD, FD_CLOEXEC);
     lp_xchg_attach(c);
     lp_xchg_inherit(c, xfds);

@@ -265,6 +265,8 @@ typedef struct lp_global {
     int list_lock;
     lp_conn_t *head;
     int objects;                        /* connection objects not yet final (lp_conn_final) */
+    int chans;                          /* ... of them holding a channel's descriptor
+                                         * (lp_fd_limited) */
     uint64_t declined[LOCAL_PAIR_R_COUNT];
     uint64_t handed_back[LP_HB_COUNT];  /* by reason (lp_handback_count) */
     uint64_t never_paired[LP_HB_COUNT]; /* left before the offer, by reason */

@@ -113,8 +113,11 @@ static int lp_uring_loaded(void)
 }
 
 /* Each paired connection holds a descriptor of the library's or two (its
- * ring's memfd, its wake-up eventfd): once the connections of the process
- * hold a quarter of its soft RLIMIT_NOFILE, new ones stay on the kernel,
+ * ring's memfd, its wake-up eventfd): once the paired connections of the
+ * process (lp.chans: not the ones that never paired, which hold none: with
+ * pair when it pays, 10,000 idle connections kept the one busy beside them
+ * off the ring) hold a quarter of its soft RLIMIT_NOFILE, new ones stay on
+ * the kernel,
  * so that the application never meets EMFILE where the kernel alone would
  * have let it open the descriptor (10,000 paired connections under a limit
  * of 20,000 did).  Said once. */
@@ -123,7 +126,7 @@ static int lp_fd_limited(void)
     static int told;
     long limit = zc_fd_limit();
 
-    if (limit <= 0 || (long)__atomic_load_n(&lp.objects, __ATOMIC_RELAXED) < limit / 4)
+    if (limit <= 0 || (long)__atomic_load_n(&lp.chans, __ATOMIC_RELAXED) < limit / 4)
         return 0;
     if (!__atomic_exchange_n(&told, 1, __ATOMIC_RELAXED))
         zc_log(ZC_LOG_NOTICE, "local path: this process's paired connections hold a quarter "
