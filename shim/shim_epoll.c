@@ -958,6 +958,7 @@ static int shim_ep_wait(int epfd, struct epoll_event *evs, int max, int timeout,
          * a zero timeout only looks (nobody would wait for the wake-up) */
         for (pass = 0; pass < (ws->may_sleep ? 2 - spin : 1) && !out; pass++)
             out = shim_ep_look(epfd, evs, out, max, spin ? SHIM_READY_SPIN : pass, &ask, wait);
+        shim_wait_looked(ws, ask.ring);
         if (out == max)
             return out;
         if (!out)
@@ -1129,7 +1130,7 @@ int shim_ep_ctl(int epfd, int op, int fd, struct epoll_event *ev, shim_fd_t *f)
          * EPOLLONESHOT re-armed by another thread while the wait's own
          * arming look skipped it as fired). */
         uint32_t want = ev->events & ~(uint32_t)SHIM_EP_KERNEL_KEEP;
-        shim_ready_ask_t ask = { 0, w >= 0 };
+        shim_ready_ask_t ask = { 0, w >= 0, 0 };
         int saved = errno;
 
         if (((uint16_t)f->path->ops->revents(f, fd, (short)(want | EPOLLRDHUP), -1,

@@ -38,6 +38,10 @@ typedef struct shim_ready_ask {
                          * limit); the engine keeps the smallest */
     int wake_listening; /* in, arming looks: this waiter listens to the
                          * descriptor's wake_fd (POLLIN) besides the socket */
+    int ring;           /* out, or'd: 1 the descriptor may become ready without
+                         * the kernel hearing of it (a paired connection), 2
+                         * the kernel follows it alone: a wait spins only
+                         * after looks that met a 1 */
 } shim_ready_ask_t;
 
 /* What a readiness look may do besides looking (revents' arm argument). */

@@ -29,10 +29,15 @@ typedef struct shim_wait {
     int64_t kernel_next;    /* spinning: no kernel look before this (us) */
     int may_sleep, waited;
     int spun;           /* a look ran with SHIM_READY_SPIN: end with SPUN */
+    int ring;           /* the last look met a descriptor the kernel does not
+                         * follow alone (shim_ready_ask_t.ring): spinning may pay */
     unsigned sig0;      /* shim_sig_ran when the wait began */
 } shim_wait_t;
 void shim_wait_begin(shim_wait_t *w, int may_sleep);
 int shim_wait_spinning(shim_wait_t *w);
+/* What a round's looks found (ask.ring): the next round, and the thread's
+ * next wait, spin only after looks that met a descriptor of ring 1. */
+void shim_wait_looked(shim_wait_t *w, int ring);
 /* A handler of the application's ran on this thread since the wait began
  * (while we looked or spun, outside the kernel's wait): the kernel would
  * have interrupted the application's poll/select/epoll call (never

@@ -154,7 +154,10 @@ print("server %d %d %d %d" % (stat("local.paired.accepted"), stat("local.decline
 """
 
 CLIENT = COMMON + r"""
-port, mode = int(sys.argv[1]), sys.argv[2]
+import threading
+port, mode, threaded = int(sys.argv[1]), sys.argv[2], sys.argv[3] == "threaded"
+if threaded:        # a second thread from the start: the process is not single-threaded
+    threading.Thread(target=time.sleep, args=(120,), daemon=True).start()
 s = socket.create_connection(("127.0.0.1", port))
 s.settimeout(60)
 rnd = random.Random(31)
@@ -174,6 +177,33 @@ elif mode == "bulk":
     send_msg(s, struct.pack("!I", n))
     if hashlib.sha256(recv_exact(s, n)).digest() != hashlib.sha256(blob(7, n)).digest():
         sys.exit("FAIL: client: the 64 MiB came different")
+elif mode == "both" and threaded:
+    # one thread sits in blocking receives while this one sends (blocking):
+    # the announcement is made between two receives, or never
+    send_msg(s, b"go")
+    if recv_msg(s) != b"go":
+        sys.exit("FAIL: client: the first answer came different")
+    out, got, n = blob(13, 32 << 20), hashlib.sha256(), 32 << 20
+    s.settimeout(None)
+    res = []
+    def rx():
+        k = 0
+        while k < n:
+            b = s.recv(1 << 18)
+            if not b:
+                res.append("EOF after %d bytes" % k)
+                return
+            got.update(b); k += len(b)
+        res.append("ok")
+    t = threading.Thread(target=rx)
+    t.start()
+    s.sendall(out)
+    t.join(60)
+    if res != ["ok"]:
+        sys.exit("FAIL: client: receiving thread: %r" % res)
+    if got.hexdigest() != hashlib.sha256(blob(11, n)).hexdigest():
+        sys.exit("FAIL: client: the server's stream came different")
+    s.settimeout(60)
 elif mode == "both":
     send_msg(s, b"go")
     if recv_msg(s) != b"go":
@@ -247,12 +277,17 @@ def main():
     # are counted, lp_kio_enter); "both/threaded" receives in one thread
     # while another sends, so it may never find a moment to offer: any
     threaded = mode.endswith("/threaded")
+    # "<mode>/threaded-client": the client is multi-threaded (its receives in
+    # the kernel are counted and the announcement waits for a moment with
+    # none); "both/threaded-client" receives in one thread while another sends
+    tclient = mode.endswith("/threaded-client")
     mode = mode.split("/")[0]
     env = dict(os.environ, LD_PRELOAD=os.environ["ZC_LIB"], ZCSOCK_LOCAL_PAIR_AFTER=after)
     cenv = dict(env)
     if server_only:
         del cenv["LD_PRELOAD"]
-    crc, cout, src, sout, err = run_server_client(SERVER, [mode, "threaded" if threaded else "plain"], CLIENT, [mode], env, cenv)
+    crc, cout, src, sout, err = run_server_client(SERVER, [mode, "threaded" if threaded else "plain"], CLIENT,
+                                                     [mode, "threaded" if tclient else "plain"], env, cenv)
     if err:
         print("FAIL: " + err)
         return 1
@@ -269,7 +304,7 @@ def main():
                   "server %d)" % (paired_c, paired_s))
             return 1
         return 0
-    if threaded and mode == "both":
+    if (threaded or tclient) and mode == "both":
         return 0 if paired_c == paired_s else (print("FAIL: client paired %d, server %d"
                                                       % (paired_c, paired_s)) or 1)
     if PAIRS[mode]:

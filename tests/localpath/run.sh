@@ -89,9 +89,12 @@ t_run epoll_idle/scan-all "$T" env ZCSOCK_EPOLL_SCAN_MAX=5000 \
 # blocking MSG_PEEK|MSG_WAITALL spans the switch point (defer/peek); a
 # multi-threaded server defers too (/threaded: kernel calls in flight are
 # counted and the offer waits for a moment with none; both/threaded receives
-# in one thread while another sends)
+# in one thread while another sends; /threaded-client: the same for a
+# multi-threaded client, whose announcement waits for a moment when none of
+# its receives is in the kernel)
 for m in one chatty bulk both blocked peek chatty/server-only bulk/server-only \
-         chatty/threaded blocked/threaded both/threaded; do
+         chatty/threaded blocked/threaded both/threaded chatty/threaded-client \
+         blocked/threaded-client both/threaded-client; do
   t_run "defer/$m" "$T" $PY tests/localpath/lp_defer.py $m 2
 done
 # a registration in the engine's last slot, woken through its wake-up

@@ -5,7 +5,6 @@
 
 #include <stddef.h>
 #include <string.h>
-#include <sys/single_threaded.h>
 
 static int lp_held_elsewhere(int fd);
 
@@ -181,8 +180,7 @@ void path_local_connect_prepare(int fd, const struct sockaddr *addr, socklen_t l
 
     if (!lp_candidate(fd))
         return;
-    if (zc_config.local_pair_after && __libc_single_threaded &&
-        (f->family == AF_INET || f->family == AF_INET6)) {
+    if (zc_config.local_pair_after && (f->family == AF_INET || f->family == AF_INET6)) {
         /* pair when it pays: announce once the connection does (lp_ann_due) */
         c = lp_conn_new(LP_PENDING);
         if (!c) {
@@ -391,8 +389,9 @@ int lp_offer_defer(lp_conn_t *c, int fd)
 #define LP_OFFER_TRIES 12       /* offers that may find no announcement yet */
 #define LP_R_BUSY (-1)          /* (lp_offer_make: a kernel call in flight) */
 
-/* A kernel data call on a connection whose offer waits: 1, counted in
- * flight until lp_kio_exit; 0 when an offer is being made or was made
+/* A kernel data call on a connection whose offer waits (or, a client's
+ * receive, whose announcement waits): 1, counted in flight until
+ * lp_kio_exit; 0 when an offer (announcement) is being made or was made
  * (it waited for the offer to end: look at the state again).  With
  * lp_offer_make's check, a Dekker handshake: either the offer sees this
  * call in flight, or this call sees the offer. */
@@ -400,7 +399,8 @@ int lp_kio_enter(lp_conn_t *c)
 {
     __atomic_add_fetch(&c->kio, 1, __ATOMIC_SEQ_CST);
     if (!__atomic_load_n(&c->offering, __ATOMIC_SEQ_CST) &&
-        __atomic_load_n(&c->state, __ATOMIC_SEQ_CST) == LP_OFFER)
+        (__atomic_load_n(&c->state, __ATOMIC_SEQ_CST) == LP_OFFER ||
+         __atomic_load_n(&c->ann_due, __ATOMIC_SEQ_CST)))
         return 1;
     __atomic_sub_fetch(&c->kio, 1, __ATOMIC_SEQ_CST);
     while (__atomic_load_n(&c->offering, __ATOMIC_ACQUIRE))
@@ -455,29 +455,22 @@ int lp_offer_wait(lp_conn_t *c, int fd, int is_send, size_t len)
 }
 
 /* A pending client that has not announced (ZCSOCK_LOCAL_PAIR_AFTER > 0, a
- * TCP connection of a single-threaded process): once the connection pays
- * on its side too, announce, as local_pair_connect_prepare would have done
- * before the connect (the listener found again through the peer's
- * address, its beacon, our owner; then the connected check).  Until then a
- * short connection costs nothing but the hooks: no sock_diag query, no
- * announcement.  A server that found no announcement offers again later
- * (lp_offer_wait).  Declined: plain for good. */
-void lp_ann_due(lp_conn_t *c, int fd, int is_send, size_t len)
+ * TCP connection): once the connection pays on its side too, announce, as
+ * local_pair_connect_prepare would have done before the connect (the
+ * listener found again through the peer's address, its beacon, our owner;
+ * then the connected check).  Until then a short connection costs nothing
+ * but the hooks: no sock_diag query, no announcement.  A server that found
+ * no announcement offers again later (lp_offer_wait).  With more than one
+ * thread, the announcement waits for a moment when no receive of ours is
+ * in the kernel (c->kio, the server's handshake with "offering" standing
+ * for "announcing"): a thread parked in a kernel receive would stay there
+ * once the server's bytes went to the ring.  Declined: plain for good. */
+static void lp_ann_make(lp_conn_t *c, int fd)
 {
     struct sockaddr_storage peer;
     socklen_t pl = sizeof(peer);
     int ann = -1, reason = LOCAL_PAIR_R_NONE, dec;
 
-    if (!c->ann_due || c->state != LP_PENDING)
-        return;
-    if (__libc_single_threaded && !lp_pays(c, is_send, len))
-        return;
-    if (__atomic_exchange_n(&c->pickup_busy, 1, __ATOMIC_ACQUIRE))
-        return;         /* another thread announces */
-    if (!c->ann_due || c->state != LP_PENDING) {
-        __atomic_store_n(&c->pickup_busy, 0, __ATOMIC_RELEASE);
-        return;
-    }
     if (getpeername(fd, (struct sockaddr *)&peer, &pl) < 0) {
         /* not connected (yet, or any more): a connect still under way is
          * looked at again next time; a failed one stays plain */
@@ -486,10 +479,8 @@ void lp_ann_due(lp_conn_t *c, int fd, int is_send, size_t len)
             c->state = LP_PLAIN;
             lp_decline(LOCAL_PAIR_R_CONNECT_FAILED);
         }
-        __atomic_store_n(&c->pickup_busy, 0, __ATOMIC_RELEASE);
         return;
     }
-    c->ann_due = 0;
     dec = local_pair_connect_prepare(fd, (struct sockaddr *)&peer, pl, &ann, &reason);
     if (dec == LOCAL_PAIR_PENDING && !path_local_mbox_usable()) {
         local_pair_fd_close(ann);
@@ -505,6 +496,23 @@ void lp_ann_due(lp_conn_t *c, int fd, int is_send, size_t len)
         lp_decline(reason);
     } else {
         c->ann = shim_fd_internal_raise(ann);
+    }
+    __atomic_store_n(&c->ann_due, 0, __ATOMIC_SEQ_CST);
+}
+
+void lp_ann_due(lp_conn_t *c, int fd, int is_send, size_t len)
+{
+    if (!c->ann_due || c->state != LP_PENDING)
+        return;
+    if (!lp_pays(c, is_send, len))
+        return;
+    if (__atomic_exchange_n(&c->pickup_busy, 1, __ATOMIC_ACQUIRE))
+        return;         /* another thread announces */
+    if (c->ann_due && c->state == LP_PENDING) {
+        __atomic_store_n(&c->offering, 1, __ATOMIC_SEQ_CST);
+        if (!__atomic_load_n(&c->kio, __ATOMIC_SEQ_CST))
+            lp_ann_make(c, fd);     /* (else a receive in the kernel: next call) */
+        __atomic_store_n(&c->offering, 0, __ATOMIC_RELEASE);
     }
     __atomic_store_n(&c->pickup_busy, 0, __ATOMIC_RELEASE);
 }

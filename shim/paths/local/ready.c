@@ -137,6 +137,8 @@ short lp_revents(shim_fd_t *f, int fd, short ev, int kev, int arm, shim_ready_as
     int rc = 0;
 
     lp_ring_others(c);
+    if (ask)                    /* (spinning over a paired one may pay) */
+        ask->ring |= c->state == LP_PAIRED && c->ch.base ? 1 : 2;
     if (c->state == LP_PAIRED && (c->rv_seen || lp_rv(c)))
         kev = lp_rv_progress(c, fd, ev, kev, ask);
     else if (c->rv_seen && kev < 0)

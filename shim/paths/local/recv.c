@@ -656,18 +656,27 @@ ssize_t lp_recvmsg(shim_fd_t *f, int fd, struct msghdr *msg, int flags)
         shim_copy_account(f, 0, n, 1);
         return n < 0 ? -errno : n;
     }
+again:
     if (c->ann_due)
         lp_ann_due(c, fd, 0, 0);
     lp_connect_check(c, fd);
+    if (c->ann_due && c->state == LP_PENDING && !(flags & MSG_OOB)) {
+        /* not announced yet: the kernel's, counted (R1), in flight */
+        if (!lp_kio_enter(c))
+            goto again;
+        n = zc_real.recvmsg(fd, msg, flags);
+        shim_copy_account(f, 0, n, 1);
+        if (n > 0 && !(flags & MSG_PEEK))
+            __atomic_add_fetch(&c->rx_kernel, (uint64_t)n, __ATOMIC_RELAXED);
+        lp_kio_exit(c);
+        return n < 0 ? -errno : n;
+    }
     if ((flags & MSG_OOB) ||    /* urgent data: the kernel's */
         (c->state == LP_PLAIN && c->pb_off >= c->pb_len) ||
         (!c->rx_ring && c->state == LP_PENDING && c->ann < 0)) {
         n = zc_real.recvmsg(fd, msg, flags);
         if (!(flags & MSG_OOB))
             shim_copy_account(f, 0, n, 1);
-        /* (one that announces later counts the stream positions R1 needs) */
-        if (n > 0 && c->ann_due && !(flags & (MSG_PEEK | MSG_OOB)))
-            c->rx_kernel += (uint64_t)n;
         return n < 0 ? -errno : n;
     }
     if (c->rx_ring)
