@@ -181,6 +181,7 @@ echo
 # What a blocking round trip cannot go below here, whatever carries it: the
 # 1-byte round trips above (zcsock: a futex wake per hop) compare to this.
 PROBE_ROUNDS=$([ "${QUICK:-}" = 1 ] && echo 3 || echo 5)
+med() { printf '%s\n' "$@" | sort -g | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}'; }
 "$ZC_BUILD/wake_floor" "$PROBE_ROUNDS" 2000
 
 # Event-driven request/response (non-blocking sockets and epoll), kernel and
@@ -204,7 +205,6 @@ for tport in tcp unix; do
       rn+=("$(awk -v a="$zn" -v b="$k" 'BEGIN {printf "%.3f", a / b}')")
       rb+=("$(awk -v a="$zb" -v b="$k" 'BEGIN {printf "%.3f", a / b}')")
     done
-    med() { printf '%s\n' "$@" | sort -g | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}'; }
     printf '%-5s %6s  kernel %8.2f  zcsock %8.2f  zcsock/kernel %6.3f  nospin %6.3f  bytes %6.3f\n' \
       "$tport" "$size" "$(med "${ks[@]}")" "$(med "${zs[@]}")" "$(med "${ratios[@]}")" \
       "$(med "${rn[@]}")" "$(med "${rb[@]}")"
@@ -260,6 +260,20 @@ stop_server() {
   fi
   wait "$pid" 2>/dev/null
 }
+# Kernel and zcsock alternating: PROBE_ROUNDS rounds of FN "" ARGS.. and
+# FN "$ZC_LIB" ARGS.. (each prints one figure); sets K_MED, Z_MED and R_MED
+# (the median of the rounds' zcsock/kernel ratios).
+alt_rounds() {
+  local fn=$1 r k z ks=() zs=() ratios=()
+  shift
+  for ((r = 1; r <= PROBE_ROUNDS; r++)); do
+    k=$("$fn" "" "$@")
+    z=$("$fn" "$ZC_LIB" "$@")
+    ks+=("$k"); zs+=("$z")
+    ratios+=("$(awk -v a="$z" -v b="$k" 'BEGIN {printf "%.3f", (b > 0 ? a / b : 0)}')")
+  done
+  K_MED=$(med "${ks[@]}") Z_MED=$(med "${zs[@]}") R_MED=$(med "${ratios[@]}")
+}
 redis_rps() {   # preload pipeline [clients] -> requests/s of SET and GET together
   local pre=$1 pipe=$2 clients=${3:-1} port pid rps
   port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
@@ -296,15 +310,10 @@ if command -v redis-server >/dev/null && command -v redis-benchmark >/dev/null &
   echo "  requests/s (higher is better)"
   for clients in 1 50 1000; do
   for pipe in 1 16; do
-    ratios=(); ks=(); zs=(); rm -f "$REDIS_ERR.sig$pipe"
-    for ((r = 1; r <= PROBE_ROUNDS; r++)); do
-      k=$(redis_rps "" "$pipe" "$clients")
-      z=$(redis_rps "$ZC_LIB" "$pipe" "$clients")
-      ks+=("$k"); zs+=("$z")
-      ratios+=("$(awk -v a="$z" -v b="$k" 'BEGIN {printf "%.3f", (b > 0 ? a / b : 0)}')")
-    done
+    rm -f "$REDIS_ERR.sig$pipe"
+    alt_rounds redis_rps "$pipe" "$clients"
     printf 'redis -c %-4s -P %-3s kernel %9.0f  zcsock %9.0f  zcsock/kernel %6.3f  wake-ups/request %s\n' \
-      "$clients" "$pipe" "$(med "${ks[@]}")" "$(med "${zs[@]}")" "$(med "${ratios[@]}")" \
+      "$clients" "$pipe" "$K_MED" "$Z_MED" "$R_MED" \
       "$(sort -g "$REDIS_ERR.sig$pipe" 2>/dev/null | awk '{v[NR] = $1} END {print NR ? v[int((NR + 1) / 2)] : "?"}')"
   done
   done
@@ -374,15 +383,10 @@ if [ -x "$NGINX" ] && command -v wrk >/dev/null && command -v curl >/dev/null; t
   echo "nginx (1 KiB static file) and wrk -t1, requests/s (higher is better)"
   for row in "keep-alive|4|" "keep-alive|1000|" "close|8|Connection: close"; do
     IFS='|' read -r kind conns hdr <<<"$row"
-    ratios=(); ks=(); zs=(); : >"$NGINX_OK"
-    for ((r = 1; r <= PROBE_ROUNDS; r++)); do
-      k=$(nginx_rps "" "$conns" "$hdr")
-      z=$(nginx_rps "$ZC_LIB" "$conns" "$hdr")
-      ks+=("$k"); zs+=("$z")
-      ratios+=("$(awk -v a="$z" -v b="$k" 'BEGIN {printf "%.3f", (b > 0 ? a / b : 0)}')")
-    done
+    : >"$NGINX_OK"
+    alt_rounds nginx_rps "$conns" "$hdr"
     printf 'nginx %-10s -c %-4s kernel %9.0f  zcsock %9.0f  zcsock/kernel %6.3f  paired/short per run %s\n' \
-      "$kind" "$conns" "$(med "${ks[@]}")" "$(med "${zs[@]}")" "$(med "${ratios[@]}")" \
+      "$kind" "$conns" "$K_MED" "$Z_MED" "$R_MED" \
       "$(awk '{printf "%s%d/%d", (NR > 1 ? " " : ""), $1, $2}' "$NGINX_OK")"
   done
   rm -f "$NGINX_OK"
