@@ -301,8 +301,6 @@ static int shim_ep_tag(shim_ep_reg_t *g)
     return 0;
 }
 
-/* Take g's wake fd out of its set, unless another registration of the set
- * (a duplicate of the same connection) listens to it too. */
 /* g's set listens to wake fd w once more (1) or once less (-1): how many of
  * its registrations still do.  One count per set and wake fd, so that
  * dropping a registration costs the same in a set of 10,000 as of 10 (a
@@ -337,6 +335,8 @@ static int shim_ep_auxref(shim_ep_reg_t *g, int w, int d)
     return n;
 }
 
+/* Take g's wake fd out of its set, unless another registration of the set
+ * (a duplicate of the same connection) listens to it too. */
 static void shim_ep_aux_del(shim_ep_reg_t *g)
 {
     int saved = errno;

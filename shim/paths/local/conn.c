@@ -109,16 +109,16 @@ void lp_unlock_word(uint32_t *w)
         lp_futex(w, FUTEX_WAKE, INT32_MAX, NULL);
 }
 
-/* A broken channel's shared words are the peer's to scribble on: once a
- * violation or a wedged lock was seen, our own threads serialize on the
- * process-private words, so a hostile peer costs one bounded wait per
- * connection, not one per call (DESIGN.md §3.9). */
 /* A side's lock word for role (LP_LOCK_OFF). */
 uint32_t *lp_side_lock(lp_conn_t *c, int side, int role)
 {
     return (uint32_t *)(c->ch.base + LP_LOCK_OFF + 64u * (unsigned)(side & 1)) + (role & 1);
 }
 
+/* A broken channel's shared words are the peer's to scribble on: once a
+ * violation or a wedged lock was seen, our own threads serialize on the
+ * process-private words, so a hostile peer costs one bounded wait per
+ * connection, not one per call (DESIGN.md §3.9). */
 uint32_t *lp_lockp(lp_conn_t *c, int role)
 {
     if (!c->ch.base || __atomic_load_n(&c->ch.broken, __ATOMIC_ACQUIRE))

@@ -191,9 +191,10 @@ typedef struct lp_conn {
     unsigned pair_calls;            /* data calls counted by lp_offer_wait / lp_ann_due */
     unsigned offer_tries;           /* server: offers that found no announcement yet */
     unsigned offer_retry_at;        /* ... the next try at this many calls */
-    uint32_t kio;                   /* server, offer due: kernel data calls in flight
-                                     * (lp_kio_enter) */
-    uint8_t offering;               /* ... an offer is being made (lp_offer_make) */
+    uint32_t kio;                   /* offer (server) or announcement (client) due:
+                                     * kernel data calls in flight (lp_kio_enter) */
+    uint8_t offering;               /* ... the offer or announcement is being made
+                                     * (lp_offer_make, lp_ann_due) */
     uint8_t connect_check;          /* non-blocking connect: check once connected */
     unsigned pickups;
     int pickup_busy;                /* a thread is looking for the offer (lp_pickup_try) */

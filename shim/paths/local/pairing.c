@@ -116,10 +116,9 @@ static int lp_uring_loaded(void)
  * process (lp.chans: not the ones that never paired, which hold none: with
  * pair when it pays, 10,000 idle connections kept the one busy beside them
  * off the ring) hold a quarter of its soft RLIMIT_NOFILE, new ones stay on
- * the kernel,
- * so that the application never meets EMFILE where the kernel alone would
- * have let it open the descriptor (10,000 paired connections under a limit
- * of 20,000 did).  Said once. */
+ * the kernel, so that the application never meets EMFILE where the kernel
+ * alone would have let it open the descriptor (10,000 paired connections
+ * under a limit of 20,000 did).  Said once. */
 static int lp_fd_limited(void)
 {
     static int told;

@@ -625,6 +625,25 @@ static ssize_t lp_rx_step(lp_conn_t *c, shim_fd_t *f, int fd, lp_rx_t *r)
     return lp_rx_empty(c, fd, r);
 }
 
+/* A receive through the kernel while the offer (server) or the announcement
+ * (client) waits: counted in the stream position it leaves (rx_kernel) and
+ * in flight (lp_kio_enter).  LP_CONTINUE when an offer or announcement was
+ * under way meanwhile: look at the connection's state again. */
+static ssize_t lp_rx_kernel_counted(lp_conn_t *c, shim_fd_t *f, int fd, struct msghdr *msg,
+                                    int flags)
+{
+    ssize_t n;
+
+    if (!lp_kio_enter(c))
+        return LP_CONTINUE;
+    n = zc_real.recvmsg(fd, msg, flags);
+    shim_copy_account(f, 0, n, 1);
+    if (n > 0 && !(flags & MSG_PEEK))
+        __atomic_add_fetch(&c->rx_kernel, (uint64_t)n, __ATOMIC_RELAXED);
+    lp_kio_exit(c);
+    return n < 0 ? -errno : n;
+}
+
 ssize_t lp_recvmsg(shim_fd_t *f, int fd, struct msghdr *msg, int flags)
 {
     lp_conn_t *c = lp_conn(f);
@@ -640,17 +659,9 @@ ssize_t lp_recvmsg(shim_fd_t *f, int fd, struct msghdr *msg, int flags)
                 !lp_nonblocking(c, fd, flags);
     r.ctl0 = msg->msg_controllen;
     r.name0 = msg->msg_namelen;
-    while (c->state == LP_OFFER && (lp_offer_defer(c, fd) || lp_offer_wait(c, fd, 0, 0))) {
-        /* the offer waits */
-        if (!lp_kio_enter(c))
-            continue;
-        n = zc_real.recvmsg(fd, msg, flags);
-        shim_copy_account(f, 0, n, 1);
-        if (n > 0 && !(flags & MSG_PEEK))
-            __atomic_add_fetch(&c->rx_kernel, (uint64_t)n, __ATOMIC_RELAXED);
-        lp_kio_exit(c);
-        return n < 0 ? -errno : n;
-    }
+    while (c->state == LP_OFFER && (lp_offer_defer(c, fd) || lp_offer_wait(c, fd, 0, 0)))
+        if ((n = lp_rx_kernel_counted(c, f, fd, msg, flags)) != LP_CONTINUE)
+            return n;       /* the offer waits */
     if (c->state == LP_OFFER && lp_offer_due(c, fd)) {     /* the copy path now */
         n = zc_real.recvmsg(fd, msg, flags);
         shim_copy_account(f, 0, n, 1);
@@ -661,15 +672,10 @@ again:
         lp_ann_due(c, fd, 0, 0);
     lp_connect_check(c, fd);
     if (c->ann_due && c->state == LP_PENDING && !(flags & MSG_OOB)) {
-        /* not announced yet: the kernel's, counted (R1), in flight */
-        if (!lp_kio_enter(c))
+        /* not announced yet: the kernel's, counted (R1) */
+        if ((n = lp_rx_kernel_counted(c, f, fd, msg, flags)) == LP_CONTINUE)
             goto again;
-        n = zc_real.recvmsg(fd, msg, flags);
-        shim_copy_account(f, 0, n, 1);
-        if (n > 0 && !(flags & MSG_PEEK))
-            __atomic_add_fetch(&c->rx_kernel, (uint64_t)n, __ATOMIC_RELAXED);
-        lp_kio_exit(c);
-        return n < 0 ? -errno : n;
+        return n;
     }
     if ((flags & MSG_OOB) ||    /* urgent data: the kernel's */
         (c->state == LP_PLAIN && c->pb_off >= c->pb_len) ||
