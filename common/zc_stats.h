@@ -137,8 +137,14 @@
       "this user, not a record, or a record whose poster did not pass the socket")      \
     X(LOCAL_MBOX_FOREIGN, "local.mailbox.foreign_fds", "descriptors passed to the "     \
       "mailbox that were not a record's, dropped without a close that can block")      \
-    X(LOCAL_MBOX_EVICTED, "local.mailbox.evicted", "records never claimed, dropped "   \
-      "from the full table (the oldest of the poster with the most)")                    \
+    X(LOCAL_MBOX_EVICTED, "local.mailbox.evicted", "records whose socket had not come, "\
+      "dropped from the full table (the oldest of the poster with the most) or after "  \
+      "10 s")                                                                            \
+    X(LOCAL_MBOX_HANDED_BACK, "local.mailbox.handed_back", "connections of evicted "    \
+      "records handed back to the kernel (their socket then reads as a plain one)")     \
+    X(LOCAL_MBOX_LOST, "local.mailbox.lost", "evicted records dropped without a "       \
+      "hand-back (too many at once, or the copy of their socket was gone): a socket "   \
+      "that still comes reads as a plain one with the ring's bytes stranded")           \
     X(LOCAL_MBOX_SLOW, "local.mailbox.slow", "looks into the mailbox that stopped at " \
       "their time bound (connections may still wait there)")
 

@@ -125,6 +125,14 @@ t_run peer_words "$T" $PY tests/localpath/lp_peer_words.py
 for c in flood/other flood/same records/same late/same linger/other linger/same; do
   t_run "mailbox_$c" "$T" $PY tests/localpath/lp_mailbox.py "${c%/*}" "${c#*/}"
 done
+# trust: records from 80 processes of a same-user flooder evict the record
+# of a socket still on its way: its connection is handed back to the kernel
+# and the socket, when it comes, reads right as a plain one (an earlier
+# library read the doorbell 0x00 as data); another user's records are
+# refused and evict nothing (lp_mailbox_evict.py)
+for w in same other; do
+  t_run "mailbox_evict/$w" "$T" $PY tests/localpath/lp_mailbox_evict.py "$w"
+done
 # trust: a connection's announcement name bound by another user / a
 # same-user process first: not paired, said (local.declined.squatted, one
 # notice), every byte echoed, the squatter gets nothing (issue 30, item 7)
@@ -224,6 +232,12 @@ for c in idle_exec idle_fdopen; do
   t_run "$c/forked" "$T" env T_IDLE_FORKED=1 $PY $TL run "$c" both tcp
 done
 t_run idle_exec/moved-unix "$T" env T_IDLE_MOVED=1 $PY $TL run idle_exec both unix
+# trust: pumps are the library's own children, reaped by it: a subreaper
+# parent (systemd, tini) reaps no orphan of ours after a hand-back that
+# started one (lp_subreaper.py; issue 30, item 8)
+for c in closed_fdopen idle_fdopen; do
+  t_run "subreaper/$c" "$T" $PY tests/localpath/lp_subreaper.py $PY $TL run "$c" both tcp
+done
 t_run idle_exec/forked-unix "$T" env T_IDLE_FORKED=1 $PY $TL run idle_exec both unix
 # without the pump (ZCSOCK_LOCAL_PUMP_MS=0) the peer gives its ring back
 # itself at its next call (the client asserts it did)

@@ -307,6 +307,7 @@ void lp_conn_free(lp_conn_t *c)
         c->next->prev = c->prev;
     lp_list_unlock();
     shim_obj_retire(&c->obj);
+    lp_pumps_reap();
 }
 
 void lp_fds_note(lp_conn_t *c, int fd, int add)

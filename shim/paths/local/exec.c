@@ -9,14 +9,46 @@
 enum {
     LP_F_TX_RING = 1, LP_F_RX_RING = 2, LP_F_TX_NEVER = 4, LP_F_WR_SHUT = 8,
     LP_F_RD_SHUT = 16, LP_F_KERN_SHUT_WR = 32, LP_F_KERN_EOF = 64, LP_F_RX_PLAIN = 128,
+    LP_F_ARMED = 256,   /* 4 bits, [dir][role]: lp_armed_bells */
 };
+
+/* Which of our announcements may be out with a doorbell byte to come when
+ * claimed (socket kind): a bit per [dir][role] from LP_F_ARMED.  The next
+ * holder takes them over, so that a hand-back of its counts every doorbell
+ * owed to the socket exactly (lp_rv_owed): taking the creator's initial
+ * ones instead counted one claimed and counted already, and a data byte was
+ * read as that doorbell. */
+static unsigned lp_armed_bells(const local_ring_t *ch)
+{
+    unsigned bits = 0;
+    int d, r;
+
+    for (d = 0; d < 2; d++)
+        for (r = 0; r < 2; r++)
+            if (ch->armed[d][r] && ch->wait_kind[d][r] != LOCAL_RING_WAIT_FUTEX &&
+                ch->wait_kind[d][r] != LOCAL_RING_WAIT_EVENTFD)
+                bits |= LP_F_ARMED << (d * 2 + r);
+    return bits;
+}
+
+static void lp_armed_take(local_ring_t *ch, unsigned flags)
+{
+    int d, r;
+
+    for (d = 0; d < 2; d++)
+        for (r = 0; r < 2; r++) {
+            ch->armed[d][r] = !!(flags & (LP_F_ARMED << (d * 2 + r)));
+            ch->wait_kind[d][r] = LOCAL_RING_WAIT_SOCKET;
+        }
+}
 
 unsigned lp_flags(const lp_conn_t *c)
 {
     return (c->tx_ring ? LP_F_TX_RING : 0) | (c->rx_ring ? LP_F_RX_RING : 0) |
            (c->tx_never ? LP_F_TX_NEVER : 0) | (c->wr_shut ? LP_F_WR_SHUT : 0) |
            (c->rd_shut ? LP_F_RD_SHUT : 0) | (c->kern_shut_wr ? LP_F_KERN_SHUT_WR : 0) |
-           (c->kern_eof ? LP_F_KERN_EOF : 0) | (c->rx_plain ? LP_F_RX_PLAIN : 0);
+           (c->kern_eof ? LP_F_KERN_EOF : 0) | (c->rx_plain ? LP_F_RX_PLAIN : 0) |
+           lp_armed_bells(&c->ch);
 }
 
 /* LD_PRELOAD in envp names this library by a path that exists (a bare
@@ -143,12 +175,14 @@ size_t lp_exec_prepare(const shim_exec_t *e, char *buf, size_t bufsz)
     for (c = lp.head; c; c = c->next)
         c->vfork_held = 0;
     len = (size_t)zc_fmt(buf, bufsz, "%s", LP_INHERIT_VAR);
+    lp_execing = 1;     /* pumps made now outlive this image (lp_pump_spawn) */
     for (c = lp.head; c; c = c->next) {
         if ((c->state == LP_OFFER || c->ann_due) && lp_exec_survives(c, &x))
             lp_offer_cancel(c, "exec");     /* the next image has it before we offered */
         if (c->state == LP_PAIRED && c->memfd >= 0)
             len = lp_exec_describe(c, &x, loads, vforked, buf, len, bufsz, &handed);
     }
+    lp_execing = 0;
     errno = saved;
     return handed ? len : 0;
 }
@@ -195,9 +229,10 @@ static int64_t lp_dec(const char **p)
     return neg ? -v : v;
 }
 
-/* One handed-over connection: its descriptors, channel memfd and state. */
-void lp_inherit_one(const int *fds, int nfds, int memfd, int side, unsigned flags,
-                    const uint64_t v[4], const int xfds[2])
+/* One handed-over connection: its descriptors, channel memfd and state.
+ * 0 when the connection is ours now, -1 when it stays plain. */
+int lp_inherit_one(const int *fds, int nfds, int memfd, int side, unsigned flags,
+                   const uint64_t v[4], const int xfds[2])
 {
     struct stat st;
     lp_conn_t *c;
@@ -206,14 +241,14 @@ void lp_inherit_one(const int *fds, int nfds, int memfd, int side, unsigned flag
     if (fstat(fd, &st) || !S_ISSOCK(st.st_mode) ||
         zc_real.getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &family, &(socklen_t){ sizeof(int) })) {
         local_pair_fd_close(memfd);
-        return;
+        return -1;
     }
     c = lp_conn_new(LP_PAIRED);
     if (!c || local_ring_adopt(memfd, side, &c->ch)) {
         if (c)
             lp_conn_free(c);
         local_pair_fd_close(memfd);
-        return;
+        return -1;
     }
     c->memfd = shim_fd_internal_keep(memfd, &path_local, c);
     if (c->memfd >= 0)
@@ -231,6 +266,7 @@ void lp_inherit_one(const int *fds, int nfds, int memfd, int side, unsigned flag
     c->kern_shut_wr = !!(flags & LP_F_KERN_SHUT_WR);
     c->kern_eof = !!(flags & LP_F_KERN_EOF);
     c->rx_plain = !!(flags & LP_F_RX_PLAIN);
+    lp_armed_take(&c->ch, flags);
     c->rv_seen = (uint8_t)lp_rv(c);
     c->ch.quiet = c->rv_seen;
     c->tx_kernel = v[0];
@@ -245,7 +281,7 @@ void lp_inherit_one(const int *fds, int nfds, int memfd, int side, unsigned flag
             c->refs++;
         lp_claim(fds[i], c);
     }
-    zc_stat_add(ZC_STAT_LOCAL_INHERITED, 1);
+    return 0;
 }
 
 void path_local_inherit(void)
@@ -287,8 +323,10 @@ void path_local_inherit(void)
         /* the entries were written by our previous image: still check them */
         for (k = 0; k < nfds; k++)
             ok &= fds[k] >= 0 && fds[k] != memfd;
-        if (ok && memfd >= 0 && lp.enabled)
-            lp_inherit_one(fds, nfds, memfd, side, flags, v, xfds);
+        if (ok && memfd >= 0 && lp.enabled) {
+            if (lp_inherit_one(fds, nfds, memfd, side, flags, v, xfds) == 0)
+                zc_stat_add(ZC_STAT_LOCAL_INHERITED, 1);
+        }
         else if (memfd >= 0)
             local_pair_fd_close(memfd);
     }
@@ -328,7 +366,7 @@ void path_local_handover_posted(shim_fd_t *f)
     lp_holders_add(lp_conn(f), 1);
 }
 
-void path_local_handover_adopt(int fd, const path_local_handover_t *h, int memfd)
+int path_local_handover_adopt(int fd, const path_local_handover_t *h, int memfd, int counted)
 {
     uint64_t v[4] = { h->tx_kernel, h->rx_kernel, h->bells_drained, h->bells_claimed };
     shim_fd_t *f = shim_fd_get(fd);
@@ -339,6 +377,10 @@ void path_local_handover_adopt(int fd, const path_local_handover_t *h, int memfd
         shim_fd_claim_clear(f);
         lp_forget(&old, fd);
     }
-    lp_inherit_one(&fd, 1, memfd, (int)h->side, h->flags, v, (const int[2]){ -1, -1 });
+    if (lp_inherit_one(&fd, 1, memfd, (int)h->side, h->flags, v, (const int[2]){ -1, -1 }))
+        return -1;
+    if (counted)
+        zc_stat_add(ZC_STAT_LOCAL_INHERITED, 1);
+    return 0;
 }
 

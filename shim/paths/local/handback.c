@@ -565,20 +565,116 @@ static void lp_pump_run(local_ring_t *ch, int dir, int sock, const lp_pump_job_t
         ;
 }
 
+/* Our pumps, direct children made without an exit signal: nobody's wait()
+ * or SIGCHLD sees them (only a wait with __WCLONE or __WALL would), and the
+ * library reaps them (lp_pumps_reap: at each connection's end, each new
+ * pump, the process's exit).  0: a free slot, -1: one being filled. */
+#define LP_PUMPS 16
+static int lp_pumps[LP_PUMPS];
+static int lp_pumps_lock, lp_pumps_n;
+__thread int lp_execing;    /* lp_exec_prepare is handing connections back */
+
+static void lp_pumps_take_lock(void)
+{
+    while (__atomic_exchange_n(&lp_pumps_lock, 1, __ATOMIC_ACQUIRE))
+        sched_yield();
+}
+
+/* Reap the pumps that ended; never blocks.  A pid that is not our child
+ * (a fork child's copy of its parent's table) is forgotten. */
+void lp_pumps_reap(void)
+{
+    int i;
+
+    if (!__atomic_load_n(&lp_pumps_n, __ATOMIC_ACQUIRE))
+        return;
+    lp_pumps_take_lock();
+    for (i = 0; i < LP_PUMPS; i++) {
+        long rc;
+
+        if (lp_pumps[i] <= 0)
+            continue;
+        rc = zc_syscall(SYS_wait4, lp_pumps[i], NULL, WNOHANG | __WCLONE, NULL);
+        if (rc == lp_pumps[i] || (rc < 0 && errno == ECHILD)) {
+            lp_pumps[i] = 0;
+            __atomic_sub_fetch(&lp_pumps_n, 1, __ATOMIC_RELEASE);
+        }
+    }
+    __atomic_store_n(&lp_pumps_lock, 0, __ATOMIC_RELEASE);
+}
+
+/* fork child: the parent's pumps are not its children (and a lock another
+ * thread held at the fork is nobody's). */
+void lp_pumps_fork_child(void)
+{
+    memset(lp_pumps, 0, sizeof(lp_pumps));
+    lp_pumps_n = 0;
+    lp_pumps_lock = 0;
+}
+
+/* At the process's exit: pumps that end within LP_PUMPS_EXIT_MS are reaped
+ * here; one still at work then goes on, re-parented (to init or the
+ * nearest subreaper) like any orphan. */
+#define LP_PUMPS_EXIT_MS 100
+void lp_pumps_exit(void)
+{
+    int64_t t0 = lp_now_ms();
+
+    for (lp_pumps_reap(); __atomic_load_n(&lp_pumps_n, __ATOMIC_ACQUIRE) &&
+                          lp_now_ms() - t0 < LP_PUMPS_EXIT_MS; lp_pumps_reap())
+        zc_real.poll(NULL, 0, 2);
+}
+
+/* A free slot, marked being filled (-1), or -1 when all are taken. */
+static int lp_pump_slot(void)
+{
+    int i;
+
+    lp_pumps_reap();
+    lp_pumps_take_lock();
+    for (i = 0; i < LP_PUMPS && lp_pumps[i]; i++)
+        ;
+    if (i < LP_PUMPS) {
+        lp_pumps[i] = -1;
+        __atomic_add_fetch(&lp_pumps_n, 1, __ATOMIC_RELEASE);
+    }
+    __atomic_store_n(&lp_pumps_lock, 0, __ATOMIC_RELEASE);
+    return i < LP_PUMPS ? i : -1;
+}
+
+static void lp_pump_slot_set(int i, int pid)
+{
+    lp_pumps_take_lock();
+    lp_pumps[i] = pid;
+    if (!pid)
+        __atomic_sub_fetch(&lp_pumps_n, 1, __ATOMIC_RELEASE);
+    __atomic_store_n(&lp_pumps_lock, 0, __ATOMIC_RELEASE);
+}
+
 /* Start the pump for socket sock (ours to close) over our receiving
- * direction: a grandchild made by raw clones without an exit signal, so
- * neither the application's wait() nor its SIGCHLD ever sees it; the middle
- * one is reaped here.  0, or -errno. */
+ * direction: a child made by a raw clone without an exit signal, reaped by
+ * the library.  When this image is about to be replaced (an exec that
+ * hands connections back, a vfork child) or every slot is taken, nobody
+ * here could reap it: then a grandchild, re-parented to init (or the
+ * nearest subreaper) when its parent, reaped here, ends.  0, or -errno. */
 static int lp_pump_spawn(lp_conn_t *c, int sock, const lp_pump_job_t *job)
 {
+    int slot = lp_execing || shim_vfork_child() ? -1 : lp_pump_slot();
     long mid = zc_syscall(SYS_clone, 0L, NULL, NULL, NULL, 0L);
 
-    if (mid < 0)
+    if (mid < 0) {
+        if (slot >= 0)
+            lp_pump_slot_set(slot, 0);
         return -errno;
+    }
     if (mid == 0) {
-        if (zc_syscall(SYS_clone, 0L, NULL, NULL, NULL, 0L) == 0)
+        if (slot >= 0 || zc_syscall(SYS_clone, 0L, NULL, NULL, NULL, 0L) == 0)
             lp_pump_run(&c->ch, lp_rxdir(c), sock, job);
         zc_syscall(SYS_exit, 0);
+    }
+    if (slot >= 0) {
+        lp_pump_slot_set(slot, (int)mid);
+        return 0;
     }
     while (zc_syscall(SYS_wait4, (pid_t)mid, NULL, __WCLONE, NULL) < 0 && errno == EINTR)
         ;

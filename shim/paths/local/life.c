@@ -214,6 +214,7 @@ void lp_fork_child(void)
     lp_conn_t *c;
 
     lp_tid = 0;
+    lp_pumps_fork_child();
     for (c = lp.head; c; c = c->next) {
         /* the forking thread is the child's only one: a pickup another
          * thread of the parent was making (git's sideband reader, while
@@ -363,6 +364,7 @@ static void lp_process_exit(const char *why)
     lp_conn_t *c;
 
     (void)why;
+    lp_pumps_exit();        /* no subreaper's wait() sees them */
     if (!__libc_single_threaded)
         return;
     for (c = __atomic_load_n(&lp.head, __ATOMIC_ACQUIRE); c; c = c->next) {

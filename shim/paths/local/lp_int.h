@@ -393,16 +393,20 @@ size_t lp_tx_want(lp_conn_t *c, size_t want);
 unsigned lp_flags(const lp_conn_t *c);
 size_t lp_exec_prepare(const shim_exec_t *e, char *buf, size_t bufsz);
 void path_local_exec_failed(void);
-void lp_inherit_one(const int *fds, int nfds, int memfd, int side, unsigned flags,
-                    const uint64_t v[4], const int xfds[2]);
+int lp_inherit_one(const int *fds, int nfds, int memfd, int side, unsigned flags,
+                   const uint64_t v[4], const int xfds[2]);
 void path_local_inherit(void);
 int path_local_handover_prepare(shim_fd_t *f, int fd, path_local_handover_t *h, int *memfd_p);
 void path_local_hand_back(shim_fd_t *f, int fd, const char *why);
 void path_local_handover_posted(shim_fd_t *f);
-void path_local_handover_adopt(int fd, const path_local_handover_t *h, int memfd);
+int path_local_handover_adopt(int fd, const path_local_handover_t *h, int memfd, int counted);
 
 /* handback.c */
 int64_t lp_rv_owed(lp_conn_t *c);
+void lp_pumps_reap(void);
+void lp_pumps_exit(void);
+void lp_pumps_fork_child(void);
+extern __thread int lp_execing;
 size_t lp_rv_keep(lp_conn_t *c, const char *buf, size_t n);
 size_t lp_pb_take(lp_conn_t *c, struct msghdr *msg, size_t skip, int peek);
 int lp_bells_take(lp_conn_t *c, int fd, int64_t n);

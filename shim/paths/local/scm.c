@@ -39,6 +39,19 @@
 #define LP_MBOX_MSGS 1024      /* messages read from one mailbox connection, at most
                                 * (its sender's buffer holds about 300) */
 #define LP_QUARANTINE 32       /* foreign files whose close could block, kept */
+#define LP_MBOX_EXPIRE_MS 10000 /* a record whose socket has not come by then is
+                                 * handed back (its send failed, or never came) */
+
+/* A record kept for a socket not received yet: the channel memfd and the
+ * poster's copy of the very socket (held so that a record dropped from the
+ * table can still hand its connection back to the kernel). */
+typedef struct lp_mbox_rec {
+    path_local_handover_t h;
+    int memfd;
+    int sock;           /* internal (shim_fd_internal_keep) */
+    int poster;         /* its pid */
+    int64_t t0;         /* when it was kept (ms) */
+} lp_mbox_rec_t;
 
 static struct {
     int fd;             /* our mailbox listener, -1 */
@@ -48,9 +61,9 @@ static struct {
     int pid;            /* the process that bound it */
     int lock;
     int npending;       /* oldest first */
-    path_local_handover_t pending[LP_MBOX_PENDING];
-    int pending_memfd[LP_MBOX_PENDING];
-    int pending_poster[LP_MBOX_PENDING];
+    lp_mbox_rec_t pending[LP_MBOX_PENDING];
+    int nevicted;       /* dropped from pending: handed back after the look */
+    lp_mbox_rec_t evicted[LP_MBOX_PENDING];
     int nquarantine;    /* lp_fd_drop_foreign */
     int quarantine[LP_QUARANTINE];
     /* Lingering sockets (LINGER in handback.c): a closed peer's socket, by
@@ -65,6 +78,7 @@ static struct {
 
 typedef struct lp_mbox_want lp_mbox_want_t;
 static void lp_mbox_collect(int lfd, lp_mbox_want_t *w);
+static void lp_recs_close(void);
 
 typedef struct lp_mbox_msg {
     uint64_t magic;
@@ -114,8 +128,7 @@ void path_local_mbox_ensure(void)
             shim_fd_internal_drop(mbox.parent_fd);
         mbox.parent_fd = mbox.fd;       /* the parent's, inherited across fork */
         mbox.fd = -1;
-        while (mbox.npending)           /* the parent's records (our copies) */
-            zc_real.close(mbox.pending_memfd[--mbox.npending]);
+        lp_recs_close();                /* the parent's records (our copies) */
         s = zc_real.socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
         len = lp_mbox_addr(pid, &a);
         if (s >= 0 && (zc_real.bind(s, (struct sockaddr *)&a, len) < 0 ||
@@ -175,8 +188,7 @@ void path_local_mbox_idle(void)
         if (mbox.parent_fd >= 0)
             shim_fd_internal_drop(mbox.parent_fd);
         mbox.parent_fd = -1;
-        while (mbox.npending)       /* (records come only to a scm mailbox) */
-            zc_real.close(mbox.pending_memfd[--mbox.npending]);
+        lp_recs_close();            /* (records come only to a scm mailbox) */
     }
     lp_mbox_unlock();
 }
@@ -206,6 +218,12 @@ int path_local_mbox_moved(void *ctx, int from, int to)
     for (i = 0; i < mbox.nquarantine; i++)
         if (mbox.quarantine[i] == from)
             mbox.quarantine[i] = to;
+    for (i = 0; i < mbox.npending; i++)
+        if (mbox.pending[i].sock == from)
+            mbox.pending[i].sock = to;
+    for (i = 0; i < mbox.nevicted; i++)
+        if (mbox.evicted[i].sock == from)
+            mbox.evicted[i].sock = to;
     return 1;
 }
 
@@ -494,43 +512,84 @@ static void lp_linger_keep(int memfd, int sock)
     mbox.linger_sock[mbox.nlinger++] = shim_fd_internal_keep(sock, &path_local, &mbox);
 }
 
-/* Drop pending record k (its memfd closed when close_memfd).  Lock held. */
-static void lp_pending_drop(int k, int close_memfd)
+/* Close what a record holds (its connection is not ours to hand back). */
+static void lp_rec_close(lp_mbox_rec_t *r)
 {
-    if (close_memfd)
-        zc_real.close(mbox.pending_memfd[k]);
-    memmove(&mbox.pending[k], &mbox.pending[k + 1],
-            (size_t)(mbox.npending - k - 1) * sizeof(mbox.pending[0]));
-    memmove(&mbox.pending_memfd[k], &mbox.pending_memfd[k + 1],
-            (size_t)(mbox.npending - k - 1) * sizeof(int));
-    memmove(&mbox.pending_poster[k], &mbox.pending_poster[k + 1],
-            (size_t)(mbox.npending - k - 1) * sizeof(int));
-    mbox.npending--;
+    zc_real.close(r->memfd);
+    shim_fd_internal_drop(r->sock);
 }
 
-/* Keep a record for a socket not received yet.  A full table loses the
- * oldest record of the poster with the most.  Lock held. */
-static void lp_pending_add(const path_local_handover_t *h, int memfd, int poster)
+/* Every record kept, closed (a fork child's copies of its parent's: the
+ * parent hands them back).  Lock held. */
+static void lp_recs_close(void)
 {
-    if (mbox.npending == LP_MBOX_PENDING) {
-        int i, j, worst = 0, most = 0;
+    while (mbox.npending)
+        lp_rec_close(&mbox.pending[--mbox.npending]);
+    while (mbox.nevicted)
+        lp_rec_close(&mbox.evicted[--mbox.nevicted]);
+}
 
-        for (i = 0; i < mbox.npending; i++) {
-            int n = 0;
+/* The index of the oldest record of the poster with the most in recs[0..n). */
+static int lp_rec_worst(const lp_mbox_rec_t *recs, int n)
+{
+    int i, j, worst = 0, most = 0;
 
-            for (j = 0; j < mbox.npending; j++)
-                n += mbox.pending_poster[j] == mbox.pending_poster[i];
-            if (n > most) {
-                most = n;
-                worst = i;
-            }
+    for (i = 0; i < n; i++) {
+        int k = 0;
+
+        for (j = 0; j < n; j++)
+            k += recs[j].poster == recs[i].poster;
+        if (k > most) {
+            most = k;
+            worst = i;
         }
-        lp_pending_drop(worst, 1);
-        zc_stat_add(ZC_STAT_LOCAL_MBOX_EVICTED, 1);
     }
-    mbox.pending[mbox.npending] = *h;
-    mbox.pending_memfd[mbox.npending] = memfd;
-    mbox.pending_poster[mbox.npending++] = poster;
+    return worst;
+}
+
+/* Remove record k of recs[0..*n) into *out (NULL: closed).  Lock held. */
+static void lp_rec_remove(lp_mbox_rec_t *recs, int *n, int k, lp_mbox_rec_t *out)
+{
+    if (out)
+        *out = recs[k];
+    else
+        lp_rec_close(&recs[k]);
+    memmove(&recs[k], &recs[k + 1], (size_t)(*n - k - 1) * sizeof(recs[0]));
+    (*n)--;
+}
+
+/* Pending record k leaves the table unclaimed: its connection is handed
+ * back to the kernel after the look (lp_mbox_settle), so the socket, when
+ * it comes, reads right as a plain one.  A full list of those loses the
+ * oldest of the poster with the most (a same-user flooder's own).  Lock
+ * held. */
+static void lp_pending_evict(int k)
+{
+    if (mbox.nevicted == LP_MBOX_PENDING) {
+        lp_rec_remove(mbox.evicted, &mbox.nevicted, lp_rec_worst(mbox.evicted, mbox.nevicted),
+                      NULL);
+        zc_stat_add(ZC_STAT_LOCAL_MBOX_LOST, 1);
+    }
+    lp_rec_remove(mbox.pending, &mbox.npending, k, &mbox.evicted[mbox.nevicted++]);
+    zc_stat_add(ZC_STAT_LOCAL_MBOX_EVICTED, 1);
+}
+
+/* Keep a record for a socket not received yet (a record for the same
+ * socket kept before is replaced: its sender posted again).  A full table
+ * evicts the oldest record of the poster with the most.  Lock held. */
+static void lp_pending_add(const path_local_handover_t *h, int memfd, int sock, int poster)
+{
+    int k;
+
+    for (k = 0; k < mbox.npending; k++)
+        if (mbox.pending[k].h.cookie == h->cookie) {
+            lp_rec_remove(mbox.pending, &mbox.npending, k, NULL);
+            break;
+        }
+    if (mbox.npending == LP_MBOX_PENDING)
+        lp_pending_evict(lp_rec_worst(mbox.pending, mbox.npending));
+    mbox.pending[mbox.npending++] = (lp_mbox_rec_t){
+        *h, memfd, shim_fd_internal_keep(sock, &path_local, &mbox), poster, lp_now_ms() };
 }
 
 struct lp_mbox_want {
@@ -556,13 +615,13 @@ static void lp_mbox_message(const lp_mbox_msg_t *m, ssize_t n, int flags, int *f
     if (ok && m->magic == LP_MBOX_MAGIC &&
         zc_real.getsockopt(fds[1], SOL_SOCKET, SO_COOKIE, &cookie, &kl) == 0 &&
         cookie == m->h.cookie && cookie) {
-        zc_real.close(fds[1]);          /* the poster's copy of the socket received */
         if (w && !w->found && cookie == w->cookie) {
+            zc_real.close(fds[1]);      /* the poster's copy of the socket received */
             w->found = 1;
             w->h = m->h;
             w->memfd = fds[0];
         } else {
-            lp_pending_add(&m->h, fds[0], poster);
+            lp_pending_add(&m->h, fds[0], fds[1], poster);
         }
         return;
     }
@@ -654,15 +713,22 @@ static void lp_mbox_collect(int lfd, lp_mbox_want_t *w)
 static int lp_mbox_find(uint64_t cookie, path_local_handover_t *h, int *memfd)
 {
     lp_mbox_want_t w = { .cookie = cookie, .memfd = -1 };
+    int64_t now = lp_now_ms();
     int k;
 
     for (k = 0; k < mbox.npending; k++)
-        if (mbox.pending[k].cookie == cookie) {
-            *h = mbox.pending[k];
-            *memfd = mbox.pending_memfd[k];
-            lp_pending_drop(k, 0);
+        if (mbox.pending[k].h.cookie == cookie) {
+            lp_mbox_rec_t r;
+
+            lp_rec_remove(mbox.pending, &mbox.npending, k, &r);
+            shim_fd_internal_drop(r.sock);
+            *h = r.h;
+            *memfd = r.memfd;
             return 1;
         }
+    for (k = 0; k < mbox.npending; k++)
+        if (now - mbox.pending[k].t0 > LP_MBOX_EXPIRE_MS)
+            lp_pending_evict(k--);
     lp_mbox_collect(mbox.fd, &w);
     if (!w.found)
         lp_mbox_collect(mbox.parent_fd, &w);
@@ -671,6 +737,53 @@ static int lp_mbox_find(uint64_t cookie, path_local_handover_t *h, int *memfd)
         *memfd = w.memfd;
     }
     return w.found;
+}
+
+#define LP_SETTLE_MS 100   /* the most one settling of evicted records takes */
+
+/* Hand back to the kernel the connections of the records evicted (after the
+ * look, outside the lock): each is adopted on the poster's copy of its
+ * socket, handed back (HAND-BACK, handback.c: the peer is told, the ring's
+ * unread bytes go to the kernel) and closed, so that the copy on its way to
+ * us reads as the plain socket it now is.  What is left when the time bound
+ * passes is dropped, counted as lost. */
+static void lp_mbox_settle(void)
+{
+    int64_t t0 = lp_now_ms();
+
+    for (;;) {
+        lp_mbox_rec_t r;
+        uint64_t cookie = 0;
+        socklen_t kl = sizeof(cookie);
+        shim_fd_t *f, was;
+
+        lp_mbox_lock();
+        if (!mbox.nevicted || mbox.pid != (int)getpid()) {
+            lp_mbox_unlock();
+            return;
+        }
+        lp_rec_remove(mbox.evicted, &mbox.nevicted, 0, &r);
+        f = shim_fd_get(r.sock);
+        if (f)
+            shim_fd_reset(f);           /* ours to adopt, not internal now */
+        lp_mbox_unlock();
+        if (lp_now_ms() - t0 > LP_SETTLE_MS || !f ||
+            zc_real.getsockopt(r.sock, SOL_SOCKET, SO_COOKIE, &cookie, &kl) ||
+            cookie != r.h.cookie) {
+            zc_real.close(r.memfd);
+            zc_real.close(r.sock);
+            zc_stat_add(ZC_STAT_LOCAL_MBOX_LOST, 1);
+            continue;
+        }
+        if (path_local_handover_adopt(r.sock, &r.h, r.memfd, 0) == 0 && lp_claimed(f)) {
+            lp_revert(lp_conn(f), r.sock, "its hand-over record was evicted");
+            zc_stat_add(ZC_STAT_LOCAL_MBOX_HANDED_BACK, 1);
+        }
+        shim_fd_take(f, &was);
+        if (was.path && was.kind == SHIM_FD_SOCKET)
+            was.path->ops->forget(&was, r.sock);
+        zc_real.close(r.sock);
+    }
 }
 
 void path_local_scm_received(struct msghdr *msg)
@@ -701,9 +814,10 @@ void path_local_scm_received(struct msghdr *msg)
             found = lp_mbox_find(cookie, &h, &memfd);
             lp_mbox_unlock();
             if (found)
-                path_local_handover_adopt(fd, &h, memfd);
+                path_local_handover_adopt(fd, &h, memfd, 1);
         }
     }
+    lp_mbox_settle();
     errno = saved;
 }
 
@@ -742,5 +856,6 @@ int lp_linger_take(int memfd)
             shim_fd_reset(shim_fd_get(sock));   /* the caller's now */
     }
     lp_mbox_unlock();
+    lp_mbox_settle();
     return sock;
 }

@@ -1,0 +1,261 @@
+#!/usr/bin/env python3
+"""Localpath cases "mailbox_evict/{same,other}" (issue 30: a hand-over whose
+record is lost is handed back to the kernel, never read as a plain socket
+with the ring's bytes stranded).
+
+A dispatcher under the library pairs four TCP connections with clients
+under the library and passes each to a worker under the library over
+SCM_RIGHTS.  The first (B) goes over a second AF_UNIX connection that the
+worker reads only at the end, so its record waits in the worker's table of
+records for sockets not received yet.  Before each of the next two hand-
+overs (over the first AF_UNIX connection, which the worker reads at once)
+an attacker posts 40 well-formed records from 40 processes of its own into
+the worker's mailbox: with every poster at one record, the full table (64)
+evicts the oldest, B's.  An earlier library dropped it: the worker then
+read B's socket as a plain one, took the doorbell byte 0x00 for data and
+B's client never got its echo.  Now the eviction hands B's connection back
+to the kernel (local.mailbox.handed_back), and B's socket, when the worker
+reads it, is the plain socket it is: every echo exact.
+
+"other": the attacker is another user (nobody): its records are refused,
+nothing is evicted, and the worker takes all four channels over.
+
+    lp_mailbox_evict.py same|other   (ZC_LIB: the library)
+Exit 0 pass, 1 fail."""
+import array
+import os
+import socket
+import struct
+import subprocess
+import sys
+import time
+
+SO_COOKIE = 57
+MBOX_MAGIC = 0x31786f624d637a5a
+FLOOD = 40          # records per attack, each from its own process
+
+DISPATCHER = r"""
+import os, socket, subprocess, sys, tempfile
+l = socket.socket(); l.bind(("127.0.0.1", 0)); l.listen(8)
+path = os.path.join(tempfile.mkdtemp(), "w")
+u = socket.socket(socket.AF_UNIX); u.bind(path); u.listen(2)
+w = subprocess.Popen([sys.executable, sys.argv[1], "worker", path],
+                     stdout=subprocess.PIPE, text=True)
+a, _ = u.accept()
+b, _ = u.accept()
+ready = w.stdout.readline().split()
+if not ready or ready[0] != "ready":
+    sys.exit("the worker did not start")
+print(l.getsockname()[1], ready[1], flush=True)
+def take():
+    c, _ = l.accept()
+    c.settimeout(10)
+    # the first receive sends the offer; the client takes it up at its
+    # receive of "a" and says so with "p": paired, then passed on
+    if c.recv(1) != b"h":
+        sys.exit("no hello")
+    c.sendall(b"a")
+    if c.recv(1) != b"p":
+        sys.exit("no p")
+    return c
+for i in range(4):
+    sys.stdin.readline()                # the test says when
+    c = take()
+    socket.send_fds(b if i == 0 else a, [b"x"], [c.fileno()])
+    c.close()
+    print("passed", flush=True)
+socket.send_fds(a, [b"B"], [])          # now read B's
+a.close(); b.close()
+print(w.stdout.read().strip(), flush=True)
+sys.exit(w.wait(timeout=60))
+"""
+
+WORKER = r"""
+import ctypes, os, socket, struct, sys
+def stat(name):
+    v = ctypes.c_uint64()
+    return v.value if ctypes.CDLL(None).zcsock_stat_get(name.encode(), ctypes.byref(v)) == 0 else -1
+def exact(s, n):
+    b = bytearray()
+    while len(b) < n:
+        x = s.recv(n - len(b))
+        if not x:
+            raise EOFError("EOF after %d of %d bytes" % (len(b), n))
+        b += x
+    return bytes(b)
+def echo(s):
+    s.settimeout(10)
+    while True:
+        n = struct.unpack("I", exact(s, 4))[0]
+        if not n:
+            break
+        if n > 1 << 20:
+            raise ValueError("a length of %d: not the client's bytes" % n)
+        s.sendall(exact(s, n))
+    s.close()
+a = socket.socket(socket.AF_UNIX); a.connect(sys.argv[2])
+b = socket.socket(socket.AF_UNIX); b.connect(sys.argv[2])
+print("ready", os.getpid(), flush=True)
+while True:
+    msg, fds, _, _ = socket.recv_fds(a, 16, 4)
+    if msg == b"B":
+        msg, fds, _, _ = socket.recv_fds(b, 16, 4)
+        echo(socket.socket(fileno=fds[0]))
+        break
+    echo(socket.socket(fileno=fds[0]))
+print(" ".join("%s=%d" % (k, stat("local." + v)) for k, v in
+               (("inherited", "inherited"), ("evicted", "mailbox.evicted"),
+                ("handed_back", "mailbox.handed_back"), ("lost", "mailbox.lost"),
+                ("refused", "mailbox.refused"))), flush=True)
+"""
+
+CLIENT = r"""
+import ctypes, socket, struct, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=15)
+s.sendall(b"h")
+if s.recv(1) != b"a":
+    sys.exit("no a")
+s.sendall(b"p")
+data = bytes((i * 7 + 3) & 255 for i in range(65536))
+s.sendall(struct.pack("I", len(data)) + data)
+got = bytearray()
+while len(got) < len(data):
+    x = s.recv(len(data) - len(got))
+    if not x:
+        sys.exit("EOF after %d bytes" % len(got))
+    got += x
+if bytes(got) != data:
+    first = next(i for i in range(len(got)) if got[i] != data[i])
+    sys.exit("echo differs at byte %d (%r)" % (first, bytes(got[first:first + 8])))
+s.sendall(struct.pack("I", 0))
+v = ctypes.c_uint64()
+if ctypes.CDLL(None).zcsock_stat_get(b"local.paired.connected", ctypes.byref(v)) or v.value != 1:
+    sys.exit("the client did not pair (local.paired.connected %d)" % v.value)
+"""
+
+
+def fail(msg):
+    print("FAIL: " + msg, flush=True)
+    sys.exit(1)
+
+
+def post_record(pid):
+    """One well-formed record for a socket of our own, from this process."""
+    own = socket.socket()
+    cookie = struct.unpack("Q", own.getsockopt(socket.SOL_SOCKET, SO_COOKIE, 8))[0]
+    memfd = os.memfd_create("squat")
+    os.ftruncate(memfd, 4096)
+    rec = struct.pack("QQII4Q", MBOX_MAGIC, cookie, 0, 0, 0, 0, 0, 0)
+    end = time.time() + 3
+    while True:
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            s.connect(b"\0zcsock/v1/M/%d" % pid)
+            break
+        except OSError:
+            s.close()
+            if time.time() > end:
+                raise
+            time.sleep(0.01)
+    s.sendmsg([rec], [(socket.SOL_SOCKET, socket.SCM_RIGHTS,
+                       array.array("i", [memfd, own.fileno()]).tobytes())])
+    s.close()
+
+
+def attacker(who, pid):
+    """FLOOD records, each from a process of its own (a table that evicts
+    the poster with the most would drop one flooder's own first)."""
+    if who == "other":
+        os.setgid(65534)
+        os.setuid(65534)
+    kids = []
+    for _ in range(FLOOD):
+        k = os.fork()
+        if k == 0:
+            try:
+                post_record(pid)
+                os._exit(0)
+            except Exception:
+                os._exit(1)
+        kids.append(k)
+    bad = sum(os.waitpid(k, 0)[1] != 0 for k in kids)
+    sys.exit(1 if bad else 0)
+
+
+def main():
+    if len(sys.argv) > 1 and sys.argv[1] == "worker":
+        exec(WORKER, {"__name__": "worker"})
+        return
+    if len(sys.argv) > 1 and sys.argv[1] == "attacker":
+        attacker(sys.argv[2], int(sys.argv[3]))
+        return
+    who = sys.argv[1]
+    lib = os.environ["ZC_LIB"]
+    env = dict(os.environ, LD_PRELOAD=lib)
+    plain = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+    d = subprocess.Popen([sys.executable, "-c", DISPATCHER, os.path.abspath(__file__)],
+                         env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    port, wpid = d.stdout.readline().split()
+    clients = []
+    ok = True
+    try:
+        for i in range(4):
+            if i in (1, 2):
+                rc = subprocess.run([sys.executable, os.path.abspath(__file__), "attacker",
+                                     who, wpid], env=plain, timeout=60).returncode
+                if rc != 0:
+                    fail("the attacker failed")
+            clients.append(subprocess.Popen([sys.executable, "-c", CLIENT, port], env=env,
+                                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                            text=True))
+            d.stdin.write("go\n")
+            d.stdin.flush()
+            if d.stdout.readline().strip() != "passed":
+                fail("the dispatcher did not pass connection %d" % i)
+            if i == 0:
+                time.sleep(0.2)     # B's record reaches the mailbox before the flood
+        for i, c in enumerate(clients):
+            try:
+                _, err = c.communicate(timeout=30)
+            except subprocess.TimeoutExpired:
+                c.kill()
+                c.communicate()
+                ok = False
+                print("FAIL: client %s waited 30 s for its echo" % "B012"[i])
+                continue
+            print("client %s: exit %d %s" % ("B012"[i], c.returncode, err.strip()[-300:]),
+                  flush=True)
+            if c.returncode != 0:
+                ok = False
+                print("FAIL: client %s: the echo failed" % "B012"[i])
+        d.stdin.close()
+        rc = d.wait(timeout=60)
+        out = d.stdout.read()
+    finally:
+        for c in clients:
+            if c.poll() is None:
+                c.kill()
+        if d.poll() is None:
+            d.kill()
+    print("dispatcher exit %d, worker: %s" % (rc, out.strip()), flush=True)
+    if rc != 0 or not out.strip():
+        fail("the worker failed")
+    st = dict(kv.split("=") for kv in out.split())
+    st = {k: int(v) for k, v in st.items()}
+    if who == "same":
+        if st["evicted"] < 1 or st["handed_back"] < 1:
+            fail("B's record was not evicted and handed back (%s): the case tested nothing" % st)
+        if st["inherited"] != 3:
+            fail("the worker took over %d channels, not 3 (all but B's)" % st["inherited"])
+    else:
+        if st["evicted"] or st["refused"] < 2 * FLOOD:
+            fail("another user's records were kept (%s)" % st)
+        if st["inherited"] != 4:
+            fail("the worker took over %d of 4 channels" % st["inherited"])
+    if not ok:
+        sys.exit(1)
+    print("ok mailbox_evict %s" % who)
+
+
+if __name__ == "__main__":
+    main()
