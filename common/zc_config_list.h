@@ -12,6 +12,10 @@
     X(stats, UINT, 0, 0, 2,                                                         \
       "print a key: value statistics report at exit: 1 for processes that used "    \
       "sockets, 2 for every process")                                               \
+    X(live, BOOL, 1, 0, 1,                                                          \
+      "publish this process's counters for zcsock stat while it runs (a 0600 file " \
+      "per process under $XDG_RUNTIME_DIR/zcsock, made at its first socket, "       \
+      "removed at its exit)")                                                       \
     X(log_file, PATH, 0, 0, 0,                                                      \
       "append logs and reports to this file instead of stderr; %p becomes the pid") \
     X(library, PATH, 0, 0, 0,                                                       \

@@ -9,14 +9,13 @@
 
 #define ZC_STATS_SOURCES_MAX 8
 
-uint64_t zc_stats[ZC_STAT_COUNT];
+zc_stats_store_pages_t zc_stats_store;
 __thread zc_stats_block_t *zc_stats_tls;
-static zc_stats_block_t zc_stats_blocks[ZC_STATS_BLOCKS];
-static unsigned zc_stats_blocks_used;   /* claimed so far (may exceed the array) */
+#define zc_stats_blocks (zc_stats_store.s.blocks)
 
 zc_stats_block_t *zc_stats_block_claim(void)
 {
-    unsigned i = __atomic_fetch_add(&zc_stats_blocks_used, 1, __ATOMIC_RELAXED);
+    unsigned i = __atomic_fetch_add(&zc_stats_store.s.blocks_used, 1, __ATOMIC_RELAXED);
 
     zc_stats_tls = i < ZC_STATS_BLOCKS ? &zc_stats_blocks[i] : ZC_STATS_SHARED;
     return zc_stats_tls;
@@ -24,7 +23,7 @@ zc_stats_block_t *zc_stats_block_claim(void)
 
 static unsigned zc_stats_blocks_count(void)
 {
-    unsigned n = __atomic_load_n(&zc_stats_blocks_used, __ATOMIC_RELAXED);
+    unsigned n = __atomic_load_n(&zc_stats_store.s.blocks_used, __ATOMIC_RELAXED);
 
     return n < ZC_STATS_BLOCKS ? n : ZC_STATS_BLOCKS;
 }
@@ -47,6 +46,41 @@ static const char *const zc_stat_names[ZC_STAT_COUNT] = {
     ZC_REAL_SOCKET_LIST(ZC_STAT_CALLS_NAME)
 #undef ZC_STAT_CALLS_NAME
 };
+
+const char *zc_stat_name(unsigned id)
+{
+    return id < ZC_STAT_COUNT ? zc_stat_names[id] : "";
+}
+
+static const char *zc_stats_aux_names[ZC_STATS_AUX];
+static int zc_stats_aux_lock;
+static uint64_t zc_stats_aux_sink;
+void (*zc_stats_aux_named)(unsigned i, const char *name);  /* zc_live: a name added */
+
+uint64_t *zc_stats_aux(const char *name)
+{
+    unsigned i, n;
+
+    while (__atomic_exchange_n(&zc_stats_aux_lock, 1, __ATOMIC_ACQUIRE))
+        ;
+    n = zc_stats_store.s.naux;
+    for (i = 0; i < n && strcmp(zc_stats_aux_names[i], name); i++)
+        ;
+    if (i == n && n < ZC_STATS_AUX) {
+        zc_stats_aux_names[n] = name;
+        __atomic_store_n(&zc_stats_store.s.naux, n + 1, __ATOMIC_RELEASE);
+        if (zc_stats_aux_named)
+            zc_stats_aux_named(n, name);
+    }
+    __atomic_store_n(&zc_stats_aux_lock, 0, __ATOMIC_RELEASE);
+    return i < ZC_STATS_AUX ? &zc_stats_store.s.aux[i] : &zc_stats_aux_sink;
+}
+
+const char *zc_stats_aux_name(unsigned i)
+{
+    return i < __atomic_load_n(&zc_stats_store.s.naux, __ATOMIC_ACQUIRE) ? zc_stats_aux_names[i]
+                                                                          : NULL;
+}
 
 static const zc_stats_source_t *zc_stats_sources[ZC_STATS_SOURCES_MAX];
 static unsigned zc_stats_nsources;
@@ -121,6 +155,12 @@ int zc_stats_get(const char *name, uint64_t *value_p)
             return 0;
         }
     }
+    for (i = 0; zc_stats_aux_name(i); i++) {
+        if (!strcmp(name, zc_stats_aux_name(i))) {
+            *value_p = __atomic_load_n(&zc_stats_store.s.aux[i], __ATOMIC_RELAXED);
+            return 0;
+        }
+    }
     zc_stats_sources_visit(zc_stats_find_emit, &f);
     if (!f.found)
         return -ENOENT;
@@ -169,6 +209,12 @@ size_t zc_stats_format(char *buf, size_t size, const char *when)
         if (i >= ZC_STAT_CALLS_socket && !v)
             continue;   /* only the call counters that moved */
         len += zc_stats_line(buf + len, size - len, zc_stat_names[i], v);
+    }
+    for (i = 0; zc_stats_aux_name(i) && len + 1 < size; i++) {
+        uint64_t v = __atomic_load_n(&zc_stats_store.s.aux[i], __ATOMIC_RELAXED);
+
+        if (v)
+            len += zc_stats_line(buf + len, size - len, zc_stats_aux_name(i), v);
     }
     o = (zc_stats_out_t){ buf, size, len };
     zc_stats_sources_visit(zc_stats_format_emit, &o);

@@ -172,7 +172,29 @@ typedef struct zc_stats_block {
 
 #define ZC_STATS_SHARED ((zc_stats_block_t *)1)
 
-extern uint64_t zc_stats[ZC_STAT_COUNT];
+/* Every counter of the shim, in whole pages of their own: a live segment
+ * (zc_live.h) maps its file over them, so that `zcsock stat` reads the
+ * counts as they move, at no cost to the counting. */
+#define ZC_STATS_AUX 192    /* named counters of the modules' own (zc_stats_aux) */
+#define ZC_STATS_AUX_NAME 48 /* the longest key, its NUL included (ZC_LIVE_NAME_LEN) */
+
+typedef struct zc_stats_store {
+    uint64_t shared[ZC_STAT_COUNT] __attribute__((aligned(64)));  /* threads past the blocks */
+    uint32_t blocks_used __attribute__((aligned(64)));  /* claimed so far (may exceed) */
+    uint32_t naux;                                      /* aux slots named */
+    uint64_t aux[ZC_STATS_AUX] __attribute__((aligned(64)));
+    zc_stats_block_t blocks[ZC_STATS_BLOCKS];
+} zc_stats_store_t;
+
+#define ZC_STATS_STORE_SIZE ((sizeof(zc_stats_store_t) + 4095) & ~(size_t)4095)
+
+typedef union zc_stats_store_pages {
+    zc_stats_store_t s;
+    char pages[ZC_STATS_STORE_SIZE];
+} __attribute__((aligned(4096))) zc_stats_store_pages_t;
+
+extern zc_stats_store_pages_t zc_stats_store;
+#define zc_stats (zc_stats_store.s.shared)
 extern __thread zc_stats_block_t *zc_stats_tls;
 
 /* First count of this thread: a block of its own, or ZC_STATS_SHARED. */
@@ -210,6 +232,21 @@ int zc_stats_source_add(const zc_stats_source_t *src);
 
 /* Zero the shim's own counters (fork child). */
 void zc_stats_reset(void);
+
+/* The key of counter id (< ZC_STAT_COUNT). */
+const char *zc_stat_name(unsigned id);
+
+/* A counter of a module's own, kept with the shim's (so live, in the
+ * report, and readable by zc_stats_get) under name (static storage; keys
+ * in full, "local.declined.short"): add to it with atomics.  Reported when
+ * not zero.  Never NULL: past ZC_STATS_AUX names, a slot nobody reads. */
+uint64_t *zc_stats_aux(const char *name);
+
+/* The name of aux slot i (< the store's naux), or NULL. */
+const char *zc_stats_aux_name(unsigned i);
+
+/* Told when an aux name is added (zc_live: its file names it too). */
+extern void (*zc_stats_aux_named)(unsigned i, const char *name);
 
 /* Look up a counter by key in every source.  Returns 0 or -ENOENT. */
 int zc_stats_get(const char *name, uint64_t *value_p);

@@ -19,6 +19,7 @@ typedef struct zcl_command {
 static const zcl_command_t zcl_commands[] = {
 	{ "run", zcl_cmd_run },
 	{ "doctor", zcl_cmd_doctor },
+	{ "stat", zcl_cmd_stat },
 	{ "version", zcl_cmd_version },
 	{ "__probe", zcl_cmd_probe }, /* internal, for doctor */
 };
@@ -33,6 +34,8 @@ static const char zcl_usage_text[] =
 	"                 run cmd with libzcsock.so preloaded\n"
 	"  doctor [--json] [--lib PATH]\n"
 	"                 report what this machine offers zcsock and what to change\n"
+	"  stat [PID] [--json] [--watch [S]] [--all] [--advise]\n"
+	"                 what the library does in running processes, live\n"
 	"  version        print the version and the library that run would use\n"
 	"  help [command] print this text or a command's usage\n"
 	"\n"

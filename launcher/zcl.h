@@ -4,6 +4,7 @@
 #define ZCL_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #ifndef ZCSOCK_VERSION
@@ -77,6 +78,13 @@ void zcl_usage_fail(const char *fmt, ...)
  * (run returns only on failure). */
 int zcl_cmd_run(int argc, char **argv);
 int zcl_cmd_doctor(int argc, char **argv);
+int zcl_cmd_stat(int argc, char **argv);
+
+/* stat.c: one reading of a process's counters; advise.c: the advice rules
+ * over it (the number given). */
+typedef struct zcl_snap zcl_snap_t;
+uint64_t zcl_stat_get(const zcl_snap_t *s, const char *key);
+int zcl_advise(const zcl_snap_t *s, FILE *out);
 int zcl_cmd_version(int argc, char **argv);
 
 /* Read at most len-1 bytes of a small file (/proc, /sys) with open/read,

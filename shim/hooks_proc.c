@@ -1,4 +1,4 @@
-/* Process hooks: fork and the exec family.
+/* Process hooks: fork, the exec family and _exit.
  *
  * vfork is deliberately not interposed: a wrapper would return into its own
  * frame in the child, which shares the parent's stack.  posix_spawn, system
@@ -10,8 +10,30 @@
 #include <unistd.h>
 
 #include "shim_int.h"
+#include "zc_sys.h"
 
 extern char **environ;
+
+/* _exit skips the destructors: the live statistics file goes here (fork
+ * children of servers and test harnesses leave by _exit).  Not in a vfork
+ * child, whose memory, and file, are its parent's. */
+static __attribute__((noreturn)) void shim_exit_now(int status)
+{
+    if (!shim_vfork_child())
+        zc_live_exit();
+    for (;;)
+        zc_sys(SYS_exit_group, status, 0, 0);
+}
+
+SHIM_EXPORT void _exit(int status)
+{
+    shim_exit_now(status);
+}
+
+SHIM_EXPORT void _Exit(int status)
+{
+    shim_exit_now(status);
+}
 
 SHIM_EXPORT pid_t fork(void)
 {
@@ -49,6 +71,8 @@ static int shim_exec_failed(int rc)
     int saved = errno;
 
     SHIM_PATHS_EACH(exec_failed);
+    if (!shim_vfork_child())
+        zc_live_exec_failed();
     errno = saved;
     return rc;
 }

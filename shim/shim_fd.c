@@ -53,6 +53,8 @@ void shim_fd_socket_track(int fd, int family, int type)
     f->unconnected = f->stream;
     shim_fd_claim_clear(f);
     __atomic_store_n(&f->kind, SHIM_FD_SOCKET, __ATOMIC_RELEASE);
+    if (shim_unlikely(!zc_live))
+        zc_live_publish();      /* the process's first socket: zcsock stat lists it */
 }
 
 void shim_fd_seize(shim_fd_t *f)

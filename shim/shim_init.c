@@ -53,9 +53,19 @@ static void shim_report(const char *when)
 
 static void shim_atfork_child(void)
 {
+    int live = zc_live_fork_child();    /* before the counts are zeroed: the parent's */
+
     shim_ep_fork_child();
     shim_pid = (int)getpid();
     zc_stats_reset();
+    if (live)
+        zc_live_publish();
+}
+
+/* The modules' counters, for the live report text (zc_live_answer). */
+static size_t shim_live_extra(char *buf, size_t size)
+{
+    return shim_mem_report ? shim_mem_report(buf, size) : 0;
 }
 
 /* Everything initialisation does, in order.  Runs once, from the constructor
@@ -89,6 +99,7 @@ static int shim_init_once(void)
         zc_config_visit(shim_config_print, NULL);
     if (shim_mem_init)
         shim_mem_init();
+    zc_live_extra = shim_live_extra;
     return 0;
 }
 
@@ -124,8 +135,10 @@ __attribute__((destructor(101))) static void shim_destructor(void)
 {
     if (__atomic_exchange_n(&shim_finished, 1, __ATOMIC_ACQ_REL))
         return;
-    if (!shim_vfork_child())
+    if (!shim_vfork_child()) {
         shim_process_exit();
+        zc_live_exit();
+    }
     shim_report("exit");
 }
 
@@ -140,6 +153,7 @@ void shim_exec_prepare(void)
         return;     /* a vfork child: it shares our memory, touch nothing */
     zc_stat_add(ZC_STAT_PROC_EXECS, 1);
     shim_report("exec");
+    zc_live_exit();         /* the next image publishes its own */
 }
 
 /* --- public API (include/zcsock.h) -------------------------------------- */

@@ -9,6 +9,7 @@
 #include "shim_path.h"
 #include "zc_real.h"
 #include "zc_stats.h"
+#include "zc_live.h"
 
 #define SHIM_EXPORT __attribute__((visibility("default")))
 #define shim_likely(x) __builtin_expect(!!(x), 1)
@@ -86,6 +87,7 @@ static inline void shim_sig_wait_end(void)
             return fail_ret;                                                    \
         }                                                                       \
         zc_stat_add(ZC_STAT_CALLS_##name, 1);                                   \
+        zc_live_poll();                                                         \
     } while (0)
 
 /* Convert a path's -errno result into the libc convention. */

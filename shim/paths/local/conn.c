@@ -429,7 +429,7 @@ void lp_side_publish(lp_conn_t *c, int fd)
 void lp_decline(int reason)
 {
     if (reason > 0 && reason < LOCAL_PAIR_R_COUNT)
-        __atomic_add_fetch(&lp.declined[reason], 1, __ATOMIC_RELAXED);
+        __atomic_add_fetch(lp.declined[reason], 1, __ATOMIC_RELAXED);
     zc_stat_add(ZC_STAT_LOCAL_DECLINED, 1);
     zc_log(ZC_LOG_TRACE, "local path declined: %s", local_pair_reason_name(reason));
 }

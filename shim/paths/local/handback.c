@@ -932,7 +932,7 @@ int lp_handback_reason(const char *why)
 /* Count a hand-back under its reason. */
 void lp_handback_count(const char *why)
 {
-    __atomic_add_fetch(&lp.handed_back[lp_handback_reason(why)], 1, __ATOMIC_RELAXED);
+    __atomic_add_fetch(lp.handed_back[lp_handback_reason(why)], 1, __ATOMIC_RELAXED);
 }
 
 /* PREFIX: doorbells are owed to us (our announcements withdrawn) behind

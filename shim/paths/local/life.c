@@ -231,39 +231,30 @@ void lp_fork_child(void)
     path_local_mbox_fork_child();
 }
 
-void lp_stats_visit(void *arg, zc_stats_emit_func_t emit, void *ctx)
+/* The counters by reason, named once: live with the shim's (zc_stats_aux),
+ * reported when not zero. */
+static void lp_stats_init(void)
 {
-    char key[64];
-    int r;
+    static char names[LOCAL_PAIR_R_COUNT + 2 * LP_HB_COUNT][ZC_STATS_AUX_NAME];
+    static uint64_t none;
+    int r, k = 0;
 
-    (void)arg;
-    for (r = 1; r < LOCAL_PAIR_R_COUNT; r++) {
-        uint64_t v = __atomic_load_n(&lp.declined[r], __ATOMIC_RELAXED);
-
-        if (!v)
+    for (r = 0; r < LOCAL_PAIR_R_COUNT; r++) {
+        lp.declined[r] = &none;
+        if (!r)
             continue;
-        zc_fmt(key, sizeof(key), "local.declined.%s", local_pair_reason_name(r));
-        emit(ctx, key, v);
+        zc_fmt(names[k], sizeof(names[k]), "local.declined.%s", local_pair_reason_name(r));
+        lp.declined[r] = zc_stats_aux(names[k++]);
     }
     for (r = 0; r < LP_HB_COUNT; r++) {
-        uint64_t v = __atomic_load_n(&lp.handed_back[r], __ATOMIC_RELAXED);
-
-        if (!v)
-            continue;
-        zc_fmt(key, sizeof(key), "local.handed_back.%s", lp_handback_names[r]);
-        emit(ctx, key, v);
+        zc_fmt(names[k], sizeof(names[k]), "local.handed_back.%s", lp_handback_names[r]);
+        lp.handed_back[r] = zc_stats_aux(names[k++]);
     }
     for (r = 0; r < LP_HB_COUNT; r++) {
-        uint64_t v = __atomic_load_n(&lp.never_paired[r], __ATOMIC_RELAXED);
-
-        if (!v)
-            continue;
-        zc_fmt(key, sizeof(key), "local.never_paired.%s", lp_handback_names[r]);
-        emit(ctx, key, v);
+        zc_fmt(names[k], sizeof(names[k]), "local.never_paired.%s", lp_handback_names[r]);
+        lp.never_paired[r] = zc_stats_aux(names[k++]);
     }
 }
-
-static const zc_stats_source_t lp_stats_source = { lp_stats_visit, NULL };
 
 void lp_init(void)
 {
@@ -281,7 +272,7 @@ void lp_init(void)
                lp.ring_size);
         lp.ring_size = 0;
     }
-    zc_stats_source_add(&lp_stats_source);
+    lp_stats_init();
 }
 
 /* --- the interface (shim_path.h) ------------------------------------------------ */

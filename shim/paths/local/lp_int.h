@@ -268,9 +268,10 @@ typedef struct lp_global {
     int objects;                        /* connection objects not yet final (lp_conn_final) */
     int chans;                          /* ... of them holding a channel's descriptor
                                          * (lp_fd_limited) */
-    uint64_t declined[LOCAL_PAIR_R_COUNT];
-    uint64_t handed_back[LP_HB_COUNT];  /* by reason (lp_handback_count) */
-    uint64_t never_paired[LP_HB_COUNT]; /* left before the offer, by reason */
+    /* counters by reason, live (zc_stats_aux; lp_stats_init) */
+    uint64_t *declined[LOCAL_PAIR_R_COUNT];
+    uint64_t *handed_back[LP_HB_COUNT];  /* by reason (lp_handback_count) */
+    uint64_t *never_paired[LP_HB_COUNT]; /* left before the offer, by reason */
     int uring;                          /* liburing is loaded (pairing.c) */
 } lp_global_t;
 
@@ -446,7 +447,6 @@ void lp_fork_hold(int delta);
 void lp_fork_prepare(void);
 void lp_fork_parent(void);
 void lp_fork_child(void);
-void lp_stats_visit(void *arg, zc_stats_emit_func_t emit, void *ctx);
 void lp_init(void);
 
 /* pairing.c */

@@ -616,7 +616,7 @@ void lp_offer_cancel(lp_conn_t *c, const char *why)
         if (c->pair_last)       /* it carried bytes, not yet enough to pay */
             lp_decline(LOCAL_PAIR_R_SHORT);
         else
-            __atomic_add_fetch(&lp.never_paired[lp_handback_reason(why)], 1, __ATOMIC_RELAXED);
+            __atomic_add_fetch(lp.never_paired[lp_handback_reason(why)], 1, __ATOMIC_RELAXED);
     }
 }
 

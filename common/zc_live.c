@@ -1,0 +1,294 @@
+/* Live statistics, the library's side: see zc_live.h.
+ *
+ * Publication makes the file (a temporary name, then renamed: a reader
+ * never sees half of it), writes the header, the keys and the counters as
+ * they are, and maps the file's store over the shim's own counter pages
+ * (MAP_FIXED), so that every later count lands in the file.  Counts other
+ * threads make in the few microseconds between that copy and the mapping
+ * are lost (only a process that is already multi-threaded at its first
+ * socket has such threads).  System calls go straight to the kernel
+ * (zc_sys.h): the library's own hooks never run here. */
+#include "zc_live.h"
+
+#include <fcntl.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+
+#include "zc_config.h"
+#include "zc_log.h"
+#include "zc_stats.h"
+#include "zc_sys.h"
+
+zc_live_hdr_t *zc_live;
+static size_t zc_live_front;            /* header, keys and text: mapped at zc_live */
+static char zc_live_path[200];
+static int zc_live_lock, zc_live_off;
+size_t (*zc_live_extra)(char *buf, size_t size);
+
+#define ZC_LIVE_ALIGN(x) (((x) + 4095) & ~(uint64_t)4095)
+
+/* /proc/self/stat's field 22 (start time), 0 when unreadable. */
+static uint64_t zc_live_starttime(char *comm, size_t commsz)
+{
+    char buf[1024], *p;
+    long fd = zc_sys(SYS_openat, AT_FDCWD, "/proc/self/stat", O_RDONLY | O_CLOEXEC);
+    long n;
+    int field;
+    uint64_t v = 0;
+
+    if (fd < 0)
+        return 0;
+    n = zc_sys(SYS_read, fd, buf, sizeof(buf) - 1);
+    zc_sys(SYS_close, fd, 0, 0);
+    if (n <= 0)
+        return 0;
+    buf[n] = 0;
+    p = strchr(buf, '(');
+    if (p) {
+        char *e = strrchr(p, ')');
+        size_t k = e ? (size_t)(e - p - 1) : 0;
+
+        if (k >= commsz)
+            k = commsz - 1;
+        memcpy(comm, p + 1, k);
+        comm[k] = 0;
+        p = e;
+    }
+    /* after the ")": field 3 onwards, space separated */
+    for (field = 2; p && *p && field < 22; p++)
+        if (*p == ' ')
+            field++;
+    while (p && *p >= '0' && *p <= '9')
+        v = v * 10 + (uint64_t)(*p++ - '0');
+    return v;
+}
+
+static uint64_t zc_live_now_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static int zc_live_write_all(long fd, const void *p, size_t n, uint64_t off)
+{
+    while (n) {
+        long w = zc_sys6(SYS_pwrite64, fd, (long)p, (long)n, (long)off, 0, 0);
+
+        if (w == -EINTR)
+            continue;
+        if (w <= 0)
+            return -1;
+        p = (const char *)p + w;
+        n -= (size_t)w;
+        off += (uint64_t)w;
+    }
+    return 0;
+}
+
+/* Said once; the process stays unpublished (no retry per socket). */
+static void zc_live_fail(const char *what, long err)
+{
+    if (!__atomic_exchange_n(&zc_live_off, 1, __ATOMIC_RELAXED))
+        zc_log(ZC_LOG_NOTICE, "live statistics off for this process: %s (%s); "
+               "zcsock stat will not list it", what, strerror((int)-err));
+}
+
+/* An aux counter named after publication: its key into the file (the
+ * slot's count is published only after, so a reader finds it named). */
+static void zc_live_aux_named(unsigned i, const char *name)
+{
+    zc_live_hdr_t *h = zc_live;
+
+    if (h && i < h->aux_max)
+        zc_fmt((char *)h + h->names_off + (uint64_t)(h->nstats + i) * ZC_LIVE_NAME_LEN,
+               ZC_LIVE_NAME_LEN, "%s", name);
+}
+
+/* The bytes of the store in use: up to the last block claimed. */
+static size_t zc_live_used(void)
+{
+    uint32_t used = __atomic_load_n(&zc_stats_store.s.blocks_used, __ATOMIC_RELAXED);
+
+    if (used > ZC_STATS_BLOCKS)
+        used = ZC_STATS_BLOCKS;
+    return offsetof(zc_stats_store_t, blocks) + used * sizeof(zc_stats_block_t);
+}
+
+void zc_live_publish(void)
+{
+    char dir[160], tmp[220], comm[32] = "";
+    zc_live_hdr_t h;
+    uint64_t names_off, text_off, store_off, size;
+    size_t front;
+    long fd, rc, m;
+    unsigned i;
+
+    if (!zc_config.live || zc_live_off || __atomic_exchange_n(&zc_live_lock, 1, __ATOMIC_ACQUIRE))
+        return;
+    if (zc_live) {
+        __atomic_store_n(&zc_live_lock, 0, __ATOMIC_RELEASE);
+        return;
+    }
+    rc = zc_live_dir(dir, sizeof(dir), 1);
+    if (rc) {
+        zc_live_fail(rc == -EPERM ? "its directory is not a private one of this user"
+                                  : "no directory for it", rc == -EPERM ? -EACCES : rc);
+        goto out;
+    }
+    names_off = 4096;
+    text_off = ZC_LIVE_ALIGN(names_off + (uint64_t)(ZC_STAT_COUNT + ZC_STATS_AUX) *
+                                         ZC_LIVE_NAME_LEN);
+    store_off = ZC_LIVE_ALIGN(text_off + ZC_LIVE_TEXT_SIZE);
+    size = store_off + ZC_STATS_STORE_SIZE;
+    front = (size_t)store_off;
+    memset(&h, 0, sizeof(h));
+    h.magic = ZC_LIVE_MAGIC;
+    h.version = ZC_LIVE_VERSION;
+    h.hdr_size = sizeof(h);
+    h.pid = (int32_t)zc_sys(SYS_getpid, 0, 0, 0);
+    h.uid = (uint32_t)geteuid();
+    h.starttime = zc_live_starttime(comm, sizeof(comm));
+    h.published_ns = zc_live_now_ns();
+    memcpy(h.comm, comm, sizeof(h.comm));
+    zc_fmt(h.lib_version, sizeof(h.lib_version), "%s", ZCSOCK_VERSION);
+    h.nstats = ZC_STAT_COUNT;
+    h.nblocks = ZC_STATS_BLOCKS;
+    h.names_off = names_off;
+    h.text_off = text_off;
+    h.store_off = store_off;
+    h.store_size = ZC_STATS_STORE_SIZE;
+    h.shared_off = offsetof(zc_stats_store_t, shared);
+    h.blocks_used_off = offsetof(zc_stats_store_t, blocks_used);
+    h.blocks_off = offsetof(zc_stats_store_t, blocks);
+    h.block_stride = sizeof(zc_stats_block_t);
+    h.naux_off = offsetof(zc_stats_store_t, naux);
+    h.aux_off = offsetof(zc_stats_store_t, aux);
+    h.aux_max = ZC_STATS_AUX;
+    zc_fmt(zc_live_path, sizeof(zc_live_path), "%s/%d", dir, (int)h.pid);
+    zc_fmt(tmp, sizeof(tmp), "%s/.%d.new", dir, (int)h.pid);
+    fd = zc_sys(SYS_openat, AT_FDCWD, tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0) {
+        zc_live_fail("cannot make its file", fd);
+        goto out;
+    }
+    zc_sys(SYS_fchmod, fd, 0600, 0);
+    rc = zc_sys(SYS_ftruncate, fd, size, 0);
+    for (i = 0; rc == 0 && i < ZC_STAT_COUNT + ZC_STATS_AUX; i++) {
+        const char *name = i < ZC_STAT_COUNT ? zc_stat_name(i) : zc_stats_aux_name(i - ZC_STAT_COUNT);
+        char key[ZC_LIVE_NAME_LEN] = { 0 };
+
+        if (!name)
+            continue;
+        zc_fmt(key, sizeof(key), "%s", name);
+        rc = zc_live_write_all(fd, key, sizeof(key), names_off + (uint64_t)i * sizeof(key));
+    }
+    if (rc == 0)
+        rc = zc_live_write_all(fd, &h, sizeof(h), 0);
+    m = rc ? -EIO : zc_sys6(SYS_mmap, 0, (long)front, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (m < 0 && m > -4096) {
+        zc_sys(SYS_close, fd, 0, 0);
+        zc_sys(SYS_unlinkat, AT_FDCWD, tmp, 0);
+        zc_live_fail("cannot write its file", m);
+        goto out;
+    }
+    /* the counters as they are (the blocks no thread claimed stay holes),
+     * then the file's pages in their place */
+    rc = zc_live_write_all(fd, &zc_stats_store, zc_live_used(), store_off);
+    if (rc == 0)
+        rc = zc_sys6(SYS_mmap, (long)&zc_stats_store, ZC_STATS_STORE_SIZE,
+                     PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, (long)store_off);
+    zc_sys(SYS_close, fd, 0, 0);
+    if (rc < 0 && rc > -4096) {
+        zc_sys(SYS_munmap, m, (long)front, 0);
+        zc_sys(SYS_unlinkat, AT_FDCWD, tmp, 0);
+        zc_live_fail("cannot map its file", rc);
+        goto out;
+    }
+    zc_sys6(SYS_renameat, AT_FDCWD, (long)tmp, AT_FDCWD, (long)zc_live_path, 0, 0);
+    zc_live_front = front;
+    zc_stats_aux_named = zc_live_aux_named;
+    __atomic_store_n(&zc_live, (zc_live_hdr_t *)m, __ATOMIC_RELEASE);
+out:
+    __atomic_store_n(&zc_live_lock, 0, __ATOMIC_RELEASE);
+}
+
+/* The counter pages become private again, the file's front unmapped.  What
+ * they hold is kept up to the first block (the shared and aux counters,
+ * the number of blocks claimed), and the blocks claimed too when all. */
+static void zc_live_detach(int all)
+{
+    zc_live_hdr_t *h = zc_live;
+    uint32_t used = zc_stats_store.s.blocks_used;
+    size_t keep = offsetof(zc_stats_store_t, blocks) +
+                  (all ? (used < ZC_STATS_BLOCKS ? used : ZC_STATS_BLOCKS) * sizeof(zc_stats_block_t)
+                       : 0);
+    long copy;
+
+    if (!h)
+        return;
+    zc_live = NULL;
+    copy = zc_sys6(SYS_mmap, 0, (long)keep, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                   -1, 0);
+    if (copy < 0 && copy > -4096)
+        copy = -1;
+    else
+        memcpy((void *)copy, &zc_stats_store, keep);
+    if (zc_sys6(SYS_mmap, (long)&zc_stats_store, ZC_STATS_STORE_SIZE, PROT_READ | PROT_WRITE,
+                MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) == (long)&zc_stats_store &&
+        copy != -1)
+        memcpy(&zc_stats_store, (void *)copy, keep);
+    if (copy != -1)
+        zc_sys(SYS_munmap, copy, (long)keep, 0);
+    zc_sys(SYS_munmap, (long)h, (long)zc_live_front, 0);
+}
+
+void zc_live_exit(void)
+{
+    if (!zc_live)
+        return;
+    zc_sys(SYS_unlinkat, AT_FDCWD, zc_live_path, 0);
+}
+
+void zc_live_exec_failed(void)
+{
+    if (!zc_live)
+        return;
+    zc_live_detach(1);
+    zc_live_publish();
+}
+
+int zc_live_fork_child(void)
+{
+    zc_live_lock = 0;
+    if (!zc_live)
+        return 0;
+    zc_live_detach(0);
+    return 1;
+}
+
+void zc_live_answer(void)
+{
+    static char buf[ZC_LIVE_TEXT_SIZE];
+    zc_live_hdr_t *h = zc_live;
+    uint32_t want;
+    size_t n;
+
+    if (!h || __atomic_exchange_n(&zc_live_lock, 1, __ATOMIC_ACQUIRE))
+        return;
+    want = __atomic_load_n(&h->want, __ATOMIC_ACQUIRE);
+    n = zc_stats_format(buf, sizeof(buf), "live");
+    if (zc_live_extra && n < sizeof(buf))
+        n += zc_live_extra(buf + n, sizeof(buf) - n);
+    if (n > ZC_LIVE_TEXT_SIZE)
+        n = ZC_LIVE_TEXT_SIZE;
+    __atomic_add_fetch(&h->text_seq, 1, __ATOMIC_ACQ_REL);      /* odd: writing */
+    memcpy((char *)h + h->text_off, buf, n);
+    h->text_len = (uint32_t)n;
+    h->text_ns = zc_live_now_ns();
+    __atomic_add_fetch(&h->text_seq, 1, __ATOMIC_RELEASE);      /* even: whole */
+    __atomic_store_n(&h->done, want, __ATOMIC_RELEASE);
+    __atomic_store_n(&zc_live_lock, 0, __ATOMIC_RELEASE);
+}

@@ -1,0 +1,143 @@
+/* Live statistics: each process under the library that uses sockets
+ * publishes its counters in a file of its own, which `zcsock stat` reads
+ * while the process runs (no ptrace, no signal, nothing asked of it).
+ *
+ * Where: <dir>/<pid>, dir = $XDG_RUNTIME_DIR/zcsock when that is a
+ * directory of ours (mode 0700), else /run/user/<uid>/zcsock, else
+ * /tmp/zcsock-<uid>; made 0700, and used only when it is a real directory
+ * owned by this user with no access for others (a name another user made
+ * first is refused, never followed).  Files are 0600: only the same user
+ * (and root) reads them.
+ *
+ * Layout (all little-endian native words; the reader checks magic, version
+ * and every offset against the file's size):
+ *   [0, 4096)           zc_live_hdr_t
+ *   [names_off, ...)    nstats + aux_max keys of ZC_LIVE_NAME_LEN bytes each
+ *                       (the aux ones named as the modules add them)
+ *   [text_off, ...)     ZC_LIVE_TEXT_SIZE bytes: the last full report
+ *                       (`key: value` lines, the modules' counters included),
+ *                       written on request (want/done) under text_seq
+ *   [store_off, ...)    the shim's counters themselves (zc_stats_store_t),
+ *                       mapped over the process's own: live
+ * The counters of a key are store.shared[i] plus blocks[b].v[i] for b <
+ * min(blocks_used, nblocks), each block block_stride bytes apart; aux key
+ * i (< the store's naux, a uint32_t at naux_off) is store.aux[i]. */
+#ifndef ZC_LIVE_H
+#define ZC_LIVE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define ZC_LIVE_MAGIC 0x31766c4c6373637aULL   /* "zcscLlv1" */
+#define ZC_LIVE_VERSION 1
+#define ZC_LIVE_NAME_LEN 48
+#define ZC_LIVE_TEXT_SIZE (48 * 1024)
+
+typedef struct zc_live_hdr {
+    uint64_t magic;
+    uint32_t version;
+    uint32_t hdr_size;
+    int32_t pid;
+    uint32_t uid;
+    uint64_t starttime;         /* /proc/<pid>/stat field 22: tells a reused pid */
+    uint64_t published_ns;      /* CLOCK_REALTIME of the publication */
+    char comm[32];              /* the program (its comm at publication) */
+    char lib_version[32];
+    uint32_t nstats;            /* keys, and counters per block */
+    uint32_t nblocks;
+    uint64_t names_off;
+    uint64_t text_off;
+    uint64_t store_off;
+    uint64_t store_size;
+    uint64_t shared_off;        /* within the store: the shared counters */
+    uint64_t blocks_used_off;   /* ... the uint32_t count of blocks claimed */
+    uint64_t blocks_off;        /* ... the first block */
+    uint64_t block_stride;
+    uint64_t naux_off;          /* ... the uint32_t count of aux keys named */
+    uint64_t aux_off;           /* ... the aux counters */
+    uint32_t aux_max;
+    uint32_t pad;
+    /* the report text: a reader adds 1 to want; the process, at its next
+     * call into the library, writes the text and sets done = want */
+    uint32_t want;
+    uint32_t done;
+    uint32_t text_seq;          /* odd while being written */
+    uint32_t text_len;
+    uint64_t text_ns;           /* CLOCK_REALTIME of the text */
+} zc_live_hdr_t;
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* 1 when path is a real directory (not a link) of this user, closed to
+ * everyone else. */
+static inline int zc_live_dir_ok(const char *path)
+{
+    struct stat st;
+
+    return !lstat(path, &st) && S_ISDIR(st.st_mode) && st.st_uid == geteuid() &&
+           !(st.st_mode & 077);
+}
+
+/* The directory (see above) into buf; 0, or -errno (-EPERM: it exists but
+ * is not safely ours).  make: create it when missing. */
+static inline int zc_live_dir(char *buf, unsigned size, int make)
+{
+    const char *x = getenv("XDG_RUNTIME_DIR");
+    char base[256];
+    int n;
+
+    if (x && *x == '/' && zc_live_dir_ok(x))
+        snprintf(base, sizeof(base), "%s", x);
+    else if (snprintf(base, sizeof(base), "/run/user/%u", (unsigned)geteuid()) > 0 &&
+             zc_live_dir_ok(base))
+        ;
+    else
+        base[0] = 0;
+    n = base[0] ? snprintf(buf, size, "%s/zcsock", base)
+                : snprintf(buf, size, "/tmp/zcsock-%u", (unsigned)geteuid());
+    if (n <= 0 || (unsigned)n >= size)
+        return -ENAMETOOLONG;
+    if (make && mkdir(buf, 0700) && errno != EEXIST)
+        return -errno;
+    if (zc_live_dir_ok(buf))
+        return 0;
+    return access(buf, F_OK) ? -ENOENT : -EPERM;
+}
+
+/* The library's side (common/zc_live.c). */
+extern zc_live_hdr_t *zc_live;          /* NULL until published */
+
+/* Publish this process's counters (idempotent; at its first socket, and
+ * in a fork child of a published parent). */
+void zc_live_publish(void);
+
+/* The process leaves (exit: the file goes) or is replaced (exec: the file
+ * goes; zc_live_exec_failed publishes again). */
+void zc_live_exit(void);
+void zc_live_exec_failed(void);
+
+/* fork child, before its counters are zeroed: the parent's file is not
+ * its own.  1 when the parent had published (the child then publishes
+ * its own once its counters are zeroed). */
+int zc_live_fork_child(void);
+
+/* What the report adds to the shim's counters (the modules'), or NULL. */
+extern size_t (*zc_live_extra)(char *buf, size_t size);
+
+/* A reader asked for the report text: write it. */
+void zc_live_answer(void);
+
+static inline void zc_live_poll(void)
+{
+    zc_live_hdr_t *h = zc_live;
+
+    if (__builtin_expect(h != 0, 0) &&
+        __atomic_load_n(&h->want, __ATOMIC_RELAXED) != __atomic_load_n(&h->done, __ATOMIC_RELAXED))
+        zc_live_answer();
+}
+
+#endif

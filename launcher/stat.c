@@ -1,0 +1,610 @@
+/* `zcsock stat`: what the library is doing in a running process, read from
+ * the live file each process under the library publishes at its first
+ * socket (common/zc_live.h).  Nothing is asked of the process for the
+ * shim's counters: they are the file's pages.  The modules' counters (pin-
+ * down cache, allocator hooks, pairing reasons) come from a report the
+ * process writes at its next call into the library when asked (want/done);
+ * a process asleep in the kernel answers only when it wakes, so their age
+ * is shown.
+ *
+ *   zcsock stat                      every process of this user, one line each
+ *   zcsock stat PID [--all]          its counters, grouped; zeros hidden
+ *   zcsock stat PID --json           the same for scripts
+ *   zcsock stat PID --watch [S]      every S seconds (1), what moved, per second
+ *   zcsock stat PID --advise         what to change, with the evidence
+ *
+ * A file whose process is gone (killed: no exit ran) or whose pid now
+ * names another process is stale: listed as such once and removed. */
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "zcl.h"
+#include "zc_live.h"
+
+#define ZCL_KEYS_MAX 1024
+#define ZCL_ANSWER_MS 300      /* how long a report request waits for the process */
+
+typedef struct zcl_live {
+	int pid;
+	size_t size;
+	const char *map;
+	zc_live_hdr_t *h;
+} zcl_live_t;
+
+typedef struct zcl_kv {
+	char key[ZC_LIVE_NAME_LEN];
+	uint64_t value;
+} zcl_kv_t;
+
+struct zcl_snap {
+	int n;
+	zcl_kv_t kv[ZCL_KEYS_MAX];
+	double text_age;       /* seconds since the modules' counters were written, -1: none */
+	double t;              /* when read (monotonic seconds) */
+};
+
+static const char zcl_stat_usage[] =
+	"usage: zcsock stat [PID [--all] [--json] [--watch [SECONDS]] [--count N]\n"
+	"                        [--advise]]\n"
+	"\n"
+	"Show what libzcsock.so is doing in running processes of this user, read\n"
+	"from the file each one publishes at its first socket (ZCSOCK_LIVE=1, the\n"
+	"default; under $XDG_RUNTIME_DIR/zcsock, /run/user/UID/zcsock or\n"
+	"/tmp/zcsock-UID, mode 0700).\n"
+	"\n"
+	"  (no PID)        one line per process: pid, command, age, sockets,\n"
+	"                  connections paired, bytes by path, exchange share\n"
+	"  PID             the process's counters now, grouped (zeros hidden)\n"
+	"  --all           zeros too\n"
+	"  --json          one JSON object (with --watch: one per line)\n"
+	"  --watch [S]     every S seconds (default 1): the counters that moved\n"
+	"                  and their rate per second, until interrupted\n"
+	"  --count N       with --watch: stop after N refreshes\n"
+	"  --advise        what to change, each with the counters behind it\n"
+	"  -h, --help      print this text\n"
+	"\n"
+	"exit status: 0; 1 when the process publishes nothing; 2 on a usage error.\n";
+
+static double zcl_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void zcl_sleep_ms(int ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+
+	while (nanosleep(&ts, &ts) && errno == EINTR)
+		;
+}
+
+/* /proc/PID/stat's start time, 0 when the process does not exist. */
+static uint64_t zcl_starttime(int pid)
+{
+	char path[64], buf[1024], *p;
+	uint64_t v = 0;
+	int field;
+	size_t n;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	f = fopen(path, "r");
+	if (!f)
+		return 0;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = 0;
+	p = strrchr(buf, ')');
+	for (field = 2; p && *p && field < 22; p++)
+		if (*p == ' ')
+			field++;
+	while (p && isdigit((unsigned char)*p))
+		v = v * 10 + (uint64_t)(*p++ - '0');
+	return v;
+}
+
+/* Every offset the header names lies inside the file. */
+static int zcl_live_valid(const zc_live_hdr_t *h, size_t size)
+{
+	uint64_t names_end = h->names_off + (uint64_t)(h->nstats + h->aux_max) * ZC_LIVE_NAME_LEN;
+
+	return size >= 4096 && h->magic == ZC_LIVE_MAGIC && h->version == ZC_LIVE_VERSION &&
+	       h->hdr_size >= sizeof(*h) && h->nstats > 0 && h->nstats <= ZCL_KEYS_MAX &&
+	       h->names_off >= 4096 && names_end <= h->text_off &&
+	       h->text_off + ZC_LIVE_TEXT_SIZE <= h->store_off &&
+	       h->store_off + h->store_size <= size && h->store_size < size &&
+	       h->shared_off + (uint64_t)h->nstats * 8 <= h->store_size &&
+	       h->aux_max <= ZCL_KEYS_MAX && h->naux_off + 4 <= h->store_size &&
+	       h->aux_off + (uint64_t)h->aux_max * 8 <= h->store_size &&
+	       h->blocks_used_off + 4 <= h->store_size && h->block_stride >= (uint64_t)h->nstats * 8 &&
+	       h->blocks_off + (uint64_t)h->nblocks * h->block_stride <= h->store_size;
+}
+
+/* Open pid's file in dir: 0, -ENOENT (none), -ESTALE (its process is gone:
+ * the file was removed), -EPROTO (not a live file of ours). */
+static int zcl_live_open(const char *dir, int pid, zcl_live_t *l)
+{
+	char path[ZCL_PATH_MAX];
+	struct stat st;
+	void *m;
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/%d", dir, pid);
+	fd = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ENOENT ? -ENOENT : -EPROTO;
+	if (fstat(fd, &st) || !S_ISREG(st.st_mode) || st.st_uid != geteuid() ||
+	    (size_t)st.st_size < 4096) {
+		close(fd);
+		return -EPROTO;
+	}
+	m = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	close(fd);
+	if (m == MAP_FAILED)
+		return -EPROTO;
+	l->pid = pid;
+	l->size = (size_t)st.st_size;
+	l->map = m;
+	l->h = m;
+	if (!zcl_live_valid(l->h, l->size) || l->h->pid != pid) {
+		munmap(m, l->size);
+		return -EPROTO;
+	}
+	if (zcl_starttime(pid) != l->h->starttime || !l->h->starttime) {
+		munmap(m, l->size);
+		unlink(path);      /* killed before its exit ran, or its pid reused */
+		return -ESTALE;
+	}
+	return 0;
+}
+
+static void zcl_live_close(zcl_live_t *l)
+{
+	munmap((void *)l->map, l->size);
+}
+
+static uint64_t zcl_live_value(const zcl_live_t *l, unsigned i)
+{
+	const zc_live_hdr_t *h = l->h;
+	const char *store = l->map + h->store_off;
+	uint32_t used = __atomic_load_n((const uint32_t *)(store + h->blocks_used_off),
+					__ATOMIC_RELAXED);
+	uint64_t v = __atomic_load_n((const uint64_t *)(store + h->shared_off) + i, __ATOMIC_RELAXED);
+	uint32_t b;
+
+	if (used > h->nblocks)
+		used = h->nblocks;
+	for (b = 0; b < used; b++)
+		v += __atomic_load_n((const uint64_t *)(store + h->blocks_off + b * h->block_stride) + i,
+				     __ATOMIC_RELAXED);
+	return v;
+}
+
+static int zcl_snap_find(const zcl_snap_t *s, const char *key)
+{
+	int i;
+
+	for (i = 0; i < s->n; i++)
+		if (!strcmp(s->kv[i].key, key))
+			return i;
+	return -1;
+}
+
+static uint64_t zcl_get(const zcl_snap_t *s, const char *key)
+{
+	int i = zcl_snap_find(s, key);
+
+	return i < 0 ? 0 : s->kv[i].value;
+}
+
+/* Sum of every counter whose key starts with prefix. */
+static uint64_t zcl_sum(const zcl_snap_t *s, const char *prefix)
+{
+	size_t n = strlen(prefix);
+	uint64_t v = 0;
+	int i;
+
+	for (i = 0; i < s->n; i++)
+		if (!strncmp(s->kv[i].key, prefix, n))
+			v += s->kv[i].value;
+	return v;
+}
+
+/* The modules' counters from the report text: asked for (want), waited for
+ * up to wait_ms, read whole (text_seq even and unchanged). */
+static void zcl_live_text(const zcl_live_t *l, int wait_ms, zcl_snap_t *s)
+{
+	zc_live_hdr_t *h = l->h;
+	uint32_t want = __atomic_add_fetch(&h->want, 1, __ATOMIC_ACQ_REL), seq, len;
+	static char text[ZC_LIVE_TEXT_SIZE + 1];
+	double t0 = zcl_now();
+	char *line, *save = NULL;
+	struct timespec now;
+	int tries;
+
+	while ((int32_t)(__atomic_load_n(&h->done, __ATOMIC_ACQUIRE) - want) < 0 &&
+	       (zcl_now() - t0) * 1000 < wait_ms)
+		zcl_sleep_ms(2);
+	s->text_age = -1;
+	for (tries = 0; tries < 100; tries++) {
+		seq = __atomic_load_n(&h->text_seq, __ATOMIC_ACQUIRE);
+		len = h->text_len;
+		if (seq & 1 || len > ZC_LIVE_TEXT_SIZE) {
+			zcl_sleep_ms(1);
+			continue;
+		}
+		memcpy(text, l->map + h->text_off, len);
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		if (__atomic_load_n(&h->text_seq, __ATOMIC_RELAXED) == seq)
+			break;
+	}
+	if (tries == 100 || !h->text_ns)
+		return;
+	text[len] = 0;
+	clock_gettime(CLOCK_REALTIME, &now);
+	s->text_age = ((double)now.tv_sec * 1e9 + (double)now.tv_nsec - (double)h->text_ns) / 1e9;
+	for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		char *colon = strstr(line, ": ");
+
+		if (line[0] == '#' || !colon || colon - line >= ZC_LIVE_NAME_LEN ||
+		    s->n == ZCL_KEYS_MAX)
+			continue;
+		*colon = 0;
+		if (zcl_snap_find(s, line) >= 0)
+			continue;     /* the shim's own: live already */
+		snprintf(s->kv[s->n].key, sizeof(s->kv[s->n].key), "%s", line);
+		s->kv[s->n++].value = strtoull(colon + 2, NULL, 10);
+	}
+}
+
+/* Every counter now: the shim's and the aux ones from the store, the other
+ * modules' from the text. */
+static void zcl_live_snap(const zcl_live_t *l, int wait_ms, zcl_snap_t *s)
+{
+	const zc_live_hdr_t *h = l->h;
+	const char *store = l->map + h->store_off;
+	unsigned i, naux;
+
+	s->n = 0;
+	s->t = zcl_now();
+	for (i = 0; i < h->nstats && s->n < ZCL_KEYS_MAX; i++) {
+		const char *k = l->map + h->names_off + (size_t)i * ZC_LIVE_NAME_LEN;
+
+		memcpy(s->kv[s->n].key, k, ZC_LIVE_NAME_LEN);
+		s->kv[s->n].key[ZC_LIVE_NAME_LEN - 1] = 0;
+		if (!s->kv[s->n].key[0])
+			continue;
+		s->kv[s->n++].value = zcl_live_value(l, i);
+	}
+	naux = __atomic_load_n((const uint32_t *)(store + h->naux_off), __ATOMIC_ACQUIRE);
+	for (i = 0; i < naux && i < h->aux_max && s->n < ZCL_KEYS_MAX; i++) {
+		const char *k = l->map + h->names_off + (size_t)(h->nstats + i) * ZC_LIVE_NAME_LEN;
+
+		memcpy(s->kv[s->n].key, k, ZC_LIVE_NAME_LEN);
+		s->kv[s->n].key[ZC_LIVE_NAME_LEN - 1] = 0;
+		if (!s->kv[s->n].key[0])
+			continue;
+		s->kv[s->n++].value = __atomic_load_n((const uint64_t *)(store + h->aux_off) + i,
+						      __ATOMIC_RELAXED);
+	}
+	if (wait_ms >= 0)
+		zcl_live_text(l, wait_ms, s);
+}
+
+static void zcl_json_str(FILE *out, const char *p)
+{
+	fputc('"', out);
+	for (; *p; p++) {
+		unsigned char c = (unsigned char)*p;
+
+		if (c == '"' || c == '\\')
+			fprintf(out, "\\%c", c);
+		else if (c < 0x20 || c >= 0x7f)
+			fprintf(out, "\\u%04x", c);
+		else
+			fputc(c, out);
+	}
+	fputc('"', out);
+}
+
+/* --- the list of processes --------------------------------------------------- */
+
+static void zcl_human(char *buf, size_t size, double v)
+{
+	const char *unit = "kMGTP";
+	int u = -1;
+
+	while (v >= 1000 && u < 4) {
+		v /= 1000;
+		u++;
+	}
+	if (u < 0)
+		snprintf(buf, size, "%.0f", v);
+	else
+		snprintf(buf, size, "%.1f%c", v, unit[u]);
+}
+
+static int zcl_stat_list(const char *dir, int json)
+{
+	struct dirent *e;
+	DIR *d = opendir(dir);
+	int shown = 0, stale = 0;
+
+	if (!d) {
+		if (json)
+			printf("[]\n");
+		else
+			printf("no process of this user publishes live statistics (%s: %s)\n", dir,
+			       strerror(errno));
+		return ZCL_EXIT_OK;
+	}
+	if (json)
+		printf("[");
+	while ((e = readdir(d))) {
+		static zcl_snap_t s;
+		zcl_live_t l;
+		char kern[16], ring[16], xchg[16];
+		uint64_t kb, lb, xb, paired;
+		double age;
+		struct timespec now;
+		int pid = atoi(e->d_name), rc;
+
+		if (pid <= 0 || strspn(e->d_name, "0123456789") != strlen(e->d_name))
+			continue;
+		rc = zcl_live_open(dir, pid, &l);
+		if (rc == -ESTALE) {
+			stale++;
+			continue;
+		}
+		if (rc)
+			continue;
+		zcl_live_snap(&l, -1, &s);
+		clock_gettime(CLOCK_REALTIME, &now);
+		age = ((double)now.tv_sec * 1e9 + (double)now.tv_nsec - (double)l.h->published_ns) / 1e9;
+		kb = zcl_get(&s, "path.copy.send_bytes") + zcl_get(&s, "path.copy.recv_bytes");
+		lb = zcl_get(&s, "path.local.send_bytes") + zcl_get(&s, "path.local.recv_bytes");
+		xb = zcl_get(&s, "local.xchg.bytes_lent");
+		paired = zcl_sum(&s, "local.paired.") + zcl_get(&s, "local.inherited");
+		if (json) {
+			printf("%s{\"pid\":%d,\"command\":", shown ? "," : "", pid);
+			zcl_json_str(stdout, l.h->comm);
+			printf(",\"age_s\":%.1f,\"sockets\":%llu,\"paired\":%llu,\"kernel_bytes\":%llu,"
+			       "\"local_bytes\":%llu,\"exchange_bytes\":%llu}", age,
+			       (unsigned long long)(zcl_get(&s, "sockets.created") +
+						    zcl_get(&s, "sockets.accepted")),
+			       (unsigned long long)paired, (unsigned long long)kb,
+			       (unsigned long long)lb, (unsigned long long)xb);
+		} else {
+			if (!shown)
+				printf("%7s  %-16s %8s %8s %7s %9s %9s %6s\n", "PID", "COMMAND", "AGE",
+				       "SOCKETS", "PAIRED", "KERNEL_B", "LOCAL_B", "XCHG%");
+			zcl_human(kern, sizeof(kern), (double)kb);
+			zcl_human(ring, sizeof(ring), (double)lb);
+			zcl_human(xchg, sizeof(xchg), lb ? 100.0 * (double)xb /
+				  (double)(zcl_get(&s, "path.local.send_bytes") ?
+					   zcl_get(&s, "path.local.send_bytes") : 1) : 0);
+			printf("%7d  %-16.16s %7.0fs %8llu %7llu %9s %9s %6s\n", pid, l.h->comm, age,
+			       (unsigned long long)(zcl_get(&s, "sockets.created") +
+						    zcl_get(&s, "sockets.accepted")),
+			       (unsigned long long)paired, kern, ring, xchg);
+		}
+		shown++;
+		zcl_live_close(&l);
+	}
+	closedir(d);
+	if (json)
+		printf("]\n");
+	else if (!shown)
+		printf("no process of this user publishes live statistics (%s)\n", dir);
+	if (stale && !json)
+		fprintf(stderr, "zcsock: removed %d stale file%s (processes killed before their "
+			"exit ran)\n", stale, stale == 1 ? "" : "s");
+	return ZCL_EXIT_OK;
+}
+
+/* --- one process ---------------------------------------------------------------- */
+
+/* Length of key's group (its first component). */
+static size_t zcl_group_len(const char *k)
+{
+	const char *dot = strchr(k, '.');
+
+	return dot ? (size_t)(dot - k) : strlen(k);
+}
+
+/* Grouped by first component, groups in the order they first appear. */
+static void zcl_print_groups(const zcl_snap_t *s, int all)
+{
+	static char done[ZCL_KEYS_MAX];
+	int i, j;
+
+	memset(done, 0, sizeof(done));
+	for (i = 0; i < s->n; i++) {
+		size_t g = zcl_group_len(s->kv[i].key);
+		int header = 0;
+
+		if (done[i])
+			continue;
+		for (j = i; j < s->n; j++) {
+			const char *k = s->kv[j].key;
+
+			if (done[j] || zcl_group_len(k) != g || strncmp(k, s->kv[i].key, g))
+				continue;
+			done[j] = 1;
+			if (!all && !s->kv[j].value)
+				continue;
+			if (!header++)
+				printf("%.*s\n", (int)g, k);
+			printf("  %-40s %20llu\n", k, (unsigned long long)s->kv[j].value);
+		}
+	}
+}
+
+static void zcl_print_json(const zcl_live_t *l, const zcl_snap_t *s, int all, const zcl_snap_t *prev)
+{
+	int i, first = 1;
+
+	printf("{\"pid\":%d,\"command\":", l->pid);
+	zcl_json_str(stdout, l->h->comm);
+	printf(",\"version\":");
+	zcl_json_str(stdout, l->h->lib_version);
+	printf(",\"modules_age_s\":%.3f,\"counters\":{", s->text_age);
+	for (i = 0; i < s->n; i++) {
+		if (!all && !s->kv[i].value)
+			continue;
+		printf("%s\"%s\":%llu", first ? "" : ",", s->kv[i].key,
+		       (unsigned long long)s->kv[i].value);
+		first = 0;
+	}
+	printf("}");
+	if (prev) {
+		double dt = s->t - prev->t;
+
+		printf(",\"interval_s\":%.3f,\"rates\":{", dt);
+		for (i = 0, first = 1; i < s->n; i++) {
+			uint64_t was = zcl_get(prev, s->kv[i].key);
+
+			if (s->kv[i].value == was || dt <= 0)
+				continue;
+			printf("%s\"%s\":%.1f", first ? "" : ",", s->kv[i].key,
+			       ((double)s->kv[i].value - (double)was) / dt);
+			first = 0;
+		}
+		printf("}");
+	}
+	printf("}\n");
+}
+
+static void zcl_print_moved(const zcl_snap_t *s, const zcl_snap_t *prev)
+{
+	double dt = s->t - prev->t;
+	int i, moved = 0;
+	time_t now = time(NULL);
+	char when[32];
+
+	strftime(when, sizeof(when), "%H:%M:%S", localtime(&now));
+	printf("-- %s, %.1f s\n", when, dt);
+	for (i = 0; i < s->n; i++) {
+		uint64_t was = zcl_get(prev, s->kv[i].key);
+
+		if (s->kv[i].value == was)
+			continue;
+		printf("  %-40s %20llu %14.1f/s\n", s->kv[i].key, (unsigned long long)s->kv[i].value,
+		       dt > 0 ? ((double)s->kv[i].value - (double)was) / dt : 0);
+		moved++;
+	}
+	if (!moved)
+		printf("  (nothing moved)\n");
+	fflush(stdout);
+}
+
+/* For the advice rules (advise.c). */
+uint64_t zcl_stat_get(const zcl_snap_t *s, const char *key)
+{
+	return zcl_get(s, key);
+}
+
+int zcl_cmd_stat(int argc, char **argv)
+{
+	char dir[ZCL_PATH_MAX];
+	int i, pid = 0, json = 0, all = 0, advise = 0, watch = 0, count = -1, rc;
+	double every = 1;
+	static zcl_snap_t s, prev;
+	zcl_live_t l;
+
+	for (i = 1; i < argc; i++) {
+		const char *a = argv[i];
+
+		if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+			fputs(zcl_stat_usage, stdout);
+			return ZCL_EXIT_OK;
+		} else if (!strcmp(a, "--json")) {
+			json = 1;
+		} else if (!strcmp(a, "--all")) {
+			all = 1;
+		} else if (!strcmp(a, "--advise")) {
+			advise = 1;
+		} else if (!strcmp(a, "--watch")) {
+			watch = 1;
+			if (i + 1 < argc && isdigit((unsigned char)argv[i + 1][0]) && pid) {
+				every = atof(argv[++i]);
+				if (every < 0.05 || every > 3600)
+					zcl_usage_fail("stat: --watch takes 0.05 to 3600 seconds, not '%s'",
+						       argv[i]);
+			}
+		} else if (!strcmp(a, "--count")) {
+			if (i + 1 >= argc || (count = atoi(argv[++i])) <= 0)
+				zcl_usage_fail("stat: --count takes a positive number");
+		} else if (a[0] != '-' && !pid && strspn(a, "0123456789") == strlen(a) && atoi(a) > 0) {
+			pid = atoi(a);
+		} else {
+			zcl_usage_fail("stat: unexpected argument '%s'", a);
+		}
+	}
+	if (!pid && (watch || advise || all))
+		zcl_usage_fail("stat: --watch, --advise and --all need a PID");
+	if (count > 0 && !watch)
+		zcl_usage_fail("stat: --count goes with --watch");
+	rc = zc_live_dir(dir, sizeof(dir), 0);
+	if (rc == -EPERM) {
+		fprintf(stderr, "zcsock: %s is not a private directory of this user: the library "
+			"publishes nothing there, and nothing in it is read\n", dir);
+		return ZCL_EXIT_FAIL;
+	}
+	if (!pid)
+		return zcl_stat_list(dir, json);
+	rc = zcl_live_open(dir, pid, &l);
+	if (rc) {
+		fprintf(stderr, "zcsock: no live statistics for pid %d%s (in %s: a process of "
+			"this user under libzcsock.so publishes them at its first socket, unless "
+			"ZCSOCK_LIVE=0)\n", pid, rc == -ESTALE ? ": its file was stale (the process "
+			"was killed or is gone) and is removed" : kill(pid, 0) == 0 || errno == EPERM ?
+			"" : ": no such process", dir);
+		return ZCL_EXIT_FAIL;
+	}
+	zcl_live_snap(&l, ZCL_ANSWER_MS, &s);
+	if (advise) {
+		zcl_advise(&s, stdout);
+	} else if (!watch) {
+		if (json) {
+			zcl_print_json(&l, &s, all, NULL);
+		} else {
+			printf("pid %d (%s), libzcsock %s%s\n", pid, l.h->comm, l.h->lib_version,
+			       s.text_age < 0 ? ", modules' counters not written yet" : "");
+			if (s.text_age > 1)
+				printf("(modules' counters as of %.0f s ago: the process has not called "
+				       "into the library since)\n", s.text_age);
+			zcl_print_groups(&s, all);
+		}
+	} else {
+		for (i = 0; count < 0 || i < count; i++) {
+			prev = s;
+			zcl_sleep_ms((int)(every * 1000));
+			if (zcl_starttime(pid) != l.h->starttime) {
+				fprintf(stderr, "zcsock: pid %d ended\n", pid);
+				break;
+			}
+			zcl_live_snap(&l, ZCL_ANSWER_MS, &s);
+			if (json)
+				zcl_print_json(&l, &s, all, &prev);
+			else
+				zcl_print_moved(&s, &prev);
+		}
+	}
+	zcl_live_close(&l);
+	return ZCL_EXIT_OK;
+}

@@ -1,0 +1,393 @@
+#!/usr/bin/env python3
+"""Tier "live": `zcsock stat` reads running programs under the library
+(issue 34).  One case per run:
+
+  stream     a paired streaming pair: listed by `zcsock stat`; two JSON reads
+             a moment apart (validated against the schema below) show
+             path.local.send_bytes moving; --watch prints it with a rate
+  redis      redis-server under the library while redis-benchmark (under the
+             library) runs: its connections paired and its calls move
+  fork       a server that forks a child per connection: each process its
+             own file and counts (the child's bytes are not its parent's)
+  exit       the file goes at exit(), at _exit(), at exec; one left by
+             SIGKILL is removed (and said) by the next `zcsock stat`
+  off        ZCSOCK_LIVE=0: nothing published; `zcsock stat PID` says so, 1
+  other      another user (nobody) can neither list, read nor open it
+  private    a directory another user made first is refused: the library
+             publishes nothing there, `zcsock stat` says why
+  advise     a client under the library whose server runs without it gets
+             [peer_without_library] with its counter; the stream pair (no
+             such decline) gets no advice
+
+    t_live.py CASE   (ZC_BUILD: the build directory, ZC_LIB: the library)
+Exit 0 pass, 1 fail, 77 skip."""
+import glob
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+BUILD = os.environ["ZC_BUILD"]
+LIB = os.environ["ZC_LIB"]
+ZCSOCK = os.path.join(BUILD, "zcsock")
+ENV = dict(os.environ, LD_PRELOAD=LIB)
+ENV.pop("ZCSOCK_LOCAL_PAIR_AFTER", None)     # the default, as users run it
+PLAIN = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+
+SCHEMA = {"pid": int, "command": str, "version": str, "modules_age_s": (int, float),
+          "counters": dict}
+
+PAIR = r"""
+import os, socket, sys, threading, time
+if os.environ.get("T_AS_NOBODY"):       # before the first socket: published as nobody
+    os.setgid(65534)
+    os.setuid(65534)
+l = socket.socket(); l.bind(("127.0.0.1", 0)); l.listen(1)
+def srv():
+    c, _ = l.accept()
+    while True:
+        b = c.recv(1 << 20)
+        if not b:
+            break
+        c.sendall(b[:1])
+threading.Thread(target=srv, daemon=True).start()
+s = socket.socket()
+s.connect(l.getsockname())
+print(os.getpid(), flush=True)
+end = time.time() + float(sys.argv[1])
+buf = b"x" * 65536
+while time.time() < end:
+    s.sendall(buf)
+    s.recv(1)
+s.close()
+how = sys.argv[2] if len(sys.argv) > 2 else "exit"
+if how == "_exit":
+    os._exit(0)
+if how == "exec":
+    os.execv("/bin/sleep", ["sleep", "1"])
+if how == "hang":
+    time.sleep(60)
+"""
+
+
+def fail(msg):
+    print("FAIL: " + msg, flush=True)
+    sys.exit(1)
+
+
+def check(cond, msg):
+    if not cond:
+        fail(msg)
+
+
+def live_dir(env=None):
+    e = env or os.environ
+    x = e.get("XDG_RUNTIME_DIR")
+    uid = os.geteuid()
+    for base in ([x] if x else []) + ["/run/user/%d" % uid]:
+        if base and os.path.isdir(base) and os.stat(base).st_uid == uid:
+            return os.path.join(base, "zcsock")
+    return "/tmp/zcsock-%d" % uid
+
+
+def stat(*args, as_nobody=False, timeout=30):
+    cmd = [ZCSOCK, "stat"] + [str(a) for a in args]
+    pre = None
+    if as_nobody:
+        def pre():
+            os.setgid(65534)
+            os.setuid(65534)
+    r = subprocess.run(cmd, env=dict(PLAIN, XDG_RUNTIME_DIR="") if as_nobody else PLAIN,
+                       capture_output=True, text=True, timeout=timeout, preexec_fn=pre)
+    return r.returncode, r.stdout, r.stderr
+
+
+def stat_json(pid):
+    rc, out, err = stat(pid, "--json")
+    check(rc == 0, "zcsock stat %d --json: exit %d %s" % (pid, rc, err.strip()))
+    d = json.loads(out)
+    for k, t in SCHEMA.items():
+        check(isinstance(d.get(k), t), "JSON field %s missing or not %r: %r" % (k, t, d.get(k)))
+    check(d["pid"] == pid, "JSON pid %r" % d["pid"])
+    for k, v in d["counters"].items():
+        check(isinstance(v, int) and v >= 0, "counter %s = %r" % (k, v))
+    return d
+
+
+def start_pair(secs, how="exit", env=ENV):
+    p = subprocess.Popen([sys.executable, "-c", PAIR, str(secs), how], env=env,
+                         stdout=subprocess.PIPE, text=True)
+    pid = int(p.stdout.readline())
+    return p, pid
+
+
+def wait_counter(pid, key, least, secs=10):
+    end = time.time() + secs
+    while time.time() < end:
+        d = stat_json(pid)
+        if d["counters"].get(key, 0) >= least:
+            return d
+        time.sleep(0.1)
+    fail("%s of pid %d never reached %d" % (key, pid, least))
+
+
+def case_stream():
+    p, pid = start_pair(6)
+    try:
+        d1 = wait_counter(pid, "path.local.send_bytes", 1 << 20)
+        rc, out, _ = stat()
+        check(rc == 0 and any(line.split()[:1] == [str(pid)] for line in out.splitlines()),
+              "zcsock stat does not list pid %d:\n%s" % (pid, out))
+        rc, out, _ = stat("--json")
+        lst = json.loads(out)
+        check(any(e["pid"] == pid and e["paired"] >= 2 and e["local_bytes"] > 0 for e in lst),
+              "the JSON list lacks pid %d paired: %r" % (pid, lst))
+        time.sleep(0.3)
+        d2 = stat_json(pid)
+        a, b = d1["counters"]["path.local.send_bytes"], d2["counters"]["path.local.send_bytes"]
+        check(b > a, "path.local.send_bytes did not move between two reads (%d, %d)" % (a, b))
+        check(d2["counters"].get("local.paired.accepted") == 1 and
+              d2["counters"].get("local.paired.connected") == 1,
+              "the pair's connection is not counted paired on both ends: %r" % d2["counters"])
+        check(0 <= d2["modules_age_s"] < 5, "the modules' counters are %r s old" %
+              d2["modules_age_s"])
+        rc, out, err = stat(pid, "--watch", "0.3", "--count", "2")
+        check(rc == 0 and out.count("path.local.send_bytes") == 2 and "/s" in out,
+              "--watch: %d %s %s" % (rc, out, err))
+        rc, out, _ = stat(pid)
+        check(rc == 0 and "\nlocal\n" in out and "local.paired.accepted" in out, out)
+        print("read pid %d: %d then %d bytes sent through the ring" % (pid, a, b))
+    finally:
+        p.kill()
+        p.wait()
+
+
+def case_redis():
+    srv, bench = shutil.which("redis-server"), shutil.which("redis-benchmark")
+    if not srv or not bench:
+        print("skip: redis-server or redis-benchmark not installed")
+        sys.exit(77)
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    r = subprocess.Popen([srv, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                          "--appendonly", "no"], env=ENV, stdout=subprocess.DEVNULL)
+    b = None
+    try:
+        end = time.time() + 10
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port)).close()
+                break
+            except OSError:
+                check(time.time() < end, "redis-server did not start")
+                time.sleep(0.05)
+        b = subprocess.Popen([bench, "-p", str(port), "-c", "4", "-n", "2000000", "-t", "get",
+                              "-q"], env=ENV, stdout=subprocess.DEVNULL)
+        d1 = wait_counter(r.pid, "local.paired.accepted", 1)
+        time.sleep(0.5)
+        d2 = stat_json(r.pid)
+        for key in ("calls.read", "path.local.recv_calls"):
+            a, z = d1["counters"].get(key, 0), d2["counters"].get(key, 0)
+            print("redis-server %s: %d then %d" % (key, a, z))
+            check(z > a, "%s of redis-server did not move" % key)
+        check(d2["command"].startswith("redis"), "command %r" % d2["command"])
+    finally:
+        if b:
+            b.kill()
+            b.wait()
+        r.terminate()
+        r.wait(timeout=10)
+
+
+FORKER = r"""
+import os, socket, sys, time
+l = socket.socket(); l.bind(("127.0.0.1", 0)); l.listen(1)
+print(os.getpid(), l.getsockname()[1], flush=True)
+c, _ = l.accept()
+kid = os.fork()
+if kid == 0:
+    l.close()
+    while True:
+        b = c.recv(1 << 20)
+        if not b:
+            break
+        c.sendall(b[:1])
+    os._exit(0)
+c.close()
+print(kid, flush=True)
+os.waitpid(kid, 0)
+time.sleep(float(sys.argv[1]))
+"""
+
+
+def case_fork():
+    f = subprocess.Popen([sys.executable, "-c", FORKER, "30"], env=ENV, stdout=subprocess.PIPE,
+                         text=True)
+    try:
+        ppid, port = map(int, f.stdout.readline().split())
+        c = subprocess.Popen([sys.executable, "-c", r"""
+import socket, sys, time
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+end = time.time() + 3
+while time.time() < end:
+    s.sendall(b"y" * 65536); s.recv(1)
+"""
+                              , str(port)], env=ENV)
+        kid = int(f.stdout.readline())
+        dk = wait_counter(kid, "path.local.recv_bytes", 1 << 20)
+        dp = stat_json(ppid)
+        print("parent %d: local recv %d, child %d: %d" % (
+            ppid, dp["counters"].get("path.local.recv_bytes", 0), kid,
+            dk["counters"]["path.local.recv_bytes"]))
+        check(dp["counters"].get("path.local.recv_bytes", 0) < 65536 * 4,
+              "the child's bytes show in its parent's counters")
+        c.wait(timeout=30)
+        end = time.time() + 10
+        while os.path.exists(os.path.join(live_dir(), str(kid))):
+            check(time.time() < end, "the child's file outlived it (it left by _exit)")
+            time.sleep(0.05)
+    finally:
+        f.kill()
+        f.wait()
+
+
+def case_exit():
+    d = live_dir()
+    for how in ("exit", "_exit", "exec"):
+        p, pid = start_pair(0.5, how)
+        path = os.path.join(d, str(pid))
+        check(os.path.exists(path), "no file for pid %d" % pid)
+        p.wait(timeout=30)
+        check(not os.path.exists(path), "the file outlived %s" % how)
+        print("%s: the file went" % how)
+    p, pid = start_pair(0.5, "hang")
+    path = os.path.join(d, str(pid))
+    time.sleep(0.7)
+    os.kill(pid, signal.SIGKILL)
+    p.wait()
+    check(os.path.exists(path), "no file left by SIGKILL (the case tests nothing)")
+    rc, out, err = stat()
+    check(rc == 0 and "stale" in err, "zcsock stat did not say it removed a stale file: %r"
+          % err)
+    check(not os.path.exists(path), "the stale file of pid %d is still there" % pid)
+    print("SIGKILL: the next zcsock stat removed the stale file")
+
+
+def case_off():
+    p, pid = start_pair(1, "exit", dict(ENV, ZCSOCK_LIVE="0"))
+    try:
+        check(not os.path.exists(os.path.join(live_dir(), str(pid))),
+              "ZCSOCK_LIVE=0 published a file")
+        rc, _, err = stat(pid)
+        check(rc == 1 and "no live statistics for pid %d" % pid in err, "%d %s" % (rc, err))
+    finally:
+        p.wait()
+
+
+def case_other():
+    p, pid = start_pair(4)
+    try:
+        wait_counter(pid, "path.local.send_bytes", 1)
+        path = os.path.join(live_dir(), str(pid))
+        st = os.stat(path)
+        check(st.st_mode & 0o777 == 0o600, "file mode %o" % (st.st_mode & 0o777))
+        check(os.stat(live_dir()).st_mode & 0o777 == 0o700, "directory not 0700")
+        rc, out, err = stat(pid, as_nobody=True)
+        check(rc == 1 and "no live statistics" in err, "nobody read pid %d: %d %s %s"
+              % (pid, rc, out, err))
+        rc, out, err = stat(as_nobody=True)
+        check(str(pid) not in out, "nobody lists pid %d:\n%s" % (pid, out))
+        r = subprocess.run([sys.executable, "-c", "import os; os.setgid(65534); "
+                            "os.setuid(65534); open(%r, 'rb').read(8)" % path],
+                           env=PLAIN, capture_output=True, text=True)
+        check(r.returncode != 0 and "PermissionError" in r.stderr,
+              "nobody opened the file: %s" % r.stderr)
+        print("another user: not listed, not readable")
+    finally:
+        p.kill()
+        p.wait()
+
+
+def case_private():
+    d = "/tmp/zcsock-65534"
+    if os.path.lexists(d):
+        shutil.rmtree(d) if os.path.isdir(d) and not os.path.islink(d) else os.unlink(d)
+    os.mkdir(d, 0o700)          # made first by root, not by nobody
+    try:
+        env = dict(ENV, XDG_RUNTIME_DIR="", ZCSOCK_DEBUG="1", T_AS_NOBODY="1")
+        r = subprocess.run([sys.executable, "-c", PAIR, "0.3"], env=env, capture_output=True,
+                           text=True, timeout=60)
+        check(r.returncode == 0, "the program failed under nobody: %s" % r.stderr)
+        check("live statistics off" in r.stderr, "no notice: %s" % r.stderr[-500:])
+        check(not os.listdir(d), "published into another user's directory: %r" % os.listdir(d))
+        rc, out, err = stat(as_nobody=True)
+        check(rc == 1 and "not a private directory" in err, "%d %s %s" % (rc, out, err))
+        print("a directory of another user's: refused, said")
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def case_advise():
+    l = socket.socket()
+    l.bind(("127.0.0.1", 0))
+    l.listen(1)
+    port = l.getsockname()[1]
+    cl = subprocess.Popen([sys.executable, "-c", r"""
+import os, socket, sys, time
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+for i in range(4):
+    s.sendall(b"q" * 1000); s.recv(1)
+print(os.getpid(), flush=True)
+time.sleep(30)
+""", str(port)], env=ENV, stdout=subprocess.PIPE, text=True)
+    c, _ = l.accept()
+    try:
+        for i in range(4):
+            got = 0
+            while got < 1000:
+                got += len(c.recv(1000 - got))
+            c.sendall(b"a")
+        cpid = int(cl.stdout.readline())
+        end = time.time() + 10
+        while True:
+            rc, out, err = stat(cpid, "--advise")
+            if "[peer_without_library]" in out or time.time() > end:
+                break
+            time.sleep(0.2)
+        print(out.strip())
+        check(rc == 0 and "[peer_without_library]" in out and "local.declined.not_zcsock = 1"
+              in out, "no advice for a peer without the library: %d %s %s" % (rc, out, err))
+        p, pid = start_pair(3)
+        try:
+            wait_counter(pid, "path.local.send_bytes", 1)
+            rc, out, err = stat(pid, "--advise")
+            check(rc == 0 and out.startswith("no advice"), "advice for the stream pair: %s"
+                  % out)
+        finally:
+            p.kill()
+            p.wait()
+    finally:
+        cl.kill()
+        cl.wait()
+        c.close()
+
+
+def main():
+    case = sys.argv[1]
+    if not os.access(ZCSOCK, os.X_OK):
+        fail("no %s" % ZCSOCK)
+    if case in ("other", "private") and os.geteuid() != 0:
+        print("skip: needs root (it runs a reader as nobody)")
+        sys.exit(77)
+    globals()["case_" + case]()
+    print("ok live %s" % case)
+
+
+if __name__ == "__main__":
+    main()
