@@ -107,6 +107,41 @@ static void zc_live_aux_named(unsigned i, const char *name)
                ZC_LIVE_NAME_LEN, "%s", name);
 }
 
+/* Files of processes that are gone (killed: no exit ran) go when the next
+ * process publishes: one read of the directory, at most 64 looked at.
+ * (A pid reused since is left to zcsock stat, which compares start times.) */
+static void zc_live_sweep(const char *dir)
+{
+    char buf[4096], path[220];
+    long fd = zc_sys(SYS_openat, AT_FDCWD, dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    long n, off;
+    int looked = 0;
+
+    if (fd < 0)
+        return;
+    n = zc_sys(SYS_getdents64, fd, buf, sizeof(buf));
+    for (off = 0; n > 0 && off < n && looked < 64;) {
+        struct { uint64_t ino; int64_t off; unsigned short reclen; unsigned char type;
+                 char name[]; } *d = (void *)(buf + off);
+        const char *p = d->name;
+        long pid = 0;
+
+        off += d->reclen;
+        if (!d->reclen)
+            break;
+        for (; *p >= '0' && *p <= '9' && pid < (1L << 31); p++)
+            pid = pid * 10 + (*p - '0');
+        if (*p || !pid)
+            continue;
+        looked++;
+        if (zc_sys(SYS_kill, pid, 0, 0) == -ESRCH) {
+            zc_fmt(path, sizeof(path), "%s/%s", dir, d->name);
+            zc_sys(SYS_unlinkat, AT_FDCWD, path, 0);
+        }
+    }
+    zc_sys(SYS_close, fd, 0, 0);
+}
+
 /* The bytes of the store in use: up to the last block claimed. */
 static size_t zc_live_used(void)
 {
@@ -208,6 +243,7 @@ void zc_live_publish(void)
         goto out;
     }
     zc_sys6(SYS_renameat, AT_FDCWD, (long)tmp, AT_FDCWD, (long)zc_live_path, 0, 0);
+    zc_live_sweep(dir);
     zc_live_front = front;
     zc_stats_aux_named = zc_live_aux_named;
     __atomic_store_n(&zc_live, (zc_live_hdr_t *)m, __ATOMIC_RELEASE);

@@ -10,7 +10,8 @@
   fork       a server that forks a child per connection: each process its
              own file and counts (the child's bytes are not its parent's)
   exit       the file goes at exit(), at _exit(), at exec; one left by
-             SIGKILL is removed (and said) by the next `zcsock stat`
+             SIGKILL is removed (and said) by the next `zcsock stat`, or
+             by the next process to publish
   off        ZCSOCK_LIVE=0: nothing published; `zcsock stat PID` says so, 1
   other      another user (nobody) can neither list, read nor open it
   private    a directory another user made first is refused: the library
@@ -277,6 +278,15 @@ def case_exit():
           % err)
     check(not os.path.exists(path), "the stale file of pid %d is still there" % pid)
     print("SIGKILL: the next zcsock stat removed the stale file")
+    p, pid = start_pair(0.3, "hang")
+    path = os.path.join(d, str(pid))
+    os.kill(pid, signal.SIGKILL)
+    p.wait()
+    check(os.path.exists(path), "no file left by SIGKILL")
+    q, _ = start_pair(0.1)
+    q.wait(timeout=30)
+    check(not os.path.exists(path), "the next process to publish left the stale file")
+    print("SIGKILL: the next process to publish removed the stale file")
 
 
 def case_off():
