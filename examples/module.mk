@@ -33,12 +33,11 @@ $(BUILD)/mpi_pingpong_%: examples/mpi_pingpong.c
 bench: $(LIB) $(BUILD)/zcbench $(BENCH_PROBES) $(BENCH_MPI)
 	$(Q)ZC_BUILD=$(BUILD) ZC_LIB=$(abspath $(LIB)) ZC_LIB_BEFORE=$(ZC_LIB_BEFORE) QUICK=$(QUICK) examples/bench.sh
 
-# The README's first command: a short validated run under the launcher with
-# the library's statistics report.
-DEMO_ARGS = run --transport tcp,unix --sizes 4K,64K,1M,16M --pp-sizes 1,64K \
-	--seconds 2 --validate
+# The README's first command: the same validated transfers on the kernel and
+# under the launcher, side by side with the ratio, and which path carried
+# the library's bytes (examples/demo.sh).
 demo: $(LIB) $(BUILD)/zcsock $(BUILD)/zcbench
-	$(BUILD)/zcsock run --stats -- $(BUILD)/zcbench $(DEMO_ARGS)
+	$(Q)ZC_BUILD=$(BUILD) ZC_LIB=$(abspath $(LIB)) examples/demo.sh
 
 test-examples: $(BUILD)/zcbench
 	$(Q)$(TEST_ENV) examples/test.sh
