@@ -20,6 +20,7 @@ static const zcl_command_t zcl_commands[] = {
 	{ "run", zcl_cmd_run },
 	{ "doctor", zcl_cmd_doctor },
 	{ "stat", zcl_cmd_stat },
+	{ "top", zcl_cmd_top },
 	{ "version", zcl_cmd_version },
 	{ "__probe", zcl_cmd_probe }, /* internal, for doctor */
 };
@@ -36,6 +37,8 @@ static const char zcl_usage_text[] =
 	"                 report what this machine offers zcsock and what to change\n"
 	"  stat [PID] [--json] [--watch [S]] [--all] [--advise]\n"
 	"                 what the library does in running processes, live\n"
+	"  top [--interval S] [--sort bytes|avoided|calls|pid] [--count N]\n"
+	"                 every process under the library, refreshed, like top(1)\n"
 	"  version        print the version and the library that run would use\n"
 	"  help [command] print this text or a command's usage\n"
 	"\n"

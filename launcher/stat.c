@@ -608,3 +608,168 @@ int zcl_cmd_stat(int argc, char **argv)
 	zcl_live_close(&l);
 	return ZCL_EXIT_OK;
 }
+
+/* --- zcsock top ---------------------------------------------------------------- */
+
+typedef struct zcl_top_row {
+	int pid;
+	char comm[32];
+	uint64_t paired, kern, local, lent, calls;     /* totals */
+	double kern_r, local_r, lent_r, calls_r;       /* per second since the last screen */
+} zcl_top_row_t;
+
+#define ZCL_TOP_MAX 512
+
+static const char zcl_top_usage[] =
+	"usage: zcsock top [--interval S] [--count N] [--sort bytes|avoided|calls|pid]\n"
+	"\n"
+	"Every process of this user under libzcsock.so, refreshed every S seconds\n"
+	"(default 2), like top(1): bytes per second by path (copied through the\n"
+	"kernel, through the local path's ring, lent by page exchange), calls per\n"
+	"second, connections paired, and the bytes that did not go through the\n"
+	"kernel's copies so far (AVOIDED).  --sort: bytes (per second, the\n"
+	"default), avoided, calls or pid.  --count N: stop after N screens.\n"
+	"On a terminal the screen is redrawn; otherwise screens follow each other.\n";
+
+static int zcl_top_cmp_key;
+
+static int zcl_top_cmp(const void *a, const void *b)
+{
+	const zcl_top_row_t *x = a, *y = b;
+	double u, v;
+
+	switch (zcl_top_cmp_key) {
+	case 1:
+		u = (double)(x->local + x->lent);
+		v = (double)(y->local + y->lent);
+		break;
+	case 2:
+		u = x->calls_r;
+		v = y->calls_r;
+		break;
+	case 3:
+		return x->pid - y->pid;
+	default:
+		u = x->kern_r + x->local_r;
+		v = y->kern_r + y->local_r;
+	}
+	return u < v ? 1 : u > v ? -1 : x->pid - y->pid;
+}
+
+/* Every process's totals now; rates against prev (n_prev rows). */
+static int zcl_top_read(const char *dir, zcl_top_row_t *rows, const zcl_top_row_t *prev,
+			int n_prev, double dt)
+{
+	static zcl_snap_t s;
+	struct dirent *e;
+	DIR *d = opendir(dir);
+	int n = 0, k;
+
+	if (!d)
+		return 0;
+	while ((e = readdir(d)) && n < ZCL_TOP_MAX) {
+		int pid = atoi(e->d_name);
+		zcl_top_row_t *r = &rows[n];
+		zcl_live_t l;
+
+		if (pid <= 0 || strspn(e->d_name, "0123456789") != strlen(e->d_name) ||
+		    zcl_live_open(dir, pid, &l))
+			continue;
+		zcl_live_snap(&l, -1, &s);
+		memset(r, 0, sizeof(*r));
+		r->pid = pid;
+		snprintf(r->comm, sizeof(r->comm), "%s", l.h->comm);
+		r->paired = zcl_sum(&s, "local.paired.") + zcl_get(&s, "local.inherited");
+		r->kern = zcl_get(&s, "path.copy.send_bytes") + zcl_get(&s, "path.copy.recv_bytes");
+		r->local = zcl_get(&s, "path.local.send_bytes") + zcl_get(&s, "path.local.recv_bytes");
+		r->lent = zcl_get(&s, "local.xchg.bytes_lent");
+		r->calls = zcl_sum(&s, "calls.");
+		zcl_live_close(&l);
+		for (k = 0; k < n_prev && dt > 0; k++) {
+			const zcl_top_row_t *p = &prev[k];
+
+			if (p->pid != pid)
+				continue;
+			r->kern_r = (double)(r->kern - p->kern) / dt;
+			r->local_r = (double)(r->local - p->local) / dt;
+			r->lent_r = (double)(r->lent - p->lent) / dt;
+			r->calls_r = (double)(r->calls - p->calls) / dt;
+		}
+		n++;
+	}
+	closedir(d);
+	return n;
+}
+
+int zcl_cmd_top(int argc, char **argv)
+{
+	static zcl_top_row_t rows[ZCL_TOP_MAX], prev[ZCL_TOP_MAX];
+	char dir[ZCL_PATH_MAX], a[16], b[16], c[16], d[16];
+	int i, n = 0, n_prev = 0, count = -1, screen, tty = isatty(1);
+	double every = 2, t_prev = 0;
+
+	for (i = 1; i < argc; i++) {
+		const char *arg = argv[i], *v;
+
+		if (!strcmp(arg, "-h") || !strcmp(arg, "--help")) {
+			fputs(zcl_top_usage, stdout);
+			return ZCL_EXIT_OK;
+		} else if (zcl_opt_value(argc, argv, &i, "--interval", &v)) {
+			every = atof(v);
+			if (every < 0.1 || every > 3600)
+				zcl_usage_fail("top: --interval takes 0.1 to 3600 seconds, not '%s'", v);
+		} else if (zcl_opt_value(argc, argv, &i, "--count", &v)) {
+			if ((count = atoi(v)) <= 0)
+				zcl_usage_fail("top: --count takes a positive number, not '%s'", v);
+		} else if (zcl_opt_value(argc, argv, &i, "--sort", &v)) {
+			if (!strcmp(v, "bytes"))
+				zcl_top_cmp_key = 0;
+			else if (!strcmp(v, "avoided"))
+				zcl_top_cmp_key = 1;
+			else if (!strcmp(v, "calls"))
+				zcl_top_cmp_key = 2;
+			else if (!strcmp(v, "pid"))
+				zcl_top_cmp_key = 3;
+			else
+				zcl_usage_fail("top: --sort takes bytes, avoided, calls or pid, not '%s'", v);
+		} else {
+			zcl_usage_fail("top: unexpected argument '%s'", arg);
+		}
+	}
+	if (zc_live_dir(dir, sizeof(dir), 0) == -EPERM) {
+		fprintf(stderr, "zcsock: %s is not a private directory of this user: the library "
+			"publishes nothing there, and nothing in it is read\n", dir);
+		return ZCL_EXIT_FAIL;
+	}
+	for (screen = 0; count < 0 || screen < count; screen++) {
+		double t = zcl_now();
+		time_t now = time(NULL);
+		char when[32];
+
+		n = zcl_top_read(dir, rows, prev, n_prev, screen ? t - t_prev : 0);
+		qsort(rows, (size_t)n, sizeof(rows[0]), zcl_top_cmp);
+		strftime(when, sizeof(when), "%H:%M:%S", localtime(&now));
+		if (tty)
+			printf("\033[H\033[2J");
+		printf("zcsock top - %s, %d process%s, every %.1f s%s\n", when, n, n == 1 ? "" : "es",
+		       every, screen ? "" : " (rates from the next screen)");
+		printf("%7s  %-16s %6s %10s %10s %10s %9s %10s\n", "PID", "COMMAND", "PAIRED",
+		       "KERNEL/s", "LOCAL/s", "LENT/s", "CALLS/s", "AVOIDED");
+		for (i = 0; i < n; i++) {
+			zcl_human(a, sizeof(a), rows[i].kern_r);
+			zcl_human(b, sizeof(b), rows[i].local_r);
+			zcl_human(c, sizeof(c), rows[i].lent_r);
+			zcl_human(d, sizeof(d), (double)(rows[i].local + rows[i].lent));
+			printf("%7d  %-16.16s %6llu %10s %10s %10s %9.0f %10s\n", rows[i].pid,
+			       rows[i].comm, (unsigned long long)rows[i].paired, a, b, c,
+			       rows[i].calls_r, d);
+		}
+		fflush(stdout);
+		memcpy(prev, rows, sizeof(rows[0]) * (size_t)n);
+		n_prev = n;
+		t_prev = t;
+		if (count < 0 || screen + 1 < count)
+			zcl_sleep_ms((int)(every * 1000));
+	}
+	return ZCL_EXIT_OK;
+}

@@ -79,6 +79,7 @@ void zcl_usage_fail(const char *fmt, ...)
 int zcl_cmd_run(int argc, char **argv);
 int zcl_cmd_doctor(int argc, char **argv);
 int zcl_cmd_stat(int argc, char **argv);
+int zcl_cmd_top(int argc, char **argv);
 
 /* stat.c: one reading of a process's counters; advise.c: the advice rules
  * over it (the number given). */

@@ -5,6 +5,8 @@
   stream     a paired streaming pair: listed by `zcsock stat`; two JSON reads
              a moment apart (validated against the schema below) show
              path.local.send_bytes moving; --watch prints it with a rate
+  top        `zcsock top` (not a terminal: screens one after another) shows
+             the stream pair with its paired ends and ring bytes per second
   redis      redis-server under the library while redis-benchmark (under the
              library) runs: its connections paired and its calls move
   fork       a server that forks a child per connection: each process its
@@ -162,6 +164,27 @@ def case_stream():
         rc, out, _ = stat(pid)
         check(rc == 0 and "\nlocal\n" in out and "local.paired.accepted" in out, out)
         print("read pid %d: %d then %d bytes sent through the ring" % (pid, a, b))
+    finally:
+        p.kill()
+        p.wait()
+
+
+def case_top():
+    p, pid = start_pair(6)
+    try:
+        wait_counter(pid, "path.local.send_bytes", 1 << 20)
+        r = subprocess.run([ZCSOCK, "top", "--interval", "0.3", "--count", "3", "--sort",
+                            "avoided"], env=PLAIN, capture_output=True, text=True, timeout=30)
+        check(r.returncode == 0, "zcsock top: exit %d %s" % (r.returncode, r.stderr))
+        screens = r.stdout.split("zcsock top - ")[1:]
+        check(len(screens) == 3, "zcsock top printed %d screens, not 3:\n%s" % (len(screens),
+                                                                                 r.stdout))
+        mine = [line.split() for line in screens[-1].splitlines()
+                if line.split()[:1] == [str(pid)]]
+        check(mine and mine[0][2] == "2" and mine[0][4] not in ("0", "-"),
+              "the last screen shows pid %d without its 2 paired ends or ring bytes per "
+              "second:\n%s" % (pid, screens[-1]))
+        print(screens[-1].strip())
     finally:
         p.kill()
         p.wait()
