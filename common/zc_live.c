@@ -25,6 +25,7 @@ static size_t zc_live_front;            /* header, keys and text: mapped at zc_l
 static char zc_live_path[200];
 static int zc_live_lock, zc_live_off;
 size_t (*zc_live_extra)(char *buf, size_t size);
+void (*zc_live_conns_fn)(int out);
 
 #define ZC_LIVE_ALIGN(x) (((x) + 4095) & ~(uint64_t)4095)
 
@@ -89,6 +90,40 @@ static int zc_live_write_all(long fd, const void *p, size_t n, uint64_t off)
 }
 
 /* Said once; the process stays unpublished (no retry per socket). */
+int zc_live_write_fd(int fd, const char *buf, size_t n)
+{
+    while (n) {
+        long w = zc_sys(SYS_write, fd, buf, n);
+
+        if (w == -EINTR)
+            continue;
+        if (w <= 0)
+            return -1;
+        buf += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+/* The connection list asked for: <path>.conns, whole or not at all. */
+static void zc_live_conns_write(void)
+{
+    char tmp[230], dst[230];
+    long fd;
+
+    if (!zc_live_conns_fn)
+        return;
+    zc_fmt(tmp, sizeof(tmp), "%s.conns.new", zc_live_path);
+    zc_fmt(dst, sizeof(dst), "%s.conns", zc_live_path);
+    fd = zc_sys(SYS_openat, AT_FDCWD, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0)
+        return;
+    zc_sys(SYS_fchmod, fd, 0600, 0);
+    zc_live_conns_fn((int)fd);
+    zc_sys(SYS_close, fd, 0, 0);
+    zc_sys6(SYS_renameat, AT_FDCWD, (long)tmp, AT_FDCWD, (long)dst, 0, 0);
+}
+
 static void zc_live_fail(const char *what, long err)
 {
     if (!__atomic_exchange_n(&zc_live_off, 1, __ATOMIC_RELAXED))
@@ -283,9 +318,13 @@ static void zc_live_detach(int all)
 
 void zc_live_exit(void)
 {
+    char conns[230];
+
     if (!zc_live)
         return;
     zc_sys(SYS_unlinkat, AT_FDCWD, zc_live_path, 0);
+    zc_fmt(conns, sizeof(conns), "%s.conns", zc_live_path);
+    zc_sys(SYS_unlinkat, AT_FDCWD, conns, 0);
 }
 
 void zc_live_exec_failed(void)
@@ -325,6 +364,8 @@ void zc_live_answer(void)
     h->text_len = (uint32_t)n;
     h->text_ns = zc_live_now_ns();
     __atomic_add_fetch(&h->text_seq, 1, __ATOMIC_RELEASE);      /* even: whole */
+    if (__atomic_exchange_n(&h->conns_req, 0, __ATOMIC_ACQ_REL))
+        zc_live_conns_write();
     __atomic_store_n(&h->done, want, __ATOMIC_RELEASE);
     __atomic_store_n(&zc_live_lock, 0, __ATOMIC_RELEASE);
 }

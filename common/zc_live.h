@@ -64,6 +64,10 @@ typedef struct zc_live_hdr {
     uint32_t text_seq;          /* odd while being written */
     uint32_t text_len;
     uint64_t text_ns;           /* CLOCK_REALTIME of the text */
+    /* set by a reader with its want: also write <dir>/<pid>.conns, every
+     * socket the library tracks, one line each (zcsock stat --conns) */
+    uint32_t conns_req;
+    uint32_t pad2;
 } zc_live_hdr_t;
 
 #include <errno.h>
@@ -127,6 +131,13 @@ int zc_live_fork_child(void);
 
 /* What the report adds to the shim's counters (the modules'), or NULL. */
 extern size_t (*zc_live_extra)(char *buf, size_t size);
+
+/* Writes the connection lines into a descriptor (shim_fd_describe_all), or
+ * NULL. */
+extern void (*zc_live_conns_fn)(int out);
+
+/* Write all of buf to fd (raw system calls); 0 or -1. */
+int zc_live_write_fd(int fd, const char *buf, size_t n);
 
 /* A reader asked for the report text: write it. */
 void zc_live_answer(void);

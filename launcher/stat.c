@@ -56,7 +56,7 @@ struct zcl_snap {
 
 static const char zcl_stat_usage[] =
 	"usage: zcsock stat [PID [--all] [--json] [--watch [SECONDS]] [--count N]\n"
-	"                        [--advise]]\n"
+	"                        [--advise] [--conns]]\n"
 	"\n"
 	"Show what libzcsock.so is doing in running processes of this user, read\n"
 	"from the file each one publishes at its first socket (ZCSOCK_LIVE=1, the\n"
@@ -72,6 +72,10 @@ static const char zcl_stat_usage[] =
 	"                  and their rate per second, until interrupted\n"
 	"  --count N       with --watch: stop after N refreshes\n"
 	"  --advise        what to change, each with the counters behind it\n"
+	"  --conns         every socket the library tracks: addresses, the path that\n"
+	"                  carries it (kernel, ring), its bytes by path, and why it\n"
+	"                  is not on the ring (written by the process at its next\n"
+	"                  call into the library)\n"
 	"  -h, --help      print this text\n"
 	"\n"
 	"exit status: 0; 1 when the process publishes nothing; 2 on a usage error.\n";
@@ -512,6 +516,212 @@ static void zcl_print_moved(const zcl_snap_t *s, const zcl_snap_t *prev)
 	fflush(stdout);
 }
 
+/* --- zcsock stat PID --conns ------------------------------------------------------ */
+
+#define ZCL_SOCKS_MAX 65536
+
+typedef struct zcl_sock_addr {
+	unsigned long ino;
+	char local[64], remote[64];
+} zcl_sock_addr_t;
+
+static zcl_sock_addr_t zcl_socks[ZCL_SOCKS_MAX];
+static int zcl_nsocks;
+
+/* "0100007F:1F90" (IPv4) or 32 hex digits (IPv6) and a port, as text. */
+static void zcl_hexaddr(const char *hex, char *out, size_t size)
+{
+	const char *colon = strchr(hex, ':');
+	unsigned port = colon ? (unsigned)strtoul(colon + 1, NULL, 16) : 0;
+	size_t len = colon ? (size_t)(colon - hex) : 0;
+	unsigned char b[16];
+	size_t i;
+
+	if (len != 8 && len != 32) {
+		snprintf(out, size, "?");
+		return;
+	}
+	for (i = 0; i < len / 2; i++) {
+		char two[3] = { hex[2 * i], hex[2 * i + 1], 0 };
+
+		b[i] = (unsigned char)strtoul(two, NULL, 16);
+	}
+	if (len == 8) {          /* one little-endian word */
+		snprintf(out, size, "%u.%u.%u.%u:%u", b[3], b[2], b[1], b[0], port);
+	} else {                 /* four little-endian words */
+		unsigned short w[8];
+
+		for (i = 0; i < 4; i++) {
+			unsigned char *q = b + 4 * i;
+
+			w[2 * i] = (unsigned short)(q[3] << 8 | q[2]);
+			w[2 * i + 1] = (unsigned short)(q[1] << 8 | q[0]);
+		}
+		snprintf(out, size, "[%x:%x:%x:%x:%x:%x:%x:%x]:%u", w[0], w[1], w[2], w[3], w[4],
+			 w[5], w[6], w[7], port);
+	}
+}
+
+static int zcl_sock_cmp(const void *a, const void *b)
+{
+	unsigned long x = ((const zcl_sock_addr_t *)a)->ino, y = ((const zcl_sock_addr_t *)b)->ino;
+
+	return x < y ? -1 : x > y;
+}
+
+/* The process's sockets by inode, from its network namespace's tables
+ * (sorted by inode). */
+static void zcl_socks_load(int pid)
+{
+	static const char *const inet[] = { "tcp", "tcp6" };
+	char path[64], line[512];
+	unsigned i;
+	FILE *f;
+
+	zcl_nsocks = 0;
+	for (i = 0; i < 2; i++) {
+		snprintf(path, sizeof(path), "/proc/%d/net/%s", pid, inet[i]);
+		f = fopen(path, "r");
+		if (!f)
+			continue;
+		while (fgets(line, sizeof(line), f) && zcl_nsocks < ZCL_SOCKS_MAX) {
+			char l[80], r[80];
+			unsigned long ino;
+
+			if (sscanf(line, " %*d: %79s %79s %*x %*s %*s %*s %*d %*d %lu", l, r, &ino) != 3 ||
+			    !ino)
+				continue;
+			zcl_socks[zcl_nsocks].ino = ino;
+			zcl_hexaddr(l, zcl_socks[zcl_nsocks].local, sizeof(zcl_socks[0].local));
+			zcl_hexaddr(r, zcl_socks[zcl_nsocks].remote, sizeof(zcl_socks[0].remote));
+			zcl_nsocks++;
+		}
+		fclose(f);
+	}
+	snprintf(path, sizeof(path), "/proc/%d/net/unix", pid);
+	f = fopen(path, "r");
+	while (f && fgets(line, sizeof(line), f) && zcl_nsocks < ZCL_SOCKS_MAX) {
+		char name[256] = "";
+		unsigned long ino;
+
+		if (sscanf(line, "%*s %*s %*s %*s %*s %*s %lu %255s", &ino, name) < 1 || !ino)
+			continue;
+		zcl_socks[zcl_nsocks].ino = ino;
+		snprintf(zcl_socks[zcl_nsocks].local, sizeof(zcl_socks[0].local), "%s",
+			 name[0] ? name : "(unnamed)");
+		snprintf(zcl_socks[zcl_nsocks].remote, sizeof(zcl_socks[0].remote), "-");
+		zcl_nsocks++;
+	}
+	if (f)
+		fclose(f);
+	qsort(zcl_socks, (size_t)zcl_nsocks, sizeof(zcl_socks[0]), zcl_sock_cmp);
+}
+
+static const zcl_sock_addr_t *zcl_sock_of(int pid, int fd)
+{
+	zcl_sock_addr_t key;
+	char path[64], target[64];
+	unsigned long ino;
+	ssize_t n;
+
+	snprintf(path, sizeof(path), "/proc/%d/fd/%d", pid, fd);
+	n = readlink(path, target, sizeof(target) - 1);
+	if (n <= 0)
+		return NULL;
+	target[n] = 0;
+	if (sscanf(target, "socket:[%lu]", &ino) != 1)
+		return NULL;
+	key.ino = ino;
+	return bsearch(&key, zcl_socks, (size_t)zcl_nsocks, sizeof(zcl_socks[0]), zcl_sock_cmp);
+}
+
+/* The value of key in a `key=value ...` line, "-" when absent. */
+static const char *zcl_field(const char *line, const char *key, char *out, size_t size)
+{
+	size_t k = strlen(key);
+	const char *p = line;
+
+	while ((p = strstr(p, key))) {
+		if ((p == line || p[-1] == ' ') && p[k] == '=') {
+			size_t n = strcspn(p + k + 1, " \n");
+
+			snprintf(out, size, "%.*s", (int)(n < size ? n : size - 1), p + k + 1);
+			return out;
+		}
+		p += k;
+	}
+	snprintf(out, size, "-");
+	return out;
+}
+
+static int zcl_stat_conns(const char *dir, zcl_live_t *l, int json)
+{
+	static const char *const keys[] = { "fd", "family", "type", "path", "state", "ring_tx",
+					    "ring_rx", "kernel_tx", "kernel_rx", "why" };
+	static zcl_snap_t s;
+	char path[ZCL_PATH_MAX], line[1024];
+	struct stat st;
+	int shown = 0;
+	double age;
+	FILE *f;
+
+	__atomic_store_n(&l->h->conns_req, 1, __ATOMIC_RELEASE);
+	zcl_live_snap(l, 1000, &s);
+	snprintf(path, sizeof(path), "%s/%d.conns", dir, l->pid);
+	f = fopen(path, "r");
+	if (!f || fstat(fileno(f), &st)) {
+		fprintf(stderr, "zcsock: pid %d has not called into the library since it was asked "
+			"for its connections (it answers at its next call)\n", l->pid);
+		if (f)
+			fclose(f);
+		return ZCL_EXIT_FAIL;
+	}
+	age = difftime(time(NULL), st.st_mtime);
+	zcl_socks_load(l->pid);
+	if (json)
+		printf("{\"pid\":%d,\"age_s\":%.0f,\"connections\":[", l->pid, age);
+	else
+		printf("%5s %-6s %-22s %-22s %-6s %-11s %9s %9s %9s %9s  %s\n", "FD", "FAMILY", "LOCAL",
+		       "REMOTE", "PATH", "STATE", "RING_TX", "RING_RX", "KERN_TX", "KERN_RX", "WHY");
+	while (fgets(line, sizeof(line), f)) {
+		char v[10][64];
+		const zcl_sock_addr_t *a;
+		unsigned i;
+
+		for (i = 0; i < 10; i++)
+			zcl_field(line, keys[i], v[i], sizeof(v[i]));
+		a = zcl_sock_of(l->pid, atoi(v[0]));
+		if (json) {
+			printf("%s{\"local\":", shown ? "," : "");
+			zcl_json_str(stdout, a ? a->local : "");
+			printf(",\"remote\":");
+			zcl_json_str(stdout, a ? a->remote : "");
+			for (i = 0; i < 10; i++) {
+				printf(",\"%s\":", keys[i]);
+				if (strcmp(v[i], "-") && strspn(v[i], "0123456789") == strlen(v[i]))
+					printf("%s", v[i]);
+				else if (strcmp(v[i], "-"))
+					zcl_json_str(stdout, v[i]);
+				else
+					printf("null");
+			}
+			printf("}");
+		} else {
+			printf("%5s %-6s %-22s %-22s %-6s %-11s %9s %9s %9s %9s  %s\n", v[0], v[1],
+			       a ? a->local : "?", a ? a->remote : "?", v[3], v[4], v[5], v[6], v[7], v[8],
+			       v[9]);
+		}
+		shown++;
+	}
+	fclose(f);
+	if (json)
+		printf("]}\n");
+	else if (age > 1)
+		printf("(the list is %.0f s old: the process has not called into the library since)\n",
+		       age);
+	return ZCL_EXIT_OK;
+}
+
 /* For the advice rules (advise.c). */
 uint64_t zcl_stat_get(const zcl_snap_t *s, const char *key)
 {
@@ -521,7 +731,7 @@ uint64_t zcl_stat_get(const zcl_snap_t *s, const char *key)
 int zcl_cmd_stat(int argc, char **argv)
 {
 	char dir[ZCL_PATH_MAX];
-	int i, pid = 0, json = 0, all = 0, advise = 0, watch = 0, count = -1, rc;
+	int i, pid = 0, json = 0, all = 0, advise = 0, watch = 0, count = -1, conns = 0, rc;
 	double every = 1;
 	static zcl_snap_t s, prev;
 	zcl_live_t l;
@@ -538,6 +748,8 @@ int zcl_cmd_stat(int argc, char **argv)
 			all = 1;
 		} else if (!strcmp(a, "--advise")) {
 			advise = 1;
+		} else if (!strcmp(a, "--conns")) {
+			conns = 1;
 		} else if (!strcmp(a, "--watch")) {
 			watch = 1;
 			if (i + 1 < argc && isdigit((unsigned char)argv[i + 1][0]) && pid) {
@@ -555,8 +767,10 @@ int zcl_cmd_stat(int argc, char **argv)
 			zcl_usage_fail("stat: unexpected argument '%s'", a);
 		}
 	}
-	if (!pid && (watch || advise || all))
-		zcl_usage_fail("stat: --watch, --advise and --all need a PID");
+	if (!pid && (watch || advise || all || conns))
+		zcl_usage_fail("stat: --watch, --advise, --conns and --all need a PID");
+	if (conns + advise + watch > 1)
+		zcl_usage_fail("stat: one of --watch, --advise and --conns at a time");
 	if (count > 0 && !watch)
 		zcl_usage_fail("stat: --count goes with --watch");
 	rc = zc_live_dir(dir, sizeof(dir), 0);
@@ -575,6 +789,11 @@ int zcl_cmd_stat(int argc, char **argv)
 			"was killed or is gone) and is removed" : kill(pid, 0) == 0 || errno == EPERM ?
 			"" : ": no such process", dir);
 		return ZCL_EXIT_FAIL;
+	}
+	if (conns) {
+		rc = zcl_stat_conns(dir, &l, json);
+		zcl_live_close(&l);
+		return rc;
 	}
 	zcl_live_snap(&l, ZCL_ANSWER_MS, &s);
 	if (advise) {

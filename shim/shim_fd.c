@@ -10,6 +10,7 @@
 #include "shim_int.h"
 #include "shim_path.h"
 #include "zc_real.h"
+#include "zc_log.h"
 #include "zc_stats.h"
 
 #include <sys/single_threaded.h>
@@ -202,4 +203,52 @@ int shim_fd_is_app_socket(int fd)
     shim_fd_t *f = shim_fd_get(fd);
 
     return f && __atomic_load_n(&f->kind, __ATOMIC_ACQUIRE) == SHIM_FD_SOCKET;
+}
+
+/* `zcsock stat --conns` (zc_live_conns_fn): every socket the table tracks,
+ * one line each (`fd=N family=... type=... path=... ...`), written to out.
+ * A claimed one is pinned while its path describes it. */
+static const char *shim_fd_family_name(int family)
+{
+    return family == AF_INET ? "inet" : family == AF_INET6 ? "inet6" : family == AF_UNIX ? "unix"
+                                                                                      : "other";
+}
+
+void shim_fd_describe_all(int out)
+{
+    static char buf[65536];
+    size_t len = 0;
+    unsigned fd;
+
+    for (fd = 0; fd < shim_fd_table_size; fd++) {
+        shim_fd_t *f = &shim_fd_table[fd];
+        shim_pin_t pin;
+        char line[512];
+        size_t n;
+
+        if (__atomic_load_n(&f->kind, __ATOMIC_ACQUIRE) != SHIM_FD_SOCKET)
+            continue;
+        n = zc_fmt(line, sizeof(line), "fd=%u family=%s type=%s", fd,
+                   shim_fd_family_name(f->family), f->stream ? "stream" : "other");
+        if (shim_fd_pin((int)fd, &pin)) {
+            if (pin.f.path && pin.f.path->ops->describe)
+                n += pin.f.path->ops->describe(&pin.f, (int)fd, line + n, sizeof(line) - n);
+            shim_fd_unpin(&pin);
+        } else if (f->claim == SHIM_CLAIM_WATCH) {
+            n += zc_fmt(line + n, sizeof(line) - n, " path=kernel state=listening");
+        } else {
+            n += zc_fmt(line + n, sizeof(line) - n, " path=kernel why=%s",
+                        zc_stat_name(f->copy_why));
+        }
+        if (n >= sizeof(line) - 1)
+            n = sizeof(line) - 2;
+        line[n++] = '\n';
+        if (len + n > sizeof(buf)) {
+            zc_live_write_fd(out, buf, len);
+            len = 0;
+        }
+        memcpy(buf + len, line, n);
+        len += n;
+    }
+    zc_live_write_fd(out, buf, len);
 }

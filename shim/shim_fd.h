@@ -83,6 +83,9 @@ void shim_fd_connected(int fd);
 /* A descriptor is going away (close, close_range, dup2 target). */
 void shim_fd_forget(int fd);
 
+/* Every tracked socket, one line each, into out (zcsock stat --conns). */
+void shim_fd_describe_all(int out);
+
 /* The entry's seize byte: a spinlock held for a few instructions, inside
  * a critical section of the thread's (a signal handler of the
  * application's that would call into the same entry runs after it,

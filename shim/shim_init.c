@@ -100,6 +100,7 @@ static int shim_init_once(void)
     if (shim_mem_init)
         shim_mem_init();
     zc_live_extra = shim_live_extra;
+    zc_live_conns_fn = shim_fd_describe_all;
     return 0;
 }
 

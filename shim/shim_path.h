@@ -105,6 +105,10 @@ typedef struct shim_path_ops {
     void (*forget)(shim_fd_t *f, int fd);
     /* newfd now refers to the same socket as f (dup, dup2, dup3, F_DUPFD). */
     void (*dup)(shim_fd_t *f, int newfd);
+    /* fd's state for `zcsock stat --conns`: ` key=value` pairs into buf
+     * (path=..., state=..., bytes, why=...); returns their length.  Called
+     * at a hook's entry with the claim pinned; hook-safe. */
+    size_t (*describe)(shim_fd_t *f, int fd, char *buf, size_t size);
 } shim_path_ops_t;
 
 /* The exec the process is about to make (shim_path_t.exec_prepare). */

@@ -7,6 +7,9 @@
              path.local.send_bytes moving; --watch prints it with a rate
   top        `zcsock top` (not a terminal: screens one after another) shows
              the stream pair with its paired ends and ring bytes per second
+  conns      --conns: a paired connection on the ring with its bytes and
+             addresses, one to a server without the library on the kernel
+             with why=declined.not_zcsock
   redis      redis-server under the library while redis-benchmark (under the
              library) runs: its connections paired and its calls move
   fork       a server that forks a child per connection: each process its
@@ -188,6 +191,67 @@ def case_top():
     finally:
         p.kill()
         p.wait()
+
+
+CONNS = r"""
+import os, socket, sys, threading, time
+plain = socket.socket()
+plain.connect(("127.0.0.1", int(sys.argv[1])))   # its server runs without the library
+for i in range(4):          # enough to pay for pairing: it announces, nobody offers
+    plain.sendall(b"x" * 1000)
+    plain.recv(1)
+l = socket.socket(); l.bind(("127.0.0.1", 0)); l.listen(1)
+def srv():
+    c, _ = l.accept()
+    while True:
+        b = c.recv(1 << 20)
+        if not b:
+            break
+        c.sendall(b[:1])
+threading.Thread(target=srv, daemon=True).start()
+s = socket.socket()
+s.connect(l.getsockname())
+print(os.getpid(), plain.fileno(), s.fileno(), flush=True)
+end = time.time() + 8
+while time.time() < end:
+    s.sendall(b"x" * 65536)
+    s.recv(1)
+"""
+
+
+def case_conns():
+    l = socket.socket()
+    l.bind(("127.0.0.1", 0))
+    l.listen(1)
+    p = subprocess.Popen([sys.executable, "-c", CONNS, str(l.getsockname()[1])], env=ENV,
+                         stdout=subprocess.PIPE, text=True)
+    c, _ = l.accept()
+    try:
+        for i in range(4):
+            got = 0
+            while got < 1000:
+                got += len(c.recv(1000 - got))
+            c.sendall(b"a")
+        pid, pfd, sfd = map(int, p.stdout.readline().split())
+        wait_counter(pid, "path.local.send_bytes", 1 << 20)
+        rc, out, err = stat(pid, "--conns", "--json")
+        check(rc == 0, "--conns: %d %s" % (rc, err))
+        d = json.loads(out)
+        by = {e["fd"]: e for e in d["connections"]}
+        print(out.strip()[:600])
+        e = by.get(pfd)
+        check(e and e["path"] == "kernel" and e["why"] == "declined.not_zcsock" and
+              e["remote"] == "127.0.0.1:%d" % l.getsockname()[1],
+              "the connection to the plain server: %r" % e)
+        e = by.get(sfd)
+        check(e and e["path"] == "ring" and e["state"] == "paired" and e["ring_tx"] > 0 and
+              e["local"].startswith("127.0.0.1:"), "the paired connection: %r" % e)
+        rc, out, err = stat(pid, "--conns")
+        check(rc == 0 and "declined.not_zcsock" in out and " ring " in out, out)
+    finally:
+        p.kill()
+        p.wait()
+        c.close()
 
 
 def case_redis():

@@ -426,6 +426,13 @@ void lp_side_publish(lp_conn_t *c, int fd)
     __atomic_store_n(&me->sock_pid, (int32_t)zc_syscall(SYS_getpid), __ATOMIC_RELEASE);
 }
 
+/* Declined, and why, for the connection's own description (lp_describe). */
+void lp_decline_conn(lp_conn_t *c, int reason)
+{
+    c->why = (uint8_t)reason;
+    lp_decline(reason);
+}
+
 void lp_decline(int reason)
 {
     if (reason > 0 && reason < LOCAL_PAIR_R_COUNT)

@@ -391,6 +391,31 @@ static void lp_process_exposed(const char *why)
     zc_log(ZC_LOG_NOTICE, "local path: off for this process (%s)", why);
 }
 
+/* zcsock stat --conns: which path carries the connection, its bytes by
+ * path (this process's), and why it is not on the ring. */
+static size_t lp_describe(shim_fd_t *f, int fd, char *buf, size_t size)
+{
+    static const char *const states[] = { "?", "pending", "paired", "plain", "offer" };
+    lp_conn_t *c = lp_conn(f);
+    int st = c->state >= 1 && c->state <= 4 ? c->state : 0;
+    int ring = st == LP_PAIRED && (c->tx_ring || c->rx_ring || !lp_rv(c));
+    size_t n;
+
+    (void)fd;
+    n = zc_fmt(buf, size, " path=%s state=%s kernel_tx=%llu kernel_rx=%llu",
+               ring ? "ring" : "kernel", st == LP_PAIRED && lp_rv(c) ? "handed_back" : states[st],
+               (unsigned long long)c->tx_kernel, (unsigned long long)c->rx_kernel);
+    if (c->ch.base)
+        n += zc_fmt(buf + n, size - n, " ring_tx=%llu ring_rx=%llu",
+                    (unsigned long long)c->ch.stats.bytes_in,
+                    (unsigned long long)c->ch.stats.bytes_out);
+    if (c->why)
+        n += zc_fmt(buf + n, size - n, " why=declined.%s", local_pair_reason_name(c->why));
+    else if (st == LP_OFFER || (st == LP_PENDING && c->ann_due))
+        n += zc_fmt(buf + n, size - n, " why=not_paid_yet");
+    return n;
+}
+
 static const shim_path_ops_t lp_ops = {
     .sendmsg = lp_sendmsg,
     .recvmsg = lp_recvmsg,
@@ -407,6 +432,7 @@ static const shim_path_ops_t lp_ops = {
     .change = lp_change,
     .forget = lp_forget,
     .dup = lp_dup,
+    .describe = lp_describe,
 };
 
 const shim_path_t path_local = {

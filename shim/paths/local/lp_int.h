@@ -176,6 +176,7 @@ typedef struct lp_conn {
     lp_xrec_t xr;
     int refs;                       /* descriptors of this process */
     int state;                      /* LP_* */
+    uint8_t why;                    /* LOCAL_PAIR_R_* that kept it plain (zcsock stat --conns) */
     int ann;                        /* announcement (pending client), -1 */
     int memfd;                      /* the channel (kept for exec), -1 */
     int fds[4];                     /* descriptors referring to it (first few) */
@@ -387,6 +388,7 @@ void lp_cached_begin(lp_conn_t *c, lp_cached_t *k);
 void lp_cached_set(lp_cached_t *k, int64_t v);
 void lp_channel_adopt(lp_conn_t *c, int memfd, int fd);
 void lp_decline(int reason);
+void lp_decline_conn(lp_conn_t *c, int reason);
 int64_t lp_tx_room(lp_conn_t *c);
 size_t lp_tx_want(lp_conn_t *c, size_t want);
 

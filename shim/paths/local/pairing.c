@@ -22,8 +22,8 @@ void lp_pickup_done(lp_conn_t *c, int rc, int memfd, int fd)
          * (also the honest one of a server that answered and closed before
          * we looked: a connection over before it could pair) */
         c->state = LP_PLAIN;
-        lp_decline(rc == -EPERM ? LOCAL_PAIR_R_UNVERIFIED
-                   : rc == -ECONNABORTED ? LOCAL_PAIR_R_CLOSED : LOCAL_PAIR_R_NOT_ZCSOCK);
+        lp_decline_conn(c, rc == -EPERM ? LOCAL_PAIR_R_UNVERIFIED
+                        : rc == -ECONNABORTED ? LOCAL_PAIR_R_CLOSED : LOCAL_PAIR_R_NOT_ZCSOCK);
     }
 }
 
@@ -231,7 +231,7 @@ void path_local_connect_done(int fd, int rc, int err)
         if (rc < 0 && err != EINPROGRESS && err != EALREADY && err != EINTR) {
             c->ann_due = 0;
             c->state = LP_PLAIN;
-            lp_decline(LOCAL_PAIR_R_CONNECT_FAILED);
+            lp_decline_conn(c, LOCAL_PAIR_R_CONNECT_FAILED);
         }
         return;
     }
@@ -245,7 +245,7 @@ void path_local_connect_done(int fd, int rc, int err)
         local_pair_fd_close(c->ann);
         c->ann = -1;
         c->state = LP_PLAIN;
-        lp_decline(rc < 0 ? LOCAL_PAIR_R_CONNECT_FAILED : reason);
+        lp_decline_conn(c, rc < 0 ? LOCAL_PAIR_R_CONNECT_FAILED : reason);
     }
 }
 
@@ -476,7 +476,7 @@ static void lp_ann_make(lp_conn_t *c, int fd)
         if (errno != ENOTCONN || c->pair_calls > 64) {
             c->ann_due = 0;
             c->state = LP_PLAIN;
-            lp_decline(LOCAL_PAIR_R_CONNECT_FAILED);
+            lp_decline_conn(c, LOCAL_PAIR_R_CONNECT_FAILED);
         }
         return;
     }
@@ -492,7 +492,7 @@ static void lp_ann_make(lp_conn_t *c, int fd)
     }
     if (dec != LOCAL_PAIR_PENDING) {
         c->state = LP_PLAIN;
-        lp_decline(reason);
+        lp_decline_conn(c, reason);
     } else {
         c->ann = shim_fd_internal_raise(ann);
     }
