@@ -9,9 +9,10 @@
       "every path decision (2)")                                                    \
     X(verbose, BOOL, 0, 0, 1,                                                       \
       "print the effective configuration at start-up")                              \
-    X(stats, UINT, 0, 0, 2,                                                         \
-      "print a key: value statistics report at exit: 1 for processes that used "    \
-      "sockets, 2 for every process")                                               \
+    X(stats, UINT, 0, 0, 3,                                                         \
+      "print a key: value statistics report at exit, grouped, zero counters left "  \
+      "out: 1 for processes that used sockets, 2 for every process, 3 for every "   \
+      "process with the zero counters too")                                         \
     X(live, BOOL, 1, 0, 1,                                                          \
       "publish this process's counters for zcsock stat while it runs (a 0600 file " \
       "per process under $XDG_RUNTIME_DIR/zcsock, made at its first socket, "       \

@@ -354,7 +354,7 @@ void zc_live_answer(void)
     if (!h || __atomic_exchange_n(&zc_live_lock, 1, __ATOMIC_ACQUIRE))
         return;
     want = __atomic_load_n(&h->want, __ATOMIC_ACQUIRE);
-    n = zc_stats_format(buf, sizeof(buf), "live");
+    n = zc_stats_format(buf, sizeof(buf), "live", 0);
     if (zc_live_extra && n < sizeof(buf))
         n += zc_live_extra(buf + n, sizeof(buf) - n);
     if (n > ZC_LIVE_TEXT_SIZE)

@@ -195,26 +195,76 @@ static void zc_stats_format_emit(void *ctx, const char *name, uint64_t value)
         o->len += zc_stats_line(o->buf + o->len, o->size - o->len, name, value);
 }
 
-size_t zc_stats_format(char *buf, size_t size, const char *when)
+/* Key i of the shim's (i < ZC_STAT_COUNT) and aux counters, NULL past them;
+ * its value into *v when v. */
+static const char *zc_stats_key(unsigned i, uint64_t *v)
+{
+    const char *k;
+
+    if (i < ZC_STAT_COUNT) {
+        if (v)
+            *v = zc_stat_read(i);
+        return zc_stat_names[i];
+    }
+    k = zc_stats_aux_name(i - ZC_STAT_COUNT);
+    if (k && v)
+        *v = __atomic_load_n(&zc_stats_store.s.aux[i - ZC_STAT_COUNT], __ATOMIC_RELAXED);
+    return k;
+}
+
+/* Length of the group of key k (its first component: "local", "calls"). */
+static size_t zc_stats_group_len(const char *k)
+{
+    const char *dot = strchr(k, '.');
+
+    return dot ? (size_t)(dot - k) : strlen(k);
+}
+
+static int zc_stats_same_group(const char *a, const char *b)
+{
+    size_t n = zc_stats_group_len(a);
+
+    return n == zc_stats_group_len(b) && !strncmp(a, b, n);
+}
+
+size_t zc_stats_format(char *buf, size_t size, const char *when, int zeros)
 {
     zc_stats_out_t o;
-    unsigned i;
+    unsigned i, j, n = ZC_STAT_COUNT + ZC_STATS_AUX;
+    const char *k;
     size_t len;
+    uint64_t v;
 
     len = zc_fmt(buf, size, "# zcsock %s stats pid=%d at=%s\n", ZCSOCK_VERSION,
                  (int)getpid(), when);
-    for (i = 0; i < ZC_STAT_COUNT && len + 1 < size; i++) {
-        uint64_t v = zc_stat_read(i);
+    /* grouped by first component, groups in the order they first come; a
+     * group's heading is a comment line, so `key: value` readers skip it */
+    for (i = 0; i < n && (k = zc_stats_key(i, NULL)) && len + 1 < size; i++) {
+        int seen = 0, head = 0;
 
-        if (i >= ZC_STAT_CALLS_socket && !v)
-            continue;   /* only the call counters that moved */
-        len += zc_stats_line(buf + len, size - len, zc_stat_names[i], v);
-    }
-    for (i = 0; zc_stats_aux_name(i) && len + 1 < size; i++) {
-        uint64_t v = __atomic_load_n(&zc_stats_store.s.aux[i], __ATOMIC_RELAXED);
+        for (j = 0; j < i && !seen; j++)
+            seen = zc_stats_same_group(zc_stats_key(j, NULL), k);
+        if (seen)
+            continue;
+        for (j = i; j < n && len + 1 < size; j++) {
+            const char *kj = zc_stats_key(j, &v);
 
-        if (v)
-            len += zc_stats_line(buf + len, size - len, zc_stats_aux_name(i), v);
+            if (!kj)
+                break;
+            if (!zc_stats_same_group(kj, k) || (!v && !zeros))
+                continue;
+            if (!head++) {
+                char g[48];
+                size_t gl = zc_stats_group_len(k);
+
+                if (gl >= sizeof(g))
+                    gl = sizeof(g) - 1;
+                memcpy(g, k, gl);
+                g[gl] = 0;
+                len += zc_fmt(buf + len, size - len, "# %s\n", g);
+            }
+            len += zc_stats_line(buf + len, size - len, kj, v);
+        }
     }
     o = (zc_stats_out_t){ buf, size, len };
     zc_stats_sources_visit(zc_stats_format_emit, &o);

@@ -254,8 +254,10 @@ int zc_stats_get(const char *name, uint64_t *value_p);
 /* 1 when the process did any socket work worth reporting. */
 int zc_stats_any_socket_activity(void);
 
-/* Format the whole report (header line naming `when`, then `key: value`
- * lines; zero call counters are left out) into buf.  Returns its length. */
-size_t zc_stats_format(char *buf, size_t size, const char *when);
+/* Format the whole report into buf: a header line naming `when`, then
+ * `key: value` lines grouped by their first component, each group after a
+ * `# group` comment line; zero counters only when zeros.  Returns its
+ * length. */
+size_t zc_stats_format(char *buf, size_t size, const char *when, int zeros);
 
 #endif

@@ -33,7 +33,8 @@ static const char zcl_run_usage[] =
 	"\n"
 	"options:\n"
 	"  --stats[=N]   ZCSOCK_STATS=N (default 1): print a report at exit\n"
-	"                (1: processes that did socket I/O, 2: every process)\n"
+	"                (1: processes that did socket I/O, 2: every process,\n"
+	"                3: every process, zero counters too)\n"
 	"  --debug[=N]   ZCSOCK_DEBUG=N (default 1): one-line notices about\n"
 	"                fallbacks (2: also every path decision)\n"
 	"  --verbose     ZCSOCK_VERBOSE=1: print the effective configuration\n"
@@ -45,11 +46,11 @@ static const char zcl_run_usage[] =
 	"exit status: the command's; 127 when it is not found, 126 when it\n"
 	"cannot be run, 1 when the library is missing, 2 on a usage error.\n";
 
-/* Level of --stats=N / --debug=N: 0, 1 or 2, as the library accepts. */
-static const char *zcl_run_level_parse(const char *opt, const char *value)
+/* Level of --stats=N (0 to 3) / --debug=N (0 to 2), as the library accepts. */
+static const char *zcl_run_level_parse(const char *opt, const char *value, char max)
 {
-	if (strlen(value) != 1 || value[0] < '0' || value[0] > '2')
-		zcl_usage_fail("run: %s takes 0, 1 or 2, not '%s'", opt, value);
+	if (strlen(value) != 1 || value[0] < '0' || value[0] > max)
+		zcl_usage_fail("run: %s takes 0 to %c, not '%s'", opt, max, value);
 	return value;
 }
 
@@ -73,11 +74,11 @@ static void zcl_run_opts_parse(int argc, char **argv, zcl_run_opts_t *opts)
 		} else if (strcmp(arg, "--stats") == 0) {
 			opts->stats = "1";
 		} else if (strncmp(arg, "--stats=", 8) == 0) {
-			opts->stats = zcl_run_level_parse("--stats", arg + 8);
+			opts->stats = zcl_run_level_parse("--stats", arg + 8, '3');
 		} else if (strcmp(arg, "--debug") == 0) {
 			opts->debug = "1";
 		} else if (strncmp(arg, "--debug=", 8) == 0) {
-			opts->debug = zcl_run_level_parse("--debug", arg + 8);
+			opts->debug = zcl_run_level_parse("--debug", arg + 8, '2');
 		} else if (strcmp(arg, "--verbose") == 0) {
 			opts->verbose = 1;
 		} else if (zcl_opt_value(argc, argv, &i, "--log", &value)) {

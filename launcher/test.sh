@@ -82,7 +82,7 @@ case_usage_errors() {
   bad_args run --log
   bad_args run --log=
   bad_args run --stats=x true
-  bad_args run --stats=3 true
+  bad_args run --stats=4 true
   bad_args run --debug=12 true
   bad_args run --debug --
   bad_args run -dash

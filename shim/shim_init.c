@@ -45,7 +45,7 @@ static void shim_report(const char *when)
 
     if (!zc_config.stats || (zc_config.stats == 1 && !zc_stats_any_socket_activity()))
         return;
-    n = zc_stats_format(buf, sizeof(buf), when);
+    n = zc_stats_format(buf, sizeof(buf), when, zc_config.stats >= 3);
     if (shim_mem_report)
         n += shim_mem_report(buf + n, sizeof(buf) - n);
     zc_log_write_raw(buf, n);
@@ -185,7 +185,7 @@ ZCSOCK_API int zcsock_stat_get(const char *name, uint64_t *value_p)
 ZCSOCK_API int zcsock_stats_write(int fd)
 {
     char buf[SHIM_REPORT_MAX];
-    size_t n = zc_stats_format(buf, sizeof(buf), "request"), off = 0;
+    size_t n = zc_stats_format(buf, sizeof(buf), "request", zc_config.stats >= 3), off = 0;
 
     while (off < n) {
         ssize_t w = zc_real.write ? zc_real.write(fd, buf + off, n - off) : -1;

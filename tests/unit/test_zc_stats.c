@@ -61,17 +61,22 @@ static void t_report_format(void **state)
     zc_stats_reset();
     zc_stat_add(ZC_STAT_CALLS_send, 3);
     zc_stat_add(ZC_STAT_SOCKETS_CREATED, 1);
-    n = zc_stats_format(buf, sizeof(buf), "exit");
+    n = zc_stats_format(buf, sizeof(buf), "exit", 0);
     assert_int_equal(n, strlen(buf));
     assert_true(strncmp(buf, "# zcsock ", 9) == 0);
     assert_non_null(strstr(buf, " at=exit\n"));
-    assert_non_null(strstr(buf, "\ncalls.send: 3\n"));
-    assert_non_null(strstr(buf, "\nsockets.created: 1\n"));
-    assert_non_null(strstr(buf, "\npath.copy.recv_bytes: 0\n"));   /* always shown */
-    assert_null(strstr(buf, "calls.recv:"));                      /* zero calls hidden */
+    assert_non_null(strstr(buf, "\n# sockets\nsockets.created: 1\n"));   /* grouped */
+    assert_non_null(strstr(buf, "\n# calls\n"));
+    assert_true(strstr(buf, "\ncalls.send: 3\n") > strstr(buf, "\n# calls\n"));
+    assert_null(strstr(buf, "path.copy.recv_bytes"));              /* zeros hidden */
+    assert_null(strstr(buf, "# path\n"));                          /* and empty groups */
+    assert_null(strstr(buf, "calls.recv:"));
+    n = zc_stats_format(buf, sizeof(buf), "exit", 1);
+    assert_non_null(strstr(buf, "\npath.copy.recv_bytes: 0\n"));   /* zeros when asked */
+    assert_non_null(strstr(buf, "\ncalls.recv: 0\n"));
     assert_non_null(strstr(buf, "\nt.alpha: 11\n"));
     t_src_values[1] = 0;
-    n = zc_stats_format(buf, sizeof(buf), "exit");
+    n = zc_stats_format(buf, sizeof(buf), "exit", 0);
     assert_null(strstr(buf, "t.beta"));                           /* zero module counter hidden */
     assert_int_equal(zc_stats_any_socket_activity(), 1);
     zc_stats_reset();
@@ -84,7 +89,7 @@ static void t_report_truncates_safely(void **state)
     size_t n;
 
     (void)state;
-    n = zc_stats_format(buf, sizeof(buf), "exit");
+    n = zc_stats_format(buf, sizeof(buf), "exit", 0);
     assert_true(n < sizeof(buf));
     assert_int_equal(strlen(buf), n);
 }
