@@ -24,6 +24,8 @@
   advise     a client under the library whose server runs without it gets
              [peer_without_library] with its counter; the stream pair (no
              such decline) gets no advice
+  advise_fd  a process whose paired connections reach a quarter of its
+             descriptor limit (128) gets [fd_limit], and no other rule
 
     t_live.py CASE   (ZC_BUILD: the build directory, ZC_LIB: the library)
 Exit 0 pass, 1 fail, 77 skip."""
@@ -473,6 +475,35 @@ time.sleep(30)
         cl.kill()
         cl.wait()
         c.close()
+
+
+FDLIM = r"""
+import os, resource, socket, time
+resource.setrlimit(resource.RLIMIT_NOFILE, (128, 128))
+l = socket.socket(); l.bind(("127.0.0.1", 0)); l.listen(64)
+keep = []
+for i in range(40):
+    c = socket.socket(); c.connect(l.getsockname()); a, _ = l.accept()
+    c.sendall(b"x"); a.recv(1); a.sendall(b"y"); c.recv(1)
+    keep += [c, a]
+print(os.getpid(), flush=True)
+time.sleep(20)
+"""
+
+
+def case_advise_fd():
+    p = subprocess.Popen([sys.executable, "-c", FDLIM], env=dict(ENV, ZCSOCK_LOCAL_PAIR_AFTER="0"),
+                         stdout=subprocess.PIPE, text=True)
+    try:
+        pid = int(p.stdout.readline())
+        rc, out, err = stat(pid, "--advise")
+        print(out.strip())
+        check(rc == 0 and "[fd_limit]" in out and "local.declined.fd_limit = " in out,
+              "no fd_limit advice: %d %s %s" % (rc, out, err))
+        check("[peer_without_library]" not in out, "another rule fired: %s" % out)
+    finally:
+        p.kill()
+        p.wait()
 
 
 def main():
