@@ -12,6 +12,9 @@
              with why=declined.not_zcsock
   redis      redis-server under the library while redis-benchmark (under the
              library) runs: its connections paired and its calls move
+  mpi        an MPI job over TCP (make bench's ping-pong, two ranks, mpiexec
+             under the library): both ranks listed with paired connections,
+             their ring bytes moving, --conns naming the ring
   fork       a server that forks a child per connection: each process its
              own file and counts (the child's bytes are not its parent's)
   exit       the file goes at exit(), at _exit(), at exec; one left by
@@ -504,6 +507,43 @@ def case_advise_fd():
     finally:
         p.kill()
         p.wait()
+
+
+def case_mpi():
+    impl = next((m for m in ("openmpi", "mpich") if os.access(os.path.join(BUILD, "mpi_pingpong_"
+                + m), os.X_OK) and shutil.which("mpiexec." + m)), None)
+    if not impl:
+        print("skip: no MPI (mpiexec.openmpi or mpiexec.mpich, and make bench's mpi_pingpong)")
+        sys.exit(77)
+    env = dict(ENV, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+               UCX_WARN_UNUSED_ENV_VARS="n", UCX_TLS="tcp,self", MPIR_CVAR_NOLOCAL="1")
+    opts = ["--mca", "pml", "ob1", "--mca", "btl", "tcp,self", "--mca", "btl_tcp_if_include",
+            "lo"] if impl == "openmpi" else []
+    job = subprocess.Popen(["mpiexec." + impl, "-n", "2"] + opts +
+                           [os.path.join(BUILD, "mpi_pingpong_" + impl), "2"], env=env,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        end = time.time() + 30
+        ranks = []
+        while time.time() < end and len(ranks) < 2:
+            rc, out, _ = stat("--json")
+            ranks = [e for e in json.loads(out) if e["command"].startswith("mpi_pingpong")
+                     and e["paired"] > 0]
+            time.sleep(0.2)
+        check(len(ranks) == 2, "two MPI ranks with paired connections never showed: %r" % ranks)
+        pid = ranks[0]["pid"]
+        d1 = stat_json(pid)
+        time.sleep(0.5)
+        d2 = stat_json(pid)
+        a = d1["counters"].get("path.local.send_bytes", 0)
+        b = d2["counters"].get("path.local.send_bytes", 0)
+        print("%s rank pid %d: path.local.send_bytes %d then %d" % (impl, pid, a, b))
+        check(b > a, "the rank's ring bytes did not move between two reads")
+        rc, out, err = stat(pid, "--conns")
+        check(rc == 0 and " ring " in out, "--conns of the rank: %s %s" % (out, err))
+    finally:
+        out, _ = job.communicate(timeout=120)
+    check(job.returncode == 0, "the MPI job failed: %s" % out[-500:])
 
 
 def main():
