@@ -52,8 +52,9 @@ static int zcl_rule_fd_limit(const zcl_snap_t *s, zcl_advice_t *a)
 	a->id = "fd_limit";
 	a->weight = (double)n * 1e6;
 	snprintf(a->text, sizeof(a->text),
-		 "%llu connection%s stayed on the kernel because the process's descriptor limit "
-		 "was nearly used up (local.declined.fd_limit = %llu). Raise RLIMIT_NOFILE "
+		 "%llu connection end%s of this process stayed on the kernel because its "
+		 "descriptor limit was nearly used up: its paired connections hold a quarter of it "
+		 "(local.declined.fd_limit = %llu). Raise RLIMIT_NOFILE "
 		 "(`ulimit -n`, LimitNOFILE= for a systemd service) to pair them.",
 		 U(n), n == 1 ? "" : "s", U(n));
 	return 1;

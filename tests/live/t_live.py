@@ -28,7 +28,8 @@
              [peer_without_library] with its counter; the stream pair (no
              such decline) gets no advice
   advise_fd  a process whose paired connections reach a quarter of its
-             descriptor limit (128) gets [fd_limit], and no other rule
+             descriptor limit (128) gets [fd_limit], and no other rule; the
+             advice applied (a limit of 4096) pairs all 40 connections
 
     t_live.py CASE   (ZC_BUILD: the build directory, ZC_LIB: the library)
 Exit 0 pass, 1 fail, 77 skip."""
@@ -481,8 +482,9 @@ time.sleep(30)
 
 
 FDLIM = r"""
-import os, resource, socket, time
-resource.setrlimit(resource.RLIMIT_NOFILE, (128, 128))
+import os, resource, socket, sys, time
+lim = int(sys.argv[1])
+resource.setrlimit(resource.RLIMIT_NOFILE, (lim, lim))
 l = socket.socket(); l.bind(("127.0.0.1", 0)); l.listen(64)
 keep = []
 for i in range(40):
@@ -495,18 +497,29 @@ time.sleep(20)
 
 
 def case_advise_fd():
-    p = subprocess.Popen([sys.executable, "-c", FDLIM], env=dict(ENV, ZCSOCK_LOCAL_PAIR_AFTER="0"),
-                         stdout=subprocess.PIPE, text=True)
-    try:
-        pid = int(p.stdout.readline())
-        rc, out, err = stat(pid, "--advise")
-        print(out.strip())
-        check(rc == 0 and "[fd_limit]" in out and "local.declined.fd_limit = " in out,
-              "no fd_limit advice: %d %s %s" % (rc, out, err))
-        check("[peer_without_library]" not in out, "another rule fired: %s" % out)
-    finally:
-        p.kill()
-        p.wait()
+    for lim in (128, 4096):     # the advice, then the advice applied
+        p = subprocess.Popen([sys.executable, "-c", FDLIM, str(lim)],
+                             env=dict(ENV, ZCSOCK_LOCAL_PAIR_AFTER="0"), stdout=subprocess.PIPE,
+                             text=True)
+        try:
+            pid = int(p.stdout.readline())
+            rc, out, err = stat(pid, "--advise")
+            d = stat_json(pid)["counters"]
+            paired = d.get("local.paired.accepted", 0) + d.get("local.paired.connected", 0)
+            print("RLIMIT_NOFILE %d: %d connection ends paired; %s" % (lim, paired, out.strip()))
+            if lim == 128:
+                check(rc == 0 and "[fd_limit]" in out and "local.declined.fd_limit = " in out,
+                      "no fd_limit advice: %d %s %s" % (rc, out, err))
+                check("[peer_without_library]" not in out, "another rule fired: %s" % out)
+                before = paired
+            else:
+                check(rc == 0 and out.startswith("no advice"), "advice after raising the "
+                      "limit: %s" % out)
+                check(paired == 80 and paired > before, "raising the limit paired %d of 80 "
+                      "connection ends (%d before)" % (paired, before))
+        finally:
+            p.kill()
+            p.wait()
 
 
 def case_mpi():
