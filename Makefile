@@ -32,6 +32,7 @@ BINDIR  ?= $(PREFIX)/bin
 LIBDIR  ?= $(PREFIX)/lib
 INCLUDEDIR ?= $(PREFIX)/include
 DOCDIR  ?= $(PREFIX)/share/doc/zcsock
+MANDIR  ?= $(PREFIX)/share/man
 TEST_TIMEOUT ?= 300
 VERSION := 0.1.0
 
@@ -127,12 +128,13 @@ PC_INCLUDEDIR = $(patsubst $(PREFIX)/%,$${prefix}/%,$(INCLUDEDIR))
 
 install: all
 	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(BINDIR) $(DESTDIR)$(INCLUDEDIR) \
-		$(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(DOCDIR)
+		$(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(DOCDIR) $(DESTDIR)$(MANDIR)/man1
 	install -m 755 $(LIB) $(DESTDIR)$(LIBDIR)/libzcsock.so
 	install -m 644 include/zcsock.h $(DESTDIR)$(INCLUDEDIR)/zcsock.h
 	sed -e 's|@PREFIX@|$(PREFIX)|; s|@LIBDIR@|$(PC_LIBDIR)|; s|@INCLUDEDIR@|$(PC_INCLUDEDIR)|; s|@VERSION@|$(VERSION)|' \
 		zcsock.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/zcsock.pc
 	install -m 644 README.md ARCHITECTURE.md $(DESTDIR)$(DOCDIR)/
+	install -m 644 docs/zcsock.1 $(DESTDIR)$(MANDIR)/man1/zcsock.1
 	$(INSTALL_EXTRA)
 
 .PHONY: all lib test test-unit bench check-symbols deps clean install FORCE

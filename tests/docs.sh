@@ -32,7 +32,20 @@ t_docs_files() {
   return $rc
 }
 
-export -f t_docs_config_table t_docs_files
+# zcsock(1) documents every command of the launcher and every option of
+# stat and top (their usage texts, launcher/stat.c)
+t_docs_man() {
+  local c o rc=0
+  for c in $(sed -n 's/^\t{ "\([a-z]*\)", zcl_cmd_[a-z]* },.*/\1/p' launcher/main.c); do
+    grep -q "^\.B zcsock $c" docs/zcsock.1 || { echo "zcsock(1) lacks command $c"; rc=1; }
+  done
+  for o in $(grep -o '\-\-[a-z]*' launcher/stat.c | sort -u); do
+    grep -q -- "${o//-/\\\\-}" docs/zcsock.1 || { echo "zcsock(1) lacks option $o"; rc=1; }
+  done
+  return $rc
+}
+export -f t_docs_config_table t_docs_files t_docs_man
 t_run readme-config-table 60 bash -c t_docs_config_table
 t_run module-readmes 60 bash -c t_docs_files
+t_run man-page 60 bash -c t_docs_man
 t_end
