@@ -27,6 +27,12 @@
   advise     a client under the library whose server runs without it gets
              [peer_without_library] with its counter; the stream pair (no
              such decline) gets no advice
+  advise_untracked  a process (root) that raises its hard descriptor limit
+             after start and sends on a descriptor beyond the library's
+             table gets [untracked] with its counters, and no other rule
+  advise_xchg  4 MiB sends on a paired connection: [exchange_unavailable]
+             exactly when the process counted page exchange unavailable (no
+             2 MiB shared pages), never where it lends
   advise_fd  a process whose paired connections reach a quarter of its
              descriptor limit (128) gets [fd_limit], and no other rule; the
              advice applied (a limit of 4096) pairs all 40 connections
@@ -559,11 +565,100 @@ def case_mpi():
     check(job.returncode == 0, "the MPI job failed: %s" % out[-500:])
 
 
+UNTRACKED_INNER = r"""
+import os, resource, socket, sys, time
+try:
+    resource.setrlimit(resource.RLIMIT_NOFILE, (4096, 4096))   # above the table's 1024
+except (ValueError, OSError):
+    print("skip", flush=True)       # no CAP_SYS_RESOURCE (a container)
+    sys.exit(0)
+a, b = socket.socketpair()
+os.dup2(a.fileno(), 3000)
+s = socket.socket(fileno=3000)
+for i in range(20):
+    s.send(b"x" * 100)
+    b.recv(100)
+print(os.getpid(), flush=True)
+time.sleep(20)
+"""
+
+UNTRACKED = r"""
+import os, resource, sys
+resource.setrlimit(resource.RLIMIT_NOFILE, (1024, 1024))   # the library sizes its table now
+os.execv(sys.executable, [sys.executable, "-c", sys.argv[1]])
+"""
+
+
+def case_advise_untracked():
+    p = subprocess.Popen([sys.executable, "-c", UNTRACKED, UNTRACKED_INNER], env=ENV,
+                         stdout=subprocess.PIPE, text=True)
+    try:
+        first = p.stdout.readline().strip()
+        if first == "skip":
+            print("skip: cannot raise the hard descriptor limit here (no CAP_SYS_RESOURCE)")
+            sys.exit(77)
+        pid = int(first)
+        rc, out, err = stat(pid, "--advise")
+        print(out.strip())
+        check(rc == 0 and "[untracked]" in out and "fd.beyond_table = 20" in out,
+              "no untracked advice: %d %s %s" % (rc, out, err))
+        check(out.count("[") == 1, "another rule fired: %s" % out)
+    finally:
+        p.kill()
+        p.wait()
+
+
+XCHG = r"""
+import os, socket, sys, threading, time
+l = socket.socket(); l.bind(("127.0.0.1", 0)); l.listen(1)
+def srv():
+    c, _ = l.accept()
+    n = 0
+    while True:
+        b = c.recv(1 << 22)
+        if not b:
+            break
+        n += len(b)
+        if n >= 4 << 20:
+            n -= 4 << 20
+            c.sendall(b"k")
+threading.Thread(target=srv, daemon=True).start()
+s = socket.socket(); s.connect(l.getsockname())
+buf = bytearray(4 << 20)
+for i in range(8):
+    s.sendall(buf)
+    s.recv(1)
+print(os.getpid(), flush=True)
+time.sleep(20)
+"""
+
+
+def case_advise_xchg():
+    p = subprocess.Popen([sys.executable, "-c", XCHG], env=dict(ENV, ZCSOCK_LOCAL_PAIR_AFTER="0"),
+                         stdout=subprocess.PIPE, text=True)
+    try:
+        pid = int(p.stdout.readline())
+        rc, out, err = stat(pid, "--advise")
+        c = stat_json(pid)["counters"]
+        print("local.xchg.unavailable %d, bytes lent %d: %s" % (
+            c.get("local.xchg.unavailable", 0), c.get("local.xchg.bytes_lent", 0), out.strip()))
+        check(c.get("path.local.send_bytes", 0) >= 16 << 20, "the 4 MiB sends were not paired")
+        if c.get("local.xchg.unavailable", 0):
+            check("[exchange_unavailable]" in out and "local.xchg.unavailable = " in out,
+                  "no exchange advice where it is unavailable: %s" % out)
+        else:
+            check("[exchange_unavailable]" not in out, "exchange advice where it is "
+                  "available: %s" % out)
+    finally:
+        p.kill()
+        p.wait()
+
+
 def main():
     case = sys.argv[1]
     if not os.access(ZCSOCK, os.X_OK):
         fail("no %s" % ZCSOCK)
-    if case in ("other", "private") and os.geteuid() != 0:
+    if case in ("other", "private", "advise_untracked") and os.geteuid() != 0:
         print("skip: needs root (it runs a reader as nobody)")
         sys.exit(77)
     globals()["case_" + case]()
