@@ -10,6 +10,9 @@
   conns      --conns: a paired connection on the ring with its bytes and
              addresses, one to a server without the library on the kernel
              with why=declined.not_zcsock
+  many       a server under the library holding 10,000 connections:
+             --conns lists all 10,001 sockets with their addresses (the
+             time it took is printed, not asserted)
   redis      redis-server under the library while redis-benchmark (under the
              library) runs: its connections paired and its calls move
   mpi        an MPI job over TCP (make bench's ping-pong, two ranks, mpiexec
@@ -652,6 +655,59 @@ def case_advise_xchg():
     finally:
         p.kill()
         p.wait()
+
+
+MANY_SERVER = r"""
+import os, resource, socket, sys, time
+resource.setrlimit(resource.RLIMIT_NOFILE, (12000, 12000))
+l = socket.socket(); l.bind(("127.0.0.1", 0)); l.listen(4096)
+print(l.getsockname()[1], flush=True)
+keep = []
+while len(keep) < 10000:
+    keep.append(l.accept()[0])
+print(os.getpid(), flush=True)
+end = time.time() + 60
+while time.time() < end:        # calls into the library: it answers at once
+    l.getsockopt(socket.SOL_SOCKET, socket.SO_TYPE)
+    time.sleep(0.005)
+"""
+
+MANY_CLIENT = r"""
+import resource, socket, sys, time
+resource.setrlimit(resource.RLIMIT_NOFILE, (12000, 12000))
+port = int(sys.argv[1])
+keep = []
+for i in range(10000):
+    s = socket.socket(); s.connect(("127.0.0.1", port)); keep.append(s)
+print("connected", flush=True)
+time.sleep(60)
+"""
+
+
+def case_many():
+    srv = subprocess.Popen([sys.executable, "-c", MANY_SERVER], env=ENV, stdout=subprocess.PIPE,
+                           text=True)
+    cl = None
+    try:
+        port = srv.stdout.readline().strip()
+        cl = subprocess.Popen([sys.executable, "-c", MANY_CLIENT, port], env=PLAIN,
+                              stdout=subprocess.PIPE, text=True)
+        check(cl.stdout.readline().strip() == "connected", "the client did not connect")
+        pid = int(srv.stdout.readline())
+        t0 = time.time()
+        rc, out, err = stat(pid, "--conns")
+        took = time.time() - t0
+        lines = [x for x in out.splitlines()[1:] if x.split()[:1] and x.split()[0].isdigit()]
+        print("zcsock stat --conns listed %d sockets of pid %d in %.2f s" % (len(lines), pid,
+                                                                            took))
+        check(rc == 0 and len(lines) == 10001, "listed %d sockets, not 10,001 (rc %d, %s)"
+              % (len(lines), rc, err.strip()))
+        check(sum(" 127.0.0.1:" in x for x in lines) == 10001, "addresses missing")
+    finally:
+        for p in (cl, srv):
+            if p:
+                p.kill()
+                p.wait()
 
 
 def main():
