@@ -62,11 +62,8 @@ PLAIN = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
 SCHEMA = {"pid": int, "command": str, "version": str, "modules_age_s": (int, float),
           "counters": dict}
 
-PAIR = r"""
-import os, socket, sys, threading, time
-if os.environ.get("T_AS_NOBODY"):       # before the first socket: published as nobody
-    os.setgid(65534)
-    os.setuid(65534)
+# A connection s to an echo-one-byte server thread of the same process.
+LOOPBACK_PAIR = r"""
 l = socket.socket(); l.bind(("127.0.0.1", 0)); l.listen(1)
 def srv():
     c, _ = l.accept()
@@ -78,6 +75,14 @@ def srv():
 threading.Thread(target=srv, daemon=True).start()
 s = socket.socket()
 s.connect(l.getsockname())
+"""
+
+PAIR = r"""
+import os, socket, sys, threading, time
+if os.environ.get("T_AS_NOBODY"):       # before the first socket: published as nobody
+    os.setgid(65534)
+    os.setuid(65534)
+""" + LOOPBACK_PAIR + r"""
 print(os.getpid(), flush=True)
 end = time.time() + float(sys.argv[1])
 buf = b"x" * 65536
@@ -215,17 +220,7 @@ plain.connect(("127.0.0.1", int(sys.argv[1])))   # its server runs without the l
 for i in range(4):          # enough to pay for pairing: it announces, nobody offers
     plain.sendall(b"x" * 1000)
     plain.recv(1)
-l = socket.socket(); l.bind(("127.0.0.1", 0)); l.listen(1)
-def srv():
-    c, _ = l.accept()
-    while True:
-        b = c.recv(1 << 20)
-        if not b:
-            break
-        c.sendall(b[:1])
-threading.Thread(target=srv, daemon=True).start()
-s = socket.socket()
-s.connect(l.getsockname())
+""" + LOOPBACK_PAIR + r"""
 print(os.getpid(), plain.fileno(), s.fileno(), flush=True)
 end = time.time() + 8
 while time.time() < end:

@@ -113,9 +113,11 @@ print("inherited=%d foreign=%d refused=%d" % (stat("local.inherited"),
       stat("local.mailbox.foreign_fds"), stat("local.mailbox.refused")), flush=True)
 """
 
+# (also lp_mailbox_evict.py's; argv: port [timeout])
 CLIENT = r"""
 import ctypes, socket, struct, sys
-s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=10)
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])),
+                             timeout=float(sys.argv[2]) if len(sys.argv) > 2 else 10)
 s.sendall(b"h")
 if s.recv(1) != b"a":
     sys.exit("no a")
@@ -161,6 +163,22 @@ def mbox_connect(pid, secs=3):
             time.sleep(0.01)
 
 
+def post_record(pid):
+    """Post one well-formed record, for a socket of our own (returned: it
+    must stay open), to pid's mailbox (also lp_mailbox_evict.py's)."""
+    own = socket.socket()
+    cookie = struct.unpack("Q", own.getsockopt(socket.SOL_SOCKET, SO_COOKIE, 8))[0]
+    memfd = os.memfd_create("squat")
+    os.ftruncate(memfd, 4096)
+    rec = struct.pack("QQII4Q", MBOX_MAGIC, cookie, 0, 0, 0, 0, 0, 0)
+    s = mbox_connect(pid)
+    s.sendmsg([rec], [(socket.SOL_SOCKET, socket.SCM_RIGHTS,
+                       array.array("i", [memfd, own.fileno()]).tobytes())])
+    s.close()
+    os.close(memfd)
+    return own
+
+
 def attack(kind, pid, keep):
     """Act on pid's mailbox; what must stay open goes into keep."""
     if kind == "flood":
@@ -168,17 +186,7 @@ def attack(kind, pid, keep):
             keep.append(mbox_connect(pid))
     elif kind == "records":
         for _ in range(30):
-            own = socket.socket()
-            cookie = struct.unpack("Q", own.getsockopt(socket.SOL_SOCKET, SO_COOKIE, 8))[0]
-            memfd = os.memfd_create("squat")
-            os.ftruncate(memfd, 4096)
-            rec = struct.pack("QQII4Q", MBOX_MAGIC, cookie, 0, 0, 0, 0, 0, 0)
-            s = mbox_connect(pid)
-            s.sendmsg([rec], [(socket.SOL_SOCKET, socket.SCM_RIGHTS,
-                               array.array("i", [memfd, own.fileno()]).tobytes())])
-            s.close()
-            os.close(memfd)
-            keep.append(own)
+            keep.append(post_record(pid))
     elif kind == "late":
         # connect now, post later (attacker_main: "send"), while the
         # worker's first look found nothing and its shutdown is held back

@@ -22,16 +22,13 @@ nothing is evicted, and the worker takes all four channels over.
 
     lp_mailbox_evict.py same|other   (ZC_LIB: the library)
 Exit 0 pass, 1 fail."""
-import array
 import os
-import socket
-import struct
 import subprocess
 import sys
 import time
 
-SO_COOKIE = 57
-MBOX_MAGIC = 0x31786f624d637a5a
+from lp_mailbox import CLIENT, post_record
+
 FLOOD = 40          # records per attack, each from its own process
 
 DISPATCHER = r"""
@@ -109,57 +106,9 @@ print(" ".join("%s=%d" % (k, stat("local." + v)) for k, v in
                 ("refused", "mailbox.refused"))), flush=True)
 """
 
-CLIENT = r"""
-import ctypes, socket, struct, sys
-s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=15)
-s.sendall(b"h")
-if s.recv(1) != b"a":
-    sys.exit("no a")
-s.sendall(b"p")
-data = bytes((i * 7 + 3) & 255 for i in range(65536))
-s.sendall(struct.pack("I", len(data)) + data)
-got = bytearray()
-while len(got) < len(data):
-    x = s.recv(len(data) - len(got))
-    if not x:
-        sys.exit("EOF after %d bytes" % len(got))
-    got += x
-if bytes(got) != data:
-    first = next(i for i in range(len(got)) if got[i] != data[i])
-    sys.exit("echo differs at byte %d (%r)" % (first, bytes(got[first:first + 8])))
-s.sendall(struct.pack("I", 0))
-v = ctypes.c_uint64()
-if ctypes.CDLL(None).zcsock_stat_get(b"local.paired.connected", ctypes.byref(v)) or v.value != 1:
-    sys.exit("the client did not pair (local.paired.connected %d)" % v.value)
-"""
-
-
 def fail(msg):
     print("FAIL: " + msg, flush=True)
     sys.exit(1)
-
-
-def post_record(pid):
-    """One well-formed record for a socket of our own, from this process."""
-    own = socket.socket()
-    cookie = struct.unpack("Q", own.getsockopt(socket.SOL_SOCKET, SO_COOKIE, 8))[0]
-    memfd = os.memfd_create("squat")
-    os.ftruncate(memfd, 4096)
-    rec = struct.pack("QQII4Q", MBOX_MAGIC, cookie, 0, 0, 0, 0, 0, 0)
-    end = time.time() + 3
-    while True:
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        try:
-            s.connect(b"\0zcsock/v1/M/%d" % pid)
-            break
-        except OSError:
-            s.close()
-            if time.time() > end:
-                raise
-            time.sleep(0.01)
-    s.sendmsg([rec], [(socket.SOL_SOCKET, socket.SCM_RIGHTS,
-                       array.array("i", [memfd, own.fileno()]).tobytes())])
-    s.close()
 
 
 def attacker(who, pid):
@@ -173,7 +122,7 @@ def attacker(who, pid):
         k = os.fork()
         if k == 0:
             try:
-                post_record(pid)
+                post_record(pid)        # its socket stays open in flight, then goes
                 os._exit(0)
             except Exception:
                 os._exit(1)
@@ -205,7 +154,7 @@ def main():
                                      who, wpid], env=plain, timeout=60).returncode
                 if rc != 0:
                     fail("the attacker failed")
-            clients.append(subprocess.Popen([sys.executable, "-c", CLIENT, port], env=env,
+            clients.append(subprocess.Popen([sys.executable, "-c", CLIENT, port, "15"], env=env,
                                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                             text=True))
             d.stdin.write("go\n")
