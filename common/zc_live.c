@@ -24,6 +24,13 @@ zc_live_hdr_t *zc_live;
 static size_t zc_live_front;            /* header, keys and text: mapped at zc_live */
 static char zc_live_path[200];
 static int zc_live_lock, zc_live_off;
+/* The file's layout as we made it: never read back from the file, which
+ * any process of this user may write into (only the request words are
+ * read from it, and bounded). */
+static uint64_t zc_live_names_off, zc_live_text_off;
+static uint64_t zc_live_text_ns, zc_live_conns_ns;  /* the last answers (rate bound) */
+#define ZC_LIVE_TEXT_EVERY_NS 5000000ull        /* a text at most every 5 ms */
+#define ZC_LIVE_CONNS_EVERY_NS 100000000ull     /* a connection list every 100 ms */
 size_t (*zc_live_extra)(char *buf, size_t size);
 void (*zc_live_conns_fn)(int out);
 
@@ -137,8 +144,8 @@ static void zc_live_aux_named(unsigned i, const char *name)
 {
     zc_live_hdr_t *h = zc_live;
 
-    if (h && i < h->aux_max)
-        zc_fmt((char *)h + h->names_off + (uint64_t)(h->nstats + i) * ZC_LIVE_NAME_LEN,
+    if (h && i < ZC_STATS_AUX)
+        zc_fmt((char *)h + zc_live_names_off + (uint64_t)(ZC_STAT_COUNT + i) * ZC_LIVE_NAME_LEN,
                ZC_LIVE_NAME_LEN, "%s", name);
 }
 
@@ -280,6 +287,8 @@ void zc_live_publish(void)
     zc_sys6(SYS_renameat, AT_FDCWD, (long)tmp, AT_FDCWD, (long)zc_live_path, 0, 0);
     zc_live_sweep(dir);
     zc_live_front = front;
+    zc_live_names_off = names_off;
+    zc_live_text_off = text_off;
     zc_stats_aux_named = zc_live_aux_named;
     __atomic_store_n(&zc_live, (zc_live_hdr_t *)m, __ATOMIC_RELEASE);
 out:
@@ -344,15 +353,25 @@ int zc_live_fork_child(void)
     return 1;
 }
 
+/* A reader asked (want != done).  Another process of this user may ask
+ * without end: a text is written at most every 5 ms and a connection list
+ * every 100 ms; a request made sooner waits for a later call. */
 void zc_live_answer(void)
 {
     static char buf[ZC_LIVE_TEXT_SIZE];
     zc_live_hdr_t *h = zc_live;
+    uint64_t now;
     uint32_t want;
     size_t n;
 
     if (!h || __atomic_exchange_n(&zc_live_lock, 1, __ATOMIC_ACQUIRE))
         return;
+    now = zc_live_now_ns();
+    if (now - zc_live_text_ns < ZC_LIVE_TEXT_EVERY_NS) {
+        __atomic_store_n(&zc_live_lock, 0, __ATOMIC_RELEASE);
+        return;
+    }
+    zc_live_text_ns = now;
     want = __atomic_load_n(&h->want, __ATOMIC_ACQUIRE);
     n = zc_stats_format(buf, sizeof(buf), "live", 0);
     if (zc_live_extra && n < sizeof(buf))
@@ -360,12 +379,16 @@ void zc_live_answer(void)
     if (n > ZC_LIVE_TEXT_SIZE)
         n = ZC_LIVE_TEXT_SIZE;
     __atomic_add_fetch(&h->text_seq, 1, __ATOMIC_ACQ_REL);      /* odd: writing */
-    memcpy((char *)h + h->text_off, buf, n);
+    memcpy((char *)h + zc_live_text_off, buf, n);
     h->text_len = (uint32_t)n;
-    h->text_ns = zc_live_now_ns();
+    h->text_ns = now;
     __atomic_add_fetch(&h->text_seq, 1, __ATOMIC_RELEASE);      /* even: whole */
-    if (__atomic_exchange_n(&h->conns_req, 0, __ATOMIC_ACQ_REL))
+    if (__atomic_load_n(&h->conns_req, __ATOMIC_ACQUIRE) &&
+        now - zc_live_conns_ns >= ZC_LIVE_CONNS_EVERY_NS) {
+        __atomic_store_n(&h->conns_req, 0, __ATOMIC_RELEASE);
+        zc_live_conns_ns = now;
         zc_live_conns_write();
+    }
     __atomic_store_n(&h->done, want, __ATOMIC_RELEASE);
     __atomic_store_n(&zc_live_lock, 0, __ATOMIC_RELEASE);
 }

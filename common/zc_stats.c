@@ -53,6 +53,7 @@ const char *zc_stat_name(unsigned id)
 }
 
 static const char *zc_stats_aux_names[ZC_STATS_AUX];
+static unsigned zc_stats_aux_n;     /* ours; the store's naux is a copy for readers */
 static int zc_stats_aux_lock;
 static uint64_t zc_stats_aux_sink;
 void (*zc_stats_aux_named)(unsigned i, const char *name);  /* zc_live: a name added */
@@ -63,11 +64,12 @@ uint64_t *zc_stats_aux(const char *name)
 
     while (__atomic_exchange_n(&zc_stats_aux_lock, 1, __ATOMIC_ACQUIRE))
         ;
-    n = zc_stats_store.s.naux;
+    n = zc_stats_aux_n;
     for (i = 0; i < n && strcmp(zc_stats_aux_names[i], name); i++)
         ;
     if (i == n && n < ZC_STATS_AUX) {
         zc_stats_aux_names[n] = name;
+        __atomic_store_n(&zc_stats_aux_n, n + 1, __ATOMIC_RELEASE);
         __atomic_store_n(&zc_stats_store.s.naux, n + 1, __ATOMIC_RELEASE);
         if (zc_stats_aux_named)
             zc_stats_aux_named(n, name);
@@ -78,8 +80,7 @@ uint64_t *zc_stats_aux(const char *name)
 
 const char *zc_stats_aux_name(unsigned i)
 {
-    return i < __atomic_load_n(&zc_stats_store.s.naux, __ATOMIC_ACQUIRE) ? zc_stats_aux_names[i]
-                                                                          : NULL;
+    return i < __atomic_load_n(&zc_stats_aux_n, __ATOMIC_ACQUIRE) ? zc_stats_aux_names[i] : NULL;
 }
 
 static const zc_stats_source_t *zc_stats_sources[ZC_STATS_SOURCES_MAX];

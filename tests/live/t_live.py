@@ -23,6 +23,10 @@
   exit       the file goes at exit(), at _exit(), at exec; one left by
              SIGKILL is removed (and said) by the next `zcsock stat`, or
              by the next process to publish
+  scribble   another process of this user overwrites every offset and count
+             in the file's header and the store's aux count, and forges
+             requests for a second: the process never trusts them (it ran
+             on, exited 0)
   off        ZCSOCK_LIVE=0: nothing published; `zcsock stat PID` says so, 1
   other      another user (nobody) can neither list, read nor open it
   private    a directory another user made first is refused: the library
@@ -703,6 +707,40 @@ def case_many():
             if p:
                 p.kill()
                 p.wait()
+
+
+def case_scribble():
+    import mmap
+    import struct
+    p, pid = start_pair(3)
+    try:
+        wait_counter(pid, "path.local.send_bytes", 1 << 20)
+        path = os.path.join(live_dir(), str(pid))
+        with open(path, "r+b") as f:
+            m = mmap.mmap(f.fileno(), 0)
+            # header: magic(8) version(4) hdr_size(4) pid(4) uid(4) starttime(8)
+            # published(8) comm(32) lib_version(32) nstats(4) nblocks(4) names_off(8)
+            # text_off(8) store_off(8) ...: the store's offset, then scribble
+            store_off = struct.unpack_from("Q", m, 128)[0]
+            naux_off = struct.unpack_from("Q", m, 176)[0]
+            m[112:200] = b"\xff" * 88           # every offset and count
+            struct.pack_into("I", m, store_off + naux_off, 0xFFFFFFFF)
+            want = 200                          # the request words (want, done; conns_req +24)
+            end = time.time() + 1.0
+            n = 0
+            while time.time() < end:
+                struct.pack_into("II", m, want, n, 0)     # want moves, done forged
+                struct.pack_into("I", m, want + 24, 1)   # conns_req
+                n += 1
+            m.close()
+        rc = p.wait(timeout=30)
+        check(rc == 0, "the process under the library died (%d) after its file was scribbled"
+              % rc)
+        print("%d forged requests and scribbled offsets: the process ran on and exited 0" % n)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
 
 
 def main():
