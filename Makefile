@@ -84,6 +84,7 @@ include shim/module.mk
 -include pindown-cache/module.mk
 -include launcher/module.mk
 -include examples/module.mk
+-include docs/module.mk
 include tests/module.mk
 
 lib: $(LIB)

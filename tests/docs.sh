@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Tier "docs": the README's ZCSOCK_* table lists exactly the variables of the
+# Tier "docs": zcsock(1) names every command and stat/top option, zcsock(7)
+# is generated from the tables as they are; the README's ZCSOCK_* table lists exactly the variables of the
 # library's configuration table (as the built library prints them with
 # ZCSOCK_VERBOSE=1), with the same numeric defaults; ARCHITECTURE.md and each
 # module README exist.
@@ -26,7 +27,7 @@ t_docs_config_table() {
 t_docs_files() {
   local f rc=0
   for f in README.md ARCHITECTURE.md shim/README.md common/README.md shim/paths/local/README.md shim/paths/test/README.md pindown-cache/README.md \
-           malloc-hooks/README.md launcher/README.md examples/README.md tests/README.md; do
+           malloc-hooks/README.md launcher/README.md examples/README.md tests/README.md docs/README.md; do
     [ -s "$f" ] || { echo "missing $f"; rc=1; }
   done
   return $rc
@@ -44,8 +45,15 @@ t_docs_man() {
   done
   return $rc
 }
-export -f t_docs_config_table t_docs_files t_docs_man
+# zcsock(7) is what docs/gen_man7.c makes of the configuration and counter
+# tables now (make man)
+t_docs_man7() {
+  [ -x "$GEN_MAN7" ] || { echo "no generator ($GEN_MAN7)"; return 1; }
+  "$GEN_MAN7" | diff -u docs/zcsock.7 - || { echo "docs/zcsock.7 is stale: run make man"; return 1; }
+}
+export -f t_docs_config_table t_docs_files t_docs_man t_docs_man7
 t_run readme-config-table 60 bash -c t_docs_config_table
 t_run module-readmes 60 bash -c t_docs_files
 t_run man-page 60 bash -c t_docs_man
+t_run man-page-7 60 bash -c t_docs_man7
 t_end

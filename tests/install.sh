@@ -11,7 +11,7 @@ t_install_layout() {
   make --no-print-directory install DESTDIR="$d" PREFIX=/opt/zc >/dev/null || return 1
   local f
   for f in lib/libzcsock.so bin/zcsock bin/zcbench include/zcsock.h lib/pkgconfig/zcsock.pc \
-           share/doc/zcsock/README.md share/doc/zcsock/ARCHITECTURE.md share/man/man1/zcsock.1; do
+           share/doc/zcsock/README.md share/doc/zcsock/ARCHITECTURE.md share/man/man1/zcsock.1 share/man/man7/zcsock.7; do
     [ -e "$d/opt/zc/$f" ] || { echo "missing $f"; return 1; }
   done
   grep -q '^Version: ' "$d/opt/zc/lib/pkgconfig/zcsock.pc" &&

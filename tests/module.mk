@@ -63,8 +63,8 @@ test-unit-tsan:
 test-symbols: $(LIB)
 	$(Q)$(TEST_ENV) tests/symbols.sh $(EXPORTS)
 
-test-docs: $(LIB)
-	$(Q)$(TEST_ENV) tests/docs.sh
+test-docs: $(LIB) $(GEN_MAN7)
+	$(Q)$(TEST_ENV) GEN_MAN7=$(GEN_MAN7) tests/docs.sh
 
 test-install: all
 	$(Q)$(TEST_ENV) tests/install.sh
