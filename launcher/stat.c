@@ -657,7 +657,9 @@ static const char *zcl_field(const char *line, const char *key, char *out, size_
 static int zcl_stat_conns(const char *dir, zcl_live_t *l, int json)
 {
 	static const char *const keys[] = { "fd", "family", "type", "path", "state", "ring_tx",
-					    "ring_rx", "kernel_tx", "kernel_rx", "why" };
+					    "ring_rx", "kernel_tx", "kernel_rx", "why", "lent",
+					    "exchange", "exchange_refused" };
+	enum { NK = sizeof(keys) / sizeof(keys[0]) };
 	static zcl_snap_t s;
 	char path[ZCL_PATH_MAX], line[1024];
 	struct stat st;
@@ -681,14 +683,14 @@ static int zcl_stat_conns(const char *dir, zcl_live_t *l, int json)
 	if (json)
 		printf("{\"pid\":%d,\"age_s\":%.0f,\"connections\":[", l->pid, age);
 	else
-		printf("%5s %-6s %-22s %-22s %-6s %-11s %9s %9s %9s %9s  %s\n", "FD", "FAMILY", "LOCAL",
+		printf("%5s %-6s %-22s %-22s %-8s %-11s %9s %9s %9s %9s  %s\n", "FD", "FAMILY", "LOCAL",
 		       "REMOTE", "PATH", "STATE", "RING_TX", "RING_RX", "KERN_TX", "KERN_RX", "WHY");
 	while (fgets(line, sizeof(line), f)) {
-		char v[10][64];
+		char v[NK][64], note[200];
 		const zcl_sock_addr_t *a;
 		unsigned i;
 
-		for (i = 0; i < 10; i++)
+		for (i = 0; i < NK; i++)
 			zcl_field(line, keys[i], v[i], sizeof(v[i]));
 		a = zcl_sock_of(l->pid, atoi(v[0]));
 		if (json) {
@@ -696,7 +698,7 @@ static int zcl_stat_conns(const char *dir, zcl_live_t *l, int json)
 			zcl_json_str(stdout, a ? a->local : "");
 			printf(",\"remote\":");
 			zcl_json_str(stdout, a ? a->remote : "");
-			for (i = 0; i < 10; i++) {
+			for (i = 0; i < NK; i++) {
 				printf(",\"%s\":", keys[i]);
 				if (strcmp(v[i], "-") && strspn(v[i], "0123456789") == strlen(v[i]))
 					printf("%s", v[i]);
@@ -707,9 +709,14 @@ static int zcl_stat_conns(const char *dir, zcl_live_t *l, int json)
 			}
 			printf("}");
 		} else {
-			printf("%5s %-6s %-22s %-22s %-6s %-11s %9s %9s %9s %9s  %s\n", v[0], v[1],
+			snprintf(note, sizeof(note), "%s%s%s%s%s%s%s", v[9],
+				 strcmp(v[10], "-") ? " lent=" : "", strcmp(v[10], "-") ? v[10] : "",
+				 strcmp(v[11], "-") ? " exchange=" : "", strcmp(v[11], "-") ? v[11] : "",
+				 strcmp(v[12], "-") ? " exchange_refused=" : "",
+				 strcmp(v[12], "-") ? v[12] : "");
+			printf("%5s %-6s %-22s %-22s %-8s %-11s %9s %9s %9s %9s  %s\n", v[0], v[1],
 			       a ? a->local : "?", a ? a->remote : "?", v[3], v[4], v[5], v[6], v[7], v[8],
-			       v[9]);
+			       note);
 		}
 		shown++;
 	}

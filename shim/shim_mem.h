@@ -84,6 +84,8 @@ enum { SHIM_XU_WHY_NOT_PLACED = 0, SHIM_XU_WHY_REWRITTEN = 1, SHIM_XU_WHY_BUDGET
        SHIM_XU_WHY_UNALIGNED = 6, SHIM_XU_WHY_COST = 7, SHIM_XU_WHY_APP = 8,
        SHIM_XU_WHYS = 9 };
 SHIM_MEM_API void shim_xu_refused(uintptr_t site, int why);
+/* The name of a SHIM_XU_WHY_* ("not_placed", ...). */
+SHIM_MEM_API const char *shim_xu_why_name(int why);
 /* Append the top refusal sites to a report.  Report time only. */
 size_t shim_xu_report(char *buf, size_t size);
 /* Wiring for shim_mem.c. */

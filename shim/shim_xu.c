@@ -541,6 +541,11 @@ static const char *const xu_why_names[SHIM_XU_WHYS] = { "not_placed", "rewritten
                                                           "no_transport", "pool", "too_small",
                                                           "unaligned", "cost", "app" };
 
+const char *shim_xu_why_name(int why)
+{
+    return why >= 0 && why < SHIM_XU_WHYS ? xu_why_names[why] : "?";
+}
+
 void shim_xu_refused(uintptr_t site, int why)
 {
     unsigned min = 0;

@@ -8,8 +8,10 @@
   top        `zcsock top` (not a terminal: screens one after another) shows
              the stream pair with its paired ends and ring bytes per second
   conns      --conns: a paired connection on the ring with its bytes and
-             addresses, one to a server without the library on the kernel
-             with why=declined.not_zcsock
+             addresses (4 MiB sends: exchange=unavailable where shared memory
+             has no 2 MiB pages, path=exchange with the bytes lent where it
+             has), one to a server without the library on the kernel with
+             why=declined.not_zcsock
   many       a server under the library holding 10,000 connections:
              --conns lists all 10,001 sockets with their addresses (the
              time it took is printed, not asserted)
@@ -227,8 +229,9 @@ for i in range(4):          # enough to pay for pairing: it announces, nobody of
 """ + LOOPBACK_PAIR + r"""
 print(os.getpid(), plain.fileno(), s.fileno(), flush=True)
 end = time.time() + 8
+big = bytearray(4 << 20)            # sends page exchange would lend
 while time.time() < end:
-    s.sendall(b"x" * 65536)
+    s.sendall(big)
     s.recv(1)
 """
 
@@ -258,10 +261,20 @@ def case_conns():
               e["remote"] == "127.0.0.1:%d" % l.getsockname()[1],
               "the connection to the plain server: %r" % e)
         e = by.get(sfd)
-        check(e and e["path"] == "ring" and e["state"] == "paired" and e["ring_tx"] > 0 and
-              e["local"].startswith("127.0.0.1:"), "the paired connection: %r" % e)
+        check(e and e["path"] in ("ring", "exchange") and e["state"] == "paired" and
+              e["ring_tx"] > 0 and e["local"].startswith("127.0.0.1:"),
+              "the paired connection: %r" % e)
+        line = next((x for x in open(os.path.join(live_dir(), "%d.conns" % pid))
+                     if x.startswith("fd=%d " % sfd)), "")
+        cnt = stat_json(pid)["counters"]
+        if cnt.get("local.xchg.unavailable"):   # no 2 MiB shared pages: said per connection
+            check("exchange=unavailable" in line and e["path"] == "ring", line)
+        elif cnt.get("local.xchg.bytes_lent"):
+            check(e["path"] == "exchange" and " lent=" in line, line)
+        print(line.strip())
         rc, out, err = stat(pid, "--conns")
         check(rc == 0 and "declined.not_zcsock" in out and " ring " in out, out)
+        print(out)
     finally:
         p.kill()
         p.wait()

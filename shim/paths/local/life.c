@@ -1,6 +1,7 @@
 /* The local path: shutdown, close, fork, statistics, initialisation, and
  * the interface tables the shim dispatches through. */
 #include "lp_int.h"
+#include "shim_mem.h"
 #include "zc_sys.h"
 
 /* --- shutdown, close -------------------------------------------------------------- */
@@ -403,12 +404,18 @@ static size_t lp_describe(shim_fd_t *f, int fd, char *buf, size_t size)
 
     (void)fd;
     n = zc_fmt(buf, size, " path=%s state=%s kernel_tx=%llu kernel_rx=%llu",
-               ring ? "ring" : "kernel", st == LP_PAIRED && lp_rv(c) ? "handed_back" : states[st],
+               ring ? (c->x_lent ? "exchange" : "ring") : "kernel", st == LP_PAIRED && lp_rv(c) ? "handed_back" : states[st],
                (unsigned long long)c->tx_kernel, (unsigned long long)c->rx_kernel);
     if (c->ch.base)
         n += zc_fmt(buf + n, size - n, " ring_tx=%llu ring_rx=%llu",
                     (unsigned long long)c->ch.stats.bytes_in,
                     (unsigned long long)c->ch.stats.bytes_out);
+    if (c->x_lent)
+        n += zc_fmt(buf + n, size - n, " lent=%llu", (unsigned long long)c->x_lent);
+    if (c->x_off && c->ch.base)
+        n += zc_fmt(buf + n, size - n, " exchange=unavailable");
+    else if (c->x_why && shim_xu_why_name)
+        n += zc_fmt(buf + n, size - n, " exchange_refused=%s", shim_xu_why_name(c->x_why - 1));
     if (c->why)
         n += zc_fmt(buf + n, size - n, " why=declined.%s", local_pair_reason_name(c->why));
     else if (st == LP_OFFER || (st == LP_PENDING && c->ann_due))

@@ -173,6 +173,8 @@ typedef struct lp_conn {
     int x_in;                       /* the peer's transport (receiving end), -1 */
     uint32_t x_in_gen;
     uint8_t x_off;                  /* no transport of ours can be made */
+    uint8_t x_why;                  /* the last unit refused: SHIM_XU_WHY_* + 1, 0 none */
+    uint64_t x_lent;                /* bytes lent by page exchange (zcsock stat --conns) */
     lp_xrec_t xr;
     int refs;                       /* descriptors of this process */
     int state;                      /* LP_* */

@@ -245,9 +245,10 @@ static const char *lx_at(const struct msghdr *msg, size_t sent, size_t *avail_p)
     return NULL;
 }
 
-/* A unit refused for why (SHIM_XU_WHY_*): counted, and charged to the
- * application's send call. */
-static void lx_refused(int why)
+/* A unit refused for why (SHIM_XU_WHY_*): counted, charged to the
+ * application's send call, and kept as the connection's last reason
+ * (zcsock stat --conns). */
+static void lx_refused(lp_conn_t *c, int why)
 {
     static const unsigned stat[SHIM_XU_WHYS] = {
         [SHIM_XU_WHY_NOT_PLACED] = ZC_STAT_LOCAL_XCHG_NOT_PLACED,
@@ -262,6 +263,7 @@ static void lx_refused(int why)
     };
 
     zc_stat_add(stat[why], 1);
+    c->x_why = (uint8_t)(why + 1);
     if (shim_xu_refused)
         shim_xu_refused(shim_send_site, why);
 }
@@ -279,7 +281,7 @@ static int lx_why(int rc)
 void lp_xchg_small(lp_conn_t *c)
 {
     if (!c->x_off && shim_xu_ready && shim_xu_ready())
-        lx_refused(SHIM_XU_WHY_TOO_SMALL);
+        lx_refused(c, SHIM_XU_WHY_TOO_SMALL);
 }
 
 ssize_t lp_xchg_send(lp_conn_t *c, const struct msghdr *msg, size_t sent, size_t *lim_p,
@@ -313,7 +315,7 @@ ssize_t lp_xchg_send(lp_conn_t *c, const struct msghdr *msg, size_t sent, size_t
             if (gap < *lim_p)
                 *lim_p = gap;
         } else if (!sent) {
-            lx_refused(SHIM_XU_WHY_UNALIGNED);      /* no whole unit in it */
+            lx_refused(c, SHIM_XU_WHY_UNALIGNED);      /* no whole unit in it */
         }
         return 0;
     }
@@ -332,17 +334,17 @@ ssize_t lp_xchg_send(lp_conn_t *c, const struct msghdr *msg, size_t sent, size_t
         k--;
     if (!k) {
         *over_p = 1;
-        lx_refused(SHIM_XU_WHY_BUDGET);
+        lx_refused(c, SHIM_XU_WHY_BUDGET);
         goto ring_one;
     }
     if (!lx_transport(c)) {
-        lx_refused(SHIM_XU_WHY_NO_TRANSPORT);
+        lx_refused(c, SHIM_XU_WHY_NO_TRANSPORT);
         goto ring_one;
     }
     for (; n < k; n++) {
         rc = shim_xu_lend((char *)p + n * LX_UNIT, &x[n]);
         if (rc) {
-            lx_refused(lx_why(rc));
+            lx_refused(c, lx_why(rc));
             break;
         }
         pg[n] = (local_ring_page_t){ .offset = 0, .npages = 1, .seg = 0, .shift = 21 };
@@ -362,7 +364,7 @@ ssize_t lp_xchg_send(lp_conn_t *c, const struct msghdr *msg, size_t sent, size_t
         memcpy(CMSG_DATA(h) + i * sizeof(int), &x[i].fd, sizeof(int));
     if (zc_real.sendmsg(c->x_tx, &mh, MSG_DONTWAIT | MSG_NOSIGNAL) != (ssize_t)sizeof(m)) {
         /* full (the receiver is behind), or too many files in flight */
-        lx_refused(SHIM_XU_WHY_NO_TRANSPORT);
+        lx_refused(c, SHIM_XU_WHY_NO_TRANSPORT);
         for (size_t i = 0; i < n; i++)
             shim_xu_release(&x[i]);
         goto ring_one;
@@ -374,6 +376,7 @@ ssize_t lp_xchg_send(lp_conn_t *c, const struct msghdr *msg, size_t sent, size_t
         return rc;      /* the channel is broken (our message has no record now) */
     *flags_p = rc;
     zc_stat_add(ZC_STAT_LOCAL_XCHG_LENT, n * LX_UNIT);
+    c->x_lent += n * LX_UNIT;
     return (ssize_t)(n * LX_UNIT);
 ring_one:
     /* this unit (the refused one) goes through the ring; the next is tried */
