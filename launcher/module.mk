@@ -1,6 +1,6 @@
 # launcher/: the `zcsock` command (run, doctor, version).
 
-LAUNCHER_SRCS := $(wildcard launcher/*.c)
+LAUNCHER_SRCS := $(wildcard launcher/*.c) common/zc_advise.c
 LAUNCHER_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(LAUNCHER_SRCS))
 LAUNCHER_MULTIARCH := $(shell $(CC) -print-multiarch 2>/dev/null)
 LAUNCHER_DEFS := -DZCSOCK_LIBDIR='"$(LIBDIR)"' -DZCSOCK_MULTIARCH='"$(LAUNCHER_MULTIARCH)"'

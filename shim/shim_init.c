@@ -11,6 +11,7 @@
 #include "zc_config.h"
 #include "zc_spin.h"
 #include "zc_log.h"
+#include "zc_advise.h"
 #include "zcsock.h"
 #include "zc_sys.h"
 
@@ -38,9 +39,31 @@ static void shim_config_print(void *arg, const char *name, const char *value,
     zc_log(ZC_LOG_WARN, "config %s=%s%s", name, value, from_env ? "" : " (default)");
 }
 
+typedef struct shim_advice_out {
+    char *buf;
+    size_t size, len;
+} shim_advice_out_t;
+
+static uint64_t shim_advice_get(void *ctx, const char *key)
+{
+    uint64_t v = 0;
+
+    (void)ctx;
+    return zc_stats_get(key, &v) ? 0 : v;
+}
+
+static void shim_advice_emit(void *ctx, const char *id, const char *text)
+{
+    shim_advice_out_t *o = ctx;
+
+    if (o->len + 1 < o->size)
+        o->len += zc_fmt(o->buf + o->len, o->size - o->len, "# advice [%s] %s\n", id, text);
+}
+
 static void shim_report(const char *when)
 {
     static char buf[SHIM_REPORT_MAX];   /* one report at a time: see callers */
+    shim_advice_out_t o;
     size_t n;
 
     if (!zc_config.stats || (zc_config.stats == 1 && !zc_stats_any_socket_activity()))
@@ -48,7 +71,11 @@ static void shim_report(const char *when)
     n = zc_stats_format(buf, sizeof(buf), when, zc_config.stats >= 3);
     if (shim_mem_report)
         n += shim_mem_report(buf + n, sizeof(buf) - n);
-    zc_log_write_raw(buf, n);
+    /* what to change, as zcsock stat --advise says it: comment lines, so
+     * that readers of `key: value` lines skip them */
+    o = (shim_advice_out_t){ buf, sizeof(buf), n };
+    zc_advise(shim_advice_get, NULL, shim_advice_emit, &o);
+    zc_log_write_raw(buf, o.len);
 }
 
 static void shim_atfork_child(void)

@@ -34,8 +34,8 @@
   private    a directory another user made first is refused: the library
              publishes nothing there, `zcsock stat` says why
   advise     a client under the library whose server runs without it gets
-             [peer_without_library] with its counter; the stream pair (no
-             such decline) gets no advice
+             [peer_without_library] with its counter, live and in its exit
+             report; the stream pair (no such decline) gets no advice
   advise_untracked  a process (root) that raises its hard descriptor limit
              after start and sends on a descriptor beyond the library's
              table gets [untracked] with its counters, and no other rule
@@ -487,6 +487,24 @@ time.sleep(30)
         print(out.strip())
         check(rc == 0 and "[peer_without_library]" in out and "local.declined.not_zcsock = 1"
               in out, "no advice for a peer without the library: %d %s %s" % (rc, out, err))
+        # the exit report (ZCSOCK_STATS=1) gives the same advice
+        rep = subprocess.Popen([sys.executable, "-c", r"""
+import socket, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+for i in range(4):
+    s.sendall(b"q" * 1000)
+    s.recv(1)
+""", str(port)], env=dict(ENV, ZCSOCK_STATS="1"), stderr=subprocess.PIPE, text=True)
+        c2, _ = l.accept()
+        for i in range(4):
+            got = 0
+            while got < 1000:
+                got += len(c2.recv(1000 - got))
+            c2.sendall(b"a")
+        _, rerr = rep.communicate(timeout=30)
+        c2.close()
+        check("\n# advice [peer_without_library] " in rerr, "the exit report lacks the "
+              "advice: %s" % rerr[-800:])
         p, pid = start_pair(3)
         try:
             wait_counter(pid, "path.local.send_bytes", 1)
