@@ -18,13 +18,17 @@ to the kernel (local.mailbox.handed_back), and B's socket, when the worker
 reads it, is the plain socket it is: every echo exact.
 
 "other": the attacker is another user (nobody): its records are refused,
-nothing is evicted, and the worker takes all four channels over.
+nothing is evicted, and the worker takes all four channels over; the
+worker's exit report (and no other) advises mailbox_flood.
 
     lp_mailbox_evict.py same|other   (ZC_LIB: the library)
 Exit 0 pass, 1 fail."""
+import glob
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 
 from lp_mailbox import CLIENT, post_record
@@ -140,7 +144,11 @@ def main():
         return
     who = sys.argv[1]
     lib = os.environ["ZC_LIB"]
-    env = dict(os.environ, LD_PRELOAD=lib)
+    logs = tempfile.mkdtemp()
+    # every process's exit report: the worker's must advise mailbox_flood
+    # exactly when another user's 80 records were refused
+    env = dict(os.environ, LD_PRELOAD=lib, ZCSOCK_STATS="1",
+               ZCSOCK_LOG_FILE=os.path.join(logs, "stats.%p"))
     plain = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
     d = subprocess.Popen([sys.executable, "-c", DISPATCHER, os.path.abspath(__file__)],
                          env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
@@ -201,6 +209,13 @@ def main():
             fail("another user's records were kept (%s)" % st)
         if st["inherited"] != 4:
             fail("the worker took over %d of 4 channels" % st["inherited"])
+    advised = [f for f in glob.glob(os.path.join(logs, "stats.*"))
+               if "# advice [mailbox_flood]" in open(f).read()]
+    shutil.rmtree(logs, ignore_errors=True)
+    if who == "other" and len(advised) != 1:
+        fail("%d exit reports advise mailbox_flood, not the worker's alone" % len(advised))
+    if who == "same" and advised:
+        fail("mailbox_flood advised below its threshold (%d reports)" % len(advised))
     if not ok:
         sys.exit(1)
     print("ok mailbox_evict %s" % who)
