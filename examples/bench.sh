@@ -275,22 +275,26 @@ alt_rounds() {
   K_MED=$(med "${ks[@]}") Z_MED=$(med "${zs[@]}") R_MED=$(med "${ratios[@]}")
 }
 redis_rps() {   # preload pipeline [clients] -> requests/s of SET and GET together
-  local pre=$1 pipe=$2 clients=${3:-1} port pid rps
+  # (REDIS_ONLY=server or client: the library on that end only)
+  local pre=$1 pipe=$2 clients=${3:-1} port pid rps spre=$1 cpre=$1
+  [ "${REDIS_ONLY:-}" = client ] && spre=
+  [ "${REDIS_ONLY:-}" = server ] && cpre=
   port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-  env ${pre:+LD_PRELOAD=$pre ZCSOCK_STATS=1} redis-server --port "$port" --bind 127.0.0.1 \
+  env ${spre:+LD_PRELOAD=$spre ZCSOCK_STATS=1} redis-server --port "$port" --bind 127.0.0.1 \
     --save '' --appendonly no --daemonize no --loglevel warning >/dev/null 2>"$REDIS_ERR.srv" &
   pid=$!
   for ((w = 0; w < 50; w++)); do
     redis-cli -p "$port" ping >/dev/null 2>&1 && break
     sleep 0.1
   done
-  rps=$(env ${pre:+LD_PRELOAD=$pre ZCSOCK_STATS=1} timeout 120 redis-benchmark -p "$port" -c "$clients" \
+  rps=$(env ${cpre:+LD_PRELOAD=$cpre ZCSOCK_STATS=1} timeout 120 redis-benchmark -p "$port" -c "$clients" \
           -n "$REDIS_N" -d 100 -P "$pipe" -t set,get --csv 2>"$REDIS_ERR" |
         awk -F'"' 'NR > 1 && $4 != "" {s += $4; n++} END {if (n) printf "%.0f", s / n}')
   stop_server "$pid"
   # with the library: the benchmark's connections must have paired (its
   # statistics at exit), or the figure says nothing about zcsock
-  if [ -n "$pre" ] && awk '$1 == "local.paired.connected:" && $2 > 0 {ok = 1} END {exit !ok}' \
+  if [ -n "$pre" ] && [ -z "${REDIS_ONLY:-}" ] &&
+     awk '$1 == "local.paired.connected:" && $2 > 0 {ok = 1} END {exit !ok}' \
                           "$REDIS_ERR"; then
     echo paired >> "$REDIS_ERR.ok"
     # wake-up signals (doorbells, futex wakes, eventfd writes) both ends
@@ -316,6 +320,13 @@ if command -v redis-server >/dev/null && command -v redis-benchmark >/dev/null &
       "$clients" "$pipe" "$K_MED" "$Z_MED" "$R_MED" \
       "$(sort -g "$REDIS_ERR.sig$pipe" 2>/dev/null | awk '{v[NR] = $1} END {print NR ? v[int((NR + 1) / 2)] : "?"}')"
   done
+  done
+  # the library on one end only (the other end a plain program: nothing
+  # pairs, the library must cost nothing), redis-benchmark's default 50
+  for only in server client; do
+    REDIS_ONLY=$only alt_rounds redis_rps 1 50
+    printf 'redis -c 50   -P 1   kernel %9.0f  zcsock on the %-6s only %9.0f  zcsock/kernel %6.3f\n' \
+      "$K_MED" "$only" "$Z_MED" "$R_MED"
   done
   # (redis_rps runs in a subshell: the paired runs are counted in a file)
   echo "# library check: redis: paired in $(grep -c . "$REDIS_ERR.ok" 2>/dev/null || echo 0) of $((6 * PROBE_ROUNDS)) zcsock runs"
