@@ -23,7 +23,8 @@
 zc_live_hdr_t *zc_live;
 static size_t zc_live_front;            /* header, keys and text: mapped at zc_live */
 static char zc_live_path[200];
-static int zc_live_lock, zc_live_off;
+static int zc_live_lock, zc_live_off, zc_live_sealed;
+int (*zc_live_seccomp_mode)(void);
 /* The file's layout as we made it: never read back from the file, which
  * any process of this user may write into (only the request words are
  * read from it, and bounded). */
@@ -203,11 +204,16 @@ void zc_live_publish(void)
     long fd, rc, m;
     unsigned i;
 
-    if (!zc_config.live || zc_live_off || __atomic_exchange_n(&zc_live_lock, 1, __ATOMIC_ACQUIRE))
+    if (!zc_config.live || zc_live_off || __atomic_load_n(&zc_live_sealed, __ATOMIC_ACQUIRE) ||
+        __atomic_exchange_n(&zc_live_lock, 1, __ATOMIC_ACQUIRE))
         return;
     if (zc_live) {
         __atomic_store_n(&zc_live_lock, 0, __ATOMIC_RELEASE);
         return;
+    }
+    if (zc_live_seccomp_mode && zc_live_seccomp_mode() > 0) {
+        zc_live_sealed = 1;     /* started under a filter: no file at all */
+        goto out;
     }
     rc = zc_live_dir(dir, sizeof(dir), 1);
     if (rc) {
@@ -325,11 +331,16 @@ static void zc_live_detach(int all)
     zc_sys(SYS_munmap, (long)h, (long)zc_live_front, 0);
 }
 
+void zc_live_seal(void)
+{
+    __atomic_store_n(&zc_live_sealed, 1, __ATOMIC_RELEASE);
+}
+
 void zc_live_exit(void)
 {
     char conns[230];
 
-    if (!zc_live)
+    if (!zc_live || __atomic_load_n(&zc_live_sealed, __ATOMIC_ACQUIRE))
         return;
     zc_sys(SYS_unlinkat, AT_FDCWD, zc_live_path, 0);
     zc_fmt(conns, sizeof(conns), "%s.conns", zc_live_path);
@@ -338,7 +349,7 @@ void zc_live_exit(void)
 
 void zc_live_exec_failed(void)
 {
-    if (!zc_live)
+    if (!zc_live || __atomic_load_n(&zc_live_sealed, __ATOMIC_ACQUIRE))
         return;
     zc_live_detach(1);
     zc_live_publish();
@@ -364,7 +375,8 @@ void zc_live_answer(void)
     uint32_t want;
     size_t n;
 
-    if (!h || __atomic_exchange_n(&zc_live_lock, 1, __ATOMIC_ACQUIRE))
+    if (!h || __atomic_load_n(&zc_live_sealed, __ATOMIC_ACQUIRE) ||
+        __atomic_exchange_n(&zc_live_lock, 1, __ATOMIC_ACQUIRE))
         return;
     now = zc_live_now_ns();
     if (now - zc_live_text_ns < ZC_LIVE_TEXT_EVERY_NS) {

@@ -139,6 +139,17 @@ extern void (*zc_live_conns_fn)(int out);
 /* Write all of buf to fd (raw system calls); 0 or -1. */
 int zc_live_write_fd(int fd, const char *buf, size_t n);
 
+/* The process put itself under a seccomp filter (or started under one): a
+ * system call the filter refuses could kill it (sshd's sandboxed children
+ * die of SIGSYS), so from now on the live code makes none: nothing more is
+ * published or answered, and the file is left for the next process to
+ * publish or zcsock stat to remove.  Hook-safe. */
+void zc_live_seal(void);
+
+/* How the library asks, at publication, whether a seccomp filter is on
+ * (>0: yes); NULL: it does not. */
+extern int (*zc_live_seccomp_mode)(void);
+
 /* A reader asked for the report text: write it. */
 void zc_live_answer(void);
 

@@ -48,6 +48,8 @@ SHIM_EXPORT int prctl(int option, ...)
         a[i] = va_arg(ap, unsigned long);
     va_end(ap);
     SHIM_ENTER(prctl, -1);
+    if (option == PR_SET_SECCOMP)
+        zc_live_seal();         /* no more system calls of the live file's */
     if (option == PR_SET_SECCOMP && a[0] == SECCOMP_MODE_FILTER)
         shim_process_exposed("a seccomp filter");
     return zc_real.prctl(option, a[0], a[1], a[2], a[3]);
@@ -77,6 +79,8 @@ SHIM_EXPORT long syscall(long nr, ...)
         return -1;
     }
     if (__builtin_expect(nr == SYS_seccomp || nr == SYS_io_uring_setup, 0)) {
+        if (nr == SYS_seccomp)
+            zc_live_seal();
         if (nr == SYS_io_uring_setup)
             shim_objects_note(SHIM_OBJ_URING | SHIM_OBJ_PINS);
         shim_process_exposed(nr == SYS_seccomp ? "a seccomp filter" : "io_uring");

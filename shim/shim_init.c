@@ -8,6 +8,7 @@
 
 #include "shim_int.h"
 #include "shim_mem.h"
+#include "shim_proc.h"
 #include "zc_config.h"
 #include "zc_spin.h"
 #include "zc_log.h"
@@ -128,6 +129,7 @@ static int shim_init_once(void)
         shim_mem_init();
     zc_live_extra = shim_live_extra;
     zc_live_conns_fn = shim_fd_describe_all;
+    zc_live_seccomp_mode = shim_proc_seccomp_mode;
     return 0;
 }
 
