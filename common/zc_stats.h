@@ -27,6 +27,9 @@
       "calls on datagram, seqpacket or raw sockets (only streams are accelerated)")      \
     X(WHY_UNTRACKED, "copy_why.untracked_fd",                                            \
       "calls on sockets the library did not see created (inherited or received)")        \
+    X(WHY_DECLINED, "copy_why.declined",                                                 \
+      "stream socket calls on connections the local path declined to pair "              \
+      "(local.declined.<reason> counts why)")                                            \
     X(FD_BEYOND_TABLE, "fd.beyond_table", "calls on descriptors above the state table")  \
     X(PROC_FORKS, "proc.forks", "fork() calls")                                          \
     X(SIG_DEFERRED, "proc.signals_deferred", "signals whose handler waited for the end of " \

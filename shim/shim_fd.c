@@ -238,7 +238,8 @@ void shim_fd_describe_all(int out)
             n += zc_fmt(line + n, sizeof(line) - n, " path=kernel state=listening");
         } else {
             n += zc_fmt(line + n, sizeof(line) - n, " path=kernel why=%s",
-                        zc_stat_name(f->copy_why));
+                        f->copy_why == ZC_STAT_WHY_DECLINED ? "declined"
+                                                            : zc_stat_name(f->copy_why));
         }
         if (n >= sizeof(line) - 1)
             n = sizeof(line) - 2;

@@ -315,6 +315,8 @@ int lp_unclaim_plain(lp_conn_t *c, int fd)
     if (c->refs != 1 || !f || !lp_claimed(f) || f->path_ctx != c || c->ch.base ||
         c->ann >= 0 || c->pb_off < c->pb_len)
         return 0;
+    if (c->why)
+        f->copy_why = ZC_STAT_WHY_DECLINED;     /* its copied calls say so */
     shim_fd_claim_clear(f);
     c->refs = 0;
     lp_conn_free(c);

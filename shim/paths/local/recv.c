@@ -681,9 +681,12 @@ again:
         (c->state == LP_PLAIN && c->pb_off >= c->pb_len) ||
         (!c->rx_ring && c->state == LP_PENDING && c->ann < 0)) {
         n = zc_real.recvmsg(fd, msg, flags);
+        n = n < 0 ? -errno : n;
         if (!(flags & MSG_OOB))
             shim_copy_account(f, 0, n, 1);
-        return n < 0 ? -errno : n;
+        if (c->state == LP_PLAIN && c->why)
+            lp_unclaim_plain(c, fd);    /* declined for good: the copy path from now on */
+        return n;
     }
     if (c->rx_ring)
         zc_stat_add(ZC_STAT_LOCAL_RECV_CALLS, 1);

@@ -70,8 +70,12 @@ static ssize_t lp_tx_begin(lp_conn_t *c, shim_fd_t *f, int fd, const struct msgh
         return lp_send_kernel(f, fd, msg, flags, NULL);     /* the copy path now */
     if ((flags & MSG_OOB) && c->state != LP_PLAIN)
         lp_release_to_kernel(c, fd, "MSG_OOB");     /* urgent data only the kernel carries */
-    if (c->state == LP_PLAIN)
-        return lp_send_kernel(f, fd, msg, flags, NULL);
+    if (c->state == LP_PLAIN) {
+        n = lp_send_kernel(f, fd, msg, flags, NULL);
+        if (c->why)     /* declined for good: the copy path from now on */
+            lp_unclaim_plain(c, fd);
+        return n;
+    }
     lp_lock(c, LP_TX);
     lp_connect_check(c, fd);
     if (c->state == LP_PENDING)
