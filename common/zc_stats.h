@@ -79,6 +79,9 @@
     X(READY_EP_STALE_TAGS, "ready.ep_stale_tags", "epoll events under a tag no "       \
       "registration of this process holds any more (a deleted or closed one, or a "     \
       "forked sibling's), dropped instead of reaching the application")                \
+    X(READY_NET_RESCUES, "ready.net_rescues", "readiness waits the safety net "          \
+      "ended (a sleep over a path's descriptors lasts at most 100 ms) whose next look "   \
+      "found one ready: a wake-up that never came, 100 ms late instead of the timeout")   \
     X(READY_EP_LOOKS, "ready.ep_looks", "registrations of claimed descriptors "       \
       "an epoll wait asked their path about (all of a small set, the ready list of "  \
       "a large one: ZCSOCK_EPOLL_SCAN_MAX)")                                           \

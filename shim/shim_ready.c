@@ -34,6 +34,7 @@
 #include "zc_stats.h"
 
 #define SHIM_POLL_STACK 64
+#define SHIM_READY_NET_MS 100  /* the longest sleep over claimed descriptors (safety net) */
 #define SHIM_POLL_AUX_IDX 256   /* wake fds whose descriptor is remembered */
 
 /* --- time ----------------------------------------------------------------- */
@@ -174,7 +175,7 @@ int shim_ready_poll(struct pollfd *fds, nfds_t n, const struct timespec *timeout
             return zc_real.ppoll(fds, n, timeout, mask);
     }
     shim_wait_begin(&ws, !nowait);
-    for (;;) {
+    for (int netted = 0, capped = 0;; netted = capped) {
         struct timespec left, zero = { 0, 0 };
         const struct timespec *tmo;
         shim_ready_ask_t ask = { 0 };
@@ -214,6 +215,9 @@ int shim_ready_poll(struct pollfd *fds, nfds_t n, const struct timespec *timeout
             }
         }
         shim_wait_looked(&ws, ask.ring);
+        if (netted && ready)
+            zc_stat_add(ZC_STAT_READY_NET_RESCUES, 1);     /* a wake-up that never came */
+        capped = 0;
         for (i = 0; i < n; i++) {
             shim_pin_t pin;
 
@@ -228,12 +232,18 @@ int shim_ready_poll(struct pollfd *fds, nfds_t n, const struct timespec *timeout
         if (spin && !ready && shim_wait_kernel_skip(&ws))
             continue;       /* the paths' memory only, this time */
         tmo = ready || spin || nowait ? &zero : shim_left(deadline, &left);
+        /* the safety net (shim_epoll.c): a path's wake-up that never came
+         * costs SHIM_READY_NET_MS, not the whole timeout */
+        if (!ready && (!ask.recheck_ms || ask.recheck_ms > SHIM_READY_NET_MS))
+            ask.recheck_ms = SHIM_READY_NET_MS;
         if (!ready && ask.recheck_ms) {
             struct timespec slice = { ask.recheck_ms / 1000, (ask.recheck_ms % 1000) * 1000000L };
 
             if (!tmo || tmo->tv_sec > slice.tv_sec ||
-                (tmo->tv_sec == slice.tv_sec && tmo->tv_nsec > slice.tv_nsec))
+                (tmo->tv_sec == slice.tv_sec && tmo->tv_nsec > slice.tv_nsec)) {
                 left = slice, tmo = &left;
+                capped = 1;
+            }
         }
         if (!ready && shim_wait_signalled(&ws)) {
             errno = EINTR;
@@ -245,6 +255,7 @@ int shim_ready_poll(struct pollfd *fds, nfds_t n, const struct timespec *timeout
             rc = -1;
             break;
         }
+        capped = capped && r == 0;      /* the net ended it with nothing */
         rc = 0;
         for (i = 0; i < n; i++) {
             shim_pin_t pin;
