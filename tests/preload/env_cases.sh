@@ -10,7 +10,7 @@ t_env_bad_values() {
   local err; err=$(env LD_PRELOAD="$ZC_LIB" ZCSOCK_STATS=banana ZCSOCK_DEBUG=9 \
     ZCSOCK_VERBOSE=perhaps "$PY" -c 'import socket; a,b=socket.socketpair(); a.send(b"x"); print(b.recv(1))' 2>&1 >/dev/null)
   echo "$err"
-  [ "$(grep -c 'ignoring ZCSOCK_STATS=banana: expected an integer 0..2; keeping the default' <<<"$err")" = 1 ] &&
+  [ "$(grep -c 'ignoring ZCSOCK_STATS=banana: expected an integer 0..3; keeping the default' <<<"$err")" = 1 ] &&
   [ "$(grep -c 'ignoring ZCSOCK_DEBUG=9' <<<"$err")" = 1 ] &&
   [ "$(grep -c 'ignoring ZCSOCK_VERBOSE=perhaps' <<<"$err")" = 1 ] &&
   ! grep -q '# zcsock' <<<"$err"     # the default (no report) was kept
