@@ -81,7 +81,9 @@ print(w.stdout.read().strip(), flush=True)
 sys.exit(w.wait(timeout=60))
 """
 
-WORKER = r"""
+# The workers' helpers (also lp_mailbox_evict.py's): a counter of the
+# library's, exactly n bytes of a socket.
+WORKER_HELPERS = r"""
 import ctypes, os, socket, struct, sys
 def stat(name):
     v = ctypes.c_uint64()
@@ -94,6 +96,9 @@ def exact(s, n):
             raise EOFError("EOF after %d of %d bytes" % (len(b), n))
         b += x
     return bytes(b)
+"""
+
+WORKER = WORKER_HELPERS + r"""
 a = socket.socket(socket.AF_UNIX)      # it has a mailbox: it makes AF_UNIX sockets
 a.connect(sys.argv[2])
 print("ready", os.getpid(), flush=True)

@@ -31,7 +31,7 @@ import sys
 import tempfile
 import time
 
-from lp_mailbox import CLIENT, post_record
+from lp_mailbox import CLIENT, WORKER_HELPERS, post_record
 
 FLOOD = 40          # records per attack, each from its own process
 
@@ -71,19 +71,7 @@ print(w.stdout.read().strip(), flush=True)
 sys.exit(w.wait(timeout=60))
 """
 
-WORKER = r"""
-import ctypes, os, socket, struct, sys
-def stat(name):
-    v = ctypes.c_uint64()
-    return v.value if ctypes.CDLL(None).zcsock_stat_get(name.encode(), ctypes.byref(v)) == 0 else -1
-def exact(s, n):
-    b = bytearray()
-    while len(b) < n:
-        x = s.recv(n - len(b))
-        if not x:
-            raise EOFError("EOF after %d of %d bytes" % (len(b), n))
-        b += x
-    return bytes(b)
+WORKER = WORKER_HELPERS + r"""
 def echo(s):
     s.settimeout(10)
     while True:
