@@ -24,7 +24,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/inet_diag.h>
+#include <linux/netlink.h>
+#include <linux/rtnetlink.h>
+#include <linux/sock_diag.h>
+#include <linux/tcp.h>
+#include <netinet/in.h>
+#include <stddef.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -523,6 +531,8 @@ static void zcl_print_moved(const zcl_snap_t *s, const zcl_snap_t *prev)
 typedef struct zcl_sock_addr {
 	unsigned long ino;
 	char local[64], remote[64];
+	int has_bytes;                  /* TCP: the kernel's counts (sock_diag) */
+	unsigned long long sent, received;
 } zcl_sock_addr_t;
 
 static zcl_sock_addr_t zcl_socks[ZCL_SOCKS_MAX];
@@ -617,6 +627,73 @@ static void zcl_socks_load(int pid)
 	qsort(zcl_socks, (size_t)zcl_nsocks, sizeof(zcl_socks[0]), zcl_sock_cmp);
 }
 
+/* The bytes the kernel counted for each TCP socket of this network
+ * namespace (sock_diag, tcp_info: bytes acked and received), into the
+ * sockets loaded: the copy path's connections have no counts of the
+ * library's own. */
+static void zcl_tcp_bytes_load(void)
+{
+	static const int fams[] = { AF_INET, AF_INET6 };
+	static char buf[65536];
+	unsigned i;
+
+	for (i = 0; i < 2; i++) {
+		struct {
+			struct nlmsghdr nlh;
+			struct inet_diag_req_v2 r;
+		} req;
+		int fd = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG), done = 0;
+
+		if (fd < 0)
+			return;
+		memset(&req, 0, sizeof(req));
+		req.nlh.nlmsg_len = sizeof(req);
+		req.nlh.nlmsg_type = SOCK_DIAG_BY_FAMILY;
+		req.nlh.nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
+		req.r.sdiag_family = (unsigned char)fams[i];
+		req.r.sdiag_protocol = IPPROTO_TCP;
+		req.r.idiag_states = ~0u;
+		req.r.idiag_ext = 1 << (INET_DIAG_INFO - 1);
+		if (send(fd, &req, sizeof(req), 0) != (ssize_t)sizeof(req)) {
+			close(fd);
+			continue;
+		}
+		while (!done) {
+			ssize_t n = recv(fd, buf, sizeof(buf), 0);
+			struct nlmsghdr *h;
+
+			if (n <= 0)
+				break;
+			for (h = (struct nlmsghdr *)buf; NLMSG_OK(h, (size_t)n); h = NLMSG_NEXT(h, n)) {
+				struct inet_diag_msg *m = NLMSG_DATA(h);
+				int len = (int)(h->nlmsg_len - NLMSG_LENGTH(sizeof(*m)));
+				struct rtattr *a = (struct rtattr *)(m + 1);
+				zcl_sock_addr_t key, *sk;
+
+				if (h->nlmsg_type == NLMSG_DONE || h->nlmsg_type == NLMSG_ERROR) {
+					done = 1;
+					break;
+				}
+				key.ino = m->idiag_inode;
+				sk = bsearch(&key, zcl_socks, (size_t)zcl_nsocks, sizeof(zcl_socks[0]),
+					     zcl_sock_cmp);
+				for (; sk && RTA_OK(a, len); a = RTA_NEXT(a, len)) {
+					const struct tcp_info *ti = RTA_DATA(a);
+
+					if (a->rta_type != INET_DIAG_INFO ||
+					    RTA_PAYLOAD(a) < offsetof(struct tcp_info, tcpi_bytes_received) +
+							     sizeof(ti->tcpi_bytes_received))
+						continue;
+					sk->has_bytes = 1;
+					sk->sent = ti->tcpi_bytes_acked;
+					sk->received = ti->tcpi_bytes_received;
+				}
+			}
+		}
+		close(fd);
+	}
+}
+
 static const zcl_sock_addr_t *zcl_sock_of(int pid, int fd)
 {
 	zcl_sock_addr_t key;
@@ -680,6 +757,7 @@ static int zcl_stat_conns(const char *dir, zcl_live_t *l, int json)
 	}
 	age = difftime(time(NULL), st.st_mtime);
 	zcl_socks_load(l->pid);
+	zcl_tcp_bytes_load();
 	if (json)
 		printf("{\"pid\":%d,\"age_s\":%.0f,\"connections\":[", l->pid, age);
 	else
@@ -693,6 +771,10 @@ static int zcl_stat_conns(const char *dir, zcl_live_t *l, int json)
 		for (i = 0; i < NK; i++)
 			zcl_field(line, keys[i], v[i], sizeof(v[i]));
 		a = zcl_sock_of(l->pid, atoi(v[0]));
+		if (a && a->has_bytes && !strcmp(v[7], "-")) {   /* the kernel's own counts */
+			snprintf(v[7], sizeof(v[7]), "%llu", a->sent);
+			snprintf(v[8], sizeof(v[8]), "%llu", a->received);
+		}
 		if (json) {
 			printf("%s{\"local\":", shown ? "," : "");
 			zcl_json_str(stdout, a ? a->local : "");

@@ -259,7 +259,9 @@ def case_conns():
         e = by.get(pfd)
         # declined: on the copy path from its next call (its reason is
         # local.declined.not_zcsock's)
-        check(e and e["path"] == "kernel" and e["why"] in ("declined", "declined.not_zcsock") and
+        check(e and e["path"] == "kernel" and e["kernel_tx"] and e["kernel_tx"] >= 4000 and
+              e["kernel_rx"] and e["kernel_rx"] >= 4 and   # the kernel's counts (tcp_info)
+              e["why"] in ("declined", "declined.not_zcsock") and
               e["remote"] == "127.0.0.1:%d" % l.getsockname()[1],
               "the connection to the plain server: %r" % e)
         e = by.get(sfd)
