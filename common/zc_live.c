@@ -12,6 +12,7 @@
 
 #include <fcntl.h>
 #include <string.h>
+#include <sys/single_threaded.h>
 #include <sys/mman.h>
 #include <time.h>
 
@@ -24,6 +25,7 @@ zc_live_hdr_t *zc_live;
 static size_t zc_live_front;            /* header, keys and text: mapped at zc_live */
 static char zc_live_path[200];
 static int zc_live_lock, zc_live_off, zc_live_sealed;
+static int zc_live_mapped;              /* the store is the file's (store_live) */
 int (*zc_live_seccomp_mode)(void);
 /* The file's layout as we made it: never read back from the file, which
  * any process of this user may write into (only the request words are
@@ -278,11 +280,20 @@ void zc_live_publish(void)
         goto out;
     }
     /* the counters as they are (the blocks no thread claimed stay holes),
-     * then the file's pages in their place */
-    rc = zc_live_write_all(fd, &zc_stats_store, zc_live_used(), store_off);
-    if (rc == 0)
-        rc = zc_sys6(SYS_mmap, (long)&zc_stats_store, ZC_STATS_STORE_SIZE,
-                     PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, (long)store_off);
+     * then the file's pages in their place; only while no other thread
+     * can count meanwhile (a count made between the copy and the mapping
+     * would be lost): otherwise the counters go by the report text */
+    rc = 0;
+    if (__libc_single_threaded) {
+        rc = zc_live_write_all(fd, &zc_stats_store, zc_live_used(), store_off);
+        if (rc == 0)
+            rc = zc_sys6(SYS_mmap, (long)&zc_stats_store, ZC_STATS_STORE_SIZE,
+                         PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, (long)store_off);
+        if (rc >= 0 || rc <= -4096) {
+            zc_live_mapped = 1;
+            ((zc_live_hdr_t *)m)->store_live = 1;
+        }
+    }
     zc_sys(SYS_close, fd, 0, 0);
     if (rc < 0 && rc > -4096) {
         zc_sys(SYS_munmap, m, (long)front, 0);
@@ -316,6 +327,11 @@ static void zc_live_detach(int all)
     if (!h)
         return;
     zc_live = NULL;
+    if (!zc_live_mapped) {      /* the counters never left their pages */
+        zc_sys(SYS_munmap, (long)h, (long)zc_live_front, 0);
+        return;
+    }
+    zc_live_mapped = 0;
     copy = zc_sys6(SYS_mmap, 0, (long)keep, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
                    -1, 0);
     if (copy < 0 && copy > -4096)

@@ -56,7 +56,11 @@ typedef struct zc_live_hdr {
     uint64_t naux_off;          /* ... the uint32_t count of aux keys named */
     uint64_t aux_off;           /* ... the aux counters */
     uint32_t aux_max;
-    uint32_t pad;
+    uint32_t store_live;        /* 1: the store is the process's counters (live);
+                                 * 0: it is not kept (a process already
+                                 * multi-threaded at its first socket: a switch
+                                 * then could lose counts): every counter is in
+                                 * the report text, written on request */
     /* the report text: a reader adds 1 to want; the process, at its next
      * call into the library, writes the text and sets done = want */
     uint32_t want;

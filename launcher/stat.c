@@ -293,6 +293,10 @@ static void zcl_live_snap(const zcl_live_t *l, int wait_ms, zcl_snap_t *s)
 
 	s->n = 0;
 	s->t = zcl_now();
+	if (!h->store_live) {   /* every counter by the report text (zc_live.h) */
+		zcl_live_text(l, wait_ms < 0 ? 150 : wait_ms, s);
+		return;
+	}
 	for (i = 0; i < h->nstats && s->n < ZCL_KEYS_MAX; i++) {
 		const char *k = l->map + h->names_off + (size_t)i * ZC_LIVE_NAME_LEN;
 
