@@ -3,11 +3,12 @@
  * Publication makes the file (a temporary name, then renamed: a reader
  * never sees half of it), writes the header, the keys and the counters as
  * they are, and maps the file's store over the shim's own counter pages
- * (MAP_FIXED), so that every later count lands in the file.  Counts other
- * threads make in the few microseconds between that copy and the mapping
- * are lost (only a process that is already multi-threaded at its first
- * socket has such threads).  System calls go straight to the kernel
- * (zc_sys.h): the library's own hooks never run here. */
+ * (MAP_FIXED), so that every later count lands in the file: only in a
+ * process with one thread (another's count made between the copy and the
+ * mapping would be lost); a multi-threaded one publishes its counters
+ * through the report text instead (store_live 0).  System calls go
+ * straight to the kernel (zc_sys.h): the library's own hooks never run
+ * here. */
 #include "zc_live.h"
 
 #include <fcntl.h>
