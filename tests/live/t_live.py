@@ -42,6 +42,16 @@
   advise_xchg  4 MiB sends on a paired connection: [exchange_unavailable]
              exactly when the process counted page exchange unavailable (no
              2 MiB shared pages), never where it lends
+  xchg       a paired pair whose 2 MiB sends page exchange lends (t_advise
+             placed, shmem THP advise as root): --conns shows the sending
+             end on path exchange with its bytes lent, and the lent bytes
+             move between two reads; every byte checked by the program
+  advise_pages  each page-exchange rule fires on the program built for it
+             and on no other: [not_placed] on sends from static memory,
+             [unaligned] on 2.5 MiB sends from 1 MiB into a placed block,
+             [exchange_unavailable] on whole-unit sends with shmem THP
+             never; the advice applied (placed, aligned sends; shmem THP
+             advise) gets no advice and moves the connection to exchange
   advise_fd  a process whose paired connections reach a quarter of its
              descriptor limit (128) gets [fd_limit], and no other rule; the
              advice applied (a limit of 4096) pairs all 40 connections
@@ -51,6 +61,7 @@ Exit 0 pass, 1 fail, 77 skip."""
 import glob
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -689,6 +700,127 @@ def case_advise_xchg():
     finally:
         p.kill()
         p.wait()
+
+
+ADVISE_BIN = os.path.join(BUILD, "tests", "live", "t_advise")
+THP_FILE = "/sys/kernel/mm/transparent_hugepage/shmem_enabled"
+
+
+def thp_now():
+    with open(THP_FILE) as f:
+        return f.read().split("[")[1].split("]")[0]
+
+
+def thp_set(mode):
+    """Set shmem THP to mode (as root); exit 77 where it cannot be."""
+    if thp_now() == mode:
+        return
+    try:
+        with open(THP_FILE, "w") as f:
+            f.write(mode)
+    except OSError as e:
+        print("skip: cannot set shmem THP to %s (%s)" % (mode, e))
+        sys.exit(77)
+
+
+class ShmemThp:
+    """with ShmemThp(): the setting found is put back at the end."""
+    def __enter__(self):
+        self.old = thp_now()
+        return self
+
+    def __exit__(self, *exc):
+        if thp_now() != self.old:
+            with open(THP_FILE, "w") as f:
+                f.write(self.old)
+
+
+class Advised:
+    """t_advise MODE under the library, paired at once, every unit lent at
+    its first send; .pid once its first batch is sent and checked."""
+    def __init__(self, mode):
+        self.p = subprocess.Popen([ADVISE_BIN, mode], env=dict(
+            ENV, ZCSOCK_LOCAL_PAIR_AFTER="0", ZCSOCK_EXCHANGE_UNIT_US="1"),
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        line = self.p.stdout.readline()
+        if not line.strip().isdigit():
+            self.p.kill()
+            fail("t_advise %s: %r (exit %s)" % (mode, line, self.p.wait()))
+        self.pid = int(line)
+
+    def again(self):
+        """The second batch, sent and checked."""
+        self.p.stdin.write("go\n")
+        self.p.stdin.flush()
+        check(self.p.stdout.readline().strip() == "done", "t_advise's second batch")
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        try:
+            self.p.stdin.close()
+        except OSError:
+            pass
+        try:
+            rc = self.p.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.p.kill()
+            rc = self.p.wait()
+        if exc[0] is None:
+            check(rc == 0, "t_advise exited %d (a byte differed or a call failed)" % rc)
+
+
+def sender_conn(pid):
+    """The entry of --conns --json that sent the bytes (the most ring or
+    exchange bytes sent)."""
+    rc, out, err = stat(pid, "--conns", "--json")
+    check(rc == 0, "--conns: %d %s" % (rc, err))
+    conns = json.loads(out)["connections"]
+    return max(conns, key=lambda e: (e.get("ring_tx") or 0) + (e.get("lent") or 0))
+
+
+def rules(pid):
+    rc, out, err = stat(pid, "--advise")
+    check(rc == 0, "--advise: %d %s" % (rc, err))
+    return sorted(set(re.findall(r"^\[([a-z_]+)\]", out, re.M))), out
+
+
+def case_xchg():
+    with ShmemThp():
+        thp_set("advise")
+        with Advised("placed") as a:
+            d1 = stat_json(a.pid)["counters"]
+            e = sender_conn(a.pid)
+            print("sender: %r" % e)
+            check(d1.get("local.xchg.bytes_lent", 0) > 0, "nothing lent: %r" % d1)
+            check(e["path"] == "exchange" and e["state"] == "paired",
+                  "the sending end is not on exchange: %r" % e)
+            a.again()
+            d2 = stat_json(a.pid)["counters"]
+            print("local.xchg.bytes_lent %d then %d" % (d1["local.xchg.bytes_lent"],
+                                                       d2.get("local.xchg.bytes_lent", 0)))
+            check(d2.get("local.xchg.bytes_lent", 0) > d1["local.xchg.bytes_lent"],
+                  "the lent bytes did not move between two reads")
+
+
+def case_advise_pages():
+    want = [("static", "advise", ["not_placed"], "ring"),
+            ("unaligned", "advise", ["unaligned"], "ring"),
+            ("placed", "never", ["exchange_unavailable"], "ring"),
+            ("placed", "advise", [], "exchange")]     # the advice applied
+    with ShmemThp():
+        for mode, thp, rule, path in want:
+            thp_set(thp)
+            with Advised(mode) as a:
+                got, out = rules(a.pid)
+                e = sender_conn(a.pid)
+                print("%s, shmem THP %s: rules %s, path %s" % (mode, thp, got, e["path"]))
+                print("  " + out.strip()[:300])
+                check(got == rule, "%s with shmem THP %s: rules %s, want %s: %s"
+                      % (mode, thp, got, rule, out))
+                check(e["path"] == path, "%s with shmem THP %s: path %r, want %s"
+                      % (mode, thp, e, path))
 
 
 MANY_SERVER = r"""
