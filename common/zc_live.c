@@ -5,8 +5,11 @@
  * they are, and maps the file's store over the shim's own counter pages
  * (MAP_FIXED), so that every later count lands in the file: only in a
  * process with one thread (another's count made between the copy and the
- * mapping would be lost); a multi-threaded one publishes its counters
- * through the report text instead (store_live 0).  System calls go
+ * mapping would be lost).  So the file is made, under its temporary name
+ * and not yet listed, before a process's first pthread_create
+ * (zc_live_stage), and renamed at its first socket; a process that became
+ * multi-threaded some other way before its first socket publishes its
+ * counters through the report text instead (store_live 0).  System calls go
  * straight to the kernel (zc_sys.h): the library's own hooks never run
  * here. */
 #include "zc_live.h"
@@ -24,7 +27,10 @@
 
 zc_live_hdr_t *zc_live;
 static size_t zc_live_front;            /* header, keys and text: mapped at zc_live */
-static char zc_live_path[200];
+static char zc_live_path[200], zc_live_tmp[220];
+/* Made but not yet published (zc_live_stage: before a process's first
+ * thread, so that its counters can live in the file from the start). */
+static zc_live_hdr_t *zc_live_staged;
 static int zc_live_lock, zc_live_off, zc_live_sealed;
 static int zc_live_mapped;              /* the store is the file's (store_live) */
 int (*zc_live_seccomp_mode)(void);
@@ -146,15 +152,19 @@ static void zc_live_fail(const char *what, long err)
  * slot's count is published only after, so a reader finds it named). */
 static void zc_live_aux_named(unsigned i, const char *name)
 {
-    zc_live_hdr_t *h = zc_live;
+    zc_live_hdr_t *h = __atomic_load_n(&zc_live, __ATOMIC_ACQUIRE);
+
+    if (!h)
+        h = __atomic_load_n(&zc_live_staged, __ATOMIC_ACQUIRE);
 
     if (h && i < ZC_STATS_AUX)
         zc_fmt((char *)h + zc_live_names_off + (uint64_t)(ZC_STAT_COUNT + i) * ZC_LIVE_NAME_LEN,
                ZC_LIVE_NAME_LEN, "%s", name);
 }
 
-/* Files of processes that are gone (killed: no exit ran) go when the next
- * process publishes: one read of the directory, at most 64 looked at.
+/* Files of processes that are gone (killed: no exit ran), published or
+ * only made (.<pid>.new), and their connection lists, go when the next process publishes: one read of
+ * the directory, at most 64 looked at.
  * (A pid reused since is left to zcsock stat, which compares start times.) */
 static void zc_live_sweep(const char *dir)
 {
@@ -175,9 +185,11 @@ static void zc_live_sweep(const char *dir)
         off += d->reclen;
         if (!d->reclen)
             break;
+        p += *p == '.';         /* .<pid>.new: made, never published */
         for (; *p >= '0' && *p <= '9' && pid < (1L << 31); p++)
             pid = pid * 10 + (*p - '0');
-        if (*p || !pid)
+        if (!pid || (d->name[0] == '.' ? strcmp(p, ".new")
+                                       : *p && strcmp(p, ".conns") && strcmp(p, ".conns.new")))
             continue;
         looked++;
         if (zc_sys(SYS_kill, pid, 0, 0) == -ESRCH) {
@@ -198,31 +210,24 @@ static size_t zc_live_used(void)
     return offsetof(zc_stats_store_t, blocks) + used * sizeof(zc_stats_block_t);
 }
 
-void zc_live_publish(void)
+/* The file made under its temporary name (.<pid>.new) and its front
+ * mapped: the header, the keys, and, in a process with one thread, the
+ * counters as they are with the file's pages mapped over the shim's own
+ * (zc_live_mapped).  Called with zc_live_lock held; 0 or -errno (said). */
+static long zc_live_stage_locked(void)
 {
-    char dir[160], tmp[220], comm[32] = "";
+    char dir[160], comm[32] = "";
     zc_live_hdr_t h;
     uint64_t names_off, text_off, store_off, size;
     size_t front;
     long fd, rc, m;
     unsigned i;
 
-    if (!zc_config.live || zc_live_off || __atomic_load_n(&zc_live_sealed, __ATOMIC_ACQUIRE) ||
-        __atomic_exchange_n(&zc_live_lock, 1, __ATOMIC_ACQUIRE))
-        return;
-    if (zc_live) {
-        __atomic_store_n(&zc_live_lock, 0, __ATOMIC_RELEASE);
-        return;
-    }
-    if (zc_live_seccomp_mode && zc_live_seccomp_mode() > 0) {
-        zc_live_sealed = 1;     /* started under a filter: no file at all */
-        goto out;
-    }
     rc = zc_live_dir(dir, sizeof(dir), 1);
     if (rc) {
         zc_live_fail(rc == -EPERM ? "its directory is not a private one of this user"
                                   : "no directory for it", rc == -EPERM ? -EACCES : rc);
-        goto out;
+        return rc;
     }
     names_off = 4096;
     text_off = ZC_LIVE_ALIGN(names_off + (uint64_t)(ZC_STAT_COUNT + ZC_STATS_AUX) *
@@ -237,7 +242,6 @@ void zc_live_publish(void)
     h.pid = (int32_t)zc_sys(SYS_getpid, 0, 0, 0);
     h.uid = (uint32_t)geteuid();
     h.starttime = zc_live_starttime(comm, sizeof(comm));
-    h.published_ns = zc_live_now_ns();
     memcpy(h.comm, comm, sizeof(h.comm));
     zc_fmt(h.lib_version, sizeof(h.lib_version), "%s", ZCSOCK_VERSION);
     h.nstats = ZC_STAT_COUNT;
@@ -254,32 +258,35 @@ void zc_live_publish(void)
     h.aux_off = offsetof(zc_stats_store_t, aux);
     h.aux_max = ZC_STATS_AUX;
     zc_fmt(zc_live_path, sizeof(zc_live_path), "%s/%d", dir, (int)h.pid);
-    zc_fmt(tmp, sizeof(tmp), "%s/.%d.new", dir, (int)h.pid);
-    fd = zc_sys(SYS_openat, AT_FDCWD, tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW);
+    zc_fmt(zc_live_tmp, sizeof(zc_live_tmp), "%s/.%d.new", dir, (int)h.pid);
+    fd = zc_sys(SYS_openat, AT_FDCWD, zc_live_tmp,
+                O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW);
     if (fd < 0) {
         zc_live_fail("cannot make its file", fd);
-        goto out;
+        return fd;
     }
     zc_sys(SYS_fchmod, fd, 0600, 0);
-    rc = zc_sys(SYS_ftruncate, fd, size, 0);
-    for (i = 0; rc == 0 && i < ZC_STAT_COUNT + ZC_STATS_AUX; i++) {
-        const char *name = i < ZC_STAT_COUNT ? zc_stat_name(i) : zc_stats_aux_name(i - ZC_STAT_COUNT);
-        char key[ZC_LIVE_NAME_LEN] = { 0 };
-
-        if (!name)
-            continue;
-        zc_fmt(key, sizeof(key), "%s", name);
-        rc = zc_live_write_all(fd, key, sizeof(key), names_off + (uint64_t)i * sizeof(key));
-    }
-    if (rc == 0)
-        rc = zc_live_write_all(fd, &h, sizeof(h), 0);
-    m = rc ? -EIO : zc_sys6(SYS_mmap, 0, (long)front, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    /* the blocks reserved now: a full tmpfs fails here, never as a SIGBUS
+     * when a count or a key first touches a page of the mapping */
+    rc = zc_sys6(SYS_fallocate, fd, 0, 0, (long)size, 0, 0);
+    if (rc == -EOPNOTSUPP)
+        rc = zc_sys(SYS_ftruncate, fd, size, 0);
+    m = rc ? rc : zc_sys6(SYS_mmap, 0, (long)front, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (m < 0 && m > -4096) {
         zc_sys(SYS_close, fd, 0, 0);
-        zc_sys(SYS_unlinkat, AT_FDCWD, tmp, 0);
+        zc_sys(SYS_unlinkat, AT_FDCWD, zc_live_tmp, 0);
         zc_live_fail("cannot write its file", m);
-        goto out;
+        return m;
     }
+    /* the keys and the header through the mapping: no system call each */
+    for (i = 0; i < ZC_STAT_COUNT + ZC_STATS_AUX; i++) {
+        const char *name = i < ZC_STAT_COUNT ? zc_stat_name(i) : zc_stats_aux_name(i - ZC_STAT_COUNT);
+
+        if (name)
+            zc_fmt((char *)m + names_off + (uint64_t)i * ZC_LIVE_NAME_LEN, ZC_LIVE_NAME_LEN,
+                   "%s", name);
+    }
+    memcpy((void *)m, &h, sizeof(h));
     /* the counters as they are (the blocks no thread claimed stay holes),
      * then the file's pages in their place; only while no other thread
      * can count meanwhile (a count made between the copy and the mapping
@@ -298,17 +305,58 @@ void zc_live_publish(void)
     zc_sys(SYS_close, fd, 0, 0);
     if (rc < 0 && rc > -4096) {
         zc_sys(SYS_munmap, m, (long)front, 0);
-        zc_sys(SYS_unlinkat, AT_FDCWD, tmp, 0);
+        zc_sys(SYS_unlinkat, AT_FDCWD, zc_live_tmp, 0);
         zc_live_fail("cannot map its file", rc);
-        goto out;
+        return rc;
     }
-    zc_sys6(SYS_renameat, AT_FDCWD, (long)tmp, AT_FDCWD, (long)zc_live_path, 0, 0);
-    zc_live_sweep(dir);
     zc_live_front = front;
     zc_live_names_off = names_off;
     zc_live_text_off = text_off;
     zc_stats_aux_named = zc_live_aux_named;
-    __atomic_store_n(&zc_live, (zc_live_hdr_t *)m, __ATOMIC_RELEASE);
+    __atomic_store_n(&zc_live_staged, (zc_live_hdr_t *)m, __ATOMIC_RELEASE);
+    return 0;
+}
+
+/* May this process make its file now?  (Not with live statistics off,
+ * after a failure said once, under a seccomp filter.)  Takes the lock. */
+static int zc_live_begin(void)
+{
+    if (!zc_config.live || zc_live_off || __atomic_load_n(&zc_live_sealed, __ATOMIC_ACQUIRE) ||
+        __atomic_exchange_n(&zc_live_lock, 1, __ATOMIC_ACQUIRE))
+        return 0;
+    if (zc_live_seccomp_mode && zc_live_seccomp_mode() > 0) {
+        zc_live_sealed = 1;     /* started under a filter: no file at all */
+        __atomic_store_n(&zc_live_lock, 0, __ATOMIC_RELEASE);
+        return 0;
+    }
+    return 1;
+}
+
+void zc_live_stage(void)
+{
+    if (!__libc_single_threaded || zc_live || zc_live_staged || !zc_live_begin())
+        return;
+    if (!zc_live && !zc_live_staged)    /* again, under the lock */
+        zc_live_stage_locked();
+    __atomic_store_n(&zc_live_lock, 0, __ATOMIC_RELEASE);
+}
+
+void zc_live_publish(void)
+{
+    char dir[160];
+    zc_live_hdr_t *m;
+
+    if (!zc_live_begin())
+        return;
+    if (zc_live || (!zc_live_staged && zc_live_stage_locked()))
+        goto out;
+    m = zc_live_staged;
+    m->published_ns = zc_live_now_ns();
+    zc_sys6(SYS_renameat, AT_FDCWD, (long)zc_live_tmp, AT_FDCWD, (long)zc_live_path, 0, 0);
+    __atomic_store_n(&zc_live, m, __ATOMIC_RELEASE);
+    __atomic_store_n(&zc_live_staged, NULL, __ATOMIC_RELEASE);
+    if (zc_live_dir(dir, sizeof(dir), 0) == 0)
+        zc_live_sweep(dir);
 out:
     __atomic_store_n(&zc_live_lock, 0, __ATOMIC_RELEASE);
 }
@@ -318,7 +366,7 @@ out:
  * the number of blocks claimed), and the blocks claimed too when all. */
 static void zc_live_detach(int all)
 {
-    zc_live_hdr_t *h = zc_live;
+    zc_live_hdr_t *h = zc_live ? zc_live : zc_live_staged;
     uint32_t used = zc_stats_store.s.blocks_used;
     size_t keep = offsetof(zc_stats_store_t, blocks) +
                   (all ? (used < ZC_STATS_BLOCKS ? used : ZC_STATS_BLOCKS) * sizeof(zc_stats_block_t)
@@ -328,6 +376,7 @@ static void zc_live_detach(int all)
     if (!h)
         return;
     zc_live = NULL;
+    zc_live_staged = NULL;
     if (!zc_live_mapped) {      /* the counters never left their pages */
         zc_sys(SYS_munmap, (long)h, (long)zc_live_front, 0);
         return;
@@ -357,7 +406,11 @@ void zc_live_exit(void)
 {
     char conns[230];
 
-    if (!zc_live || __atomic_load_n(&zc_live_sealed, __ATOMIC_ACQUIRE))
+    if (__atomic_load_n(&zc_live_sealed, __ATOMIC_ACQUIRE))
+        return;
+    if (zc_live_staged)         /* made, never published */
+        zc_sys(SYS_unlinkat, AT_FDCWD, zc_live_tmp, 0);
+    if (!zc_live)
         return;
     zc_sys(SYS_unlinkat, AT_FDCWD, zc_live_path, 0);
     zc_fmt(conns, sizeof(conns), "%s.conns", zc_live_path);
@@ -366,19 +419,26 @@ void zc_live_exit(void)
 
 void zc_live_exec_failed(void)
 {
-    if (!zc_live || __atomic_load_n(&zc_live_sealed, __ATOMIC_ACQUIRE))
+    int was = zc_live != NULL;
+
+    if ((!zc_live && !zc_live_staged) || __atomic_load_n(&zc_live_sealed, __ATOMIC_ACQUIRE))
         return;
     zc_live_detach(1);
-    zc_live_publish();
+    if (was)
+        zc_live_publish();
+    else
+        zc_live_stage();
 }
 
 int zc_live_fork_child(void)
 {
+    int was = zc_live != NULL;
+
     zc_live_lock = 0;
-    if (!zc_live)
+    if (!zc_live && !zc_live_staged)
         return 0;
-    zc_live_detach(0);
-    return 1;
+    zc_live_detach(0);          /* the parent's file (published or staged) */
+    return was;
 }
 
 /* A reader asked (want != done).  Another process of this user may ask

@@ -123,6 +123,12 @@ extern zc_live_hdr_t *zc_live;          /* NULL until published */
  * in a fork child of a published parent). */
 void zc_live_publish(void);
 
+/* Make the file, not yet listed, with the counters mapped from it, while
+ * the process has one thread (before its first pthread_create): a process
+ * that later publishes has live counters even when it then runs threads.
+ * Nothing when already made or published, or with more than one thread. */
+void zc_live_stage(void);
+
 /* The process leaves (exit: the file goes) or is replaced (exec: the file
  * goes; zc_live_exec_failed publishes again). */
 void zc_live_exit(void);

@@ -14,6 +14,7 @@
 #define ZC_REAL_H
 
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -104,6 +105,8 @@
     X(int, posix_spawn_file_actions_adddup2, (posix_spawn_file_actions_t *, int, int), 1) \
     X(FILE *, fdopen, (int, const char *), 1)                                         \
     X(int, prctl, (int, ...), 1)                                                      \
+    X(int, pthread_create, (pthread_t *, const pthread_attr_t *, void *(*)(void *),    \
+                            void *), 0)                                               \
     X(long, syscall, (long, ...), 1)
 
 /* The allocator and mapping family, interposed by malloc-hooks/. */

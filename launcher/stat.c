@@ -150,7 +150,7 @@ static int zcl_live_valid(const zc_live_hdr_t *h, size_t size)
  * the file was removed), -EPROTO (not a live file of ours). */
 static int zcl_live_open(const char *dir, int pid, zcl_live_t *l)
 {
-	char path[ZCL_PATH_MAX];
+	char path[ZCL_PATH_MAX], conns[ZCL_PATH_MAX + 8];
 	struct stat st;
 	void *m;
 	int fd;
@@ -179,6 +179,8 @@ static int zcl_live_open(const char *dir, int pid, zcl_live_t *l)
 	if (zcl_starttime(pid) != l->h->starttime || !l->h->starttime) {
 		munmap(m, l->size);
 		unlink(path);      /* killed before its exit ran, or its pid reused */
+		snprintf(conns, sizeof(conns), "%s.conns", path);
+		unlink(conns);          /* and its connection list */
 		return -ESTALE;
 	}
 	return 0;
@@ -478,7 +480,8 @@ static void zcl_print_json(const zcl_live_t *l, const zcl_snap_t *s, int all, co
 	zcl_json_str(stdout, l->h->comm);
 	printf(",\"version\":");
 	zcl_json_str(stdout, l->h->lib_version);
-	printf(",\"modules_age_s\":%.3f,\"counters\":{", s->text_age);
+	printf(",\"counters_live\":%s,\"modules_age_s\":%.3f,\"counters\":{",
+	       l->h->store_live ? "true" : "false", s->text_age);
 	for (i = 0; i < s->n; i++) {
 		if (!all && !s->kv[i].value)
 			continue;

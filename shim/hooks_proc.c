@@ -1,4 +1,4 @@
-/* Process hooks: fork, the exec family and _exit.
+/* Process hooks: fork, the exec family, _exit and pthread_create.
  *
  * vfork is deliberately not interposed: a wrapper would return into its own
  * frame in the child, which shares the parent's stack.  posix_spawn, system
@@ -7,6 +7,7 @@
  * vfork child (it shares our memory), then the real call. */
 #include <stdarg.h>
 #include <stdlib.h>
+#include <sys/single_threaded.h>
 #include <unistd.h>
 
 #include "shim_int.h"
@@ -50,6 +51,19 @@ SHIM_EXPORT pid_t fork(void)
         errno = saved;
     }
     return pid;
+}
+
+/* Before a process's first thread: its live statistics file is made now,
+ * with the counters mapped from it, so that they stay live once threads
+ * count too (zc_live_stage; published at the first socket).  glibc's own
+ * threads (timer_create, getaddrinfo_a) start without this hook. */
+SHIM_EXPORT int pthread_create(pthread_t *thread, const pthread_attr_t *attr,
+                               void *(*start)(void *), void *arg)
+{
+    SHIM_ENTER(pthread_create, EAGAIN);
+    if (__libc_single_threaded)
+        zc_live_stage();
+    return zc_real.pthread_create(thread, attr, start, arg);
 }
 
 /* The environment the next image gets: the application's, plus what the

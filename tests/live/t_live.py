@@ -5,6 +5,9 @@
   stream     a paired streaming pair: listed by `zcsock stat`; two JSON reads
              a moment apart (validated against the schema below) show
              path.local.send_bytes moving; --watch prints it with a rate
+  threads    a process that starts a thread before its first socket, then
+             streams on a paired connection and sleeps: its counters are
+             live (counters_live, exact byte count) without asking it
   top        `zcsock top` (not a terminal: screens one after another) shows
              the stream pair with its paired ends and ring bytes per second
   conns      --conns: a paired connection on the ring with its bytes and
@@ -76,8 +79,8 @@ ENV = dict(os.environ, LD_PRELOAD=LIB)
 ENV.pop("ZCSOCK_LOCAL_PAIR_AFTER", None)     # the default, as users run it
 PLAIN = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
 
-SCHEMA = {"pid": int, "command": str, "version": str, "modules_age_s": (int, float),
-          "counters": dict}
+SCHEMA = {"pid": int, "command": str, "version": str, "counters_live": bool,
+          "modules_age_s": (int, float), "counters": dict}
 
 # A connection s to an echo-one-byte server thread of the same process.
 LOOPBACK_PAIR = r"""
@@ -204,6 +207,46 @@ def case_stream():
         rc, out, _ = stat(pid)
         check(rc == 0 and "\nlocal\n" in out and "local.paired.accepted" in out, out)
         print("read pid %d: %d then %d bytes sent through the ring" % (pid, a, b))
+    finally:
+        p.kill()
+        p.wait()
+
+
+THREADED = r"""
+import os, socket, sys, threading, time
+threading.Thread(target=time.sleep, args=(30,), daemon=True).start()   # before any socket
+""" + LOOPBACK_PAIR + r"""
+buf = b"x" * 65536
+for i in range(64):
+    s.sendall(buf)
+    s.recv(1)
+print(os.getpid(), flush=True)
+time.sleep(30)                  # asleep: no call into the library
+"""
+
+
+def case_threads():
+    # multi-threaded before its first socket, asleep since: its counters
+    # are read as they are, all of them, without asking it
+    p = subprocess.Popen([sys.executable, "-c", THREADED], env=dict(ENV, ZCSOCK_LOCAL_PAIR_AFTER="0"),
+                         stdout=subprocess.PIPE, text=True)
+    try:
+        pid = int(p.stdout.readline())
+        t0 = time.time()
+        d = stat_json(pid)
+        took = time.time() - t0
+        c = d["counters"]
+        print("counters_live %s, path.local.send_bytes %d, calls.sendall+send %d, read in %.2f s"
+              % (d["counters_live"], c.get("path.local.send_bytes", 0),
+                 c.get("calls.send", 0) + c.get("calls.sendto", 0), took))
+        check(d["counters_live"], "the counters of a threaded process are not live")
+        sent = c.get("path.local.send_bytes", 0) + c.get("path.copy.send_bytes", 0)
+        # every byte both ways (64 KiB sends, one-byte answers), the most of
+        # them paired
+        check(sent == 64 * 65536 + 64 and c.get("path.local.send_bytes", 0) >= 32 * 65536,
+              "bytes sent %r, want %d: %r" % (sent, 64 * 65536 + 64,
+                                              {k: v for k, v in c.items() if "bytes" in k}))
+        check(c.get("calls.pthread_create", 0) >= 2, "pthread_create not counted: %r" % c)
     finally:
         p.kill()
         p.wait()
@@ -396,26 +439,57 @@ def case_exit():
         p.wait(timeout=30)
         check(not os.path.exists(path), "the file outlived %s" % how)
         print("%s: the file went" % how)
-    p, pid = start_pair(0.5, "hang")
+    p, pid = start_pair(2, "hang")
     path = os.path.join(d, str(pid))
-    time.sleep(0.7)
+    stat(pid, "--conns")                # its connection list (while it streams), left too
     os.kill(pid, signal.SIGKILL)
     p.wait()
-    check(os.path.exists(path), "no file left by SIGKILL (the case tests nothing)")
+    check(os.path.exists(path) and os.path.exists(path + ".conns"),
+          "no files left by SIGKILL (the case tests nothing)")
     rc, out, err = stat()
     check(rc == 0 and "stale" in err, "zcsock stat did not say it removed a stale file: %r"
           % err)
-    check(not os.path.exists(path), "the stale file of pid %d is still there" % pid)
-    print("SIGKILL: the next zcsock stat removed the stale file")
-    p, pid = start_pair(0.3, "hang")
+    check(not os.path.exists(path) and not os.path.exists(path + ".conns"),
+          "the stale files of pid %d are still there" % pid)
+    print("SIGKILL: the next zcsock stat removed the stale file and its connection list")
+    p, pid = start_pair(2, "hang")
     path = os.path.join(d, str(pid))
+    stat(pid, "--conns")
+    # a threaded process that never made a socket: its file, made at its
+    # first pthread_create, is never listed; gone at exit, swept if killed
+    t = subprocess.Popen([sys.executable, "-c", "import os, threading, time\n"
+                          "threading.Thread(target=time.sleep, args=(0.1,)).start()\n"
+                          "print(os.getpid(), flush=True); time.sleep(float(input()))"],
+                         env=ENV, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    tpid = int(t.stdout.readline())
+    staged = os.path.join(d, ".%d.new" % tpid)
+    check(os.path.exists(staged), "no file made at the first pthread_create")
+    rc, out, err = stat()
+    check(not any(line.split()[:1] == [str(tpid)] for line in out.splitlines()),
+          "a process without a socket is listed: %s" % out)
     os.kill(pid, signal.SIGKILL)
     p.wait()
-    check(os.path.exists(path), "no file left by SIGKILL")
+    t.kill()
+    t.wait()
+    check(os.path.exists(path) and os.path.exists(path + ".conns") and os.path.exists(staged),
+          "no files left by SIGKILL: %s %s %s" % (os.path.exists(path),
+                                                  os.path.exists(path + ".conns"),
+                                                  os.path.exists(staged)))
     q, _ = start_pair(0.1)
     q.wait(timeout=30)
-    check(not os.path.exists(path), "the next process to publish left the stale file")
-    print("SIGKILL: the next process to publish removed the stale file")
+    check(not os.path.exists(path) and not os.path.exists(path + ".conns") and
+          not os.path.exists(staged), "the next process to publish left stale files: %s"
+          % os.listdir(d))
+    print("SIGKILL: the next process to publish removed the stale files (published, "
+          "its connection list, and one made at a first pthread_create)")
+    t = subprocess.Popen([sys.executable, "-c", "import os, threading, time\n"
+                          "threading.Thread(target=time.sleep, args=(0.1,)).start()\n"
+                          "print(os.getpid(), flush=True); time.sleep(0.2)"],
+                         env=ENV, stdout=subprocess.PIPE, text=True)
+    tpid = int(t.stdout.readline())
+    t.wait(timeout=30)
+    check(not os.path.exists(os.path.join(d, ".%d.new" % tpid)),
+          "the file made at pthread_create outlived its exit")
 
 
 def case_off():
