@@ -27,7 +27,8 @@ t_docs_config_table() {
 t_docs_files() {
   local f rc=0
   for f in README.md ARCHITECTURE.md shim/README.md common/README.md shim/paths/local/README.md shim/paths/test/README.md pindown-cache/README.md \
-           malloc-hooks/README.md launcher/README.md examples/README.md tests/README.md docs/README.md; do
+           malloc-hooks/README.md launcher/README.md examples/README.md tests/README.md docs/README.md \
+           CHANGELOG.md; do
     [ -s "$f" ] || { echo "missing $f"; rc=1; }
   done
   return $rc
