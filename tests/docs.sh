@@ -2,8 +2,9 @@
 # Tier "docs": zcsock(1) names every command and stat/top option, zcsock(7)
 # is generated from the tables as they are; the README's ZCSOCK_* table lists exactly the variables of the
 # library's configuration table (as the built library prints them with
-# ZCSOCK_VERBOSE=1), with the same numeric defaults; ARCHITECTURE.md and each
-# module README exist.
+# ZCSOCK_VERBOSE=1), with the same numeric defaults; ARCHITECTURE.md, the
+# CHANGELOG and each module README exist, and each module README names every
+# file of its folder.
 . "$(dirname "$0")/lib/harness.sh"
 t_begin docs
 
@@ -30,6 +31,21 @@ t_docs_files() {
            malloc-hooks/README.md launcher/README.md examples/README.md tests/README.md docs/README.md \
            CHANGELOG.md; do
     [ -s "$f" ] || { echo "missing $f"; rc=1; }
+  done
+  # each folder README names every tracked file directly in its folder
+  # (`name` or, for a header and its source, `stem.[ch]`)
+  local r d b n
+  for r in shim/README.md common/README.md shim/paths/local/README.md shim/paths/test/README.md \
+           pindown-cache/README.md malloc-hooks/README.md launcher/README.md examples/README.md \
+           tests/README.md docs/README.md; do
+    d=$(dirname "$r")
+    n=$(awk -F/ '{print NF}' <<<"$d")
+    for f in $(git ls-files "$d" 2>/dev/null | awk -F/ -v n="$n" 'NF == n + 1'); do
+      b=$(basename "$f")
+      [ "$b" = README.md ] && continue
+      grep -qF -- "\`$b\`" "$r" || grep -qF -- "\`${b%.*}.[" "$r" ||
+        { echo "$r does not name $b"; rc=1; }
+    done
   done
   return $rc
 }
