@@ -22,6 +22,15 @@ deferring its offer until the connection answered AFTER requests (default
            more after 0.2 s (through the ring), while the client waits in a
            blocking MSG_PEEK|MSG_WAITALL of 1500: the peek spans the switch
            point and must return all 1500, as the kernel's would
+  inq      the client turns TCP_INQ on, as gRPC does, and reads each of 60
+           echoed answers (up to 30 KiB) in random pieces once all of it
+           has arrived; the server writes the second half only after the
+           client read the first byte (where it takes an offer up), so the
+           switch point falls inside an answer: every recvmsg must carry a
+           TCP_CM_INQ message that counts exactly the bytes left (the
+           kernel's own count, doorbells included and the ring left out,
+           said 0 at the switch point with the rest waiting in the ring,
+           and gRPC then waited for an edge that had come already)
 
 Every byte is checked (sha256 / exact echo); the statistics of both ends
 say whether the connection paired and that the ring carried bytes.
@@ -134,6 +143,18 @@ elif mode == "blocked":
         m = recv_msg(a)
         time.sleep(0.1)             # the client sits in recv meanwhile
         send_msg(a, m)
+elif mode == "inq":
+    for i in range(60):
+        m = recv_msg(a)
+        out = struct.pack("!I", len(m)) + m
+        half = len(out) // 2
+        step = half // 4 + 1
+        for j in range(0, half, step):
+            a.sendall(out[j:min(j + step, half)])
+        if recv_exact(a, 1) != b"g":    # the client read the first byte
+            sys.exit("FAIL: server: no go")
+        for j in range(half, len(out), step):
+            a.sendall(out[j:j + step])
 elif mode == "peek":
     for i in range(4):
         send_msg(a, recv_msg(a))
@@ -239,6 +260,46 @@ elif mode == "blocked":
         send_msg(s, m)
         if recv_msg(s) != m:
             sys.exit("FAIL: client: answer %d came different" % i)
+elif mode == "inq":
+    s.setsockopt(socket.IPPROTO_TCP, 36, 1)        # TCP_INQ (36), as gRPC sets it
+    for i in range(60):
+        m = rnd.randbytes(rnd.choice((10, 3000, 20000, 30000)))
+        send_msg(s, m)
+        # one byte first (a receive: where the client takes an offer up),
+        # then the server sends the second half (through the ring once the
+        # offer was taken: the switch point falls between the halves)
+        want, got = 4 + len(m), bytearray(s.recv(1))
+        s.sendall(b"g")
+        t0 = time.time()
+        while struct.unpack("i", fcntl.ioctl(s.fileno(), termios.FIONREAD, b"\0\0\0\0"))[0] < want - 1:
+            if time.time() - t0 > 10:
+                sys.exit("FAIL: client: answer %d never arrived whole" % i)
+            time.sleep(0.001)
+        while len(got) < want:
+            b, anc, _, _ = s.recvmsg(min(want - len(got), rnd.choice((1, 7, 1000, 4096, 65536))),
+                                     socket.CMSG_SPACE(4))
+            if not b:
+                sys.exit("FAIL: client: EOF in answer %d" % i)
+            got += b
+            inq = [struct.unpack("i", d[:4])[0] for lv, ty, d in anc
+                   if lv == socket.IPPROTO_TCP and ty == 36]
+            # (after the last answer the server shuts its side: once its FIN
+            # is in, the kernel counts one more, so that a reader reads on)
+            if inq != [want - len(got)] and not (i == 59 and inq == [want - len(got) + 1]):
+                sys.exit("FAIL: client: answer %d, %d of %d bytes read: TCP_CM_INQ %r, want [%d]"
+                         % (i, len(got), want, inq, want - len(got)))
+        if bytes(got) != struct.pack("!I", len(m)) + m:
+            sys.exit("FAIL: client: answer %d came different" % i)
+    b, anc, _, _ = s.recvmsg(1, socket.CMSG_SPACE(4))   # the server's end
+    inq = [struct.unpack("i", d[:4])[0] for lv, ty, d in anc if lv == socket.IPPROTO_TCP and ty == 36]
+    print("EOF inq", b, inq, file=sys.stderr)
+    if b != b"" or inq != [1]:
+        sys.exit("FAIL: client: at the end %r with TCP_CM_INQ %r, want b'' with [1]" % (b, inq))
+    s.shutdown(socket.SHUT_WR)
+    s.close()
+    print("client %d %d %d" % (stat("local.paired.connected"), stat("path.local.recv_bytes"),
+                               stat("path.local.send_bytes")), flush=True)
+    sys.exit(0)
 elif mode == "peek":
     for i in range(4):
         m = rnd.randbytes(100)
@@ -264,7 +325,7 @@ print("client %d %d %d" % (stat("local.paired.connected"), stat("path.local.recv
 
 # mode -> must the connection pair?
 PAIRS = {"one": False, "chatty": True, "bulk": True, "both": True, "blocked": True,
-         "peek": True}
+         "peek": True, "inq": True}
 
 
 def main():

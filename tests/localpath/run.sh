@@ -92,7 +92,7 @@ t_run epoll_idle/scan-all "$T" env ZCSOCK_EPOLL_SCAN_MAX=5000 \
 # in one thread while another sends; /threaded-client: the same for a
 # multi-threaded client, whose announcement waits for a moment when none of
 # its receives is in the kernel)
-for m in one chatty bulk both blocked peek chatty/server-only bulk/server-only \
+for m in one chatty bulk both blocked peek inq chatty/server-only bulk/server-only inq/server-only \
          chatty/threaded blocked/threaded both/threaded chatty/threaded-client \
          blocked/threaded-client both/threaded-client; do
   t_run "defer/$m" "$T" $PY tests/localpath/lp_defer.py $m 2

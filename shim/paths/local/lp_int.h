@@ -241,6 +241,8 @@ typedef struct lp_conn {
                                      * SCM_RIGHTS): only our threads take our side's
                                      * locks (lp_lock_word) */
     int lowat;                      /* SO_RCVLOWAT */
+    uint8_t inq;                    /* TCP_INQ: 0 not known yet, 1 off, 2 on (recv.c,
+                                     * lp_rx_inq) */
     uint64_t tx_kernel, rx_kernel;  /* application bytes on the kernel stream */
     uint64_t bells_drained;         /* doorbell bytes read from the kernel stream */
     zc_spin_t spin[2];              /* adaptive spin per role (lp_sleep) */
@@ -471,6 +473,12 @@ void path_local_connect_done(int fd, int rc, int err);
 void path_local_accepted(int lfd, int fd);
 
 /* ready.c */
+/* The bytes the application can read next (FIONREAD's answer): the kernel's
+ * data before the switch point, the ring's from it; *kernel the kernel's
+ * queue length when known (a TCP_CM_INQ count), else NULL (asked); *ring
+ * (when not NULL) set to 1 when the ring's bytes were counted.  -1 when the
+ * kernel cannot say.  Takes the RX lock. */
+int lp_rx_avail(lp_conn_t *c, int fd, const int *kernel, int *ring);
 short lp_kernel_events(shim_fd_t *f, short ev);
 uint64_t lp_change(shim_fd_t *f, int fd);
 int lp_kernel_revents(int fd, short ev);

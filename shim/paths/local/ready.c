@@ -234,44 +234,58 @@ short lp_revents(shim_fd_t *f, int fd, short ev, int kev, int arm, shim_ready_as
     return rev;
 }
 
-int path_local_ioctl(shim_fd_t *f, int fd, unsigned long req, void *arg, int *rc)
+int lp_rx_avail(lp_conn_t *c, int fd, const int *kernel, int *ring)
 {
-    lp_conn_t *c = lp_conn(f);
     int64_t rd = 0;
     uint64_t sw;
     int k = 0;
 
-    if (req != FIONREAD || !arg || (c->state != LP_PAIRED && c->pb_off >= c->pb_len))
-        return 0;
     lp_lock(c, LP_RX);
     if (c->rx_plain) {
-        if (zc_real.ioctl(fd, FIONREAD, &k) < 0) {
+        if (kernel)
+            k = *kernel;
+        else if (zc_real.ioctl(fd, FIONREAD, &k) < 0) {
             lp_unlock(c, LP_RX);
-            return 0;
+            return -1;
         }
-        k += c->pb_len - c->pb_off;
+        rd = (int64_t)k + c->pb_len - c->pb_off;
         lp_unlock(c, LP_RX);
-        *(int *)arg = k;
-        *rc = 0;
-        return 1;
+        return rd > INT32_MAX ? INT32_MAX : (int)rd;
     }
-    sw = local_pair_switch_get(&c->ch, lp_rxdir(c));
+    sw = c->ch.base ? local_pair_switch_get(&c->ch, lp_rxdir(c)) : LOCAL_PAIR_SWITCH_UNSET;
     if (!c->rx_ring) {
         /* Kernel bytes before the switch point are data, the rest doorbells. */
-        if (zc_real.ioctl(fd, FIONREAD, &k) < 0) {
+        if (kernel)
+            k = *kernel;
+        else if (zc_real.ioctl(fd, FIONREAD, &k) < 0) {
             lp_unlock(c, LP_RX);
-            return 0;
+            return -1;
         }
         if (sw != LOCAL_PAIR_SWITCH_UNSET && sw != LOCAL_PAIR_SWITCH_NEVER &&
             (uint64_t)k > sw - c->rx_kernel)
             k = (int)(sw - c->rx_kernel);
     }
     if (c->rx_ring || (sw != LOCAL_PAIR_SWITCH_UNSET && sw != LOCAL_PAIR_SWITCH_NEVER &&
-                       c->rx_kernel + (uint64_t)k == sw))
+                       c->rx_kernel + (uint64_t)k == sw)) {
         rd = local_ring_readable(&c->ch, lp_rxdir(c));
+        if (ring)
+            *ring = 1;
+    }
     lp_unlock(c, LP_RX);
     rd = rd < 0 ? 0 : rd + k;
-    *(int *)arg = rd > INT32_MAX ? INT32_MAX : (int)rd;
+    return rd > INT32_MAX ? INT32_MAX : (int)rd;
+}
+
+int path_local_ioctl(shim_fd_t *f, int fd, unsigned long req, void *arg, int *rc)
+{
+    lp_conn_t *c = lp_conn(f);
+    int n;
+
+    if (req != FIONREAD || !arg || (c->state != LP_PAIRED && c->pb_off >= c->pb_len))
+        return 0;
+    if ((n = lp_rx_avail(c, fd, NULL, NULL)) < 0)
+        return 0;       /* the kernel's own answer (and error) */
+    *(int *)arg = n;
     *rc = 0;
     return 1;
 }
@@ -289,6 +303,10 @@ void path_local_setsockopt(shim_fd_t *f, int fd, int level, int name, const void
     path_local_settings_changed(f);
     if (!val)
         return;
+    if (level == IPPROTO_TCP && name == TCP_INQ && len >= sizeof(int)) {
+        c->inq = *(const int *)val ? 2 : 1;
+        return;
+    }
     if (level == IPPROTO_TCP && name == TCP_NODELAY && len >= sizeof(int)) {
         c->app_nodelay = *(const int *)val != 0;
         if (c->bell_push && !c->app_nodelay)    /* the doorbells still need it */

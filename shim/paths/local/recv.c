@@ -644,6 +644,60 @@ static ssize_t lp_rx_kernel_counted(lp_conn_t *c, shim_fd_t *f, int fd, struct m
     return n < 0 ? -errno : n;
 }
 
+/* TCP_INQ: with it on, the kernel ends each receive's ancillary data with
+ * a TCP_CM_INQ message counting what is left to read, and gRPC trusts a 0
+ * (it then waits for the next edge instead of reading to EAGAIN).  On a
+ * paired connection the kernel's count is wrong both ways: it counts
+ * doorbells and never the ring, so a receive that ended at the switch
+ * point said 0 with the ring's bytes waiting, and the edge for them was
+ * already taken (a gRPC stream stalled until the readiness net's 100 ms
+ * look).  The count becomes what the application can read next (FIONREAD's
+ * answer), and a receive through the ring carries one too, as the
+ * kernel's would.  Whether TCP_INQ is on is learnt from the kernel's own
+ * message, from setsockopt, or once from getsockopt. */
+static void lp_rx_inq(lp_conn_t *c, shim_fd_t *f, int fd, struct msghdr *msg, size_t ctl0)
+{
+    struct cmsghdr *cm = NULL;
+    int v, k, ring = 0;
+
+    if (f->family == AF_UNIX || !msg->msg_control || ctl0 < CMSG_SPACE(sizeof(int)))
+        return;
+    if (msg->msg_controllen >= sizeof(struct cmsghdr))
+        for (cm = CMSG_FIRSTHDR(msg); cm; cm = CMSG_NXTHDR(msg, cm))
+            if (cm->cmsg_level == SOL_TCP && cm->cmsg_type == TCP_CM_INQ &&
+                cm->cmsg_len == CMSG_LEN(sizeof(int)))
+                break;
+    if (cm) {
+        c->inq = 2;
+        memcpy(&k, CMSG_DATA(cm), sizeof(k));   /* the kernel's queue after this read */
+    } else {
+        if (!c->inq) {
+            socklen_t l = sizeof(v);
+
+            v = 0;
+            c->inq = zc_real.getsockopt(fd, SOL_TCP, TCP_INQ, &v, &l) == 0 && v ? 2 : 1;
+        }
+        if (c->inq != 2 || msg->msg_controllen)
+            return;
+    }
+    if ((v = lp_rx_avail(c, fd, cm ? &k : NULL, &ring)) < 0)
+        return;
+    /* the kernel counts the FIN's sequence number once it is in (one more
+     * than the bytes left, so that a reader reads on to the end) */
+    if (ring && c->ch.base && v < INT32_MAX &&
+        (__atomic_load_n(&lp_side(c, !c->ch.side)->wr_eof, __ATOMIC_ACQUIRE) ||
+         local_ring_peer_state(&c->ch) == LOCAL_RING_PEER_GONE))
+        v++;
+    if (!cm) {
+        cm = (struct cmsghdr *)msg->msg_control;
+        cm->cmsg_len = CMSG_LEN(sizeof(int));
+        cm->cmsg_level = SOL_TCP;
+        cm->cmsg_type = TCP_CM_INQ;
+        msg->msg_controllen = CMSG_SPACE(sizeof(int));
+    }
+    memcpy(CMSG_DATA(cm), &v, sizeof(v));
+}
+
 ssize_t lp_recvmsg(shim_fd_t *f, int fd, struct msghdr *msg, int flags)
 {
     lp_conn_t *c = lp_conn(f);
@@ -698,5 +752,7 @@ again:
     do
         n = lp_rx_step(c, f, fd, &r);
     while (n == LP_CONTINUE);
+    if (n >= 0)
+        lp_rx_inq(c, f, fd, msg, r.ctl0);
     return n;
 }
