@@ -610,6 +610,7 @@ typedef struct shim_ep_ans {
     uint32_t events, rev, kevents;
     int fd, claimed, aux, kev;
     int recheck;                /* the path asked for another look (READY LIST) */
+    int quiet;                  /* edge-triggered, ready, reported already (ARM_NEXT) */
 } shim_ep_ans_t;
 
 /* Ask a's path (a->fd pinned here) with arming arm; wake: the arming look
@@ -666,6 +667,23 @@ static void shim_ep_ask(shim_ep_ans_t *a, int arm, int wake, shim_ready_ask_t *a
     shim_fd_unpin(&pin);
 }
 
+/* An answer found ready and reported already (edge-triggered): the path
+ * arms its wake-up for the next change (SHIM_READY_ARM_NEXT). */
+static void shim_ep_arm_next(shim_ep_ans_t *a, shim_ready_ask_t *ask)
+{
+    uint32_t want = a->events & ~(uint32_t)SHIM_EP_KERNEL_KEEP;
+    shim_pin_t pin;
+
+    if (!shim_fd_pin(a->fd, &pin))
+        return;
+    if (ask)
+        ask->wake_listening = a->aux >= 0;
+    (void)pin.f.path->ops->revents(&pin.f, a->fd, (short)want, -1, SHIM_READY_ARM_NEXT, ask);
+    if (ask)
+        ask->wake_listening = 0;
+    shim_fd_unpin(&pin);
+}
+
 /* Apply a's answer to its registration (lock held): the events to report
  * at index idx of the wait's events, 0 for none.  A registration this wait
  * reported already (its look found it ready, then the kernel reported it
@@ -699,8 +717,10 @@ static uint32_t shim_ep_apply(shim_ep_ans_t *a, uint64_t wait, int idx, int *mer
         return 0;
     }
     if (g->events & EPOLLET) {
-        if (a->kev <= 0 && a->change == g->change)
-            return 0;       /* nothing new since the last report */
+        if (a->kev <= 0 && a->change == g->change) {
+            a->quiet = 1;   /* nothing new since the last report */
+            return 0;
+        }
         g->change = a->change;
     }
     if (g->events & EPOLLONESHOT)
@@ -720,6 +740,7 @@ static void shim_ep_snap(shim_ep_ans_t *a, shim_ep_reg_t *g, int kev)
     a->kev = kev;
     a->change = 0;
     a->recheck = 1;
+    a->quiet = 0;
 }
 
 /* --- translating what the kernel reported -------------------------------------- */
@@ -944,6 +965,12 @@ static int shim_ep_look(int epfd, struct epoll_event *evs, int out, int max, int
         }
     }
     shim_ep_unlock();
+    /* Edge-triggered registrations ready but reported already: the wait
+     * may sleep, and their next change must wake it (the kernel's edge
+     * comes with every new packet) */
+    for (i = 0; arm == SHIM_READY_ARM && !out && i < n; i++)
+        if (a[i].quiet)
+            shim_ep_arm_next(&a[i], ask);
     shim_ep_snap_free(a, size);
     return out;
 }

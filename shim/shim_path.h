@@ -52,6 +52,11 @@ enum {
                              * (no sleep): a wake-up armed earlier for a waiter
                              * that cannot exist meanwhile may be withdrawn */
     SHIM_READY_SPUN = 3,    /* the spin is over: re-arm what SPIN withdrew */
+    SHIM_READY_ARM_NEXT = 4,    /* edge-triggered epoll: what ev has ready was
+                                 * reported already, and the waiter sleeps;
+                                 * arm the wake-up for the next change (new
+                                 * bytes), as the kernel's edge comes with
+                                 * every new packet.  The answer is not used */
 };
 
 typedef struct shim_path_ops {
@@ -86,7 +91,8 @@ typedef struct shim_path_ops {
      * arm SHIM_READY_ARM and nothing of ev ready, the path makes sure the
      * waiter will be woken through the kernel events it asked for (or says
      * in *ask when to look again); SHIM_READY_SPIN / SHIM_READY_SPUN bracket
-     * a spin (above).  kernel_events: what to ask the kernel socket for in
+     * a spin (above); SHIM_READY_ARM_NEXT (edge-triggered epoll, ev ready
+     * but reported already) arms the wake-up for what comes next.  kernel_events: what to ask the kernel socket for in
      * place of ev.  change: a counter that moves whenever revents may have
      * moved (edge-triggered epoll reports only after it moved). */
     short (*revents)(shim_fd_t *f, int fd, short ev, int kev, int arm, shim_ready_ask_t *ask);

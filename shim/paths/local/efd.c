@@ -86,6 +86,13 @@ static int lp_efd_kind(lp_conn_t *c, int listening)
  * eventfd kind when lp_efd_kind allows.  RX lock held. */
 int lp_rx_arm(lp_conn_t *c, int listening)
 {
+    return lp_rx_arm_ex(c, listening, 0);
+}
+
+int lp_rx_arm_ex(lp_conn_t *c, int listening, int next)
+{
+    int (*prepare)(local_ring_t *, int, int) = next ? local_ring_rx_wait_arm_next
+                                                    : local_ring_rx_wait_prepare_kind;
     int dir = lp_rxdir(c), kind = lp_efd_kind(c, listening), rc;
     uint32_t *w = local_ring_wait_word(&c->ch, dir, LOCAL_RING_ROLE_CONS);
     uint32_t cur = LOCAL_RING_WAIT_FUTEX;
@@ -98,7 +105,7 @@ int lp_rx_arm(lp_conn_t *c, int listening)
                                     __ATOMIC_SEQ_CST))
         LP_SYS(SYS_futex, w, FUTEX_WAKE, INT_MAX);
     lp_ring_others(c);
-    rc = local_ring_rx_wait_prepare_kind(&c->ch, dir, kind);
+    rc = prepare(&c->ch, dir, kind);
 
     if (rc != 1 || local_ring_rx_wait_kind(&c->ch, dir) != LOCAL_RING_WAIT_EVENTFD)
         return rc;
@@ -107,7 +114,7 @@ int lp_rx_arm(lp_conn_t *c, int listening)
         return rc;
     /* the peer retired its copy meanwhile: a doorbell byte from now on */
     local_ring_rx_wait_cancel(&c->ch, dir);
-    return local_ring_rx_wait_prepare_kind(&c->ch, dir, LOCAL_RING_WAIT_SOCKET);
+    return prepare(&c->ch, dir, LOCAL_RING_WAIT_SOCKET);
 }
 
 /* Reset our wake-up eventfd (its count would keep a poll from sleeping);

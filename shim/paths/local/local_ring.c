@@ -1042,7 +1042,21 @@ int local_ring_rx_wait_prepare(local_ring_t *ch, int dir)
     return local_ring_rx_wait_prepare_kind(ch, dir, LOCAL_RING_WAIT_SOCKET);
 }
 
+static int lr_rx_prepare(local_ring_t *ch, int dir, int kind, int next);
+
 int local_ring_rx_wait_prepare_kind(local_ring_t *ch, int dir, int kind)
+{
+    return lr_rx_prepare(ch, dir, kind, 0);
+}
+
+int local_ring_rx_wait_arm_next(local_ring_t *ch, int dir, int kind)
+{
+    return lr_rx_prepare(ch, dir, kind, 1);
+}
+
+/* next: stay announced with data already there (the producer's next write
+ * wakes this waiter: an edge-triggered wait that reported those bytes). */
+static int lr_rx_prepare(local_ring_t *ch, int dir, int kind, int next)
 {
     local_ring_snap_t s;
     uint32_t *w, prev, mine;
@@ -1081,7 +1095,7 @@ int local_ring_rx_wait_prepare_kind(local_ring_t *ch, int dir, int kind)
     if (rc)
         return rc;
     ch->armed[dir][LOCAL_RING_ROLE_CONS] = 1;
-    if (s.head != s.tail) {
+    if (s.head != s.tail && !next) {
         /* Data already: withdraw our part only.  An announcement that stood
          * before ours (another thread's or holder's poll/epoll wait, which
          * looked before this data came and sleeps) goes back as it was: the

@@ -388,6 +388,10 @@ int local_ring_rx_wait_prepare(local_ring_t *ch, int dir);
  * stored only into an empty word, otherwise the standing kind stays (and
  * local_ring_rx_wait_kind() says which). */
 int local_ring_rx_wait_prepare_kind(local_ring_t *ch, int dir, int kind);
+/* The same, but the announcement stays when the ring has data already (1):
+ * the producer's next write wakes the waiter (an edge-triggered epoll
+ * waiter that reported the bytes there). */
+int local_ring_rx_wait_arm_next(local_ring_t *ch, int dir, int kind);
 int local_ring_tx_wait_prepare_kind(local_ring_t *ch, int dir, size_t want, int kind);
 
 /* The shared word a side of direction dir waits on (role LOCAL_RING_ROLE_*):

@@ -335,6 +335,8 @@ static inline void lp_ring_others(lp_conn_t *c)
 
 /* efd.c: wake-up eventfds for poll/epoll waiters */
 int lp_rx_arm(lp_conn_t *c, int listening);
+/* next: announced even with bytes in the ring (SHIM_READY_ARM_NEXT). */
+int lp_rx_arm_ex(lp_conn_t *c, int listening, int next);
 int lp_wake_fd(shim_fd_t *f, int fd, int unusable);
 void lp_efd_offered(lp_conn_t *c);
 int lp_efd_reset(lp_conn_t *c);

@@ -129,12 +129,33 @@ static void lp_spin_arm(lp_conn_t *c, int arm, int empty)
         lp_rx_arm(c, c->efd >= 0);                  /* withdraws itself if bytes came */
 }
 
+/* SHIM_READY_ARM_NEXT: an edge-triggered waiter that reported the bytes in
+ * the ring sleeps on; the kernel would give it an edge at the next packet,
+ * so the peer's next write must wake it (announced with data there).
+ * Without it, a reader that stops short of EAGAIN (gRPC, trusting
+ * TCP_CM_INQ or FIONREAD) while another thread's wait had looked at the
+ * bytes before it read them was never woken for the next ones. */
+static void lp_arm_next(lp_conn_t *c, short ev, shim_ready_ask_t *ask)
+{
+    if (!(ev & (POLLIN | POLLRDNORM)) || c->state != LP_PAIRED || !c->rx_ring || !c->ch.base)
+        return;
+    lp_lock(c, LP_RX);
+    if (c->rx_ring && !c->rx_plain && !lp_rv(c))
+        lp_rx_arm_ex(c, ask && ask->wake_listening, 1);
+    lp_unlock(c, LP_RX);
+}
+
 short lp_revents(shim_fd_t *f, int fd, short ev, int kev, int arm, shim_ready_ask_t *ask)
 {
     lp_conn_t *c = lp_conn(f);
     short rev = 0, ein = ev & (POLLIN | POLLRDNORM), eout = ev & (POLLOUT | POLLWRNORM);
     int64_t rd, wr;
     int rc = 0;
+
+    if (arm == SHIM_READY_ARM_NEXT) {
+        lp_arm_next(c, ev, ask);
+        return 0;
+    }
 
     lp_ring_others(c);
     if (ask)                    /* (spinning over a paired one may pay) */
