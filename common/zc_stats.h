@@ -81,7 +81,8 @@
       "forked sibling's), dropped instead of reaching the application")                \
     X(READY_NET_RESCUES, "ready.net_rescues", "readiness waits the safety net "          \
       "ended (a sleep over a path's descriptors lasts at most 100 ms) whose next look "   \
-      "found one ready: a wake-up that never came, 100 ms late instead of the timeout")   \
+      "found one to report: a wake-up that never came, 100 ms late instead of the "      \
+      "timeout, or (edge-triggered EPOLLOUT) a change no send waited for")              \
     X(READY_EP_LOOKS, "ready.ep_looks", "registrations of claimed descriptors "       \
       "an epoll wait asked their path about (all of a small set, the ready list of "  \
       "a large one: ZCSOCK_EPOLL_SCAN_MAX)")                                           \
