@@ -262,13 +262,15 @@ int lp_rx_avail(lp_conn_t *c, int fd, const int *kernel, int *ring)
     int k = 0;
 
     lp_lock(c, LP_RX);
-    if (c->rx_plain) {
+    if (c->rx_plain || !c->rx_ring) {   /* the kernel's queue counts */
         if (kernel)
             k = *kernel;
         else if (zc_real.ioctl(fd, FIONREAD, &k) < 0) {
             lp_unlock(c, LP_RX);
             return -1;
         }
+    }
+    if (c->rx_plain) {
         rd = (int64_t)k + c->pb_len - c->pb_off;
         lp_unlock(c, LP_RX);
         return rd > INT32_MAX ? INT32_MAX : (int)rd;
@@ -276,12 +278,6 @@ int lp_rx_avail(lp_conn_t *c, int fd, const int *kernel, int *ring)
     sw = c->ch.base ? local_pair_switch_get(&c->ch, lp_rxdir(c)) : LOCAL_PAIR_SWITCH_UNSET;
     if (!c->rx_ring) {
         /* Kernel bytes before the switch point are data, the rest doorbells. */
-        if (kernel)
-            k = *kernel;
-        else if (zc_real.ioctl(fd, FIONREAD, &k) < 0) {
-            lp_unlock(c, LP_RX);
-            return -1;
-        }
         if (sw != LOCAL_PAIR_SWITCH_UNSET && sw != LOCAL_PAIR_SWITCH_NEVER &&
             (uint64_t)k > sw - c->rx_kernel)
             k = (int)(sw - c->rx_kernel);
