@@ -58,7 +58,8 @@ static const zc_rule_t zc_rules[] = {
       "(local.mailbox.refused = $(local.mailbox.refused), local.mailbox.evicted = "
       "$(local.mailbox.evicted)): hand-overs still work (evicted ones go back to the kernel, "
       "local.mailbox.handed_back = $(local.mailbox.handed_back)), but look for a process of "
-      "this user, or another user, flooding \\0zcsock/v1/M/<pid> (ss -xp)." },
+      "this user flooding the mailbox (ss -xp: <private dir>/mbox/<pid>, or "
+      "\\0zcsock/v1/M/<pid> where there is no private directory, which anyone can reach)." },
 };
 
 /* The sum of the counters named in keys ('+'-separated, len bytes). */

@@ -531,7 +531,7 @@ def c_closed_peer(c):
     c.sendall(struct.pack("I", CLOSED_N) + pattern(41, CLOSED_N))
     c.close()
     open(m, "w").close()
-    if os.environ.get("T_MODE") == "both" and os.environ.get("T_SQUAT_SELF"):
+    if os.environ.get("T_MODE") == "both" and squat_takes(os.environ.get("T_SQUAT_SELF")):
         # the server's mailbox name was someone else's: nothing posted there
         check(zc_stat("local.lingered") == 0, "a lingering socket went to a squatter")
     elif os.environ.get("T_MODE") == "both" and not os.environ.get("T_RACE"):
@@ -938,12 +938,49 @@ def s_scm_plain(c):
     s_handback_common(c, give)
 
 
+def private_dir(make=False):
+    """The library's private directory (common/zc_live.h, zc_live_dir):
+    $XDG_RUNTIME_DIR/zcsock, /run/user/UID/zcsock or /tmp/zcsock-UID."""
+    def ok(p):
+        try:
+            st = os.lstat(p)
+        except OSError:
+            return False
+        return stat_mod.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid() and \
+            not st.st_mode & 0o77
+    x = os.environ.get("XDG_RUNTIME_DIR", "")
+    if x.startswith("/") and ok(x):
+        d = x + "/zcsock"
+    elif ok("/run/user/%d" % os.geteuid()):
+        d = "/run/user/%d/zcsock" % os.geteuid()
+    else:
+        d = "/tmp/zcsock-%d" % os.geteuid()
+    if make:
+        for p in (d, d + "/mbox"):
+            try:
+                os.mkdir(p, 0o700)
+            except FileExistsError:
+                pass
+    return d
+
+
+def squat_takes(who):
+    """Does a squatter of kind who (T_SQUAT, T_SQUAT_SELF) take a mailbox
+    name?  Only a same-user one: the name is in this user's private
+    directory, closed to everyone else."""
+    return who == "same"
+
+
 def mailbox_squatter(pid, who):
     """T_SQUAT=other (another user) or same (this user, not the receiver):
-    bind the receiver's mailbox name before the hand-over and report whether
-    anything came.  Returns a function giving what it received, or None."""
+    bind the receiver's mailbox name before the hand-over, in the private
+    directory (which must be denied to another user) and the public
+    fallback name, and report whether anything came.  Returns a function
+    giving what it received (b"BOUND" when another user could bind in the
+    private directory), or None."""
     if not who:
         return None
+    private = private_dir(make=True) + "/mbox/%d" % pid
     r, w = os.pipe()
     child = os.fork()
     if child == 0:
@@ -952,20 +989,38 @@ def mailbox_squatter(pid, who):
             if who == "other":
                 os.setgid(65534)
                 os.setuid(65534)
-            ls = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-            ls.bind(b"\0zcsock/v1/M/%d" % pid)
-            ls.listen(8)
-            os.write(w, b"R")
-            ls.settimeout(3)
             got = b""
-            try:
-                while True:
-                    a, _ = ls.accept()
-                    msg, fds, _, _ = socket.recv_fds(a, 256, 4)
+            lss = []
+            for name in (private, b"\0zcsock/v1/M/%d" % pid):
+                ls = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+                try:
+                    ls.bind(name)
+                except PermissionError:
+                    ls.close()
+                    continue
+                if who == "other" and name == private:
+                    got += b"BOUND in the private directory;"
+                ls.listen(8)
+                ls.setblocking(False)
+                lss.append(ls)
+            os.write(w, b"R")
+            end = time.time() + 3
+            while time.time() < end:
+                for ls in lss:
+                    try:
+                        a, _ = ls.accept()
+                    except (BlockingIOError, OSError):
+                        continue
+                    a.settimeout(1)
+                    try:
+                        msg, fds, _, _ = socket.recv_fds(a, 256, 4)
+                    except OSError:
+                        continue
                     if msg or fds:      # a connection that brings nothing is no leak
                         got += msg + b"+%d fds;" % len(fds)
-            except (socket.timeout, OSError):
-                pass
+                time.sleep(0.01)
+            if who == "same" and os.path.exists(private):
+                os.unlink(private)      # (the receiver is gone or declined)
             os.write(w, got)
         finally:
             os._exit(0)

@@ -29,12 +29,17 @@ Before each of three connections an attacker acts on the worker's mailbox:
            closed it, blocking the worker's receive for the 30 s
 
 The attacker is another user (nobody) with "other", this user with "same".
+The mailbox is in the user's private directory: another user's every
+attempt must be denied (EACCES) and nothing of it reach the worker.  With
+"-public" (other-public, same-public) the private directory is made
+unusable, so the library falls back to the public abstract name, which
+the attacker reaches: the checks above must hold there too.
 Every echo must be exact, each connection must be over within 5 s, the
 worker must have taken every channel over (local.inherited == 3: the
 records were found), and, for linger, the attacker's socket must have been
 dropped without the wait (local.mailbox.foreign_fds).
 
-    lp_mailbox.py flood|records|late|linger other|same  (ZC_LIB: the library)
+    lp_mailbox.py flood|records|late|linger other|same[-public]  (ZC_LIB: the library)
 Exit 0 pass, 1 fail, 77 skip (late without strace)."""
 import array
 import os
@@ -43,6 +48,7 @@ import socket
 import struct
 import subprocess
 import sys
+import tempfile
 import time
 
 ROUNDS = 3
@@ -151,21 +157,50 @@ def fail(msg):
 
 
 def mbox_addr(pid):
-    return b"\0zcsock/v1/M/%d" % pid
+    """pid's mailbox as /proc/net/unix lists it (visible to every user): in
+    its user's private directory (<dir>/mbox/<pid>), or the public
+    \\0zcsock/v1/M/<pid> where it has none; None while not bound."""
+    with open("/proc/net/unix") as f:
+        for line in f:
+            parts = line.split()
+            if len(parts) < 8:
+                continue
+            if parts[7].endswith("/mbox/%d" % pid):
+                return parts[7]
+            if parts[7] == "@zcsock/v1/M/%d" % pid:
+                return b"\0" + parts[7][1:].encode()
+    return None
 
 
 def mbox_connect(pid, secs=3):
+    """A connection to pid's mailbox; PermissionError at once when its name
+    is in a directory closed to us (another user's)."""
     end = time.time() + secs
     while True:
         s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
-            s.connect(mbox_addr(pid))
+            a = mbox_addr(pid)
+            if a is None:
+                raise FileNotFoundError("no mailbox of %d listed yet" % pid)
+            s.connect(a)
             return s
+        except PermissionError:
+            s.close()
+            raise
         except OSError:
             s.close()
             if time.time() > end:
                 raise
             time.sleep(0.01)
+
+
+def public_env(env):
+    """env with the private directory made unusable (XDG_RUNTIME_DIR whose
+    zcsock is a plain file): the library falls back to the public mailbox
+    name, and says so."""
+    d = tempfile.mkdtemp()
+    open(os.path.join(d, "zcsock"), "w").close()
+    return dict(env, XDG_RUNTIME_DIR=d)
 
 
 def post_record(pid):
@@ -229,7 +264,11 @@ def attacker_main(kind, who, pid, rounds):
     for _ in range(rounds):
         if not sys.stdin.readline():
             break
-        attack(kind, pid, keep)
+        try:
+            attack(kind, pid, keep)
+        except PermissionError:
+            print("denied", flush=True)     # the mailbox is closed to us
+            continue
         print("ok", flush=True)
         if kind == "late":
             sys.stdin.readline()
@@ -247,7 +286,76 @@ def attacker_main(kind, who, pid, rounds):
     sys.stdin.readline()            # the test is over
 
 
+def sweep_main():
+    """Case mailbox_sweep: mailbox files of processes that are gone go when
+    the next process binds its own, unless someone still listens there (a
+    child holding a dead parent's listener); a stale file of one's own pid
+    (an earlier image's) is taken over, a live squatter's is not."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from lp_handback import private_dir
+    d = private_dir(make=True) + "/mbox"
+
+    def dead_pid():
+        k = os.fork()
+        if k == 0:
+            os._exit(0)
+        os.waitpid(k, 0)
+        return k
+
+    def bind(name, listen):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        s.bind(name)
+        if listen:
+            s.listen(1)
+        return s
+    gone, held = "%s/%d" % (d, dead_pid()), "%s/%d" % (d, dead_pid())
+    bind(gone, False).close()           # the file stays, no one listens
+    keep = bind(held, True)             # still listened on
+    env = dict(os.environ, LD_PRELOAD=os.environ["ZC_LIB"])
+    prog = ("import os, socket, sys; a, b = socket.socketpair(); "
+            "print(os.getpid(), flush=True); sys.stdin.readline()")
+    p = subprocess.Popen([sys.executable, "-c", prog], env=env, stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, text=True)
+    pid = int(p.stdout.readline())
+    mine = "%s/%d" % (d, pid)
+    listed = mbox_addr(pid)
+    p.stdin.close()
+    p.wait(timeout=10)
+    ok = True
+    for cond, msg in ((not os.path.exists(gone), "a dead process's mailbox file stayed"),
+                      (os.path.exists(held), "a mailbox file still listened on was removed"),
+                      (listed == mine, "the process's mailbox is %r, not %r" % (listed, mine))):
+        if not cond:
+            ok = False
+            print("FAIL: " + msg, flush=True)
+    keep.close()
+    os.unlink(held)
+    # an earlier image's file of the same pid (no listener) is taken over:
+    # a process that binds, then execs itself under the library
+    prog = ("import os, socket, sys\n"
+            "a, b = socket.socketpair()\n"
+            "if len(sys.argv) < 2: os.execv(sys.executable, [sys.executable, '-c', "
+            "sys.argv[0] if False else open('/proc/self/cmdline').read().split('\\0')[2], 'again'])\n"
+            "print(os.getpid(), flush=True); sys.stdin.readline()\n")
+    p = subprocess.Popen([sys.executable, "-c", prog], env=env, stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, text=True)
+    pid = int(p.stdout.readline())
+    listed = mbox_addr(pid)
+    p.stdin.close()
+    p.wait(timeout=10)
+    if listed != "%s/%d" % (d, pid):
+        ok = False
+        print("FAIL: after exec the mailbox is %r (the earlier image's file not taken over)"
+              % listed, flush=True)
+    if not ok:
+        sys.exit(1)
+    print("ok mailbox_sweep")
+
+
 def main():
+    if len(sys.argv) > 1 and sys.argv[1] == "sweep":
+        sweep_main()
+        return
     if len(sys.argv) > 1 and sys.argv[1] == "worker":
         exec(WORKER, {"__name__": "worker"})
         return
@@ -255,8 +363,14 @@ def main():
         attacker_main(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]))
         return
     kind, who = sys.argv[1], sys.argv[2]
+    public = who.endswith("-public")
+    who = who.split("-")[0]
     lib = os.environ["ZC_LIB"]
     env = dict(os.environ, LD_PRELOAD=lib)
+    if public:
+        env = public_env(env)
+    # another user cannot reach a mailbox in the private directory at all
+    denied = who == "other" and not public
     plain = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
     wrap = []
     if kind == "late" and not shutil.which("strace"):
@@ -281,8 +395,10 @@ def main():
         for r in range(ROUNDS):
             att.stdin.write("go\n")
             att.stdin.flush()
-            if att.stdout.readline().strip() != "ok":
-                fail("the attacker failed (round %d)" % r)
+            said = att.stdout.readline().strip()
+            if said != ("denied" if denied else "ok"):
+                fail("the attacker said %r (round %d), not %r" % (said, r,
+                     "denied" if denied else "ok"))
             t0 = time.time()
             c = subprocess.Popen([sys.executable, "-c", CLIENT, port], env=env,
                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -322,11 +438,14 @@ def main():
         fail("the worker took over %s of %d channels" % (st["inherited"], ROUNDS))
     if kind == "late" and int(st["refused"]) > 0:
         fail("a record sent after the worker's first look was refused (%s)" % st["refused"])
-    if kind == "linger" and int(st["foreign"]) < ROUNDS:
+    if denied and (int(st["foreign"]) or int(st["refused"])):
+        fail("another user reached the private mailbox (%s)" % out.strip())
+    if kind == "linger" and not denied and int(st["foreign"]) < ROUNDS:
         fail("the attacker's sockets were not dropped as foreign (%s)" % st["foreign"])
     if not ok:
         sys.exit(1)
-    print("ok mailbox %s %s" % (kind, who))
+    print("ok mailbox %s %s%s" % (kind, who, " (public name)" if public else
+                                  " (denied)" if denied else ""))
 
 
 if __name__ == "__main__":

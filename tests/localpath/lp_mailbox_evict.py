@@ -17,11 +17,15 @@ B's client never got its echo.  Now the eviction hands B's connection back
 to the kernel (local.mailbox.handed_back), and B's socket, when the worker
 reads it, is the plain socket it is: every echo exact.
 
-"other": the attacker is another user (nobody): its records are refused,
-nothing is evicted, and the worker takes all four channels over; the
-worker's exit report (and no other) advises mailbox_flood.
+"other": the attacker is another user (nobody): the mailbox, in this
+user's private directory, is closed to it (every post denied), nothing is
+evicted, and the worker takes all four channels over.
+"other-public": the same with the private directory made unusable, so the
+mailbox has its public fallback name: the other user's records reach it
+and are refused, nothing is evicted, the worker takes all four channels
+over, and its exit report (and no other) advises mailbox_flood.
 
-    lp_mailbox_evict.py same|other   (ZC_LIB: the library)
+    lp_mailbox_evict.py same|other|other-public   (ZC_LIB: the library)
 Exit 0 pass, 1 fail."""
 import glob
 import os
@@ -31,7 +35,7 @@ import sys
 import tempfile
 import time
 
-from lp_mailbox import CLIENT, WORKER_HELPERS, post_record
+from lp_mailbox import CLIENT, WORKER_HELPERS, post_record, public_env
 
 FLOOD = 40          # records per attack, each from its own process
 
@@ -116,11 +120,14 @@ def attacker(who, pid):
             try:
                 post_record(pid)        # its socket stays open in flight, then goes
                 os._exit(0)
+            except PermissionError:
+                os._exit(2)             # the mailbox is closed to us
             except Exception:
                 os._exit(1)
         kids.append(k)
-    bad = sum(os.waitpid(k, 0)[1] != 0 for k in kids)
-    sys.exit(1 if bad else 0)
+    codes = [os.WEXITSTATUS(os.waitpid(k, 0)[1]) for k in kids]
+    # all reached the mailbox (0), or all were denied (2)
+    sys.exit(codes[0] if codes[0] in (0, 2) and len(set(codes)) == 1 else 1)
 
 
 def main():
@@ -131,12 +138,17 @@ def main():
         attacker(sys.argv[2], int(sys.argv[3]))
         return
     who = sys.argv[1]
+    public = who.endswith("-public")
+    who = who.split("-")[0]
+    denied = who == "other" and not public
     lib = os.environ["ZC_LIB"]
     logs = tempfile.mkdtemp()
     # every process's exit report: the worker's must advise mailbox_flood
     # exactly when another user's 80 records were refused
     env = dict(os.environ, LD_PRELOAD=lib, ZCSOCK_STATS="1",
                ZCSOCK_LOG_FILE=os.path.join(logs, "stats.%p"))
+    if public:
+        env = public_env(env)
     plain = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
     d = subprocess.Popen([sys.executable, "-c", DISPATCHER, os.path.abspath(__file__)],
                          env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
@@ -148,8 +160,9 @@ def main():
             if i in (1, 2):
                 rc = subprocess.run([sys.executable, os.path.abspath(__file__), "attacker",
                                      who, wpid], env=plain, timeout=60).returncode
-                if rc != 0:
-                    fail("the attacker failed")
+                if rc != (2 if denied else 0):
+                    fail("the attacker %s (exit %d)" % (
+                        "reached the private mailbox" if denied and rc == 0 else "failed", rc))
             clients.append(subprocess.Popen([sys.executable, "-c", CLIENT, port, "15"], env=env,
                                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                             text=True))
@@ -192,6 +205,11 @@ def main():
             fail("B's record was not evicted and handed back (%s): the case tested nothing" % st)
         if st["inherited"] != 3:
             fail("the worker took over %d channels, not 3 (all but B's)" % st["inherited"])
+    elif denied:
+        if st["evicted"] or st["refused"]:
+            fail("another user's records reached the private mailbox (%s)" % st)
+        if st["inherited"] != 4:
+            fail("the worker took over %d of 4 channels" % st["inherited"])
     else:
         if st["evicted"] or st["refused"] < 2 * FLOOD:
             fail("another user's records were kept (%s)" % st)
@@ -200,13 +218,13 @@ def main():
     advised = [f for f in glob.glob(os.path.join(logs, "stats.*"))
                if "# advice [mailbox_flood]" in open(f).read()]
     shutil.rmtree(logs, ignore_errors=True)
-    if who == "other" and len(advised) != 1:
+    if who == "other" and public and len(advised) != 1:
         fail("%d exit reports advise mailbox_flood, not the worker's alone" % len(advised))
-    if who == "same" and advised:
+    if (who == "same" or denied) and advised:
         fail("mailbox_flood advised below its threshold (%d reports)" % len(advised))
     if not ok:
         sys.exit(1)
-    print("ok mailbox_evict %s" % who)
+    print("ok mailbox_evict %s%s" % (who, " (public name)" if public else ""))
 
 
 if __name__ == "__main__":

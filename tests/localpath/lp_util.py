@@ -8,6 +8,7 @@ import random
 import select
 import signal
 import socket
+import stat as stat_mod
 import struct
 import subprocess
 import sys

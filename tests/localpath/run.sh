@@ -126,16 +126,23 @@ t_run peer_words "$T" $PY tests/localpath/lp_peer_words.py
 # mailbox of a worker that receives paired sockets over SCM_RIGHTS, posts
 # records never claimed, posts late, or passes a socket whose close would
 # linger: every hand-over is still taken over at once (lp_mailbox.py;
-# issue 30, items 1 and 2)
-for c in flood/other flood/same records/same late/same linger/other linger/same; do
+# issue 30, items 1 and 2).  The mailbox is in the user's private
+# directory: another user is denied outright; "-public": the directory
+# made unusable, the public fallback name holds against the same attacks
+for c in flood/other flood/same records/same late/same linger/other linger/same \
+         flood/other-public linger/other-public records/same-public; do
   t_run "mailbox_$c" "$T" $PY tests/localpath/lp_mailbox.py "${c%/*}" "${c#*/}"
 done
+# mailbox files: a dead process's goes when the next binds its own, one
+# still listened on stays, an earlier image's (exec) is taken over
+t_run mailbox_sweep "$T" $PY tests/localpath/lp_mailbox.py sweep
 # trust: records from 80 processes of a same-user flooder evict the record
 # of a socket still on its way: its connection is handed back to the kernel
 # and the socket, when it comes, reads right as a plain one (an earlier
-# library read the doorbell 0x00 as data); another user's records are
-# refused and evict nothing (lp_mailbox_evict.py)
-for w in same other; do
+# library read the doorbell 0x00 as data); another user cannot reach the
+# mailbox, and at its public fallback name its records are refused and
+# evict nothing (lp_mailbox_evict.py)
+for w in same other other-public; do
   t_run "mailbox_evict/$w" "$T" $PY tests/localpath/lp_mailbox_evict.py "$w"
 done
 # trust: a connection's announcement name bound by another user / a
@@ -209,8 +216,9 @@ for c in closed_exec closed_fdopen closed_read closed_write; do
   t_run "$c/self" "$T" $PY $TL run "$c" self tcp
 done
 # trust: the reader's mailbox name squatted (another user, a same-user process
-# that is not the reader) before it paired: it does not pair (declined
-# mailbox), the squatter gets nothing, and every byte arrives, also through
+# that is not the reader) before it paired: another user cannot take it (the
+# private directory) and the reader pairs; a same-user squatter makes it not
+# pair (declined mailbox); the squatter gets nothing, and every byte arrives, also through
 # an exec of a program without the library after the peer closed (which
 # lost them when the connection paired without a mailbox: issue 30, item 3)
 for c in closed_read closed_exec; do

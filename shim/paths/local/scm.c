@@ -2,7 +2,11 @@
  * process keeps its channel.
  *
  * Every process that makes an AF_UNIX socket binds a mailbox, a SOCK_SEQPACKET
- * listener named "\0zcsock/v1/M/<pid>" (vanishes with the process).  A sender
+ * listener at <private directory>/mbox/<pid>: the directory of the live
+ * statistics (zc_live_dir: 0700, this user's, refused when anyone else made
+ * it), so another user can neither reach nor take the name.  Where that
+ * directory cannot be had, the name is the abstract "\0zcsock/v1/M/<pid>",
+ * anyone's to connect to or bind first (said once).  A sender
  * whose SCM_RIGHTS message carries paired sockets first posts, for each, one
  * record {magic, socket cookie, connection state} plus the channel memfd to
  * the mailbox of the process at the other end of its AF_UNIX socket
@@ -23,10 +27,12 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include "lp_int.h"
+#include "zc_live.h"
 
 #define LP_MBOX_MAGIC 0x31786f624d637a5aULL   /* "ZczMbox1" */
 #define LP_LINGER_MAGIC 0x31676e694c637a5aULL /* "ZczLing1" */
@@ -74,6 +80,7 @@ static struct {
     uint64_t linger_ino[LP_LINGER_KEPT];
     int linger_sock[LP_LINGER_KEPT];
     int squat_told;     /* the notice that our name is taken was given */
+    int public_told;    /* the notice that our name is the public one */
 } mbox = { .fd = -1, .parent_fd = -1 };
 
 typedef struct lp_mbox_want lp_mbox_want_t;
@@ -85,6 +92,7 @@ typedef struct lp_mbox_msg {
     path_local_handover_t h;
 } lp_mbox_msg_t;
 
+/* pid's mailbox at its abstract name (the fallback: public). */
 static socklen_t lp_mbox_addr(int pid, struct sockaddr_un *a)
 {
     int n;
@@ -93,6 +101,157 @@ static socklen_t lp_mbox_addr(int pid, struct sockaddr_un *a)
     a->sun_family = AF_UNIX;
     n = (int)zc_fmt(a->sun_path + 1, sizeof(a->sun_path) - 1, "zcsock/v1/M/%d", pid);
     return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n);
+}
+
+/* pid's mailbox in this user's private directory: <dir>/mbox/<pid>; 0 when
+ * there is none to be had (make: create the directories when missing). */
+static socklen_t lp_mbox_path(int pid, struct sockaddr_un *a, int make)
+{
+    char dir[sizeof(a->sun_path)];
+    size_t n;
+
+    if (zc_live_dir(dir, sizeof(dir), make))
+        return 0;
+    n = strlen(dir);
+    if (n + sizeof("/mbox/4194304") > sizeof(dir))
+        return 0;
+    memcpy(dir + n, "/mbox", sizeof("/mbox"));
+    if (make && mkdir(dir, 0700) && errno != EEXIST)
+        return 0;
+    if (!zc_live_dir_ok(dir))
+        return 0;
+    memset(a, 0, sizeof(*a));
+    a->sun_family = AF_UNIX;
+    n = zc_fmt(a->sun_path, sizeof(a->sun_path), "%s/%d", dir, pid);
+    return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n + 1);
+}
+
+/* Connect s (SOCK_SEQPACKET, non-blocking) to pid's mailbox: the private
+ * name, then the abstract one (the receiver's fallback).  0, or -errno. */
+static int lp_mbox_connect(int s, int pid)
+{
+    struct sockaddr_un a;
+    socklen_t len = lp_mbox_path(pid, &a, 0);
+    int rc = -ENOENT;
+
+    if (len && zc_real.connect(s, (struct sockaddr *)&a, len) == 0)
+        return 0;
+    if (len)
+        rc = -errno;
+    if (rc != -ENOENT && rc != -ECONNREFUSED)
+        return rc;
+    len = lp_mbox_addr(pid, &a);
+    return zc_real.connect(s, (struct sockaddr *)&a, len) == 0 ? 0 : -errno;
+}
+
+/* Is the mailbox file at a free to take: no one listens there, or only an
+ * earlier image of this very pid (exec), or a child of it holding that
+ * image's listener?  Anything else there is a same-user squatter. */
+static int lp_mbox_stale(const struct sockaddr_un *a, socklen_t len, int pid)
+{
+    int s = zc_real.socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0), free = 0;
+    struct ucred cred;
+    socklen_t cl = sizeof(cred);
+
+    if (s < 0)
+        return 0;
+    if (zc_real.connect(s, (const struct sockaddr *)a, len) < 0)
+        free = errno == ECONNREFUSED;
+    else
+        free = !zc_real.getsockopt(s, SOL_SOCKET, SO_PEERCRED, &cred, &cl) &&
+               cred.pid == pid && cred.uid == geteuid();
+    zc_real.close(s);
+    return free;
+}
+
+/* Mailbox files of processes that are gone (killed, or exec'd a program
+ * without the library), unless a child of theirs still listens there: at
+ * most 64 looked at, when a process binds its own. */
+static void lp_mbox_sweep(const struct sockaddr_un *mine)
+{
+    char dir[sizeof(mine->sun_path)], buf[2048];
+    struct sockaddr_un a;
+    char *slash;
+    long n, off;
+    int fd, looked = 0;
+
+    memcpy(dir, mine->sun_path, sizeof(dir));
+    slash = strrchr(dir, '/');
+    if (!slash)
+        return;
+    *slash = 0;
+    fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    n = syscall(SYS_getdents64, fd, buf, sizeof(buf));
+    for (off = 0; n > 0 && off < n && looked < 64;) {
+        struct { uint64_t ino; int64_t off; unsigned short reclen; unsigned char type;
+                 char name[]; } *d = (void *)(buf + off);
+        const char *p = d->name;
+        long pid = 0;
+
+        if (!d->reclen)
+            break;
+        off += d->reclen;
+        for (; *p >= '0' && *p <= '9' && pid < (1L << 31); p++)
+            pid = pid * 10 + (*p - '0');
+        if (!pid || *p)
+            continue;
+        looked++;
+        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+            continue;
+        memset(&a, 0, sizeof(a));
+        a.sun_family = AF_UNIX;
+        zc_fmt(a.sun_path, sizeof(a.sun_path), "%s/%s", dir, d->name);
+        if (lp_mbox_stale(&a, (socklen_t)sizeof(a), (int)pid))
+            unlinkat(fd, d->name, 0);
+    }
+    close(fd);
+}
+
+/* Bind and listen on pid's mailbox: the private name (a stale file there is
+ * taken over), else the abstract one.  The listener, or -1 (*squat: the
+ * name is someone else's). */
+static int lp_mbox_bind(int pid, int *squat, char *name, size_t namesz)
+{
+    struct sockaddr_un a;
+    socklen_t len = lp_mbox_path(pid, &a, 1);
+    int s = zc_real.socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+
+    *squat = 0;
+    if (s < 0)
+        return -1;
+    if (len) {
+        int rc = zc_real.bind(s, (struct sockaddr *)&a, len);
+
+        zc_fmt(name, namesz, "%s", a.sun_path);
+        if (rc < 0 && errno == EADDRINUSE && lp_mbox_stale(&a, len, pid) && !unlink(a.sun_path))
+            rc = zc_real.bind(s, (struct sockaddr *)&a, len);
+        if (rc == 0 && zc_real.listen(s, 64) == 0) {
+            lp_mbox_sweep(&a);
+            return s;
+        }
+        if (rc == 0 || errno == EADDRINUSE) {
+            /* taken by a same-user process (the directory is ours) */
+            *squat = rc < 0;
+            zc_real.close(s);
+            return -1;
+        }
+        /* (a full file system, ...): the public name then */
+    }
+    if (!mbox.public_told) {
+        mbox.public_told = 1;
+        zc_log(ZC_LOG_NOTICE, "local path: no private directory for this process's mailbox "
+               "(see zcsock stat): its name is the public \\0zcsock/v1/M/%d, which other "
+               "users can reach", pid);
+    }
+    len = lp_mbox_addr(pid, &a);
+    zc_fmt(name, namesz, "\\0zcsock/v1/M/%d", pid);
+    if (zc_real.bind(s, (struct sockaddr *)&a, len) == 0 && zc_real.listen(s, 64) == 0)
+        return s;
+    *squat = errno == EADDRINUSE;
+    zc_real.close(s);
+    return -1;
 }
 
 /* Held for a look into the mailbox (up to LP_MBOX_WANT_MS when an outsider
@@ -116,9 +275,8 @@ static void lp_mbox_unlock(void)
 
 void path_local_mbox_ensure(void)
 {
-    struct sockaddr_un a;
-    socklen_t len;
-    int pid = (int)getpid(), s, saved = errno;
+    char name[sizeof(((struct sockaddr_un *)0)->sun_path) + 8];
+    int pid = (int)getpid(), s, squat, saved = errno;
 
     if (!path_local_enabled() || __atomic_load_n(&mbox.pid, __ATOMIC_ACQUIRE) == pid)
         return;
@@ -129,18 +287,12 @@ void path_local_mbox_ensure(void)
         mbox.parent_fd = mbox.fd;       /* the parent's, inherited across fork */
         mbox.fd = -1;
         lp_recs_close();                /* the parent's records (our copies) */
-        s = zc_real.socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-        len = lp_mbox_addr(pid, &a);
-        if (s >= 0 && (zc_real.bind(s, (struct sockaddr *)&a, len) < 0 ||
-                       zc_real.listen(s, 64) < 0)) {
-            if (errno == EADDRINUSE && !mbox.squat_told) {
-                mbox.squat_told = 1;
-                zc_log(ZC_LOG_NOTICE, "local path: another process holds this process's "
-                       "mailbox name (zcsock/v1/M/%d): its connections are not paired "
-                       "(local.declined.mailbox)", pid);
-            }
-            zc_real.close(s);
-            s = -1;
+        s = lp_mbox_bind(pid, &squat, name, sizeof(name));
+        if (squat && !mbox.squat_told) {
+            mbox.squat_told = 1;
+            zc_log(ZC_LOG_NOTICE, "local path: another process holds this process's "
+                   "mailbox name (%s): its connections are not paired "
+                   "(local.declined.mailbox)", name);
         }
         if (s >= 0)
             mbox.fd = shim_fd_internal_keep(s, &path_local, &mbox);
@@ -237,8 +389,7 @@ int path_local_mbox_moved(void *ctx, int from, int to)
 static int lp_mbox_post_once(int pid, uint64_t magic, const path_local_handover_t *h,
                              int memfd, int sock)
 {
-    struct sockaddr_un a;
-    socklen_t len = lp_mbox_addr(pid, &a), cl = sizeof(struct ucred);
+    socklen_t cl = sizeof(struct ucred);
     lp_mbox_msg_t m = { magic, *h };
     union {
         struct cmsghdr h;
@@ -258,8 +409,8 @@ static int lp_mbox_post_once(int pid, uint64_t magic, const path_local_handover_
     u.h.cmsg_type = SCM_RIGHTS;
     u.h.cmsg_len = CMSG_LEN(2 * sizeof(int));
     memcpy(CMSG_DATA(&u.h), fds, sizeof(fds));
-    if (zc_real.connect(s, (struct sockaddr *)&a, len) < 0)
-        rc = -errno;
+    if ((rc = lp_mbox_connect(s, pid)) < 0)
+        ;
     else if (zc_real.getsockopt(s, SOL_SOCKET, SO_PEERCRED, &cred, &cl) ||
              cred.uid != geteuid() || cred.pid != pid)
         rc = -EPERM;
