@@ -29,6 +29,7 @@ $(BUILD)/tests/unit/%: tests/unit/%.c $(SHIM_UNIT_OBJS)
 -include tests/xchg/module.mk
 -include tests/robust/module.mk
 -include tests/live/module.mk
+-include tests/mpihosts/module.mk
 
 # The tiers that test the local path's mechanisms assert pairing after one
 # or two exchanges: they run with immediate pairing.  The programs tiers

@@ -22,11 +22,15 @@ t_begin() {
 
 t_run() {
   local name=$1 tmo=$2; shift 2
-  local log=$_t_logdir/${name//\//_}.log start end rc
+  local log=$_t_logdir/${name//\//_}.log start end rc tdir
+  # a temporary directory of the test's own (TMPDIR, open to every user as
+  # /tmp is: some cases run a second user), removed after it
+  tdir=$(mktemp -d "${TMPDIR:-/tmp}/zct.XXXXXX") && chmod 1777 "$tdir" || tdir=
   start=$(date +%s.%N)
-  timeout --kill-after=10 "$tmo" "$@" >"$log" 2>&1 </dev/null
+  ${tdir:+env TMPDIR="$tdir"} timeout --kill-after=10 "$tmo" "$@" >"$log" 2>&1 </dev/null
   rc=$?
   end=$(date +%s.%N)
+  [ -n "$tdir" ] && rm -rf "$tdir"
   local secs; secs=$(awk -v a="$start" -v b="$end" 'BEGIN{printf "%.1f", b-a}')
   case $rc in
     0)  _t_pass=$((_t_pass+1)); printf '  PASS %-52s %6ss\n' "$name" "$secs" ;;
