@@ -162,13 +162,9 @@ static void zc_live_aux_named(unsigned i, const char *name)
                ZC_LIVE_NAME_LEN, "%s", name);
 }
 
-/* Files of processes that are gone (killed: no exit ran), published or
- * only made (.<pid>.new), and their connection lists, go when the next process publishes: one read of
- * the directory, at most 64 looked at.
- * (A pid reused since is left to zcsock stat, which compares start times.) */
-static void zc_live_sweep(const char *dir)
+void zc_dir_gone_pids(const char *dir, zc_dir_gone_fn fn, void *arg)
 {
-    char buf[4096], path[220];
+    char buf[4096];
     long fd = zc_sys(SYS_openat, AT_FDCWD, dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     long n, off;
     int looked = 0;
@@ -182,22 +178,37 @@ static void zc_live_sweep(const char *dir)
         const char *p = d->name;
         long pid = 0;
 
-        off += d->reclen;
         if (!d->reclen)
             break;
-        p += *p == '.';         /* .<pid>.new: made, never published */
+        off += d->reclen;
+        p += *p == '.';
         for (; *p >= '0' && *p <= '9' && pid < (1L << 31); p++)
             pid = pid * 10 + (*p - '0');
-        if (!pid || (d->name[0] == '.' ? strcmp(p, ".new")
-                                       : *p && strcmp(p, ".conns") && strcmp(p, ".conns.new")))
+        if (!pid)
             continue;
         looked++;
-        if (zc_sys(SYS_kill, pid, 0, 0) == -ESRCH) {
-            zc_fmt(path, sizeof(path), "%s/%s", dir, d->name);
-            zc_sys(SYS_unlinkat, AT_FDCWD, path, 0);
-        }
+        if (zc_sys(SYS_kill, pid, 0, 0) == -ESRCH)
+            fn(arg, (int)fd, d->name, p);
     }
     zc_sys(SYS_close, fd, 0, 0);
+}
+
+/* Files of processes that are gone (killed: no exit ran), published or
+ * only made (.<pid>.new), and their connection lists, go when the next
+ * process publishes.  (A pid reused since is left to zcsock stat, which
+ * compares start times.) */
+static void zc_live_gone(void *arg, int dirfd, const char *name, const char *rest)
+{
+    (void)arg;
+    if (name[0] == '.' ? strcmp(rest, ".new")
+                       : *rest && strcmp(rest, ".conns") && strcmp(rest, ".conns.new"))
+        return;
+    zc_sys(SYS_unlinkat, dirfd, name, 0);
+}
+
+static void zc_live_sweep(const char *dir)
+{
+    zc_dir_gone_pids(dir, zc_live_gone, NULL);
 }
 
 /* The bytes of the store in use: up to the last block claimed. */

@@ -116,6 +116,14 @@ static inline int zc_live_dir(char *buf, unsigned size, int make)
     return access(buf, F_OK) ? -ENOENT : -EPERM;
 }
 
+/* The entries of dir named <pid> or .<pid> (then anything) whose process
+ * is gone: fn(arg, the directory's descriptor, the name, what follows the
+ * digits), one read of the directory, at most 64 such names looked at.
+ * For sweeping what killed processes left (common/zc_live.c, the local
+ * path's mailboxes). */
+typedef void (*zc_dir_gone_fn)(void *arg, int dirfd, const char *name, const char *rest);
+void zc_dir_gone_pids(const char *dir, zc_dir_gone_fn fn, void *arg);
+
 /* The library's side (common/zc_live.c). */
 extern zc_live_hdr_t *zc_live;          /* NULL until published */
 

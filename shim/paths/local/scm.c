@@ -27,7 +27,6 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
-#include <sys/syscall.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -165,48 +164,32 @@ static int lp_mbox_stale(const struct sockaddr_un *a, socklen_t len, int pid)
 }
 
 /* Mailbox files of processes that are gone (killed, or exec'd a program
- * without the library), unless a child of theirs still listens there: at
- * most 64 looked at, when a process binds its own. */
+ * without the library), unless a child of theirs still listens there: when
+ * a process binds its own (zc_dir_gone_pids). */
+static void lp_mbox_gone(void *dir, int dirfd, const char *name, const char *rest)
+{
+    struct sockaddr_un a;
+
+    if (name[0] == '.' || *rest)
+        return;
+    memset(&a, 0, sizeof(a));
+    a.sun_family = AF_UNIX;
+    zc_fmt(a.sun_path, sizeof(a.sun_path), "%s/%s", (const char *)dir, name);
+    if (lp_mbox_stale(&a, (socklen_t)sizeof(a), atoi(name)))
+        unlinkat(dirfd, name, 0);
+}
+
 static void lp_mbox_sweep(const struct sockaddr_un *mine)
 {
-    char dir[sizeof(mine->sun_path)], buf[2048];
-    struct sockaddr_un a;
+    char dir[sizeof(mine->sun_path)];
     char *slash;
-    long n, off;
-    int fd, looked = 0;
 
     memcpy(dir, mine->sun_path, sizeof(dir));
     slash = strrchr(dir, '/');
     if (!slash)
         return;
     *slash = 0;
-    fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0)
-        return;
-    n = syscall(SYS_getdents64, fd, buf, sizeof(buf));
-    for (off = 0; n > 0 && off < n && looked < 64;) {
-        struct { uint64_t ino; int64_t off; unsigned short reclen; unsigned char type;
-                 char name[]; } *d = (void *)(buf + off);
-        const char *p = d->name;
-        long pid = 0;
-
-        if (!d->reclen)
-            break;
-        off += d->reclen;
-        for (; *p >= '0' && *p <= '9' && pid < (1L << 31); p++)
-            pid = pid * 10 + (*p - '0');
-        if (!pid || *p)
-            continue;
-        looked++;
-        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH)
-            continue;
-        memset(&a, 0, sizeof(a));
-        a.sun_family = AF_UNIX;
-        zc_fmt(a.sun_path, sizeof(a.sun_path), "%s/%s", dir, d->name);
-        if (lp_mbox_stale(&a, (socklen_t)sizeof(a), (int)pid))
-            unlinkat(fd, d->name, 0);
-    }
-    close(fd);
+    zc_dir_gone_pids(dir, lp_mbox_gone, dir);
 }
 
 /* Bind and listen on pid's mailbox: the private name (a stale file there is
