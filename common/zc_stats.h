@@ -83,10 +83,6 @@
       "ended (a sleep over a path's descriptors lasts at most 100 ms) whose next look "   \
       "found one to report: a wake-up that never came, 100 ms late instead of the "      \
       "timeout, or (edge-triggered EPOLLOUT) a change no send waited for")              \
-    X(READY_KERNEL_LATER, "ready.kernel_later", "epoll waits answered from rings "      \
-      "alone, the kernel's descriptors of the set asked less than 8 us before by the " \
-      "same thread: their events come at the next look (an MPI progress loop makes "  \
-      "no system call per look)")                                                      \
     X(READY_EP_LOOKS, "ready.ep_looks", "registrations of claimed descriptors "       \
       "an epoll wait asked their path about (all of a small set, the ready list of "  \
       "a large one: ZCSOCK_EPOLL_SCAN_MAX)")                                           \

@@ -998,10 +998,6 @@ static int shim_ep_wait(int epfd, struct epoll_event *evs, int max, int timeout,
         shim_wait_looked(ws, ask.ring);
         if (out == max)
             return out;
-        if (out && shim_ready_kernel_later(epfd)) {
-            zc_stat_add(ZC_STAT_READY_KERNEL_LATER, 1);
-            return out;     /* the kernel's share at the next look (READY: kernel share) */
-        }
         if (!out)
             shim_wait_idle(ws);
         if (spin && !out && shim_wait_kernel_skip(ws))

@@ -118,20 +118,6 @@ int shim_wait_spinning(shim_wait_t *w)
     return 0;
 }
 
-static __thread int shim_ready_kset __attribute__((tls_model("initial-exec"))) = -1;
-static __thread int64_t shim_ready_kat __attribute__((tls_model("initial-exec")));
-
-int shim_ready_kernel_later(int set)
-{
-    int64_t now = zc_now_us();
-
-    if (set == shim_ready_kset && now - shim_ready_kat < SHIM_SPIN_KERNEL_US)
-        return 1;
-    shim_ready_kset = set;
-    shim_ready_kat = now;
-    return 0;
-}
-
 int shim_wait_kernel_skip(shim_wait_t *w)
 {
     int64_t now = zc_now_us();

@@ -55,13 +55,6 @@ static inline int shim_wait_signalled(const shim_wait_t *w)
  * kernel look (after a short pause). */
 #define SHIM_SPIN_KERNEL_US 8
 int shim_wait_kernel_skip(shim_wait_t *w);
-/* An epoll wait on set that has events to report from the paths' memory
- * (rings): 1 when it may return them without asking the kernel about the
- * set's other descriptors, because this thread asked it about this set
- * less than SHIM_SPIN_KERNEL_US ago (READY: kernel share).  A zero-timeout
- * progress loop over busy rings (an MPI's) then makes no system call per
- * look, and a kernel descriptor's event comes at most that much later. */
-int shim_ready_kernel_later(int set);
 void shim_wait_idle(shim_wait_t *w);
 void shim_wait_end(shim_wait_t *w, int events);
 

@@ -74,10 +74,6 @@ fi
 for r in epoll poll; do
   t_run "arm_race/$r-nospin" "$T" env T_READY=$r ZCSOCK_SPIN=0 $PY $TL run arm_race both tcp
 done
-# a zero-timeout epoll loop over a busy ring leaves the kernel's look out
-# for up to 8 us at a time (ready.kernel_later), and a pipe in the same set
-# is still reported; with idle rings every look asks the kernel (issue 33)
-t_run epoll/kernel_share "$T" $PY tests/localpath/lp_kernel_share.py
 # many paired connections in one epoll set (LT and ET), one active at a time
 t_run epoll_many "$T" $PY tests/localpath/lp_epoll_many.py
 # issue 31: 2,000 idle paired connections beside three busy ones (LT, ET,
