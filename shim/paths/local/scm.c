@@ -313,7 +313,16 @@ void path_local_mbox_idle(void)
 {
     int i;
 
-    if (__atomic_load_n(&mbox.scm, __ATOMIC_RELAXED) || mbox.pid != (int)getpid())
+    if (__atomic_load_n(&mbox.scm, __ATOMIC_RELAXED))
+        return;
+    /* nothing to let go (a hint: what comes meanwhile goes at the next
+     * idle): no system call at the end of every short connection */
+    if (!__atomic_load_n(&mbox.nlinger, __ATOMIC_RELAXED) &&
+        __atomic_load_n(&mbox.parent_fd, __ATOMIC_RELAXED) < 0 &&
+        !__atomic_load_n(&mbox.npending, __ATOMIC_RELAXED) &&
+        !__atomic_load_n(&mbox.nevicted, __ATOMIC_RELAXED))
+        return;
+    if (mbox.pid != (int)getpid())
         return;
     lp_mbox_lock();
     if (!mbox.scm && mbox.pid == (int)getpid()) {

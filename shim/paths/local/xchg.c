@@ -555,11 +555,11 @@ static int lx_is_transport(int fd)
 
 void lp_xchg_close(lp_conn_t *c)
 {
-    int32_t me = (int32_t)LP_SYS(SYS_getpid, 0, 0, 0);
-
     lx_rec_drop(&c->xr);
-    if (c->ch.base && !shim_vfork_child()) {
+    /* (no system call for a connection that never lent: every short one) */
+    if (c->ch.base && (c->x_rx >= 0 || c->x_in >= 0) && !shim_vfork_child()) {
         lp_side_t *s = lp_side(c, c->ch.side);
+        int32_t me = (int32_t)LP_SYS(SYS_getpid, 0, 0, 0);
 
         /* our offer and our copy stop being fetchable: their numbers may be
          * anything once closed */
