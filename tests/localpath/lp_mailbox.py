@@ -288,9 +288,9 @@ def attacker_main(kind, who, pid, rounds):
 
 def sweep_main():
     """Case mailbox_sweep: mailbox files of processes that are gone go when
-    the next process binds its own, unless someone still listens there (a
-    child holding a dead parent's listener); a stale file of one's own pid
-    (an earlier image's) is taken over, a live squatter's is not."""
+    the next process binds its own, unless someone still listens there
+    (another process, or a child holding a dead parent's listener); a stale
+    file of one's own pid (an earlier image's) is taken over."""
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from lp_handback import private_dir
     d = private_dir(make=True) + "/mbox"
@@ -311,6 +311,17 @@ def sweep_main():
     gone, held = "%s/%d" % (d, dead_pid()), "%s/%d" % (d, dead_pid())
     bind(gone, False).close()           # the file stays, no one listens
     keep = bind(held, True)             # still listened on
+    # a process that bound its own and left, its child still holding the
+    # listener (its records may still come there)
+    rd, wr = os.pipe()
+    k = os.fork()
+    if k == 0:
+        s = bind("%s/%d" % (d, os.getpid()), True)
+        if os.fork() == 0:
+            os.read(rd, 1)              # holds s until told
+        os._exit(0)
+    os.waitpid(k, 0)
+    by_child = "%s/%d" % (d, k)
     env = dict(os.environ, LD_PRELOAD=os.environ["ZC_LIB"])
     prog = ("import os, socket, sys; a, b = socket.socketpair(); "
             "print(os.getpid(), flush=True); sys.stdin.readline()")
@@ -324,12 +335,17 @@ def sweep_main():
     ok = True
     for cond, msg in ((not os.path.exists(gone), "a dead process's mailbox file stayed"),
                       (os.path.exists(held), "a mailbox file still listened on was removed"),
+                      (os.path.exists(by_child), "a dead process's mailbox file its child still "
+                       "listens on was removed"),
                       (listed == mine, "the process's mailbox is %r, not %r" % (listed, mine))):
         if not cond:
             ok = False
             print("FAIL: " + msg, flush=True)
     keep.close()
     os.unlink(held)
+    os.write(wr, b"x")
+    if os.path.exists(by_child):
+        os.unlink(by_child)
     # an earlier image's file of the same pid (no listener) is taken over:
     # a process that binds, then execs itself under the library
     prog = ("import os, socket, sys\n"

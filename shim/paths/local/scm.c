@@ -143,9 +143,10 @@ static int lp_mbox_connect(int s, int pid)
     return zc_real.connect(s, (struct sockaddr *)&a, len) == 0 ? 0 : -errno;
 }
 
-/* Is the mailbox file at a free to take: no one listens there, or only an
- * earlier image of this very pid (exec), or a child of it holding that
- * image's listener?  Anything else there is a same-user squatter. */
+/* Is the mailbox file at a free to take: no one listens there, or (pid >
+ * 0) only an earlier image of this very pid (exec), or a child of it
+ * holding that image's listener?  Anything else there is a same-user
+ * squatter (or, for a sweep, pid 0, a child still reading it). */
 static int lp_mbox_stale(const struct sockaddr_un *a, socklen_t len, int pid)
 {
     int s = zc_real.socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0), free = 0;
@@ -157,7 +158,7 @@ static int lp_mbox_stale(const struct sockaddr_un *a, socklen_t len, int pid)
     if (zc_real.connect(s, (const struct sockaddr *)a, len) < 0)
         free = errno == ECONNREFUSED;
     else
-        free = !zc_real.getsockopt(s, SOL_SOCKET, SO_PEERCRED, &cred, &cl) &&
+        free = pid > 0 && !zc_real.getsockopt(s, SOL_SOCKET, SO_PEERCRED, &cred, &cl) &&
                cred.pid == pid && cred.uid == geteuid();
     zc_real.close(s);
     return free;
@@ -175,7 +176,7 @@ static void lp_mbox_gone(void *dir, int dirfd, const char *name, const char *res
     memset(&a, 0, sizeof(a));
     a.sun_family = AF_UNIX;
     zc_fmt(a.sun_path, sizeof(a.sun_path), "%s/%s", (const char *)dir, name);
-    if (lp_mbox_stale(&a, (socklen_t)sizeof(a), atoi(name)))
+    if (lp_mbox_stale(&a, (socklen_t)sizeof(a), 0))     /* no one listens */
         unlinkat(dirfd, name, 0);
 }
 
