@@ -225,8 +225,8 @@ static int lp_mbox_bind(int pid, int *squat, char *name, size_t namesz)
     }
     if (!mbox.public_told) {
         mbox.public_told = 1;
-        zc_log(ZC_LOG_NOTICE, "local path: no private directory for this process's mailbox "
-               "(see zcsock stat): its name is the public \\0zcsock/v1/M/%d, which other "
+        zc_log(ZC_LOG_NOTICE, "local path: this process's mailbox cannot be in a private "
+               "directory (see zcsock stat): its name is the public \\0zcsock/v1/M/%d, which other "
                "users can reach", pid);
     }
     len = lp_mbox_addr(pid, &a);
@@ -402,12 +402,11 @@ static int lp_mbox_post_once(int pid, uint64_t magic, const path_local_handover_
     u.h.cmsg_type = SCM_RIGHTS;
     u.h.cmsg_len = CMSG_LEN(2 * sizeof(int));
     memcpy(CMSG_DATA(&u.h), fds, sizeof(fds));
-    if ((rc = lp_mbox_connect(s, pid)) < 0)
-        ;
-    else if (zc_real.getsockopt(s, SOL_SOCKET, SO_PEERCRED, &cred, &cl) ||
-             cred.uid != geteuid() || cred.pid != pid)
+    rc = lp_mbox_connect(s, pid);
+    if (rc == 0 && (zc_real.getsockopt(s, SOL_SOCKET, SO_PEERCRED, &cred, &cl) ||
+                    cred.uid != geteuid() || cred.pid != pid))
         rc = -EPERM;
-    else if (zc_real.sendmsg(s, &msg, MSG_NOSIGNAL | MSG_DONTWAIT) != (ssize_t)sizeof(m))
+    if (rc == 0 && zc_real.sendmsg(s, &msg, MSG_NOSIGNAL | MSG_DONTWAIT) != (ssize_t)sizeof(m))
         rc = -errno;
     zc_real.close(s);
     if (rc == -EPERM)
