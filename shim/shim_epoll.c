@@ -48,6 +48,18 @@
  * pointer reads an object with another id).  Fork: the lock is taken
  * around it (shim_ep_fork_*).
  *
+ * PARKED WAKE FDS.  A path's wake fd joins a set with the first
+ * registration listening to it, under a wake tag naming that
+ * registration's slot.  When the last one leaves (a DEL, a close), the
+ * wake fd stays in the kernel's set, parked, and a registration of the
+ * same descriptor added later takes the same slot when it is free, so
+ * redis-benchmark's DEL and ADD per request (its event loop drops a
+ * descriptor whose mask empties) cost no wake fd DEL and ADD; with
+ * another slot one MOD retags it.  A wake-up on a parked wake fd dirties
+ * whatever holds its slot: one extra look.  Parked registrations go when
+ * their wake fd is closed or moved (shim_ep_aux_gone, with a DEL where no
+ * other process shares the set) and with their set.
+ *
  * READY LIST (issue 31).  A wait over a set with more than
  * ZCSOCK_EPOLL_SCAN_MAX claimed registrations does not ask every one of
  * them: only those on the set's ready list.  A registration leaves the list
@@ -119,7 +131,9 @@ typedef struct shim_ep_reg {
 
 typedef struct shim_ep_auxref {   /* registrations of a set listening to one wake fd */
     int aux;
-    int n;
+    int n;                      /* 0: parked (PARKED WAKE FDS) */
+    uint32_t slot;              /* the slot its kernel registration's tag names, or
+                                 * SHIM_EP_NOSLOT when not known */
     UT_hash_handle hh;
 } shim_ep_auxref_t;
 
@@ -127,6 +141,8 @@ struct shim_ep_set {
     int epfd;
     int ntagged;                /* registrations in the list */
     int kick1;                  /* the set's kick eventfd + 1, 0: none yet (KICK) */
+    int inherited;              /* held at a fork: a process of the other side may
+                                 * wait on it knowing our registrations (KICK) */
     shim_ep_reg_t *head;
     shim_ep_reg_t *dhead;       /* the ready list (READY LIST) */
     int64_t full_ns;            /* when a look last asked every registration */
@@ -150,6 +166,8 @@ static struct {
     shim_ep_reg_t *free_regs;
     int ever_tagged;            /* a tag was ever given to the kernel (atomic) */
     int nplain;                 /* plain records (atomic) */
+    int sleepers;               /* threads in an epoll wait that may sleep (KICK) */
+    int nparked;                /* parked wake fd registrations (PARKED WAKE FDS) */
 } shim_ep;
 
 static void shim_ep_lock(void)
@@ -165,7 +183,11 @@ static void shim_ep_unlock(void)
 
 void shim_ep_fork_prepare(void)
 {
+    shim_ep_set_t *s, *sn;
+
     shim_ep_lock();
+    HASH_ITER(hh, shim_ep.sets, s, sn)
+        s->inherited = 1;
 }
 
 void shim_ep_fork_parent(void)
@@ -260,11 +282,12 @@ static shim_ep_reg_t *shim_ep_new(int epfd, int fd)
     return g;
 }
 
-/* Give g a slot and a tag, in epfd's set.  0 or -ENOMEM. */
-static int shim_ep_tag(shim_ep_reg_t *g)
+/* Give g a slot (pref when it is one: a parked wake fd's, free) and a
+ * tag, in epfd's set.  0 or -ENOMEM. */
+static int shim_ep_tag(shim_ep_reg_t *g, uint32_t pref)
 {
     shim_ep_set_t *s;
-    uint32_t i, slot = 0;
+    uint32_t i, slot = pref;
 
     if (g->slot != SHIM_EP_NOSLOT)
         return 0;
@@ -273,7 +296,7 @@ static int shim_ep_tag(shim_ep_reg_t *g)
         if (!shim_ep.slots)
             return -ENOMEM;
     }
-    for (i = 0; i < SHIM_EP_SLOTS; i++) {
+    for (i = pref != SHIM_EP_NOSLOT ? SHIM_EP_SLOTS : 0; i < SHIM_EP_SLOTS; i++) {
         slot = (shim_ep.next_slot + i) % SHIM_EP_SLOTS;
         /* (the kick slot is never given: a registration there had its wake
          * fd's events taken for a kick, and a ready list lost them: redis-
@@ -281,10 +304,11 @@ static int shim_ep_tag(shim_ep_reg_t *g)
         if (slot != SHIM_EP_KICKSLOT && !shim_ep.slots[slot])
             break;
     }
-    s = i < SHIM_EP_SLOTS ? shim_ep_set(g->epfd, 1) : NULL;
+    s = i < SHIM_EP_SLOTS || pref != SHIM_EP_NOSLOT ? shim_ep_set(g->epfd, 1) : NULL;
     if (!s)
         return -ENOMEM;
-    shim_ep.next_slot = slot + 1;
+    if (pref == SHIM_EP_NOSLOT)
+        shim_ep.next_slot = slot + 1;
     shim_ep.gen = (shim_ep.gen + 1) & 0xffffff;
     g->slot = slot;
     g->tag = SHIM_EP_TAG | (shim_ep.gen << 24) | shim_ep_check(shim_ep.gen, slot) | slot;
@@ -301,51 +325,98 @@ static int shim_ep_tag(shim_ep_reg_t *g)
     return 0;
 }
 
-/* g's set listens to wake fd w once more (1) or once less (-1): how many of
- * its registrations still do.  One count per set and wake fd, so that
- * dropping a registration costs the same in a set of 10,000 as of 10 (a
- * walk of the set here made epoll_ctl(DEL) 33 % of redis-benchmark's time
- * with 1,000 connections). */
-static int shim_ep_auxref(shim_ep_reg_t *g, int w, int d)
+/* g's set listens to wake fd w once more, whose kernel registration names
+ * slot (SHIM_EP_NOSLOT: not known, another registration's).  One count per
+ * set and wake fd, so that dropping a registration costs the same in a set
+ * of 10,000 as of 10 (a walk of the set here made epoll_ctl(DEL) 33 % of
+ * redis-benchmark's time with 1,000 connections).  Out of memory, it goes
+ * uncounted: its drop deletes it at once (shim_ep_aux_del). */
+static void shim_ep_auxref_add(shim_ep_reg_t *g, int w, uint32_t slot)
 {
     shim_ep_auxref_t *r = NULL;
-    int n;
 
     if (!g->set)
-        return d > 0;
+        return;
     HASH_FIND_INT(g->set->auxrefs, &w, r);
-    if (!r && d > 0) {
+    if (!r) {
         r = zc_pool_alloc(sizeof(*r));
         if (!r)
-            return 1;   /* uncounted: its last drop deletes it at once */
+            return;
         r->aux = w;
+        r->slot = slot;
         HASH_ADD_INT(g->set->auxrefs, aux, r);
         if (!r->hh.tbl && g->set->auxrefs != r) {
             zc_pool_free(r, sizeof(*r));
-            return 1;
+            return;
         }
     }
-    if (!r)
-        return 0;
-    n = r->n += d;
-    if (n <= 0) {
-        HASH_DEL(g->set->auxrefs, r);
-        zc_pool_free(r, sizeof(*r));
-    }
-    return n;
+    r->n++;
 }
 
-/* Take g's wake fd out of its set, unless another registration of the set
- * (a duplicate of the same connection) listens to it too. */
+/* g stops listening to its wake fd: the last registration of the set to
+ * do so parks it (PARKED WAKE FDS); one the set does not count is taken
+ * out of the kernel's set at once. */
 static void shim_ep_aux_del(shim_ep_reg_t *g)
 {
+    shim_ep_auxref_t *r = NULL;
     int saved = errno;
 
     if (g->aux < 0)
         return;
-    if (shim_ep_auxref(g, g->aux, -1) <= 0)
+    if (g->set)
+        HASH_FIND_INT(g->set->auxrefs, &g->aux, r);
+    if (!r)
         zc_real.epoll_ctl(g->epfd, EPOLL_CTL_DEL, g->aux, NULL);
+    else if (r->n > 0 && --r->n == 0)
+        shim_ep.nparked++;
     g->aux = -1;
+    errno = saved;
+}
+
+/* The slot of the wake fd w parked in epfd's set when it is free, so a
+ * registration taking it finds w's kernel registration tagged for it
+ * (PARKED WAKE FDS); else SHIM_EP_NOSLOT. */
+static uint32_t shim_ep_parked_slot(int epfd, int w)
+{
+    shim_ep_set_t *s = w >= 0 && shim_ep.nparked ? shim_ep_set(epfd, 0) : NULL;
+    shim_ep_auxref_t *r = NULL;
+
+    if (s)
+        HASH_FIND_INT(s->auxrefs, &w, r);
+    if (!r || r->n || r->slot == SHIM_EP_NOSLOT || r->slot == SHIM_EP_KICKSLOT ||
+        !shim_ep.slots || shim_ep.slots[r->slot])
+        return SHIM_EP_NOSLOT;
+    return r->slot;
+}
+
+/* Forget r (lock held); its kernel registration is deleted where no other
+ * process may share the set. */
+static void shim_ep_auxref_free(shim_ep_set_t *s, shim_ep_auxref_t *r)
+{
+    if (!r->n) {
+        shim_ep.nparked--;
+        if (!s->inherited)
+            zc_real.epoll_ctl(s->epfd, EPOLL_CTL_DEL, r->aux, NULL);
+    }
+    HASH_DEL(s->auxrefs, r);
+    zc_pool_free(r, sizeof(*r));
+}
+
+void shim_ep_aux_gone(int w)
+{
+    shim_ep_set_t *s, *sn;
+    shim_ep_auxref_t *r;
+    int saved = errno;
+
+    if (!__atomic_load_n(&shim_ep.nparked, __ATOMIC_RELAXED))
+        return;
+    shim_ep_lock();
+    HASH_ITER(hh, shim_ep.sets, s, sn) {
+        HASH_FIND_INT(s->auxrefs, &w, r);
+        if (r && !r->n)
+            shim_ep_auxref_free(s, r);
+    }
+    shim_ep_unlock();
     errno = saved;
 }
 
@@ -533,6 +604,7 @@ static int shim_ep_aux_add(shim_ep_reg_t *g, int w)
     shim_ep_fdl_t *l = shim_ep_fdl(g->fd, 0);
     struct epoll_event e = { EPOLLIN | EPOLLET, { .u64 = 0 } };
     shim_ep_reg_t *o;
+    shim_ep_auxref_t *r;
     int saved = errno;
 
     if (g->aux == w)
@@ -541,13 +613,37 @@ static int shim_ep_aux_add(shim_ep_reg_t *g, int w)
         if (o->slot == SHIM_EP_NOSLOT || o->aux == w)
             continue;
         shim_ep_aux_del(o);
+        r = NULL;
+        if (o->set)
+            HASH_FIND_INT(o->set->auxrefs, &w, r);
         e.data.u64 = SHIM_EP_AUXTAG | o->slot;
-        if (zc_real.epoll_ctl(o->epfd, EPOLL_CTL_ADD, w, &e) && errno != EEXIST) {
-            errno = saved;
-            return 0;
+        if (r && !r->n) {
+            /* parked: ours again, retagged unless it names o's slot already
+             * (ENOENT: the file at w is not the one parked; add it) */
+            if (r->slot != o->slot &&
+                zc_real.epoll_ctl(o->epfd, EPOLL_CTL_MOD, w, &e) &&
+                (errno != ENOENT ||
+                 (zc_real.epoll_ctl(o->epfd, EPOLL_CTL_ADD, w, &e) && errno != EEXIST))) {
+                errno = saved;
+                return 0;
+            }
+            r->slot = o->slot;
+            r->n = 1;
+            shim_ep.nparked--;
+            zc_stat_add(ZC_STAT_READY_EP_WAKE_UNPARKED, 1);
+        } else {
+            uint32_t slot = o->slot;
+
+            if (zc_real.epoll_ctl(o->epfd, EPOLL_CTL_ADD, w, &e)) {
+                if (errno != EEXIST) {
+                    errno = saved;
+                    return 0;
+                }
+                slot = SHIM_EP_NOSLOT;  /* (another registration's tag) */
+            }
+            shim_ep_auxref_add(o, w, slot);
         }
         o->aux = w;
-        shim_ep_auxref(o, w, 1);
     }
     errno = saved;
     return g->aux == w;
@@ -566,7 +662,7 @@ static int shim_ep_kick_fd(shim_ep_set_t *s)
     if (fd >= 0) {
         fd = shim_fd_internal_keep(fd, NULL, NULL);
         if (zc_real.epoll_ctl(s->epfd, EPOLL_CTL_ADD, fd, &e)) {
-            shim_fd_internal_drop(fd);
+            shim_fd_internal_close(fd);
             fd = -1;
         }
     }
@@ -575,15 +671,40 @@ static int shim_ep_kick_fd(shim_ep_set_t *s)
     return fd;
 }
 
-/* Wake every wait on epfd (KICK). */
+void shim_ep_sleep_begin(int timeout)
+{
+    if (timeout)
+        __atomic_add_fetch(&shim_ep.sleepers, 1, __ATOMIC_SEQ_CST);
+}
+
+void shim_ep_sleep_end(int timeout)
+{
+    if (timeout)
+        __atomic_sub_fetch(&shim_ep.sleepers, 1, __ATOMIC_RELEASE);
+}
+
+/* Wake every wait on epfd (KICK).  Needed only by a wait that is already
+ * past its looks: none is when no thread of ours is inside an epoll wait
+ * that may sleep (shim_ep_sleep_begin counts each before its first look,
+ * and the caller put the registration on the ready list before this
+ * check: either that wait's look finds it, or this check sees the wait)
+ * and no other process may wait on the set knowing the registration (a
+ * set held at a fork).  A single-threaded event loop (redis, nginx's
+ * worker) that re-arms EPOLLOUT per request then pays no eventfd write. */
 static void shim_ep_kick(int epfd)
 {
     shim_ep_set_t *s;
     uint64_t one = 1;
     int fd, saved = errno;
 
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
     shim_ep_lock();
     s = shim_ep_set(epfd, 0);
+    if (s && !s->inherited && !__atomic_load_n(&shim_ep.sleepers, __ATOMIC_SEQ_CST)) {
+        shim_ep_unlock();
+        zc_stat_add(ZC_STAT_READY_EP_KICKS_SAVED, 1);
+        return;
+    }
     fd = s ? shim_ep_kick_fd(s) : -1;
     shim_ep_unlock();
     if (fd >= 0 && zc_real.write(fd, &one, sizeof(one)) == (ssize_t)sizeof(one))
@@ -1132,7 +1253,7 @@ int shim_ep_ctl(int epfd, int op, int fd, struct epoll_event *ev, shim_fd_t *f)
         if (g)
             __atomic_add_fetch(&shim_ep.nplain, 1, __ATOMIC_RELAXED);
     }
-    if (!g || shim_ep_tag(g)) {
+    if (!g || shim_ep_tag(g, shim_ep_parked_slot(epfd, w))) {
         if (g && created)
             shim_ep_drop(g);
         shim_ep_unlock();
@@ -1246,7 +1367,7 @@ void shim_ep_claimed(int fd)
         if (g->slot != SHIM_EP_NOSLOT)
             continue;
         shim_ep_mark(g->epfd);
-        if (shim_ep_tag(g)) {
+        if (shim_ep_tag(g, SHIM_EP_NOSLOT)) {
             shim_ep_drop(g);     /* stays plain in the kernel: the copy path's waits */
             continue;
         }
@@ -1299,11 +1420,18 @@ void shim_ep_forget_fd(int epfd)
     if (s) {
         shim_ep_fdl_t *l, *ln;
         shim_ep_reg_t *g, *gn;
+        shim_ep_auxref_t *r, *rn;
 
         while (s->head)
             shim_ep_drop(s->head);
         if (s->kick1)
-            shim_fd_internal_drop(s->kick1 - 1);
+            shim_fd_internal_close(s->kick1 - 1);
+        HASH_ITER(hh, s->auxrefs, r, rn) {
+            if (!r->n)
+                shim_ep.nparked--;
+            HASH_DEL(s->auxrefs, r);
+            zc_pool_free(r, sizeof(*r));
+        }
         /* plain records of the set too */
         HASH_ITER(hh, shim_ep.fds, l, ln)
             for (g = l->head; g; g = gn) {

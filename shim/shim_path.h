@@ -266,6 +266,9 @@ int shim_fd_dup_high(int fd);
 
 /* Give a kept descriptor up (closes it). */
 void shim_fd_internal_drop(int fd);
+/* The same for one no epoll set can hold as a wake fd (the engine's own
+ * kick eventfds: closed with its lock held). */
+void shim_fd_internal_close(int fd);
 
 /* The lowest number the library's own descriptors take. */
 int shim_fd_internal_floor(void);

@@ -7,6 +7,7 @@
 #include <sys/resource.h>
 
 #include "shim_int.h"
+#include "shim_ready.h"
 #include "zc_fd.h"
 
 /* Every path's SHIM_PATH_REGISTER entry lands in this section; the linker
@@ -99,7 +100,7 @@ int shim_fd_internal_keep(int fd, const shim_path_t *p, void *ctx)
     return fd;
 }
 
-void shim_fd_internal_drop(int fd)
+void shim_fd_internal_close(int fd)
 {
     shim_fd_t *f = shim_fd_get(fd);
 
@@ -108,6 +109,14 @@ void shim_fd_internal_drop(int fd)
     if (f)
         shim_fd_reset(f);
     zc_real.close(fd);
+}
+
+void shim_fd_internal_drop(int fd)
+{
+    if (fd < 0)
+        return;
+    shim_ep_aux_gone(fd);
+    shim_fd_internal_close(fd);
 }
 
 int shim_fd_dup_high(int fd)
@@ -142,6 +151,7 @@ int shim_fd_internal_move(int fd)
     shim_fd_reset(f);
     if (p->internal_moved)
         p->internal_moved(ctx, fd, to);
+    shim_ep_aux_gone(fd);
     zc_real.close(fd);
     return 0;
 }

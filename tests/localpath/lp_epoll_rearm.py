@@ -1,0 +1,118 @@
+#!/usr/bin/env python3
+"""Localpath case "epoll_rearm": an event loop that drops a paired
+connection from its epoll set and adds it back per request (redis-
+benchmark's loop does, whenever a descriptor's mask empties) keeps every
+wake-up, and so does one that re-arms EPOLLOUT while no wait runs.
+
+One process under the library (pairing at once), a paired TCP connection,
+the main thread's epoll set, a sender thread:
+  1. 40 rounds: ADD the server end (EPOLLIN), the sender sends 100 bytes
+     20 ms later (the wait sleeps and must be woken through the
+     connection's wake-up eventfd), the wait reports them within 2 s, the
+     bytes are read and checked, DEL.  The wake fd stays in the set between
+     rounds: ready.ep_wake_unparked counts the ADDs that took it back.
+  2. The same over a new connection after the first one closed (its wake
+     fd went with it; a new one may take its number): 10 rounds.
+  3. ADD while bytes wait in the ring and no wait runs: no kick is needed
+     (ready.ep_kicks_saved grows) and the next wait reports them.
+  4. A MOD that makes such bytes wanted while another thread sleeps in a
+     wait on the set: it is kicked (ready.ep_kicks grows) and reports them
+     within 2 s.
+No wait may end at the readiness net (ready.net_rescues stays 0).
+
+    lp_epoll_rearm.py       (ZC_LIB names the library)
+Exit 0 pass, 1 fail."""
+import os
+import subprocess
+import sys
+
+CHILD = r"""
+import ctypes, select, socket, sys, threading, time
+def stat(name):
+    v = ctypes.c_uint64()
+    get = ctypes.CDLL(None).zcsock_stat_get
+    return v.value if get(name.encode(), ctypes.byref(v)) == 0 else -1
+l = socket.socket(); l.bind(("127.0.0.1", 0)); l.listen(4)
+ep = select.epoll()
+def pair(n):
+    s = socket.create_connection(l.getsockname())
+    c, _ = l.accept()
+    s.sendall(b"x"); c.recv(1); c.sendall(b"y"); s.recv(1)     # paired by now
+    if stat("local.paired.accepted") != n:
+        sys.exit("FAIL: connection %d did not pair" % n)
+    c.setblocking(False)
+    return s, c
+def rounds(s, c, n, base):
+    for r in range(n):
+        m = bytes([(base + r) & 0xff]) * 100
+        ep.register(c.fileno(), select.EPOLLIN)
+        t = threading.Timer(0.02, s.sendall, (m,))
+        t.start()
+        t0 = time.monotonic()
+        ev = ep.poll(5)
+        dt = time.monotonic() - t0
+        t.join()
+        if not ev or ev[0][0] != c.fileno() or not ev[0][1] & select.EPOLLIN or dt > 2:
+            sys.exit("FAIL: round %d: the wait reported %r after %.3f s" % (base + r, ev, dt))
+        if c.recv(200) != m:
+            sys.exit("FAIL: round %d: the bytes came different" % (base + r))
+        ep.unregister(c.fileno())
+rescues0, unparked0 = stat("ready.net_rescues"), stat("ready.ep_wake_unparked")
+s, c = pair(1)
+rounds(s, c, 40, 0)
+unparked = stat("ready.ep_wake_unparked") - unparked0
+if unparked < 30:
+    sys.exit("FAIL: only %d of 39 ADDs took the parked wake fd back" % unparked)
+s.close(); c.close()
+s, c = pair(2)
+rounds(s, c, 10, 40)
+# 3: ADD while bytes wait in the ring and no wait runs: no kick is needed
+s.sendall(b"3" * 100)
+time.sleep(0.05)
+saved0, kicks0 = stat("ready.ep_kicks_saved"), stat("ready.ep_kicks")
+ep.register(c.fileno(), select.EPOLLIN)
+saved = stat("ready.ep_kicks_saved") - saved0
+ev = ep.poll(1)
+if saved < 1 or stat("ready.ep_kicks") != kicks0:
+    sys.exit("FAIL: an ADD with no wait running kicked (saved %d, kicks %d)" %
+             (saved, stat("ready.ep_kicks") - kicks0))
+if not ev or not ev[0][1] & select.EPOLLIN or c.recv(200) != b"3" * 100:
+    sys.exit("FAIL: the wait after the ADD reported %r" % ev)
+# 4: the same while another thread sleeps on the set (the registration
+# asking for nothing meanwhile): the MOD kicks it
+ep.modify(c.fileno(), 0)
+out = []
+def waiter():
+    t0 = time.monotonic()
+    out.append((ep.poll(5), time.monotonic() - t0))
+w = threading.Thread(target=waiter)
+w.start()
+time.sleep(0.05)
+s.sendall(b"4" * 100)
+time.sleep(0.05)
+ep.modify(c.fileno(), select.EPOLLIN)
+w.join(10)
+if not out or not out[0][0] or not out[0][0][0][1] & select.EPOLLIN or out[0][1] > 2:
+    sys.exit("FAIL: the sleeping wait reported %r after the MOD" % (out,))
+if stat("ready.ep_kicks") - kicks0 < 1:
+    sys.exit("FAIL: the MOD did not kick the sleeping wait")
+if c.recv(200) != b"4" * 100:
+    sys.exit("FAIL: the bytes of step 4 came different")
+rescues = stat("ready.net_rescues") - rescues0
+print("wake fd taken back %d times of 39; kicks saved %d; ready.net_rescues %d" %
+      (unparked, saved, rescues), flush=True)
+if rescues:
+    sys.exit("FAIL: %d waits were ended by the readiness net" % rescues)
+"""
+
+
+def main():
+    env = dict(os.environ, LD_PRELOAD=os.environ["ZC_LIB"], ZCSOCK_LOCAL_PAIR_AFTER="0")
+    r = subprocess.run([sys.executable, "-c", CHILD], env=env, capture_output=True, text=True,
+                       timeout=120)
+    sys.stdout.write(r.stdout + r.stderr)
+    return 0 if r.returncode == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
