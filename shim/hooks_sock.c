@@ -17,7 +17,7 @@ SHIM_EXPORT int socket(int domain, int type, int protocol)
     SHIM_ENTER(socket, -1);
     fd = zc_real.socket(domain, type, protocol);
     if (fd >= 0) {
-        shim_fd_socket_track(fd, domain, type);
+        shim_fd_socket_track_proto(fd, domain, type, protocol);
         shim_socket_made(fd, domain, type);
         zc_stat_add(ZC_STAT_SOCKETS_CREATED, 1);
     }
@@ -31,8 +31,8 @@ SHIM_EXPORT int socketpair(int domain, int type, int protocol, int sv[2])
     SHIM_ENTER(socketpair, -1);
     rc = zc_real.socketpair(domain, type, protocol, sv);
     if (rc == 0) {
-        shim_fd_socket_track(sv[0], domain, type);
-        shim_fd_socket_track(sv[1], domain, type);
+        shim_fd_socket_track_proto(sv[0], domain, type, protocol);
+        shim_fd_socket_track_proto(sv[1], domain, type, protocol);
         shim_fd_connected(sv[0]);
         shim_fd_connected(sv[1]);
         shim_socket_made(sv[0], domain, type);
@@ -115,6 +115,8 @@ static void shim_accepted_track(int lfd, int fd)
         errno = saved;
     }
     shim_fd_socket_track(fd, family, type);
+    if (l && l->kind == SHIM_FD_SOCKET && shim_fd_get(fd) && shim_fd_get(fd)->stream)
+        shim_fd_get(fd)->stream = l->stream;   /* (its protocol too) */
     shim_fd_connected(fd);
     zc_stat_add(ZC_STAT_SOCKETS_ACCEPTED, 1);
     shim_socket_made(fd, family, type);

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 
 #include "shim_int.h"
@@ -56,6 +57,17 @@ void shim_fd_socket_track(int fd, int family, int type)
     __atomic_store_n(&f->kind, SHIM_FD_SOCKET, __ATOMIC_RELEASE);
     if (shim_unlikely(!zc_live))
         zc_live_publish();      /* the process's first socket: zcsock stat lists it */
+}
+
+void shim_fd_socket_track_proto(int fd, int family, int type, int protocol)
+{
+    shim_fd_t *f = shim_fd_get(fd);
+
+    shim_fd_socket_track(fd, family, type);
+    if (f && f->stream &&
+        (family == AF_UNIX ||
+         ((family == AF_INET || family == AF_INET6) && (!protocol || protocol == IPPROTO_TCP))))
+        f->stream = SHIM_FD_STREAM_TCP;
 }
 
 void shim_fd_seize(shim_fd_t *f)

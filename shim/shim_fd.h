@@ -47,7 +47,9 @@ extern unsigned shim_fd_table_size;
 typedef struct shim_fd {
     uint8_t kind;      /* shim_fd_kind_t */
     uint8_t family;    /* AF_INET, AF_INET6, AF_UNIX, ... */
-    uint8_t stream;    /* 1 for SOCK_STREAM */
+    uint8_t stream;    /* 1 for SOCK_STREAM; SHIM_FD_STREAM_TCP: one made with
+                        * the family's default protocol (TCP for inet; any
+                        * AF_UNIX stream), so a path need not ask the kernel */
     uint8_t copy_why;  /* ZC_STAT_WHY_* counter charged when this fd is copied */
     uint8_t claim;     /* shim_claim_t */
     uint8_t seize;     /* held while claim/path/path_ctx change or a pin copies them */
@@ -72,8 +74,12 @@ static inline shim_fd_t *shim_fd_get(int fd)
     return (unsigned)fd < shim_fd_table_size ? &shim_fd_table[fd] : NULL;
 }
 
+#define SHIM_FD_STREAM_TCP 2
+
 /* Record a new socket (type may carry SOCK_NONBLOCK/SOCK_CLOEXEC). */
 void shim_fd_socket_track(int fd, int family, int type);
+/* The same, with the protocol it was made with (socket(), socketpair()). */
+void shim_fd_socket_track_proto(int fd, int family, int type, int protocol);
 
 /* fd connected, listened or was accepted: no path claims it at a connect
  * any more, so its epoll registrations need no record (shim_ep_plain_ctl);

@@ -135,11 +135,18 @@ static int lp_peer_uid(int s, uint32_t *uid)
 }
 
 /* Kind of socket: AF_INET/AF_INET6 for TCP stream, AF_UNIX for unix stream,
- * -ENOTSUP otherwise. */
+ * -ENOTSUP otherwise.  A socket the table saw made with its family's
+ * default protocol is answered from the table (SHIM_FD_STREAM_TCP: a
+ * pairing asked the kernel three times here up to six times over). */
 static int lp_kind(int fd)
 {
+    const shim_fd_t *f = shim_fd_get(fd);
     int dom, type, proto = 0;
 
+    if (f && __atomic_load_n(&f->kind, __ATOMIC_ACQUIRE) == SHIM_FD_SOCKET &&
+        f->stream == SHIM_FD_STREAM_TCP &&
+        (f->family == AF_UNIX || f->family == AF_INET || f->family == AF_INET6))
+        return f->family;
     if (lp_sockopt_int(fd, SOL_SOCKET, SO_DOMAIN, &dom) ||
         lp_sockopt_int(fd, SOL_SOCKET, SO_TYPE, &type) || type != SOCK_STREAM)
         return -ENOTSUP;
