@@ -23,8 +23,10 @@ No wait may end at the readiness net (ready.net_rescues stays 0).
     lp_epoll_rearm.py       (ZC_LIB names the library)
 Exit 0 pass, 1 fail."""
 import os
-import subprocess
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from lp_util import run_child  # noqa: E402
 
 CHILD = r"""
 import ctypes, select, socket, sys, threading, time
@@ -106,13 +108,5 @@ if rescues:
 """
 
 
-def main():
-    env = dict(os.environ, LD_PRELOAD=os.environ["ZC_LIB"], ZCSOCK_LOCAL_PAIR_AFTER="0")
-    r = subprocess.run([sys.executable, "-c", CHILD], env=env, capture_output=True, text=True,
-                       timeout=120)
-    sys.stdout.write(r.stdout + r.stderr)
-    return 0 if r.returncode == 0 else 1
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_child(CHILD))
