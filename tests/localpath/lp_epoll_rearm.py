@@ -29,11 +29,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from lp_util import run_child  # noqa: E402
 
 CHILD = r"""
-import ctypes, select, socket, sys, threading, time
-def stat(name):
-    v = ctypes.c_uint64()
-    get = ctypes.CDLL(None).zcsock_stat_get
-    return v.value if get(name.encode(), ctypes.byref(v)) == 0 else -1
+import select, socket, sys, threading, time
 l = socket.socket(); l.bind(("127.0.0.1", 0)); l.listen(4)
 ep = select.epoll()
 def pair(n):

@@ -49,13 +49,23 @@ def run_server_client(server_code, server_args, client_code, client_args, env, c
     return cli.returncode, cli.stdout, srv.returncode, out, None
 
 
+CHILD_PRELUDE = r"""
+import ctypes
+def stat(name):
+    v = ctypes.c_uint64()
+    get = ctypes.CDLL(None).zcsock_stat_get
+    return v.value if get(name.encode(), ctypes.byref(v)) == 0 else -1
+"""
+
+
 def run_child(code, timeout=120):
     """Run python code in a child process under the library (ZC_LIB),
-    pairing at once, and echo what it printed.  Returns 0 when it exited
-    with 0, else 1 (a case's exit status)."""
+    pairing at once, after CHILD_PRELUDE (stat(name): a counter of the
+    child's, -1 when there is none), and echo what it printed.  Returns 0
+    when it exited with 0, else 1 (a case's exit status)."""
     env = dict(os.environ, LD_PRELOAD=os.environ["ZC_LIB"], ZCSOCK_LOCAL_PAIR_AFTER="0")
-    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                       timeout=timeout)
+    r = subprocess.run([sys.executable, "-c", CHILD_PRELUDE + code], env=env,
+                       capture_output=True, text=True, timeout=timeout)
     sys.stdout.write(r.stdout + r.stderr)
     return 0 if r.returncode == 0 else 1
 
