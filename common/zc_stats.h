@@ -89,9 +89,6 @@
     X(READY_EP_KICKS, "ready.ep_kicks", "epoll sets woken because an ADD or MOD "    \
       "registered a claimed descriptor that was ready where the kernel does not look " \
       "(its ring): a wait already sleeping on the set looks again")                   \
-    X(READY_EP_KICKS_SAVED, "ready.ep_kicks_saved", "epoll ADDs or MODs of a ready "  \
-      "claimed descriptor that needed no kick: no thread of ours was in a wait on a "   \
-      "set no other process holds (the next wait's look finds it)")                   \
     X(READY_EP_WAKE_UNPARKED, "ready.ep_wake_unparked", "epoll registrations whose "\
       "wake fd was still in the set from an earlier registration of the descriptor "   \
       "(parked at its DEL or close): taken back without an epoll_ctl ADD")             \

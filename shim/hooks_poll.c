@@ -123,54 +123,32 @@ SHIM_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
         return n_ ? n_ : shim_ep_wait_rest(epfd, evs, max, ms, t0_, mask);    \
     } while (0)
 
-static int shim_epoll_wait(int epfd, struct epoll_event *evs, int max, int timeout)
+SHIM_EXPORT int epoll_wait(int epfd, struct epoll_event *evs, int max, int timeout)
 {
+    SHIM_ENTER(epoll_wait, -1);
     if (shim_likely(!shim_ep_has(epfd)) || max <= 0 || !zc_real.epoll_pwait)
         SHIM_EP_PASS(zc_real.epoll_wait(epfd, evs, max, timeout), epfd, evs, max, timeout, NULL);
     return shim_ready_epoll_wait(epfd, evs, max, timeout, NULL);
 }
 
-static int shim_epoll_pwait(int epfd, struct epoll_event *evs, int max, int timeout,
+SHIM_EXPORT int epoll_pwait(int epfd, struct epoll_event *evs, int max, int timeout,
                             const sigset_t *sigmask)
 {
+    SHIM_ENTER(epoll_pwait, -1);
     if (shim_likely(!shim_ep_has(epfd)) || max <= 0)
         SHIM_EP_PASS(zc_real.epoll_pwait(epfd, evs, max, timeout, sigmask), epfd, evs, max,
                      timeout, sigmask);
     return shim_ready_epoll_wait(epfd, evs, max, timeout, sigmask);
 }
 
-/* Each wait counts itself a possible sleeper before anything else
- * (shim_ep_sleep_begin: a kick is owed only to one, shim_epoll.c KICK). */
-SHIM_EXPORT int epoll_wait(int epfd, struct epoll_event *evs, int max, int timeout)
-{
-    int n;
-
-    SHIM_ENTER(epoll_wait, -1);
-    shim_ep_sleep_begin(timeout);
-    n = shim_epoll_wait(epfd, evs, max, timeout);
-    shim_ep_sleep_end(timeout);
-    return n;
-}
-
-SHIM_EXPORT int epoll_pwait(int epfd, struct epoll_event *evs, int max, int timeout,
-                            const sigset_t *sigmask)
-{
-    int n;
-
-    SHIM_ENTER(epoll_pwait, -1);
-    shim_ep_sleep_begin(timeout);
-    n = shim_epoll_pwait(epfd, evs, max, timeout, sigmask);
-    shim_ep_sleep_end(timeout);
-    return n;
-}
-
 /* epoll_pwait2 (a timespec timeout): through the engine, whose waits count
  * in milliseconds, so a timeout is rounded up to the next millisecond. */
-static int shim_epoll_pwait2(int epfd, struct epoll_event *evs, int max,
+SHIM_EXPORT int epoll_pwait2(int epfd, struct epoll_event *evs, int max,
                              const struct timespec *timeout, const sigset_t *sigmask)
 {
     int64_t ms;
 
+    SHIM_ENTER(epoll_pwait2, -1);
     if (timeout && (timeout->tv_sec < 0 || timeout->tv_nsec < 0 ||
                     timeout->tv_nsec >= 1000000000))
         return zc_real.epoll_pwait2 ? zc_real.epoll_pwait2(epfd, evs, max, timeout, sigmask)
@@ -185,18 +163,6 @@ static int shim_epoll_pwait2(int epfd, struct epoll_event *evs, int max,
                      (int)ms, sigmask);
     }
     return shim_ready_epoll_wait(epfd, evs, max, (int)ms, sigmask);
-}
-
-SHIM_EXPORT int epoll_pwait2(int epfd, struct epoll_event *evs, int max,
-                             const struct timespec *timeout, const sigset_t *sigmask)
-{
-    int n, may_sleep = !timeout || timeout->tv_sec || timeout->tv_nsec;
-
-    SHIM_ENTER(epoll_pwait2, -1);
-    shim_ep_sleep_begin(may_sleep);
-    n = shim_epoll_pwait2(epfd, evs, max, timeout, sigmask);
-    shim_ep_sleep_end(may_sleep);
-    return n;
 }
 
 /* --- fortify variants: glibc checks the set's size, then calls its

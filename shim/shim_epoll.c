@@ -142,7 +142,7 @@ struct shim_ep_set {
     int ntagged;                /* registrations in the list */
     int kick1;                  /* the set's kick eventfd + 1, 0: none yet (KICK) */
     int inherited;              /* held at a fork: a process of the other side may
-                                 * wait on it knowing our registrations (KICK) */
+                                 * hold its parked wake fds (PARKED WAKE FDS) */
     shim_ep_reg_t *head;
     shim_ep_reg_t *dhead;       /* the ready list (READY LIST) */
     int64_t full_ns;            /* when a look last asked every registration */
@@ -166,7 +166,6 @@ static struct {
     shim_ep_reg_t *free_regs;
     int ever_tagged;            /* a tag was ever given to the kernel (atomic) */
     int nplain;                 /* plain records (atomic) */
-    int sleepers;               /* threads in an epoll wait that may sleep (KICK) */
     int nparked;                /* parked wake fd registrations (PARKED WAKE FDS) */
 } shim_ep;
 
@@ -671,40 +670,18 @@ static int shim_ep_kick_fd(shim_ep_set_t *s)
     return fd;
 }
 
-void shim_ep_sleep_begin(int timeout)
-{
-    if (timeout)
-        __atomic_add_fetch(&shim_ep.sleepers, 1, __ATOMIC_SEQ_CST);
-}
-
-void shim_ep_sleep_end(int timeout)
-{
-    if (timeout)
-        __atomic_sub_fetch(&shim_ep.sleepers, 1, __ATOMIC_RELEASE);
-}
-
-/* Wake every wait on epfd (KICK).  Needed only by a wait that is already
- * past its looks: none is when no thread of ours is inside an epoll wait
- * that may sleep (shim_ep_sleep_begin counts each before its first look,
- * and the caller put the registration on the ready list before this
- * check: either that wait's look finds it, or this check sees the wait)
- * and no other process may wait on the set knowing the registration (a
- * set held at a fork).  A single-threaded event loop (redis, nginx's
- * worker) that re-arms EPOLLOUT per request then pays no eventfd write. */
+/* Wake every wait on epfd (KICK).  Written whenever the registration is
+ * ready, also with no thread of ours in a wait: the kick makes the set
+ * itself readable to a poll or select over it, to an epoll set it is nested
+ * in, or to io_uring, none of which look at its ready list. */
 static void shim_ep_kick(int epfd)
 {
     shim_ep_set_t *s;
     uint64_t one = 1;
     int fd, saved = errno;
 
-    __atomic_thread_fence(__ATOMIC_SEQ_CST);
     shim_ep_lock();
     s = shim_ep_set(epfd, 0);
-    if (s && !s->inherited && !__atomic_load_n(&shim_ep.sleepers, __ATOMIC_SEQ_CST)) {
-        shim_ep_unlock();
-        zc_stat_add(ZC_STAT_READY_EP_KICKS_SAVED, 1);
-        return;
-    }
     fd = s ? shim_ep_kick_fd(s) : -1;
     shim_ep_unlock();
     if (fd >= 0 && zc_real.write(fd, &one, sizeof(one)) == (ssize_t)sizeof(one))

@@ -78,11 +78,6 @@ void shim_ep_unclaimed(int epfd, int fd);
 /* ... and after it succeeded: an unconnected socket's registration is
  * recorded for a claim at its connect (shim_ep_claimed). */
 void shim_ep_plain_ctl(int epfd, int op, int fd, const struct epoll_event *ev);
-/* An epoll wait that may sleep (timeout not 0) counts itself from before
- * its first look to its return (shim_epoll.c, KICK). */
-void shim_ep_sleep_begin(int timeout);
-void shim_ep_sleep_end(int timeout);
-
 /* The library's descriptor w is closing or moving: no set keeps it parked
  * (shim_epoll.c, PARKED WAKE FDS). */
 void shim_ep_aux_gone(int w);

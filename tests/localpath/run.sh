@@ -103,8 +103,8 @@ done
 # TCP_CM_INQ 0 while its poller waits)
 t_run et_quiet "$T" $PY tests/localpath/lp_et_quiet.py
 # an event loop that drops a paired connection from its set and adds it
-# back per request (redis-benchmark), or re-arms it with no wait running:
-# its wake fd stays parked in the set, no kick is written, no wake-up lost
+# back per request (redis-benchmark), or re-arms it with its bytes in the ring:
+# its wake fd stays parked in the set, the set is kicked, no wake-up lost
 # (tests/localpath/lp_epoll_rearm.py)
 t_run epoll_rearm "$T" $PY tests/localpath/lp_epoll_rearm.py
 # a registration in the engine's last slot, woken through its wake-up

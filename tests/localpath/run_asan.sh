@@ -38,7 +38,7 @@ t_run idle_exec/forked "$T" env T_IDLE_FORKED=1 $PY $TL run idle_exec both tcp
 # wake-up eventfds (fetch, write, retire on fork) and several waiters at once
 t_run wake_efd/poll "$T" env T_READY=poll T_WAKE=efd ZCSOCK_SPIN=0 $PY $TL run wake_efd both tcp
 t_run wake_efd/fork "$T" env T_READY=epoll T_WAKE=fork ZCSOCK_SPIN=0 $PY $TL run wake_efd both tcp
-# the epoll engine's parked wake fds and skipped kicks (lp_epoll_rearm.py)
+# the epoll engine's parked wake fds and kicks (lp_epoll_rearm.py)
 t_run epoll_rearm "$T" $PY tests/localpath/lp_epoll_rearm.py
 t_run multi_wait/nospin "$T" env ZCSOCK_SPIN=0 $PY $TL run multi_wait both tcp
 t_run mixed_wait/nospin "$T" env ZCSOCK_SPIN=0 $PY $TL run mixed_wait both tcp
