@@ -295,19 +295,23 @@ static int shim_ep_tag(shim_ep_reg_t *g, uint32_t pref)
         if (!shim_ep.slots)
             return -ENOMEM;
     }
-    for (i = pref != SHIM_EP_NOSLOT ? SHIM_EP_SLOTS : 0; i < SHIM_EP_SLOTS; i++) {
-        slot = (shim_ep.next_slot + i) % SHIM_EP_SLOTS;
-        /* (the kick slot is never given: a registration there had its wake
-         * fd's events taken for a kick, and a ready list lost them: redis-
-         * benchmark waited for ever for a reply whose wake-up came) */
-        if (slot != SHIM_EP_KICKSLOT && !shim_ep.slots[slot])
-            break;
+    if (pref == SHIM_EP_NOSLOT) {
+        for (i = 0; i < SHIM_EP_SLOTS; i++) {
+            slot = (shim_ep.next_slot + i) % SHIM_EP_SLOTS;
+            /* (the kick slot is never given: a registration there had its
+             * wake fd's events taken for a kick, and a ready list lost
+             * them: redis-benchmark waited for ever for a reply whose
+             * wake-up came) */
+            if (slot != SHIM_EP_KICKSLOT && !shim_ep.slots[slot])
+                break;
+        }
+        if (i == SHIM_EP_SLOTS)
+            return -ENOMEM;
+        shim_ep.next_slot = slot + 1;
     }
-    s = i < SHIM_EP_SLOTS || pref != SHIM_EP_NOSLOT ? shim_ep_set(g->epfd, 1) : NULL;
+    s = shim_ep_set(g->epfd, 1);
     if (!s)
         return -ENOMEM;
-    if (pref == SHIM_EP_NOSLOT)
-        shim_ep.next_slot = slot + 1;
     shim_ep.gen = (shim_ep.gen + 1) & 0xffffff;
     g->slot = slot;
     g->tag = SHIM_EP_TAG | (shim_ep.gen << 24) | shim_ep_check(shim_ep.gen, slot) | slot;
@@ -324,6 +328,16 @@ static int shim_ep_tag(shim_ep_reg_t *g, uint32_t pref)
     return 0;
 }
 
+/* The count of set s for wake fd w, or NULL (lock held). */
+static shim_ep_auxref_t *shim_ep_auxref_find(shim_ep_set_t *s, int w)
+{
+    shim_ep_auxref_t *r = NULL;
+
+    if (s)
+        HASH_FIND_INT(s->auxrefs, &w, r);
+    return r;
+}
+
 /* g's set listens to wake fd w once more, whose kernel registration names
  * slot (SHIM_EP_NOSLOT: not known, another registration's).  One count per
  * set and wake fd, so that dropping a registration costs the same in a set
@@ -332,11 +346,11 @@ static int shim_ep_tag(shim_ep_reg_t *g, uint32_t pref)
  * uncounted: its drop deletes it at once (shim_ep_aux_del). */
 static void shim_ep_auxref_add(shim_ep_reg_t *g, int w, uint32_t slot)
 {
-    shim_ep_auxref_t *r = NULL;
+    shim_ep_auxref_t *r;
 
     if (!g->set)
         return;
-    HASH_FIND_INT(g->set->auxrefs, &w, r);
+    r = shim_ep_auxref_find(g->set, w);
     if (!r) {
         r = zc_pool_alloc(sizeof(*r));
         if (!r)
@@ -357,13 +371,12 @@ static void shim_ep_auxref_add(shim_ep_reg_t *g, int w, uint32_t slot)
  * out of the kernel's set at once. */
 static void shim_ep_aux_del(shim_ep_reg_t *g)
 {
-    shim_ep_auxref_t *r = NULL;
+    shim_ep_auxref_t *r;
     int saved = errno;
 
     if (g->aux < 0)
         return;
-    if (g->set)
-        HASH_FIND_INT(g->set->auxrefs, &g->aux, r);
+    r = shim_ep_auxref_find(g->set, g->aux);
     if (!r)
         zc_real.epoll_ctl(g->epfd, EPOLL_CTL_DEL, g->aux, NULL);
     else if (r->n > 0 && --r->n == 0)
@@ -377,24 +390,22 @@ static void shim_ep_aux_del(shim_ep_reg_t *g)
  * (PARKED WAKE FDS); else SHIM_EP_NOSLOT. */
 static uint32_t shim_ep_parked_slot(int epfd, int w)
 {
-    shim_ep_set_t *s = w >= 0 && shim_ep.nparked ? shim_ep_set(epfd, 0) : NULL;
-    shim_ep_auxref_t *r = NULL;
+    shim_ep_auxref_t *r =
+        w >= 0 && shim_ep.nparked ? shim_ep_auxref_find(shim_ep_set(epfd, 0), w) : NULL;
 
-    if (s)
-        HASH_FIND_INT(s->auxrefs, &w, r);
     if (!r || r->n || r->slot == SHIM_EP_NOSLOT || r->slot == SHIM_EP_KICKSLOT ||
         !shim_ep.slots || shim_ep.slots[r->slot])
         return SHIM_EP_NOSLOT;
     return r->slot;
 }
 
-/* Forget r (lock held); its kernel registration is deleted where no other
- * process may share the set. */
-static void shim_ep_auxref_free(shim_ep_set_t *s, shim_ep_auxref_t *r)
+/* Forget r (lock held); a parked one's kernel registration is deleted
+ * with del, where no other process may share the set. */
+static void shim_ep_auxref_free(shim_ep_set_t *s, shim_ep_auxref_t *r, int del)
 {
     if (!r->n) {
         shim_ep.nparked--;
-        if (!s->inherited)
+        if (del && !s->inherited)
             zc_real.epoll_ctl(s->epfd, EPOLL_CTL_DEL, r->aux, NULL);
     }
     HASH_DEL(s->auxrefs, r);
@@ -411,9 +422,9 @@ void shim_ep_aux_gone(int w)
         return;
     shim_ep_lock();
     HASH_ITER(hh, shim_ep.sets, s, sn) {
-        HASH_FIND_INT(s->auxrefs, &w, r);
+        r = shim_ep_auxref_find(s, w);
         if (r && !r->n)
-            shim_ep_auxref_free(s, r);
+            shim_ep_auxref_free(s, r, 1);
     }
     shim_ep_unlock();
     errno = saved;
@@ -612,9 +623,7 @@ static int shim_ep_aux_add(shim_ep_reg_t *g, int w)
         if (o->slot == SHIM_EP_NOSLOT || o->aux == w)
             continue;
         shim_ep_aux_del(o);
-        r = NULL;
-        if (o->set)
-            HASH_FIND_INT(o->set->auxrefs, &w, r);
+        r = shim_ep_auxref_find(o->set, w);
         e.data.u64 = SHIM_EP_AUXTAG | o->slot;
         if (r && !r->n) {
             /* parked: ours again, retagged unless it names o's slot already
@@ -1403,12 +1412,8 @@ void shim_ep_forget_fd(int epfd)
             shim_ep_drop(s->head);
         if (s->kick1)
             shim_fd_internal_close(s->kick1 - 1);
-        HASH_ITER(hh, s->auxrefs, r, rn) {
-            if (!r->n)
-                shim_ep.nparked--;
-            HASH_DEL(s->auxrefs, r);
-            zc_pool_free(r, sizeof(*r));
-        }
+        HASH_ITER(hh, s->auxrefs, r, rn)
+            shim_ep_auxref_free(s, r, 0);   /* (the set goes with its descriptor) */
         /* plain records of the set too */
         HASH_ITER(hh, shim_ep.fds, l, ln)
             for (g = l->head; g; g = gn) {
