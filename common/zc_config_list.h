@@ -94,6 +94,14 @@
       "looked at again since their wake-up was last armed, so its cost does not "  \
       "grow with the idle ones; up to this many are all looked at (and spun over) " \
       "every wait (0: always the ready list)")                                      \
+    X(poll_kernel_us, UINT, 8, 0, 1000,                                            \
+      "a zero-timeout poll, select or epoll wait over a set holding a paired "      \
+      "connection, repeated by a thread that called nothing else of the library "   \
+      "in between (an MPI progress loop), asks the kernel about the set's other "   \
+      "descriptors at most every this many microseconds while the kernel's last "  \
+      "answer was nothing ready; in between it looks at the paired connections "   \
+      "only, so a kernel descriptor made ready by another thread or process may "  \
+      "show up that much later (0: the kernel is asked every time)")               \
     X(spin_us, UINT, 0, 0, 1000000,                                                 \
       "a blocking call or readiness wait over a paired connection spins this many " \
       "microseconds before sleeping, whatever the machine's load (0: adaptive, see " \

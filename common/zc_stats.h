@@ -83,6 +83,10 @@
       "ended (a sleep over a path's descriptors lasts at most 100 ms) whose next look "   \
       "found one to report: a wake-up that never came, 100 ms late instead of the "      \
       "timeout, or (edge-triggered EPOLLOUT) a change no send waited for")              \
+    X(READY_KERNEL_SKIPS, "ready.kernel_skips", "zero-timeout poll/select/epoll "  \
+      "waits that a thread repeated with nothing else done in between, answered from " \
+      "the paths' memory without asking the kernel, whose last answer, less than "   \
+      "ZCSOCK_POLL_KERNEL_US old, was nothing ready")                                 \
     X(READY_EP_LOOKS, "ready.ep_looks", "registrations of claimed descriptors "       \
       "an epoll wait asked their path about (all of a small set, the ready list of "  \
       "a large one: ZCSOCK_EPOLL_SCAN_MAX)")                                           \

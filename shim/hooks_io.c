@@ -66,6 +66,7 @@ static ssize_t shim_path_recv(shim_fd_t *f, int fd, const struct iovec *iov, siz
             shim_send_site = (uintptr_t)__builtin_return_address(0);  \
         n = path_call;                                                \
         shim_fd_unpin(&pin);                                          \
+        shim_path_calls++;                                            \
         shim_ep_touch(fd);                                            \
         return n;                                                     \
     }                                                                 \

@@ -117,8 +117,11 @@ SHIM_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
         int64_t t0_ = (ms) > 0 ? shim_now_ns() : 0;                           \
         int n_ = (call);                                                      \
                                                                               \
-        if (shim_likely(n_ <= 0))                                             \
+        if (shim_likely(n_ <= 0)) {                                           \
+            if (n_ == 0 && (ms) == 0)                                         \
+                shim_nowait_passed();                                         \
             return n_;                                                        \
+        }                                                                     \
         n_ = shim_ep_translate(epfd, evs, n_);                                \
         return n_ ? n_ : shim_ep_wait_rest(epfd, evs, max, ms, t0_, mask);    \
     } while (0)

@@ -40,6 +40,13 @@ extern __thread int shim_sig_crit __attribute__((tls_model("initial-exec")));
 /* The application's call site of the send hook now running (its return
  * address): page exchange charges a refusal to it (shim_xu_refused). */
 extern __thread uintptr_t shim_send_site __attribute__((tls_model("initial-exec")));
+/* Calls of this thread into the library's hooks (SHIM_ENTER), and among
+ * them the sends and receives a path served (SHIM_DATA_HOOK): a zero-timeout
+ * wait that finds the difference moved by exactly its own entry since the
+ * thread's last one knows the thread did nothing else in between but move
+ * data on claimed connections (shim_ready.c, KERNEL SKIP). */
+extern __thread uint64_t shim_entries __attribute__((tls_model("initial-exec")));
+extern __thread uint64_t shim_path_calls __attribute__((tls_model("initial-exec")));
 extern __thread int shim_sig_open __attribute__((tls_model("initial-exec")));
 extern __thread uint64_t shim_sig_pend __attribute__((tls_model("initial-exec")));
 extern __thread unsigned shim_sig_ran __attribute__((tls_model("initial-exec")));
@@ -87,6 +94,7 @@ static inline void shim_sig_wait_end(void)
             return fail_ret;                                                    \
         }                                                                       \
         zc_stat_add(ZC_STAT_CALLS_##name, 1);                                   \
+        shim_entries++;                                                         \
         zc_live_poll();                                                         \
     } while (0)
 

@@ -27,6 +27,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "zc_config.h"
 #include "shim_int.h"
 #include "shim_ready.h"
 #include "zc_pool.h"
@@ -145,6 +146,107 @@ void shim_wait_end(shim_wait_t *w, int events)
     zc_spin_learn(&shim_ready_spin, w->t0);
 }
 
+/* --- KERNEL SKIP: zero-timeout waits repeated in a tight loop ------------------
+ * An MPI progress loop (libevent's poll or epoll backend, MPICH's netmod)
+ * asks "anything ready?" with a zero timeout, over and over, while it waits
+ * for a message that arrives on a ring: each time the kernel is asked about
+ * the set's other descriptors, a system call (~0.5 us here) that mostly says
+ * nothing and delays the answer the ring already has.  Such a wait asks the
+ * paths' memory only when all of this holds:
+ *   - the thread's last zero-timeout wait was over the same set (poll: the
+ *     same descriptors and events; epoll: the same epoll descriptor) and
+ *     asked the kernel, which had nothing to report (a descriptor the kernel
+ *     calls ready is asked about again every time: level-triggered answers
+ *     and POLLNVAL stay exact);
+ *   - the thread has made no other call into the library since (shim_entries
+ *     moved by this wait's own entry only): anything the application did
+ *     that could make a kernel descriptor ready (a write, a receive that told
+ *     it about one, an epoll_ctl) makes the next wait ask the kernel;
+ *   - that kernel answer is less than ZCSOCK_POLL_KERNEL_US old.
+ * What it may change: a kernel descriptor that became ready through another
+ * thread or process, learned of by memory the library does not see, shows
+ * up in a zero-timeout wait up to ZCSOCK_POLL_KERNEL_US late, as if it had
+ * become ready that much later (docs/semantics.md). */
+
+__thread uint64_t shim_entries __attribute__((tls_model("initial-exec")));
+__thread uint64_t shim_path_calls __attribute__((tls_model("initial-exec")));
+
+#define SHIM_NOWAIT_SETS 4      /* sets a loop may poll in turn (UCX: 2) */
+
+static __thread struct {
+    uint64_t entries;           /* of the thread's last zero-timeout wait */
+    unsigned next;              /* the slot the next new set takes */
+    struct {
+        uint64_t sig;
+        int64_t asked_us;       /* the kernel's quiet answer; 0: none to trust */
+    } set[SHIM_NOWAIT_SETS];
+} shim_nowait;
+
+/* This zero-timeout wait's entry: 0 when the thread called something else
+ * since its last one, and then no earlier kernel answer holds any more. */
+static int shim_nowait_chain(void)
+{
+    uint64_t e = shim_entries - shim_path_calls;
+    int held = e == shim_nowait.entries + 1;
+
+    shim_nowait.entries = e;
+    if (!held)
+        for (int i = 0; i < SHIM_NOWAIT_SETS; i++)
+            shim_nowait.set[i].asked_us = 0;
+    return held;
+}
+
+static int shim_nowait_slot(uint64_t sig)
+{
+    for (int i = 0; i < SHIM_NOWAIT_SETS; i++)
+        if (shim_nowait.set[i].sig == sig)
+            return i;
+    return -1;
+}
+
+int shim_nowait_skip(uint64_t sig)
+{
+    unsigned us = zc_config.poll_kernel_us;
+    int i;
+
+    if (!us || !shim_nowait_chain() || (i = shim_nowait_slot(sig)) < 0 ||
+        !shim_nowait.set[i].asked_us || zc_now_us() - shim_nowait.set[i].asked_us >= us)
+        return 0;
+    zc_stat_add(ZC_STAT_READY_KERNEL_SKIPS, 1);
+    return 1;
+}
+
+void shim_nowait_asked(uint64_t sig, int quiet)
+{
+    int i = shim_nowait_slot(sig);
+
+    shim_nowait.entries = shim_entries - shim_path_calls;
+    if (!zc_config.poll_kernel_us || (i < 0 && !quiet))
+        return;
+    if (i < 0) {
+        i = (int)(shim_nowait.next++ % SHIM_NOWAIT_SETS);
+        shim_nowait.set[i].sig = sig;
+    }
+    shim_nowait.set[i].asked_us = quiet ? zc_now_us() : 0;
+}
+
+void shim_nowait_passed(void)
+{
+    shim_nowait_chain();
+}
+
+/* The set of a poll, for shim_nowait_skip: its descriptors and events. */
+static uint64_t shim_poll_sig(const struct pollfd *fds, nfds_t n)
+{
+    uint64_t h = 0xcbf29ce484222325ull ^ n;
+    nfds_t i;
+
+    for (i = 0; i < n; i++)
+        h = (h ^ ((uint64_t)(uint32_t)fds[i].fd << 16 | (uint16_t)fds[i].events)) *
+            0x100000001b3ull;
+    return h & ~(1ull << 63);   /* (epoll sets have the top bit) */
+}
+
 /* --- poll ----------------------------------------------------------------- */
 
 int shim_poll_claims(const struct pollfd *fds, nfds_t n)
@@ -157,29 +259,38 @@ int shim_poll_claims(const struct pollfd *fds, nfds_t n)
     return 0;
 }
 
-/* poll over a set holding claimed descriptors. */
+/* poll over a set holding claimed descriptors.  Each round pins each
+ * claimed descriptor once for its look (what the path sees, and what the
+ * kernel is to be asked about it); a round that does not sleep keeps that
+ * look's answer for each descriptor the kernel then had nothing to say
+ * about, rather than asking the path again. */
 int shim_ready_poll(struct pollfd *fds, nfds_t n, const struct timespec *timeout,
                            const sigset_t *mask)
 {
     struct pollfd stack[SHIM_POLL_STACK], *k = stack;
+    short lrev_stack[SHIM_POLL_STACK / 2], *lrev = lrev_stack;
     int nowait = timeout && !timeout->tv_sec && !timeout->tv_nsec;
     int64_t deadline = nowait ? 0 : shim_deadline(timeout);
     shim_wait_t ws;
     int rc = 0;
     nfds_t i, kn = 2 * n;      /* the set, then the paths' wake fds */
     nfds_t aux_of[SHIM_POLL_AUX_IDX];  /* the entry each wake fd wakes */
+    size_t heap = 0;
 
     if (kn > SHIM_POLL_STACK) {
-        k = zc_pool_alloc(kn * sizeof(*k));
+        heap = kn * sizeof(*k) + n * sizeof(*lrev);
+        k = zc_pool_alloc(heap);
         if (!k)
             return zc_real.ppoll(fds, n, timeout, mask);
+        lrev = (short *)(k + kn);
     }
     shim_wait_begin(&ws, !nowait);
     for (int netted = 0, capped = 0;; netted = capped) {
         struct timespec left, zero = { 0, 0 };
         const struct timespec *tmo;
         shim_ready_ask_t ask = { 0 };
-        int ready = 0, pass, r, spin = shim_wait_spinning(&ws);
+        int ready = 0, pass, r, skip, spin = shim_wait_spinning(&ws);
+        uint64_t sig = 0;
         nfds_t naux = 0;
 
         /* look, then look and arm; spinning: one look that may withdraw;
@@ -192,6 +303,8 @@ int shim_ready_poll(struct pollfd *fds, nfds_t n, const struct timespec *timeout
                 shim_fd_t *f;
                 int w = -1;
 
+                k[i] = fds[i];
+                lrev[i] = -1;           /* (not claimed) */
                 if (fds[i].fd < 0 || !shim_fd_pin(fds[i].fd, &pin))
                     continue;
                 f = &pin.f;
@@ -207,10 +320,11 @@ int shim_ready_poll(struct pollfd *fds, nfds_t n, const struct timespec *timeout
                     k[n + naux++] = (struct pollfd){ w, POLLIN, 0 };
                 }
                 ask.wake_listening = w >= 0;
-                if (f->path->ops->revents(f, fds[i].fd, fds[i].events, -1,
-                                          spin ? SHIM_READY_SPIN : pass, &ask))
-                    ready++;
+                lrev[i] = f->path->ops->revents(f, fds[i].fd, fds[i].events, -1,
+                                                spin ? SHIM_READY_SPIN : pass, &ask);
+                ready += lrev[i] != 0;
                 ask.wake_listening = 0;
+                k[i].events = f->path->ops->kernel_events(f, fds[i].events);
                 shim_fd_unpin(&pin);
             }
         }
@@ -218,19 +332,11 @@ int shim_ready_poll(struct pollfd *fds, nfds_t n, const struct timespec *timeout
         if (netted && ready)
             zc_stat_add(ZC_STAT_READY_NET_RESCUES, 1);     /* a wake-up that never came */
         capped = 0;
-        for (i = 0; i < n; i++) {
-            shim_pin_t pin;
-
-            k[i] = fds[i];
-            if (shim_fd_pin(fds[i].fd, &pin)) {
-                k[i].events = pin.f.path->ops->kernel_events(&pin.f, fds[i].events);
-                shim_fd_unpin(&pin);
-            }
-        }
         if (!ready)
             shim_wait_idle(&ws);
         if (spin && !ready && shim_wait_kernel_skip(&ws))
             continue;       /* the paths' memory only, this time */
+        skip = nowait && shim_nowait_skip(sig = shim_poll_sig(fds, n));
         tmo = ready || spin || nowait ? &zero : shim_left(deadline, &left);
         /* the safety net (shim_epoll.c): a path's wake-up that never came
          * costs SHIM_READY_NET_MS, not the whole timeout */
@@ -250,7 +356,15 @@ int shim_ready_poll(struct pollfd *fds, nfds_t n, const struct timespec *timeout
             rc = -1;
             break;
         }
-        r = zc_real.ppoll(k, n + naux, tmo, mask);
+        if (skip) {             /* as if the kernel had said nothing */
+            for (i = 0; i < n; i++)
+                k[i].revents = 0;
+            r = 0;
+        } else {
+            r = zc_real.ppoll(k, n + naux, tmo, mask);
+            if (nowait && r >= 0)
+                shim_nowait_asked(sig, r == 0);
+        }
         if (r < 0) {
             rc = -1;
             break;
@@ -261,7 +375,9 @@ int shim_ready_poll(struct pollfd *fds, nfds_t n, const struct timespec *timeout
             shim_pin_t pin;
             short rev = k[i].revents;
 
-            if (!(rev & POLLNVAL) && shim_fd_pin(fds[i].fd, &pin)) {
+            if (tmo == &zero && !spin && lrev[i] >= 0 && !rev)
+                rev = lrev[i];  /* no sleep, nothing from the kernel: the look holds */
+            else if (!(rev & POLLNVAL) && shim_fd_pin(fds[i].fd, &pin)) {
                 rev = pin.f.path->ops->revents(&pin.f, fds[i].fd, fds[i].events, rev, 0, NULL);
                 shim_fd_unpin(&pin);
             }
@@ -301,10 +417,10 @@ int shim_ready_poll(struct pollfd *fds, nfds_t n, const struct timespec *timeout
     }
     if (rc >= 0)
         shim_wait_end(&ws, rc);
-    if (k != stack) {
+    if (heap) {
         int saved = errno;
 
-        zc_pool_free(k, kn * sizeof(*k));
+        zc_pool_free(k, heap);
         errno = saved;
     }
     return rc;

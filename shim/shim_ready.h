@@ -56,6 +56,17 @@ static inline int shim_wait_signalled(const shim_wait_t *w)
 #define SHIM_SPIN_KERNEL_US 8
 int shim_wait_kernel_skip(shim_wait_t *w);
 void shim_wait_idle(shim_wait_t *w);
+/* A zero-timeout wait over set sig (shim_ready.c, KERNEL SKIP): 1 when it
+ * may answer from the paths' memory alone, without asking the kernel (the
+ * kernel's last answer about this set was nothing ready, less than
+ * ZCSOCK_POLL_KERNEL_US ago, and since then the thread has only made
+ * zero-timeout waits and sends and receives on claimed connections); after
+ * a wait that did ask, what the kernel said (quiet: nothing ready). */
+int shim_nowait_skip(uint64_t sig);
+void shim_nowait_asked(uint64_t sig, int quiet);
+/* A zero-timeout wait that went straight to the kernel (a set with no
+ * claimed registration) and heard nothing: it breaks no chain of waits. */
+void shim_nowait_passed(void);
 void shim_wait_end(shim_wait_t *w, int events);
 
 /* 1 when a claimed descriptor is in the poll set / select sets. */

@@ -107,6 +107,11 @@ t_run et_quiet "$T" $PY tests/localpath/lp_et_quiet.py
 # its wake fd stays parked in the set, the set is kicked, no wake-up lost
 # (tests/localpath/lp_epoll_rearm.py)
 t_run epoll_rearm "$T" $PY tests/localpath/lp_epoll_rearm.py
+# zero-timeout waits in a tight loop (an MPI progress loop) answer from the
+# ring without the kernel, yet report a pipe the thread just wrote to, a
+# closed descriptor's POLLNVAL every time, another thread's write within
+# 50 ms; poll, select, epoll (tests/localpath/lp_poll_nowait.py)
+t_run poll_nowait "$T" $PY tests/localpath/lp_poll_nowait.py
 # a registration in the engine's last slot, woken through its wake-up
 # eventfd: its wake tag once read as the set's kick, which the ready list
 # lost (redis-benchmark stalled; tests/localpath/lp_epoll_slot.py)

@@ -1,0 +1,137 @@
+#!/usr/bin/env python3
+"""Localpath case "poll_nowait": zero-timeout waits repeated in a tight loop
+(an MPI progress loop) answer from the ring without asking the kernel each
+time, and still report every kernel descriptor the kernel would.
+
+One process under the library (pairing at once), a paired TCP connection
+(s, c), a pipe (r, w), for poll, select and epoll in turn, with
+ZCSOCK_POLL_KERNEL_US=1000 (the longest window, so that a broken rule
+shows):
+  1. 3,000 zero-timeout waits over {c, r} with nothing ready: most are
+     answered without the kernel (ready.kernel_skips grows by >= 1,000),
+     and none reports anything.
+  2. 300 rounds: a few zero-timeout waits, bytes sent on s (through the
+     ring) and received on c in between, then a write to the pipe by this
+     thread and at once one zero-timeout wait: it must report r readable
+     (a call of the thread's that is not a wait or a paired send/receive
+     ends the window: the kernel is asked).  The ring's bytes are reported
+     by the wait that follows their send, every time.
+  3. Another thread writes to the pipe while this one loops: a wait reports
+     it within 50 ms (the window is 1 ms).
+  4. A closed descriptor in a poll set: every one of 200 zero-timeout polls
+     reports POLLNVAL (a kernel answer with something in it is asked again
+     every time).
+Then, with ZCSOCK_POLL_KERNEL_US=0: step 1 again skips nothing.
+
+    lp_poll_nowait.py       (ZC_LIB names the library)
+Exit 0 pass, 1 fail."""
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from lp_util import run_child  # noqa: E402
+
+CHILD = r"""
+import os, select, socket, sys, threading, time
+WINDOW = int(os.environ["ZCSOCK_POLL_KERNEL_US"])
+l = socket.socket(); l.bind(("127.0.0.1", 0)); l.listen(4)
+s = socket.create_connection(l.getsockname())
+c, _ = l.accept()
+s.sendall(b"x"); c.recv(1); c.sendall(b"y"); s.recv(1)     # paired by now
+if stat("local.paired.accepted") != 1:
+    sys.exit("FAIL: the connection did not pair")
+c.setblocking(False)
+r, w = os.pipe()
+os.set_blocking(r, False)
+
+def poller(kind):
+    # a zero-timeout wait over {c, r}: the set of descriptors it reports
+    if kind == "poll":
+        p = select.poll()
+        p.register(c.fileno(), select.POLLIN)
+        p.register(r, select.POLLIN)
+        return lambda: {fd for fd, ev in p.poll(0) if ev & select.POLLIN}
+    if kind == "select":
+        return lambda: set(select.select([c.fileno(), r], [], [], 0)[0])
+    ep = select.epoll()
+    ep.register(c.fileno(), select.EPOLLIN)
+    ep.register(r, select.EPOLLIN)
+    return lambda: {fd for fd, ev in ep.poll(0) if ev & select.EPOLLIN}
+
+def quiet_loop(kind, wait):
+    k0 = stat("ready.kernel_skips")
+    for i in range(3000):
+        got = wait()
+        if got:
+            sys.exit("FAIL: %s: wait %d reported %r with nothing ready" % (kind, i, got))
+    return stat("ready.kernel_skips") - k0
+
+for kind in ("poll", "select", "epoll"):
+    wait = poller(kind)
+    skipped = quiet_loop(kind, wait)
+    if WINDOW and skipped < 1000:
+        sys.exit("FAIL: %s: only %d of 3000 quiet waits answered without the kernel" % (kind, skipped))
+    if not WINDOW and skipped:
+        sys.exit("FAIL: %s: %d waits skipped the kernel with ZCSOCK_POLL_KERNEL_US=0" % (kind, skipped))
+    if not WINDOW:
+        continue
+    # 2: the thread's own write makes the next wait ask the kernel
+    for rnd in range(300):
+        for i in range(3):
+            wait()
+        m = bytes([rnd & 0xff]) * 10
+        s.sendall(m)
+        got = wait()
+        if c.fileno() not in got:
+            sys.exit("FAIL: %s: round %d: the ring's bytes were not reported (%r)" % (kind, rnd, got))
+        if c.recv(100) != m:
+            sys.exit("FAIL: %s: round %d: the bytes came different" % (kind, rnd))
+        for i in range(3):
+            wait()
+        os.write(w, b"p")
+        got = wait()
+        if r not in got:
+            sys.exit("FAIL: %s: round %d: a pipe this thread had just written to was not "
+                     "reported readable (%r)" % (kind, rnd, got))
+        os.read(r, 10)
+    # 3: another thread's write shows within 50 ms
+    for rnd in range(20):
+        t = threading.Timer(0.002, os.write, (w, b"q"))
+        t.start()
+        t0 = time.monotonic()
+        seen = None
+        while time.monotonic() - t0 < 2:
+            if r in wait():
+                seen = time.monotonic()
+                break
+        t.join()
+        if seen is None:
+            sys.exit("FAIL: %s: round %d: another thread's write never showed" % (kind, rnd))
+        if seen - t0 > 0.05 + 0.002:
+            sys.exit("FAIL: %s: round %d: another thread's write showed after %.3f s"
+                     % (kind, rnd, seen - t0))
+        os.read(r, 10)
+# 4: POLLNVAL every time
+if WINDOW:
+    dead = socket.socket(); fd = dead.fileno(); dead.close()
+    p = select.poll()
+    p.register(c.fileno(), select.POLLIN)
+    p.register(fd, select.POLLIN)
+    for i in range(200):
+        got = dict(p.poll(0))
+        if not got.get(fd, 0) & select.POLLNVAL:
+            sys.exit("FAIL: poll %d over a closed descriptor did not say POLLNVAL (%r)" % (i, got))
+print("poll_nowait: ok (window %d us)" % WINDOW)
+"""
+
+
+def main():
+    rc = 0
+    for window in ("1000", "0"):
+        os.environ["ZCSOCK_POLL_KERNEL_US"] = window
+        rc |= run_child(CHILD)
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())
