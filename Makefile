@@ -10,6 +10,8 @@
 #   soak            long runs: 32 GiB paired streams, the MPI cases 100 times
 #   soak-programs   the real servers that failed only sometimes, 20 times each
 #   bench           benchmarks: kernel versus zcsock in one run, ratios, SVG
+#   bench-mpi       MPI over TCP, with and without zcsock, against MPI's own
+#                   shared memory: NetPIPE and collectives, ratios, SVG
 #   check-symbols   fail when libzcsock.so exports anything not declared, or
 #                   its code calls one of its own exported hooks
 #   install         PREFIX (/usr/local) and DESTDIR honoured
@@ -138,7 +140,7 @@ install: all
 	install -m 644 docs/zcsock.1 $(DESTDIR)$(MANDIR)/man1/zcsock.1
 	$(INSTALL_EXTRA)
 
-.PHONY: all lib test test-unit bench check-symbols deps clean install FORCE
+.PHONY: all lib test test-unit bench bench-mpi check-symbols deps clean install FORCE
 FORCE:
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

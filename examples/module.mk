@@ -29,9 +29,21 @@ $(BUILD)/mpi_pingpong_%: examples/mpi_pingpong.c
 	$(quiet) MPICC $@
 	$(Q)mpicc.$* -O2 -Wall -o $@ $<
 
+# Collectives for make bench-mpi (examples/mpi_coll.c), the same way.
+BENCH_MPI_COLL := $(MPI_IMPLS:%=$(BUILD)/mpi_coll_%)
+$(BUILD)/mpi_coll_%: examples/mpi_coll.c
+	$(quiet) MPICC $@
+	$(Q)mpicc.$* -O2 -Wall -o $@ $<
+
 # Kernel and zcsock variants interleaved; QUICK=1 for a short run.
 bench: $(LIB) $(BUILD)/zcbench $(BENCH_PROBES) $(BENCH_MPI)
 	$(Q)ZC_BUILD=$(BUILD) ZC_LIB=$(abspath $(LIB)) ZC_LIB_BEFORE=$(ZC_LIB_BEFORE) QUICK=$(QUICK) examples/bench.sh
+
+# MPI against MPI's own shared memory: NetPIPE (Debian's netpipe-openmpi and
+# netpipe-mpich2) ping-pong and streaming, 8 B to 32 MiB, and mpi_coll on 2
+# and 4 ranks; every variant interleaved in one run (examples/bench_mpi.sh).
+bench-mpi: $(LIB) $(BENCH_MPI_COLL)
+	$(Q)ZC_BUILD=$(BUILD) ZC_LIB=$(abspath $(LIB)) QUICK=$(QUICK) examples/bench_mpi.sh
 
 # The README's first command: the same validated transfers on the kernel and
 # under the launcher, side by side with the ratio, and which path carried
@@ -45,4 +57,4 @@ test-examples: $(BUILD)/zcbench
 TEST_TIERS += examples
 INSTALL_EXTRA += install -m 755 $(BUILD)/zcbench $(DESTDIR)$(BINDIR)/zcbench;
 
-.PHONY: demo test-examples
+.PHONY: demo test-examples bench-mpi

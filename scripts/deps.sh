@@ -24,6 +24,8 @@ PKGS=(
   libjemalloc2
   # benchmark: plot, HTTP load generator for the nginx figure
   gnuplot-nox wrk
+  # make bench-mpi: NetPIPE over each MPI
+  netpipe-openmpi netpipe-mpich2
 )
 
 SUDO=
