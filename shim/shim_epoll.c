@@ -1131,7 +1131,7 @@ static int shim_ep_wait(int epfd, struct epoll_event *evs, int max, int timeout,
             errno = EINTR;
             return -1;
         }
-        if (timeout == 0 && shim_nowait_skip(SHIM_EP_NOWAIT_SIG(epfd)))
+        if (timeout == 0 && !mask && shim_nowait_skip(SHIM_EP_NOWAIT_SIG(epfd)))
             return out;         /* the paths' memory only (KERNEL SKIP) */
         r = zc_real.epoll_pwait(epfd, evs + out, max - out, tmo, mask);
         if (timeout == 0 && r >= 0)

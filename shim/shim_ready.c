@@ -163,6 +163,8 @@ void shim_wait_end(shim_wait_t *w, int events)
  *     that could make a kernel descriptor ready (a write, a receive that told
  *     it about one, an epoll_ctl) makes the next wait ask the kernel;
  *   - that kernel answer is less than ZCSOCK_POLL_KERNEL_US old.
+ * A wait with a signal mask (ppoll, pselect, epoll_pwait) always asks: the
+ * kernel applies the mask, and a signal it unblocks is delivered then.
  * What it may change: a kernel descriptor that became ready through another
  * thread or process, learned of by memory the library does not see, shows
  * up in a zero-timeout wait up to ZCSOCK_POLL_KERNEL_US late, as if it had
@@ -336,7 +338,8 @@ int shim_ready_poll(struct pollfd *fds, nfds_t n, const struct timespec *timeout
             shim_wait_idle(&ws);
         if (spin && !ready && shim_wait_kernel_skip(&ws))
             continue;       /* the paths' memory only, this time */
-        skip = nowait && shim_nowait_skip(sig = shim_poll_sig(fds, n));
+        /* (a signal mask to apply is the kernel's to apply: never skipped) */
+        skip = nowait && !mask && shim_nowait_skip(sig = shim_poll_sig(fds, n));
         tmo = ready || spin || nowait ? &zero : shim_left(deadline, &left);
         /* the safety net (shim_epoll.c): a path's wake-up that never came
          * costs SHIM_READY_NET_MS, not the whole timeout */
@@ -363,7 +366,7 @@ int shim_ready_poll(struct pollfd *fds, nfds_t n, const struct timespec *timeout
         } else {
             r = zc_real.ppoll(k, n + naux, tmo, mask);
             if (nowait && r >= 0)
-                shim_nowait_asked(sig, r == 0);
+                shim_nowait_asked(sig ? sig : shim_poll_sig(fds, n), r == 0);
         }
         if (r < 0) {
             rc = -1;

@@ -21,6 +21,8 @@ shows):
   4. A closed descriptor in a poll set: every one of 200 zero-timeout polls
      reports POLLNVAL (a kernel answer with something in it is asked again
      every time).
+  5. 1,000 zero-timeout ppoll calls with a signal mask: none skips the
+     kernel (the kernel applies the mask).
 Then, with ZCSOCK_POLL_KERNEL_US=0: step 1 again skips nothing.
 
     lp_poll_nowait.py       (ZC_LIB names the library)
@@ -111,6 +113,23 @@ for kind in ("poll", "select", "epoll"):
             sys.exit("FAIL: %s: round %d: another thread's write showed after %.3f s"
                      % (kind, rnd, seen - t0))
         os.read(r, 10)
+# 5: a wait with a signal mask always asks the kernel (it applies the mask)
+if WINDOW:
+    import ctypes
+    class PFD(ctypes.Structure):
+        _fields_ = [("fd", ctypes.c_int), ("events", ctypes.c_short), ("revents", ctypes.c_short)]
+    class TS(ctypes.Structure):
+        _fields_ = [("s", ctypes.c_long), ("ns", ctypes.c_long)]
+    libc = ctypes.CDLL(None, use_errno=True)
+    pf = (PFD * 2)(PFD(c.fileno(), select.POLLIN, 0), PFD(r, select.POLLIN, 0))
+    mask = (ctypes.c_ulong * 16)()
+    k0 = stat("ready.kernel_skips")
+    for i in range(1000):
+        if libc.ppoll(pf, 2, ctypes.byref(TS(0, 0)), mask, 8) != 0:
+            sys.exit("FAIL: ppoll with a mask reported something with nothing ready")
+    if stat("ready.kernel_skips") != k0:
+        sys.exit("FAIL: %d ppoll calls with a signal mask skipped the kernel"
+                 % (stat("ready.kernel_skips") - k0))
 # 4: POLLNVAL every time
 if WINDOW:
     dead = socket.socket(); fd = dead.fileno(); dead.close()
