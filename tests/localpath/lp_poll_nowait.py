@@ -23,6 +23,8 @@ shows):
      every time).
   5. 1,000 zero-timeout ppoll calls with a signal mask: none skips the
      kernel (the kernel applies the mask).
+  6. A poll set of 41 (beyond the engine's stack arrays): 50 rounds of the
+     ring's bytes and one pipe's, each reported exactly.
 Then, with ZCSOCK_POLL_KERNEL_US=0: step 1 again skips nothing.
 
     lp_poll_nowait.py       (ZC_LIB names the library)
@@ -130,6 +132,25 @@ if WINDOW:
     if stat("ready.kernel_skips") != k0:
         sys.exit("FAIL: %d ppoll calls with a signal mask skipped the kernel"
                  % (stat("ready.kernel_skips") - k0))
+# 6: a poll set too large for the engine's stack (40 pipes and the
+# connection): the ring's bytes and one pipe reported, the rest quiet
+if WINDOW:
+    pipes = [os.pipe() for _ in range(40)]
+    p = select.poll()
+    p.register(c.fileno(), select.POLLIN)
+    for pr, pw in pipes:
+        p.register(pr, select.POLLIN)
+    for rnd in range(50):
+        for i in range(3):
+            if p.poll(0):
+                sys.exit("FAIL: large set: round %d: a wait reported something with nothing ready" % rnd)
+        s.sendall(b"L")
+        os.write(pipes[rnd % 40][1], b"l")
+        got = dict(p.poll(0))
+        want = {c.fileno(), pipes[rnd % 40][0]}
+        if set(got) != want or any(not ev & select.POLLIN for ev in got.values()):
+            sys.exit("FAIL: large set: round %d: reported %r, expected %r readable" % (rnd, got, want))
+        c.recv(10); os.read(pipes[rnd % 40][0], 10)
 # 4: POLLNVAL every time
 if WINDOW:
     dead = socket.socket(); fd = dead.fileno(); dead.close()
