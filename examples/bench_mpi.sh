@@ -78,22 +78,30 @@ pairs() {
   done
 }
 
-job=0
+# job IMPL KIND NRANKS WHAT CMD...: one job of the variant, its output in
+# $OUT/job.out; a failure said on stderr (1); under zcsock, its ranks' rows
+# in pairs.csv
+jobs=0
+job() {
+  local impl=$1 kind=$2 np=$3 what=$4; shift 4
+  jobs=$((jobs + 1))
+  if ! run "$impl" "$kind" "$np" "j$jobs" "$@" >"$OUT/job.out" 2>"$OUT/job.log"; then
+    echo "# bench-mpi: $what, $impl $kind on $np ranks, failed (round $r): $(tail -1 "$OUT/job.log")" >&2
+    return 1
+  fi
+  [ "$kind" != zcsock ] || pairs "$impl" "j$jobs"
+}
+
 for ((r = 1; r <= ROUNDS; r++)); do
   for impl in "${impls[@]}"; do
     for mode in pingpong stream; do
       for kind in ${KINDS[$impl]}; do
-        job=$((job + 1))
         flag=(); [ "$mode" = stream ] && flag=(-s)
         rm -f "$OUT/np.out"
-        if ! run "$impl" "$kind" 2 "j$job" "${NP[$impl]}" -l 8 -u "$UPPER" -p 0 "${flag[@]}" \
-             -o "$OUT/np.out" >"$OUT/np.log" 2>&1 || [ ! -s "$OUT/np.out" ]; then
-          echo "# bench-mpi: NetPIPE $impl $kind $mode failed (round $r): $(tail -1 "$OUT/np.log")" >&2
-          continue
-        fi
-        awk -v p="$r,$impl,$kind,$mode" '$1 > 0 {printf "%s,%d,%.4f,%.2f\n", p, $1, $3 * 1e6, $2}' \
-          "$OUT/np.out" >>"$OUT/raw.csv"
-        [ "$kind" = zcsock ] && pairs "$impl" "j$job"
+        job "$impl" "$kind" 2 "NetPIPE $mode" "${NP[$impl]}" -l 8 -u "$UPPER" -p 0 "${flag[@]}" \
+          -o "$OUT/np.out" && [ -s "$OUT/np.out" ] &&
+          awk -v p="$r,$impl,$kind,$mode" '$1 > 0 {printf "%s,%d,%.4f,%.2f\n", p, $1, $3 * 1e6, $2}' \
+            "$OUT/np.out" >>"$OUT/raw.csv"
       done
     done
     for np in 2 4; do
@@ -105,14 +113,9 @@ for ((r = 1; r <= ROUNDS; r++)); do
         continue
       fi
       for kind in ${KINDS[$impl]}; do
-        job=$((job + 1))
-        if ! run "$impl" "$kind" "$np" "j$job" "$B/mpi_coll_$impl" "$CSECS" >"$OUT/coll.out" 2>"$OUT/coll.log"; then
-          echo "# bench-mpi: collectives $impl $kind on $np ranks failed (round $r): $(tail -1 "$OUT/coll.log")" >&2
-          continue
-        fi
-        awk -v p="$r,$impl,$kind,$np" '$1 == "coll" {printf "%s,%s,%s,%s\n", p, $2, $3, $4}' \
-          "$OUT/coll.out" >>"$OUT/coll.csv"
-        [ "$kind" = zcsock ] && pairs "$impl" "j$job"
+        job "$impl" "$kind" "$np" collectives "$B/mpi_coll_$impl" "$CSECS" &&
+          awk -v p="$r,$impl,$kind,$np" '$1 == "coll" {printf "%s,%s,%s,%s\n", p, $2, $3, $4}' \
+            "$OUT/job.out" >>"$OUT/coll.csv"
       done
     done
   done

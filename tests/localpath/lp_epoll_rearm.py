@@ -36,11 +36,7 @@ import select, socket, sys, threading, time
 l = socket.socket(); l.bind(("127.0.0.1", 0)); l.listen(4)
 ep = select.epoll()
 def pair(n):
-    s = socket.create_connection(l.getsockname())
-    c, _ = l.accept()
-    s.sendall(b"x"); c.recv(1); c.sendall(b"y"); s.recv(1)     # paired by now
-    if stat("local.paired.accepted") != n:
-        sys.exit("FAIL: connection %d did not pair" % n)
+    s, c = pair_tcp(l, n)
     c.setblocking(False)
     return s, c
 def rounds(s, c, n, base):

@@ -25,11 +25,7 @@ from lp_util import run_child  # noqa: E402
 CHILD = r"""
 import select, socket, sys, threading, time
 l = socket.socket(); l.bind(("127.0.0.1", 0)); l.listen(1)
-s = socket.create_connection(l.getsockname())
-c, _ = l.accept()
-s.sendall(b"x"); c.recv(1); c.sendall(b"y"); s.recv(1)     # paired by now
-if stat("local.paired.accepted") != 1:
-    sys.exit("FAIL: the connection did not pair")
+s, c = pair_tcp(l)
 ep = select.epoll()
 ep.register(c.fileno(), select.EPOLLIN | select.EPOLLET)
 c.setblocking(False)

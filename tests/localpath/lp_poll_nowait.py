@@ -39,11 +39,7 @@ CHILD = r"""
 import os, select, socket, sys, threading, time
 WINDOW = int(os.environ["ZCSOCK_POLL_KERNEL_US"])
 l = socket.socket(); l.bind(("127.0.0.1", 0)); l.listen(4)
-s = socket.create_connection(l.getsockname())
-c, _ = l.accept()
-s.sendall(b"x"); c.recv(1); c.sendall(b"y"); s.recv(1)     # paired by now
-if stat("local.paired.accepted") != 1:
-    sys.exit("FAIL: the connection did not pair")
+s, c = pair_tcp(l)
 c.setblocking(False)
 r, w = os.pipe()
 os.set_blocking(r, False)

@@ -50,18 +50,28 @@ def run_server_client(server_code, server_args, client_code, client_args, env, c
 
 
 CHILD_PRELUDE = r"""
-import ctypes
+import ctypes, socket, sys
 def stat(name):
     v = ctypes.c_uint64()
     get = ctypes.CDLL(None).zcsock_stat_get
     return v.value if get(name.encode(), ctypes.byref(v)) == 0 else -1
+def pair_tcp(l, n=1):
+    # a TCP connection through listener l, paired by one round trip: its
+    # client and server ends; n: the server ends this process has paired
+    s = socket.create_connection(l.getsockname())
+    c, _ = l.accept()
+    s.sendall(b"x"); c.recv(1); c.sendall(b"y"); s.recv(1)
+    if stat("local.paired.accepted") != n:
+        sys.exit("FAIL: connection %d did not pair" % n)
+    return s, c
 """
 
 
 def run_child(code, timeout=120):
     """Run python code in a child process under the library (ZC_LIB),
     pairing at once, after CHILD_PRELUDE (stat(name): a counter of the
-    child's, -1 when there is none), and echo what it printed.  Returns 0
+    child's, -1 when there is none; pair_tcp(listener, n): a paired TCP
+    connection's two ends), and echo what it printed.  Returns 0
     when it exited with 0, else 1 (a case's exit status)."""
     env = dict(os.environ, LD_PRELOAD=os.environ["ZC_LIB"], ZCSOCK_LOCAL_PAIR_AFTER="0")
     r = subprocess.run([sys.executable, "-c", CHILD_PRELUDE + code], env=env,
