@@ -153,16 +153,17 @@ void shim_wait_end(shim_wait_t *w, int events)
  * the set's other descriptors, a system call (~0.5 us here) that mostly says
  * nothing and delays the answer the ring already has.  Such a wait asks the
  * paths' memory only when all of this holds:
- *   - the thread's last zero-timeout wait was over the same set (poll: the
- *     same descriptors and events; epoll: the same epoll descriptor) and
- *     asked the kernel, which had nothing to report (a descriptor the kernel
- *     calls ready is asked about again every time: level-triggered answers
- *     and POLLNVAL stay exact);
- *   - the thread has made no other call into the library since (shim_entries
- *     moved by this wait's own entry only): anything the application did
- *     that could make a kernel descriptor ready (a write, a receive that told
- *     it about one, an epoll_ctl) makes the next wait ask the kernel;
- *   - that kernel answer is less than ZCSOCK_POLL_KERNEL_US old.
+ *   - the kernel's last answer about the same set (poll: the same
+ *     descriptors and events; epoll: the same epoll descriptor; up to
+ *     SHIM_NOWAIT_SETS sets polled in turn) was nothing ready (a descriptor
+ *     the kernel calls ready is asked about again every time: level-
+ *     triggered answers and POLLNVAL stay exact), less than
+ *     ZCSOCK_POLL_KERNEL_US ago;
+ *   - since then the thread has made only zero-timeout waits and sends and
+ *     receives that a path served (shim_entries - shim_path_calls moved by
+ *     one per wait): anything else it did that could make a kernel
+ *     descriptor ready (a write to a pipe, an epoll_ctl, a signal handler's
+ *     call) makes the next wait ask the kernel;
  * A wait with a signal mask (ppoll, pselect, epoll_pwait) always asks: the
  * kernel applies the mask, and a signal it unblocks is delivered then.
  * What it may change: a kernel descriptor that became ready through another
