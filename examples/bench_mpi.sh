@@ -86,7 +86,9 @@ job() {
   local impl=$1 kind=$2 np=$3 what=$4; shift 4
   jobs=$((jobs + 1))
   if ! run "$impl" "$kind" "$np" "j$jobs" "$@" >"$OUT/job.out" 2>"$OUT/job.log"; then
-    echo "# bench-mpi: $what, $impl $kind on $np ranks, failed (round $r): $(tail -1 "$OUT/job.log")" >&2
+    # kept, so that a hang after the work (in MPI_Finalize) tells from one in it
+    cp "$OUT/job.out" "$OUT/failed.j$jobs.out"; cp "$OUT/job.log" "$OUT/failed.j$jobs.log"
+    echo "# bench-mpi: $what, $impl $kind on $np ranks, failed (round $r; $(wc -l <"$OUT/job.out") lines of output, kept in failed.j$jobs.*): $(tail -1 "$OUT/job.log")" >&2
     return 1
   fi
   [ "$kind" != zcsock ] || pairs "$impl" "j$jobs"
