@@ -171,7 +171,7 @@ static long t_free_hugepages(void)
 /* Runs only when the hugetlb pool has free pages (skipped otherwise). */
 static void t_hugetlb_block(void **state)
 {
-    mh_arena_cfg_t cfg = { 0, 0, 0 };
+    mh_arena_cfg_t cfg = { 0 };
     int dirty, fd, huge = 0;
     uint64_t off;
     char *p;
