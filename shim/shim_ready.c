@@ -293,7 +293,7 @@ int shim_ready_poll(struct pollfd *fds, nfds_t n, const struct timespec *timeout
         const struct timespec *tmo;
         shim_ready_ask_t ask = { 0 };
         int ready = 0, pass, r, skip, spin = shim_wait_spinning(&ws);
-        uint64_t sig = 0;
+        uint64_t sig = nowait ? shim_poll_sig(fds, n) : 0;   /* (KERNEL SKIP) */
         nfds_t naux = 0;
 
         /* look, then look and arm; spinning: one look that may withdraw;
@@ -340,7 +340,7 @@ int shim_ready_poll(struct pollfd *fds, nfds_t n, const struct timespec *timeout
         if (spin && !ready && shim_wait_kernel_skip(&ws))
             continue;       /* the paths' memory only, this time */
         /* (a signal mask to apply is the kernel's to apply: never skipped) */
-        skip = nowait && !mask && shim_nowait_skip(sig = shim_poll_sig(fds, n));
+        skip = nowait && !mask && shim_nowait_skip(sig);
         tmo = ready || spin || nowait ? &zero : shim_left(deadline, &left);
         /* the safety net (shim_epoll.c): a path's wake-up that never came
          * costs SHIM_READY_NET_MS, not the whole timeout */
@@ -367,7 +367,7 @@ int shim_ready_poll(struct pollfd *fds, nfds_t n, const struct timespec *timeout
         } else {
             r = zc_real.ppoll(k, n + naux, tmo, mask);
             if (nowait && r >= 0)
-                shim_nowait_asked(sig ? sig : shim_poll_sig(fds, n), r == 0);
+                shim_nowait_asked(sig, r == 0);
         }
         if (r < 0) {
             rc = -1;
