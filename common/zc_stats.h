@@ -93,6 +93,9 @@
     X(READY_EP_KICKS, "ready.ep_kicks", "epoll sets woken because an ADD or MOD "    \
       "registered a claimed descriptor that was ready where the kernel does not look " \
       "(its ring): a wait already sleeping on the set looks again")                   \
+    X(READY_EP_QUIET, "ready.ep_quiet", "epoll ADDs and MODs of claimed descriptors "  \
+      "on a set made and watched by this process alone, with no wait of it sleeping "  \
+      "there: neither armed nor kicked (the next wait's look arms them)")            \
     X(READY_EP_WAKE_UNPARKED, "ready.ep_wake_unparked", "epoll registrations whose "\
       "wake fd was still in the set from an earlier registration of the descriptor "   \
       "(parked at its DEL or close): taken back without an epoll_ctl ADD")             \

@@ -14,6 +14,8 @@ SHIM_EXPORT int poll(struct pollfd *fds, nfds_t nfds, int timeout)
     struct timespec ts;
 
     SHIM_ENTER(poll, -1);
+    if (shim_unlikely(shim_ep_priv_any))
+        shim_ep_exposed_poll(fds, nfds);
     if (shim_likely(!shim_poll_claims(fds, nfds)) || !zc_real.ppoll)
         return zc_real.poll(fds, nfds, timeout);
     ts.tv_sec = timeout / 1000;
@@ -25,6 +27,8 @@ SHIM_EXPORT int ppoll(struct pollfd *fds, nfds_t nfds, const struct timespec *ti
                       const sigset_t *sigmask)
 {
     SHIM_ENTER(ppoll, -1);
+    if (shim_unlikely(shim_ep_priv_any))
+        shim_ep_exposed_poll(fds, nfds);
     if (shim_likely(!shim_poll_claims(fds, nfds)))
         return zc_real.ppoll(fds, nfds, timeout, sigmask);
     if (timeout && (timeout->tv_sec < 0 || timeout->tv_nsec < 0 ||
@@ -42,6 +46,8 @@ SHIM_EXPORT int select(int nfds, fd_set *r, fd_set *w, fd_set *e, struct timeval
     int rc;
 
     SHIM_ENTER(select, -1);
+    if (shim_unlikely(shim_ep_priv_any))
+        shim_ep_exposed_select(nfds, r, w, e);
     if (shim_likely(!shim_select_claims(nfds, r, w, e)) || !zc_real.ppoll)
         return zc_real.select(nfds, r, w, e, timeout);
     if (timeout && (timeout->tv_sec < 0 || timeout->tv_usec < 0)) {
@@ -66,6 +72,8 @@ SHIM_EXPORT int pselect(int nfds, fd_set *r, fd_set *w, fd_set *e,
                         const struct timespec *timeout, const sigset_t *sigmask)
 {
     SHIM_ENTER(pselect, -1);
+    if (shim_unlikely(shim_ep_priv_any))
+        shim_ep_exposed_select(nfds, r, w, e);
     if (shim_likely(!shim_select_claims(nfds, r, w, e)) || !zc_real.ppoll)
         return zc_real.pselect(nfds, r, w, e, timeout, sigmask);
     return shim_ready_select(nfds, r, w, e, timeout, sigmask);
@@ -73,14 +81,22 @@ SHIM_EXPORT int pselect(int nfds, fd_set *r, fd_set *w, fd_set *e,
 
 SHIM_EXPORT int epoll_create(int size)
 {
+    int fd;
+
     SHIM_ENTER(epoll_create, -1);
-    return zc_real.epoll_create(size);
+    fd = zc_real.epoll_create(size);
+    shim_ep_created(fd);
+    return fd;
 }
 
 SHIM_EXPORT int epoll_create1(int flags)
 {
+    int fd;
+
     SHIM_ENTER(epoll_create1, -1);
-    return zc_real.epoll_create1(flags);
+    fd = zc_real.epoll_create1(flags);
+    shim_ep_created(fd);
+    return fd;
 }
 
 SHIM_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
@@ -97,6 +113,8 @@ SHIM_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
         shim_fd_unpin(&pin);
         return rc;
     }
+    if (shim_unlikely(shim_ep_priv_any) && op != EPOLL_CTL_DEL)
+        shim_ep_exposed(fd);        /* a set nested in another */
     shim_ep_unclaimed(epfd, fd);
     rc = zc_real.epoll_ctl(epfd, op, fd, ev);
     if (rc == 0 && shim_unlikely(shim_fd_get(fd) && shim_fd_get(fd)->unconnected)) {
@@ -115,8 +133,13 @@ SHIM_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 #define SHIM_EP_PASS(call, epfd, evs, max, ms, mask)                          \
     do {                                                                      \
         int64_t t0_ = (ms) > 0 ? shim_now_ns() : 0;                           \
-        int n_ = (call);                                                      \
+        int n_;                                                               \
                                                                               \
+        if ((ms) != 0)                                                        \
+            shim_ep_sleep_enter(epfd);  /* (QUIET SETS) */                    \
+        n_ = (call);                                                          \
+        if ((ms) != 0)                                                        \
+            shim_ep_sleep_leave(epfd);                                        \
         if (shim_likely(n_ <= 0)) {                                           \
             if (n_ == 0 && (ms) == 0)                                         \
                 shim_nowait_passed();                                         \

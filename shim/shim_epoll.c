@@ -78,6 +78,33 @@
  * a hang.  No miss is known since the kick slot was taken out (an MPICH
  * stall first blamed on the list happens with the library from before the
  * list too); the net bounds what is not known. */
+/* QUIET SETS (issue 31).  The arming and the kick at an ADD or MOD (KICK)
+ * serve a wait that already sleeps in the kernel on the set, and whoever
+ * watches the set from outside (a poll or select over the epoll
+ * descriptor, a set it is nested in, another process holding it).  A wait
+ * that starts later arms the registration itself: the ADD or MOD put it on
+ * the ready list, and a wait's arming look asks the list (or, below
+ * ZCSOCK_EPOLL_SCAN_MAX, every registration) before it sleeps.  So an ADD
+ * or MOD on a set that is PRIVATE (made by epoll_create in this process
+ * since its last fork, never watched from outside, never copied) while no
+ * wait of ours SLEEPS on it neither arms nor kicks (ready.ep_quiet):
+ * redis-benchmark re-arms each connection per request, and each such arm
+ * made the peer write a wake-up eventfd per reply, and each kick one more
+ * write, where the kernel's socket costs nothing extra.
+ *  - SLEEPS: shim_ep_sleep[], counted per epoll descriptor (hashed: a
+ *    collision only costs a skip), from before a wait's first look until it
+ *    is back from the kernel, for every wait that may sleep, through the
+ *    engine or straight to the kernel.  An ADD or MOD reads it after its
+ *    registration joined the set under the table's lock, and a wait counts
+ *    itself before its looks take that lock, so either the ADD sees the
+ *    wait or the wait's look sees the registration.
+ *  - PRIVATE: shim_ep_priv[], the sets made here (epoll_create hooks).  A
+ *    set leaves it for good when its descriptor is polled or selected, is
+ *    added to another epoll set, is duplicated, travels in SCM_RIGHTS, at
+ *    any fork, exec or spawn (the child may hold it), and at its close.
+ *    The set's registrations are then armed, and the set kicked when one is
+ *    ready, as their ADD would have done (shim_ep_exposed), before the
+ *    outsider's call runs. */
 #include <poll.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -175,6 +202,91 @@ static void shim_ep_lock(void)
         __builtin_ia32_pause();
 }
 
+/* QUIET SETS: waits that may sleep, per epoll descriptor (hashed), and the
+ * private sets (epfd + 1; 0: free). */
+#define SHIM_EP_SLEEP_SLOTS 64
+#define SHIM_EP_PRIV_MAX 16
+static struct {
+    uint32_t n;
+    char pad[60];
+} shim_ep_sleep[SHIM_EP_SLEEP_SLOTS] __attribute__((aligned(64)));
+static int shim_ep_priv[SHIM_EP_PRIV_MAX];
+int shim_ep_priv_any;                   /* a set was ever made private */
+
+static uint32_t *shim_ep_sleepers(int epfd)
+{
+    return &shim_ep_sleep[(unsigned)epfd % SHIM_EP_SLEEP_SLOTS].n;
+}
+
+void shim_ep_sleep_enter(int epfd)
+{
+    __atomic_add_fetch(shim_ep_sleepers(epfd), 1, __ATOMIC_SEQ_CST);
+}
+
+void shim_ep_sleep_leave(int epfd)
+{
+    __atomic_sub_fetch(shim_ep_sleepers(epfd), 1, __ATOMIC_RELEASE);
+}
+
+void shim_ep_created(int epfd)
+{
+    int i;
+
+    if (epfd < 0)
+        return;
+    __atomic_store_n(&shim_ep_priv_any, 1, __ATOMIC_RELAXED);
+    for (i = 0; i < SHIM_EP_PRIV_MAX; i++) {
+        int zero = 0;
+
+        if (__atomic_compare_exchange_n(&shim_ep_priv[i], &zero, epfd + 1, 0, __ATOMIC_SEQ_CST,
+                                        __ATOMIC_RELAXED))
+            return;
+    }
+}
+
+static int shim_ep_private(int epfd)
+{
+    int i;
+
+    for (i = 0; i < SHIM_EP_PRIV_MAX; i++)
+        if (__atomic_load_n(&shim_ep_priv[i], __ATOMIC_SEQ_CST) == epfd + 1)
+            return 1;
+    return 0;
+}
+
+/* epfd is no longer private: 1 when it was. */
+static int shim_ep_unprivate(int epfd)
+{
+    int i, was = 0;
+
+    if (!__atomic_load_n(&shim_ep_priv_any, __ATOMIC_RELAXED) || epfd < 0)
+        return 0;
+    for (i = 0; i < SHIM_EP_PRIV_MAX; i++) {
+        int cur = epfd + 1;
+
+        was |= __atomic_compare_exchange_n(&shim_ep_priv[i], &cur, 0, 0, __ATOMIC_SEQ_CST,
+                                           __ATOMIC_RELAXED);
+    }
+    return was;
+}
+
+void shim_ep_priv_gone(int fd)
+{
+    (void)shim_ep_unprivate(fd);
+}
+
+/* No set is private any more (a fork, exec or spawn: lock-free, also in a
+ * vfork child, which shares this memory and makes it so for its parent). */
+void shim_ep_all_public(void)
+{
+    int i;
+
+    if (!__atomic_load_n(&shim_ep_priv_any, __ATOMIC_RELAXED))
+        return;
+    for (i = 0; i < SHIM_EP_PRIV_MAX; i++)
+        __atomic_store_n(&shim_ep_priv[i], 0, __ATOMIC_SEQ_CST);
+}
+
 static void shim_ep_unlock(void)
 {
     __atomic_store_n(&shim_ep.lock, 0, __ATOMIC_RELEASE);
@@ -187,6 +299,7 @@ void shim_ep_fork_prepare(void)
     shim_ep_lock();
     HASH_ITER(hh, shim_ep.sets, s, sn)
         s->inherited = 1;
+    shim_ep_all_public();       /* the child holds every set too (QUIET SETS) */
 }
 
 void shim_ep_fork_parent(void)
@@ -1031,6 +1144,60 @@ static void shim_ep_spun(int epfd)
     shim_ep_snap_free(a, size);
 }
 
+/* fd is (or may be) an epoll descriptor that someone outside this
+ * process's waits may watch from now on (QUIET SETS): when it was a
+ * private set, every registration on its ready list is armed, and the set
+ * kicked when one is ready, as their ADD or MOD would have done. */
+void shim_ep_exposed(int fd)
+{
+    shim_ep_ans_t stack[SHIM_EP_SNAP], *a;
+    size_t size;
+    int n, i, kick = 0, saved = errno;
+
+    if (!shim_ep_unprivate(fd))
+        return;
+    n = shim_ep_snap_set(fd, stack, SHIM_EP_SNAP, &a, &size, 1);
+    for (i = 0; i < n; i++) {
+        shim_ready_ask_t ask = { 0 };
+
+        shim_ep_ask(&a[i], SHIM_READY_ARM, 1, &ask);
+        kick |= a[i].rev || ask.recheck_ms;
+    }
+    shim_ep_snap_free(a, size);
+    if (kick)
+        shim_ep_kick(fd);
+    errno = saved;
+}
+
+void shim_ep_exposed_poll(const struct pollfd *fds, nfds_t n)
+{
+    nfds_t i;
+    int k;
+
+    for (k = 0; k < SHIM_EP_PRIV_MAX; k++) {
+        int e = __atomic_load_n(&shim_ep_priv[k], __ATOMIC_RELAXED) - 1;
+
+        for (i = 0; e >= 0 && i < n; i++)
+            if (fds[i].fd == e) {
+                shim_ep_exposed(e);
+                break;
+            }
+    }
+}
+
+void shim_ep_exposed_select(int nfds, const fd_set *r, const fd_set *w, const fd_set *e)
+{
+    int k;
+
+    for (k = 0; k < SHIM_EP_PRIV_MAX; k++) {
+        int fd = __atomic_load_n(&shim_ep_priv[k], __ATOMIC_RELAXED) - 1;
+
+        if (fd >= 0 && fd < nfds && fd < FD_SETSIZE &&
+            ((r && FD_ISSET(fd, r)) || (w && FD_ISSET(fd, w)) || (e && FD_ISSET(fd, e))))
+            shim_ep_exposed(fd);
+    }
+}
+
 /* Look at every claimed registration of epfd (arm: SHIM_READY_*), filling
  * evs up to max from out on. */
 static int shim_ep_look(int epfd, struct epoll_event *evs, int out, int max, int arm,
@@ -1155,8 +1322,12 @@ int shim_ready_epoll_wait(int epfd, struct epoll_event *evs, int max, int timeou
     int n, saved;
 
     shim_wait_begin(&ws, timeout != 0);
+    if (timeout != 0)
+        shim_ep_sleep_enter(epfd);      /* before its first look (QUIET SETS) */
     n = shim_ep_wait(epfd, evs, max, timeout, mask, &ws);
     saved = errno;
+    if (timeout != 0)
+        shim_ep_sleep_leave(epfd);
     if (ws.spun)
         shim_ep_spun(epfd);
     if (n >= 0)
@@ -1212,6 +1383,8 @@ static void shim_ep_mark(int epfd)
     if (e && e->kind == SHIM_FD_UNKNOWN)
         __atomic_store_n(&e->kind, SHIM_FD_EPOLL, __ATOMIC_RELEASE);
 }
+
+static int shim_ep_arm_one(int fd, shim_fd_t *f, uint32_t events, int wake);
 
 /* epoll_ctl on a claimed descriptor (pinned by the caller as *f): the
  * registration is kept in the table and registered with the kernel under
@@ -1276,23 +1449,34 @@ int shim_ep_ctl(int epfd, int op, int fd, struct epoll_event *ev, shim_fd_t *f)
     shim_ep_unlock();
     if (w == -2)
         f->path->ops->wake_fd(f, fd, 1);
-    if (rc == 0) {
-        /* Ready now where the kernel does not look, or only once the path's
-         * wake-up is armed: arm it for this registration, and wake a wait
-         * that already sleeps on the set (KICK) when it is ready (an
-         * EPOLLONESHOT re-armed by another thread while the wait's own
-         * arming look skipped it as fired). */
-        uint32_t want = ev->events & ~(uint32_t)SHIM_EP_KERNEL_KEEP;
-        shim_ready_ask_t ask = { 0, w >= 0, 0 };
+    if (rc == 0 && shim_ep_private(epfd) &&
+        !__atomic_load_n(shim_ep_sleepers(epfd), __ATOMIC_SEQ_CST)) {
+        zc_stat_add(ZC_STAT_READY_EP_QUIET, 1);     /* QUIET SETS */
+    } else if (rc == 0) {
         int saved = errno;
 
-        if (((uint16_t)f->path->ops->revents(f, fd, (short)(want | EPOLLRDHUP), -1,
-                                             SHIM_READY_ARM, &ask) &
-             (want | (ev->events & EPOLLRDHUP) | EPOLLERR | EPOLLHUP)) || ask.recheck_ms)
+        if (shim_ep_arm_one(fd, f, ev->events, w >= 0))
             shim_ep_kick(epfd);
         errno = saved;
     }
     return rc;
+}
+
+/* Ready now where the kernel does not look, or only once the path's
+ * wake-up is armed: arm it for this registration (events: the
+ * application's; wake: the set listens to the path's wake fd).  1 when a
+ * wait that already sleeps on the set must be woken (KICK): it is ready
+ * (an EPOLLONESHOT re-armed by another thread while the wait's own arming
+ * look skipped it as fired), or the path asked for another look. */
+static int shim_ep_arm_one(int fd, shim_fd_t *f, uint32_t events, int wake)
+{
+    uint32_t want = events & ~(uint32_t)SHIM_EP_KERNEL_KEEP;
+    shim_ready_ask_t ask = { 0, wake, 0 };
+
+    return ((uint16_t)f->path->ops->revents(f, fd, (short)(want | EPOLLRDHUP), -1,
+                                            SHIM_READY_ARM, &ask) &
+            (want | (events & EPOLLRDHUP) | EPOLLERR | EPOLLHUP)) ||
+           ask.recheck_ms;
 }
 
 /* epoll_ctl on a descriptor no path claims, before the real call: a

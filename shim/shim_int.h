@@ -170,6 +170,14 @@ void shim_ep_claimed(int fd);
 int shim_objects(void);
 void shim_objects_note(int flags);
 int shim_pinners(void);
+/* QUIET SETS (shim_epoll.c): epfd made by epoll_create here; fd (maybe a
+ * set) watched or shared from now on; fd closed or replaced; every set
+ * shared (exec, spawn); the hooks' fast test. */
+void shim_ep_created(int epfd);
+void shim_ep_exposed(int fd);
+void shim_ep_priv_gone(int fd);
+void shim_ep_all_public(void);
+extern int shim_ep_priv_any;
 /* The epoll table's lock around fork (shim_init.c). */
 void shim_ep_fork_prepare(void);
 void shim_ep_fork_parent(void);

@@ -168,6 +168,24 @@ void shim_fds_passing(int fd, const struct msghdr *msg)
 {
     int saved = errno;
 
+    if (shim_unlikely(shim_ep_priv_any)) {
+        /* an epoll set passed on is shared (QUIET SETS) */
+        struct cmsghdr *cm;
+
+        for (cm = CMSG_FIRSTHDR((struct msghdr *)msg); cm;
+             cm = CMSG_NXTHDR((struct msghdr *)msg, cm))
+            if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS) {
+                const unsigned char *p = CMSG_DATA(cm);
+                size_t k, n = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+
+                for (k = 0; k < n; k++) {
+                    int one;
+
+                    memcpy(&one, p + k * sizeof(int), sizeof(int));
+                    shim_ep_exposed(one);
+                }
+            }
+    }
     SHIM_PATHS_EACH(fds_passing, fd, msg);
     errno = saved;
 }
@@ -222,6 +240,7 @@ size_t shim_paths_exec_env(const shim_exec_t *x, char **vec, size_t vec_n, char 
     size_t used = 0, nvars = 0, n = 0, i, k;
     char *vars[SHIM_PATHS_MAX];
 
+    shim_ep_all_public();       /* the child may hold every set (QUIET SETS) */
     for (pp = shim_paths; *pp; pp++) {
         size_t len;
 

@@ -93,6 +93,13 @@ void shim_ep_plain_ctl(int epfd, int op, int fd, const struct epoll_event *ev);
  * (shim_epoll.c, PARKED WAKE FDS). */
 void shim_ep_aux_gone(int w);
 
+/* A wait that may sleep on epfd begins and ends (QUIET SETS); a poll or
+ * select over private sets exposes them. */
+void shim_ep_sleep_enter(int epfd);
+void shim_ep_sleep_leave(int epfd);
+void shim_ep_exposed_poll(const struct pollfd *fds, nfds_t n);
+void shim_ep_exposed_select(int nfds, const fd_set *r, const fd_set *w, const fd_set *e);
+
 int shim_ready_epoll_wait(int epfd, struct epoll_event *evs, int max, int timeout,
                      const sigset_t *mask);
 int shim_ep_has(int epfd);
