@@ -14,7 +14,7 @@ SHIM_EXPORT int poll(struct pollfd *fds, nfds_t nfds, int timeout)
     struct timespec ts;
 
     SHIM_ENTER(poll, -1);
-    if (shim_unlikely(shim_ep_priv_any))
+    if (shim_unlikely(shim_ep_priv_some()))
         shim_ep_exposed_poll(fds, nfds);
     if (shim_likely(!shim_poll_claims(fds, nfds)) || !zc_real.ppoll)
         return zc_real.poll(fds, nfds, timeout);
@@ -27,7 +27,7 @@ SHIM_EXPORT int ppoll(struct pollfd *fds, nfds_t nfds, const struct timespec *ti
                       const sigset_t *sigmask)
 {
     SHIM_ENTER(ppoll, -1);
-    if (shim_unlikely(shim_ep_priv_any))
+    if (shim_unlikely(shim_ep_priv_some()))
         shim_ep_exposed_poll(fds, nfds);
     if (shim_likely(!shim_poll_claims(fds, nfds)))
         return zc_real.ppoll(fds, nfds, timeout, sigmask);
@@ -46,7 +46,7 @@ SHIM_EXPORT int select(int nfds, fd_set *r, fd_set *w, fd_set *e, struct timeval
     int rc;
 
     SHIM_ENTER(select, -1);
-    if (shim_unlikely(shim_ep_priv_any))
+    if (shim_unlikely(shim_ep_priv_some()))
         shim_ep_exposed_select(nfds, r, w, e);
     if (shim_likely(!shim_select_claims(nfds, r, w, e)) || !zc_real.ppoll)
         return zc_real.select(nfds, r, w, e, timeout);
@@ -72,7 +72,7 @@ SHIM_EXPORT int pselect(int nfds, fd_set *r, fd_set *w, fd_set *e,
                         const struct timespec *timeout, const sigset_t *sigmask)
 {
     SHIM_ENTER(pselect, -1);
-    if (shim_unlikely(shim_ep_priv_any))
+    if (shim_unlikely(shim_ep_priv_some()))
         shim_ep_exposed_select(nfds, r, w, e);
     if (shim_likely(!shim_select_claims(nfds, r, w, e)) || !zc_real.ppoll)
         return zc_real.pselect(nfds, r, w, e, timeout, sigmask);
@@ -113,7 +113,7 @@ SHIM_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
         shim_fd_unpin(&pin);
         return rc;
     }
-    if (shim_unlikely(shim_ep_priv_any) && op != EPOLL_CTL_DEL)
+    if (shim_unlikely(shim_ep_priv_some()) && op != EPOLL_CTL_DEL)
         shim_ep_exposed(fd);        /* a set nested in another */
     shim_ep_unclaimed(epfd, fd);
     rc = zc_real.epoll_ctl(epfd, op, fd, ev);

@@ -172,7 +172,7 @@ static void shim_fd_release(int fd)
 {
     shim_fd_t *f = shim_fd_get(fd), was;
 
-    if (shim_unlikely(shim_ep_priv_any))
+    if (shim_unlikely(shim_ep_priv_some()))
         shim_ep_priv_gone(fd);      /* (QUIET SETS) */
     if (!f || (f->kind != SHIM_FD_UNKNOWN && shim_vfork_child()))
         return;
@@ -195,7 +195,7 @@ void shim_fd_closing_raw(int fd)
 {
     shim_fd_t *f = shim_fd_get(fd);
 
-    if (shim_unlikely(shim_ep_priv_any))
+    if (shim_unlikely(shim_ep_priv_some()))
         shim_ep_priv_gone(fd);
     if (f && f->kind != SHIM_FD_UNKNOWN && f->kind != SHIM_FD_INTERNAL)
         shim_fd_release(fd);
@@ -207,7 +207,7 @@ static void shim_fd_dup(int oldfd, int newfd)
 {
     shim_fd_t *f = shim_fd_get(oldfd);
 
-    if (shim_unlikely(shim_ep_priv_any)) {
+    if (shim_unlikely(shim_ep_priv_some())) {
         /* a set under two numbers, or one number naming another file now
          * (QUIET SETS); a vfork child shares our memory: no arming there */
         shim_ep_priv_gone(newfd);
@@ -290,7 +290,7 @@ int shim_close_range_do(unsigned first, unsigned last, int flags)
     if (!(flags & CLOSE_RANGE_CLOEXEC)) {
         unsigned fd, end = shim_fd_table_size;
 
-        if (shim_unlikely(shim_ep_priv_any))
+        if (shim_unlikely(shim_ep_priv_some()))
             shim_ep_all_public();   /* (QUIET SETS: simpler than a range) */
         if (last < end)
             end = last + 1;

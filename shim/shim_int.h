@@ -178,6 +178,10 @@ void shim_ep_exposed(int fd);
 void shim_ep_priv_gone(int fd);
 void shim_ep_all_public(void);
 extern int shim_ep_priv_any;
+static inline int shim_ep_priv_some(void)
+{
+    return __atomic_load_n(&shim_ep_priv_any, __ATOMIC_RELAXED);
+}
 /* The epoll table's lock around fork (shim_init.c). */
 void shim_ep_fork_prepare(void);
 void shim_ep_fork_parent(void);

@@ -168,7 +168,7 @@ void shim_fds_passing(int fd, const struct msghdr *msg)
 {
     int saved = errno;
 
-    if (shim_unlikely(shim_ep_priv_any)) {
+    if (shim_unlikely(shim_ep_priv_some())) {
         /* an epoll set passed on is shared (QUIET SETS) */
         struct cmsghdr *cm;
 
