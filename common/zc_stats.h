@@ -104,6 +104,10 @@
     X(LOCAL_FUTEX_WAKES, "local.futex_wakes", "peers woken from a blocking sleep")       \
     X(LOCAL_EFD_WAKES, "local.efd_wakes", "peers woken from a poll/select/epoll wait "   \
       "through their wake-up eventfd (no doorbell byte)")                               \
+    X(LOCAL_PICKUP_DEFERRED, "local.pickup_deferred", "offers a client found while "  \
+      "another of its threads held the other direction's lock (a blocking send or "  \
+      "receive in the kernel): taken up at a later call, so that the channel never "  \
+      "appears under a thread's feet")                                               \
     X(LOCAL_EFD_FETCHED, "local.efd_fetched", "peers' wake-up eventfds fetched "         \
       "(pidfd_getfd, once per connection)")                                             \
     X(LOCAL_WAKES_AVOIDED, "local.wakes_avoided", "ring writes that needed no wake-up "  \

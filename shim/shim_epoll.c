@@ -1311,8 +1311,11 @@ static int shim_ep_wait(int epfd, struct epoll_event *evs, int max, int timeout,
             zc_stat_add(ZC_STAT_READY_NET_RESCUES, 1);     /* a wake-up that never came */
         netted = 0;
         shim_wait_looked(ws, ask.ring);
-        if (out == max)
+        if (out == max) {
+            if (timeout == 0 && !mask)
+                shim_nowait_passed();   /* a zero-timeout wait: the chain holds (KERNEL SKIP) */
             return out;
+        }
         if (!out)
             shim_wait_idle(ws);
         if (spin && !out && shim_wait_kernel_skip(ws))

@@ -25,6 +25,9 @@ shows):
      kernel (the kernel applies the mask).
   6. A poll set of 41 (beyond the engine's stack arrays): 50 rounds of the
      ring's bytes and one pipe's, each reported exactly.
+  7. An epoll wait that the ring alone fills (maxevents 1) alternating with
+     a quiet set: the quiet set's waits still skip the kernel (>= 1,000 of
+     3,000; the full wait does not break the chain).
 Then, with ZCSOCK_POLL_KERNEL_US=0: step 1 again skips nothing.
 
     lp_poll_nowait.py       (ZC_LIB names the library)
@@ -147,6 +150,26 @@ if WINDOW:
         if set(got) != want or any(not ev & select.POLLIN for ev in got.values()):
             sys.exit("FAIL: large set: round %d: reported %r, expected %r readable" % (rnd, got, want))
         c.recv(10); os.read(pipes[rnd % 40][0], 10)
+# 7: an epoll wait that the ring alone fills (maxevents 1, a connection
+# with bytes left unread) keeps the window of the quiet set polled in turn
+# (the loop does nothing else): its waits still skip the kernel
+if WINDOW:
+    s2, c2 = pair_tcp(l, 2)
+    s2.sendall(b"E")
+    time.sleep(0.05)
+    full = select.epoll()
+    full.register(c2.fileno(), select.EPOLLIN)
+    quiet = poller("epoll")
+    k0 = stat("ready.kernel_skips")
+    for i in range(3000):
+        if len(full.poll(0, 1)) != 1:
+            sys.exit("FAIL: full set: wait %d did not report the ring's bytes" % i)
+        if quiet():
+            sys.exit("FAIL: quiet set: wait %d reported something" % i)
+    skipped = stat("ready.kernel_skips") - k0
+    if skipped < 1000:
+        sys.exit("FAIL: only %d of 3000 quiet waits beside a full one skipped the kernel" % skipped)
+    full.close(); s2.close(); c2.close()
 # 4: POLLNVAL every time
 if WINDOW:
     dead = socket.socket(); fd = dead.fileno(); dead.close()

@@ -136,7 +136,15 @@ void lp_lock(lp_conn_t *c, int role)
 
     shim_crit_enter();          /* SIGDEFER: no handler of ours runs while we hold it */
     __atomic_add_fetch(&c->inside[role], 1, __ATOMIC_ACQ_REL);
-    if (lp_lock_word(w, c->ch.base && c->sole, &c->inside[role]) && c->ch.base) {
+    /* A private word taken while a pickup made the channel appear (the
+     * pickup held it: lp_pickup_try) is the wrong one now: the channel's
+     * word it is. */
+    while (w == &c->plock[role] && (lp_lock_word(w, 0, NULL), w != lp_lockp(c, role))) {
+        lp_unlock_word(w);
+        w = lp_lockp(c, role);
+    }
+    if (w != &c->plock[role] &&
+        lp_lock_word(w, c->ch.base && c->sole, &c->inside[role]) && c->ch.base) {
         /* a peer that wedges its lock loses the channel */
         __atomic_store_n(&c->ch.broken, 1, __ATOMIC_RELEASE);
         zc_log(ZC_LOG_NOTICE, "local path: a lock word of a channel held by no thread of ours "

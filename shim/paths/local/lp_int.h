@@ -201,6 +201,8 @@ typedef struct lp_conn {
     uint8_t connect_check;          /* non-blocking connect: check once connected */
     unsigned pickups;
     int pickup_busy;                /* a thread is looking for the offer (lp_pickup_try) */
+    int pickup_owed;                /* an offer found while the other role's lock was held:
+                                     * the next call of either role looks again (atomic) */
     uint32_t plock[2];              /* before the channel exists */
     uint32_t *held[2];              /* the lock word each role holds now */
     uint32_t inside[2];             /* threads of ours taking or holding each

@@ -36,7 +36,8 @@ void lp_pickup_done(lp_conn_t *c, int rc, int memfd, int fd)
  * busy or empty look changes nothing. */
 void lp_pickup_try(lp_conn_t *c, int fd, int r3)
 {
-    int memfd = -1, rc;
+    int memfd = -1, rc, other = r3 ? LP_TX : LP_RX;
+    uint32_t zero = 0;
 
     /* A pending connection forked: a holder attaches only while it is the
      * only one (every holder must follow the switch-over, and one that looks
@@ -50,7 +51,21 @@ void lp_pickup_try(lp_conn_t *c, int fd, int r3)
             return;
         sched_yield();
     }
-    if (c->state == LP_PENDING && c->ann >= 0) {
+    /* The caller holds one role's lock (a receive: RX, a send: TX), on its
+     * process-private word (no channel yet).  Once the channel exists, the
+     * lock words are the channel's, and a thread of ours that took the
+     * other role's private word before (a blocking send in the kernel while
+     * this thread receives) would hold that role beside one taking the
+     * channel's word: a switch point published meanwhile missed the bytes
+     * of that send (32 MiB sent, 13 MiB of it taken for doorbells, case
+     * defer/both/threaded-client).  So the channel appears only while this
+     * thread holds both private words; with the other held, the pickup
+     * waits for a later call (the server keeps to the kernel until we
+     * attach, rule S1), and lp_lock takes its word again once it sees the
+     * channel. */
+    if (c->state == LP_PENDING && c->ann >= 0 &&
+        __atomic_compare_exchange_n(&c->plock[other], &zero, (uint32_t)lp_gettid(), 0,
+                                    __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
         rc = local_pair_channel_recv(fd, c->ann, c->forked ? LOCAL_PAIR_F_REQUEUE : 0, &c->ch,
                                      &memfd);
         /* (a server that defers its offer may still make it: R3 waits
@@ -58,6 +73,11 @@ void lp_pickup_try(lp_conn_t *c, int fd, int r3)
         if (rc != -EAGAIN ||
             (r3 && (!zc_config.local_pair_after || c->r3_looks >= LP_R3_PATIENCE)))
             lp_pickup_done(c, rc, memfd, fd);
+        __atomic_store_n(&c->pickup_owed, 0, __ATOMIC_RELAXED);
+        lp_unlock_word(&c->plock[other]);
+    } else if (c->state == LP_PENDING && c->ann >= 0) {
+        zc_stat_add(ZC_STAT_LOCAL_PICKUP_DEFERRED, 1);
+        __atomic_store_n(&c->pickup_owed, 1, __ATOMIC_RELAXED);
     }
     __atomic_store_n(&c->pickup_busy, 0, __ATOMIC_RELEASE);
 }
@@ -369,8 +389,9 @@ int lp_offer_defer(lp_conn_t *c, int fd)
 
 /* PAIR WHEN IT PAYS (issue 31).  With ZCSOCK_LOCAL_PAIR_AFTER = N > 0 the
  * server does not offer at its first data call but once the connection
- * showed it will pay back what pairing costs: N requests answered (a send
- * after a receive), or N x LP_PAIR_BYTES moved either way (counting the
+ * showed it will pay back what pairing costs: N + 1 requests answered (a
+ * send after a receive; the client announces at its Nth, lp_pays), or
+ * N x LP_PAIR_BYTES moved either way (counting the
  * send about to be made), so a connection that carries one request never
  * pays for a channel.  Until then its bytes go through the kernel, counted
  * (tx_kernel, rx_kernel: the switch points of local_pair.h are stream
@@ -415,8 +436,14 @@ void lp_kio_exit(lp_conn_t *c)
 }
 
 /* Does the connection pay yet (N requests answered, or N x LP_PAIR_BYTES
- * moved counting len about to be sent)?  Counts this data call. */
-static int lp_pays(lp_conn_t *c, int is_send, size_t len)
+ * moved counting len about to be sent)?  Counts this data call.  The
+ * server (offer: 1) waits for one turn more than the client: a client
+ * announces at its Nth turn, a send that follows the server's Nth reply,
+ * so an offer at that reply found no announcement yet, every time (a
+ * sock_diag query, a socket and a refused connect for nothing, and for
+ * each connection that ended there), and the offer after it paired;
+ * where the server speaks first it pairs one reply later. */
+static int lp_pays(lp_conn_t *c, int is_send, size_t len, int offer)
 {
     unsigned after = zc_config.local_pair_after;
 
@@ -424,7 +451,7 @@ static int lp_pays(lp_conn_t *c, int is_send, size_t len)
     if (is_send && c->pair_last == 1)
         c->pair_turns++;
     c->pair_last = is_send ? 2 : 1;
-    return c->pair_turns >= after ||
+    return c->pair_turns >= after + (unsigned)offer ||
            c->rx_kernel + c->tx_kernel + (is_send ? len : 0) >= (uint64_t)after * LP_PAIR_BYTES;
 }
 
@@ -436,7 +463,7 @@ int lp_offer_wait(lp_conn_t *c, int fd, int is_send, size_t len)
 
     if (!zc_config.local_pair_after)
         return 0;
-    if (!lp_pays(c, is_send, len))
+    if (!lp_pays(c, is_send, len, 1))
         return 1;
     /* it pays: offer now, or (a client that announces late has not yet)
      * again at the 2nd, 4th, 8th ... call from here, LP_OFFER_TRIES times */
@@ -505,7 +532,7 @@ void lp_ann_due(lp_conn_t *c, int fd, int is_send, size_t len)
 {
     if (!c->ann_due || c->state != LP_PENDING)
         return;
-    if (!lp_pays(c, is_send, len))
+    if (!lp_pays(c, is_send, len, 0))
         return;
     if (__atomic_exchange_n(&c->pickup_busy, 1, __ATOMIC_ACQUIRE))
         return;         /* another thread announces */
@@ -527,7 +554,7 @@ int lp_r3_due(lp_conn_t *c)
 {
     unsigned k;
 
-    if (!zc_config.local_pair_after)
+    if (!zc_config.local_pair_after || __atomic_load_n(&c->pickup_owed, __ATOMIC_RELAXED))
         return 1;
     k = ++c->r3_looks;
     return (k & (k - 1)) == 0 || k >= LP_R3_PATIENCE;

@@ -12,7 +12,7 @@ void lp_pickup(lp_conn_t *c, int fd)
      * before the server accepted finds the offer soon, one that never gets
      * one pays a logarithmic number of lookups. */
     c->pickups++;
-    if (c->pickups & (c->pickups - 1))
+    if ((c->pickups & (c->pickups - 1)) && !__atomic_load_n(&c->pickup_owed, __ATOMIC_RELAXED))
         return;
     lp_pickup_try(c, fd, 0);
 }
@@ -94,6 +94,8 @@ static ssize_t lp_tx_begin(lp_conn_t *c, shim_fd_t *f, int fd, const struct msgh
     }
     if (!lp_tx_switch(c)) {
         n = lp_send_kernel(f, fd, msg, flags, c);
+        if (c->state == LP_PENDING && __atomic_load_n(&c->pickup_owed, __ATOMIC_RELAXED))
+            lp_pickup(c, fd);   /* owed while this send held TX (lp_pickup_try) */
         lp_unlock(c, LP_TX);
         return n;
     }
