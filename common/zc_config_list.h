@@ -63,7 +63,8 @@
       "ancillary data or sets SO_PASSCRED goes back to the kernel for good)")       \
     X(local_pair_after, UINT, 2, 0, 1000,                                          \
       "local path: a server offers the channel only once the connection has "      \
-      "answered this many requests or moved this many times 128 KiB, so that a "    \
+      "answered this many requests (and one more: the client announces at the "    \
+      "request after this many answers) or moved this many times 128 KiB, so that a " \
       "connection carrying one request never pays for pairing; its first bytes "    \
       "go through the kernel and the switch happens mid-stream (0: offer at the "  \
       "server's first data call)")                                                  \
