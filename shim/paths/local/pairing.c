@@ -36,8 +36,8 @@ void lp_pickup_done(lp_conn_t *c, int rc, int memfd, int fd)
  * busy or empty look changes nothing. */
 void lp_pickup_try(lp_conn_t *c, int fd, int r3)
 {
-    int memfd = -1, rc, other = r3 ? LP_TX : LP_RX;
-    uint32_t zero = 0;
+    int memfd = -1, rc, other = r3 ? LP_TX : LP_RX, mine = 0;
+    uint32_t zero = 0;      /* (mine: this thread holds the other role too) */
 
     /* A pending connection forked: a holder attaches only while it is the
      * only one (every holder must follow the switch-over, and one that looks
@@ -64,8 +64,10 @@ void lp_pickup_try(lp_conn_t *c, int fd, int r3)
      * attach, rule S1), and lp_lock takes its word again once it sees the
      * channel. */
     if (c->state == LP_PENDING && c->ann >= 0 &&
-        __atomic_compare_exchange_n(&c->plock[other], &zero, (uint32_t)lp_gettid(), 0,
-                                    __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
+        ((mine = (__atomic_load_n(&c->plock[other], __ATOMIC_RELAXED) & ~LP_LOCK_WAITERS) ==
+                 (uint32_t)lp_gettid()) ||
+         __atomic_compare_exchange_n(&c->plock[other], &zero, (uint32_t)lp_gettid(), 0,
+                                     __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))) {
         rc = local_pair_channel_recv(fd, c->ann, c->forked ? LOCAL_PAIR_F_REQUEUE : 0, &c->ch,
                                      &memfd);
         /* (a server that defers its offer may still make it: R3 waits
@@ -74,7 +76,8 @@ void lp_pickup_try(lp_conn_t *c, int fd, int r3)
             (r3 && (!zc_config.local_pair_after || c->r3_looks >= LP_R3_PATIENCE)))
             lp_pickup_done(c, rc, memfd, fd);
         __atomic_store_n(&c->pickup_owed, 0, __ATOMIC_RELAXED);
-        lp_unlock_word(&c->plock[other]);
+        if (!mine)
+            lp_unlock_word(&c->plock[other]);
     } else if (c->state == LP_PENDING && c->ann >= 0) {
         zc_stat_add(ZC_STAT_LOCAL_PICKUP_DEFERRED, 1);
         __atomic_store_n(&c->pickup_owed, 1, __ATOMIC_RELAXED);
