@@ -62,8 +62,11 @@ void lp_pickup_try(lp_conn_t *c, int fd, int r3)
      * thread holds both private words; with the other held, the pickup
      * waits for a later call (the server keeps to the kernel until we
      * attach, rule S1), and lp_lock takes its word again once it sees the
-     * channel. */
+     * channel.  And only while this thread is the only one in its own
+     * role: a private word taken by force (LP_LOCK_MAX_MS) may have a
+     * second holder. */
     if (c->state == LP_PENDING && c->ann >= 0 &&
+        __atomic_load_n(&c->inside[other ^ 1], __ATOMIC_ACQUIRE) == 1 &&
         ((mine = (__atomic_load_n(&c->plock[other], __ATOMIC_RELAXED) & ~LP_LOCK_WAITERS) ==
                  (uint32_t)lp_gettid()) ||
          __atomic_compare_exchange_n(&c->plock[other], &zero, (uint32_t)lp_gettid(), 0,
