@@ -265,8 +265,11 @@ static int shim_ep_unprivate(int epfd)
     for (i = 0; i < SHIM_EP_PRIV_MAX; i++) {
         int cur = epfd + 1;
 
-        was |= __atomic_compare_exchange_n(&shim_ep_priv[i], &cur, 0, 0, __ATOMIC_SEQ_CST,
-                                           __ATOMIC_RELAXED);
+        /* (looked at first: every close of an event-loop process comes
+         * here, and a locked compare-exchange per slot is not free) */
+        if (__atomic_load_n(&shim_ep_priv[i], __ATOMIC_RELAXED) == cur)
+            was |= __atomic_compare_exchange_n(&shim_ep_priv[i], &cur, 0, 0, __ATOMIC_SEQ_CST,
+                                               __ATOMIC_RELAXED);
     }
     return was;
 }
