@@ -53,6 +53,8 @@ typedef void (*mh_event_func_t)(unsigned kind, void *addr, size_t len, void *arg
 #define MH_ST_SELFTEST_FAILED   0x10u /* probe event missing: disable zero-copy */
 #define MH_ST_HUGE_THP          0x20u /* arenas advised MADV_HUGEPAGE (shmem THP on) */
 #define MH_ST_HUGE_TLB          0x40u /* huge blocks come from a hugetlb memfd */
+#define MH_ST_PLACEMENT_NARROW  0x80u /* huge_paged_only: only blocks that fill 2 MiB
+                                         pages are placed (page exchange alone) */
 
 typedef struct mh_params {
     size_t alloc_min;  /* ZCSOCK_ALLOC_MIN: place allocations >= this (0: default) */

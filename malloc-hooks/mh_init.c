@@ -121,8 +121,8 @@ static void mh_init_placement(const mh_params_t *p, int foreign)
     mh_g.huge_min = hmin < amin ? amin : hmin;
     mh_g.huge_slack = p->huge_slack < 32 ? p->huge_slack : 0;
     __atomic_store_n(&mh_g.alloc_min, amin, __ATOMIC_RELEASE);
-    mh_status_set((cfg.thp ? MH_ST_HUGE_THP : 0) | (cfg.hugetlb_free > 0 ? MH_ST_HUGE_TLB : 0),
-                  NULL);
+    mh_status_set((cfg.thp ? MH_ST_HUGE_THP : 0) | (cfg.hugetlb_free > 0 ? MH_ST_HUGE_TLB : 0) |
+                  (cfg.huge_paged_only ? MH_ST_PLACEMENT_NARROW : 0), NULL);
     __atomic_store_n(&mh_g.placement_ready, 1, __ATOMIC_RELEASE);
     if (p->placement == 1)
         mh_placement_set(1);

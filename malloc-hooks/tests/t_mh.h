@@ -76,7 +76,9 @@ static inline int t_placement(void)
 {
     uint64_t v;
 
-    return t_stat("mh.status", &v) == 0 && (v & MH_ST_PLACEMENT_ACTIVE) != 0;
+    /* placement of every large block, not page exchange's narrow one */
+    return t_stat("mh.status", &v) == 0 && (v & MH_ST_PLACEMENT_ACTIVE) != 0 &&
+           !(v & MH_ST_PLACEMENT_NARROW);
 }
 
 /* 1 when p lies in a mapping of a zcsock memfd arena. */
