@@ -2,10 +2,13 @@
  *
  * The shim is the only module that knows both: it passes malloc-hooks its
  * configuration, creates the cache over the io_uring fixed-buffer backend
- * (the ring itself is made on the first registration, by a path that needs
- * one), subscribes the cache's invalidation to every memory event, publishes
- * both modules' counters and the cache's top call sites, and orders their
- * fork handlers.  When malloc-hooks cannot deliver events (another
+ * when a path first asks for it (shim_mem_cache(); the ring itself is made
+ * on the first registration), subscribes the cache's invalidation to every
+ * memory event from then on, publishes both modules' counters and the
+ * cache's top call sites, and orders their fork handlers.  A process whose
+ * paths never ask builds no cache and delivers no event to one (issue 32:
+ * no path of the library uses the io_uring cache today; page exchange has
+ * its own, shim_xu.c).  When malloc-hooks cannot deliver events (another
  * allocator, a failed self-test) the zero-copy paths must not register
  * memory: shim_mem_cache() then returns NULL. */
 #include <errno.h>
@@ -21,9 +24,12 @@
 #include "zc_pool.h"
 #include "zc_stats.h"
 
-static pdc_t *shim_pdc;             /* NULL: no cache (events unavailable) */
+static pdc_t *shim_pdc;             /* NULL: no cache (not asked for yet, or unavailable) */
 static pdc_uring_t *shim_uring;
 static pdc_ops_t shim_uring_ops;
+static int shim_mem_events;         /* malloc-hooks delivers events: a cache may be made */
+static int shim_mem_cache_tried;    /* shim_mem_cache_start ran (once per process image) */
+static pthread_mutex_t shim_mem_lock = PTHREAD_MUTEX_INITIALIZER;  /* making the cache */
 
 static void shim_mem_on_event(unsigned kind, void *addr, size_t len, void *arg)
 {
@@ -62,6 +68,7 @@ static zc_stats_source_t shim_mem_pdc_source = { shim_mem_pdc_visit, NULL };
  * lock; released in the opposite order. */
 static void shim_mem_fork_prepare(void)
 {
+    pthread_mutex_lock(&shim_mem_lock);     /* a cache being made: before its modules' locks */
     mh_fork_prepare();
     if (shim_pdc)
         pdc_fork_prepare(shim_pdc);
@@ -76,6 +83,7 @@ static void shim_mem_fork_parent(void)
     if (shim_pdc)
         pdc_fork_parent(shim_pdc);
     mh_fork_parent();
+    pthread_mutex_unlock(&shim_mem_lock);
 }
 
 static void shim_mem_fork_child(void)
@@ -85,6 +93,7 @@ static void shim_mem_fork_child(void)
     if (shim_pdc)
         pdc_fork_child(shim_pdc);
     mh_fork_child();
+    pthread_mutex_unlock(&shim_mem_lock);
 }
 
 /* Say once what malloc-hooks could not do, and whether events work. */
@@ -146,6 +155,7 @@ static int shim_mem_hooks_start(void)
 static int shim_mem_cache_start(void)
 {
     pdc_params_t pp;
+    pdc_t *cache = NULL;
     int rc;
 
     pdc_params_default(&pp);
@@ -166,20 +176,24 @@ static int shim_mem_cache_start(void)
         return rc;
     pdc_uring_fd_floor_set(shim_uring, shim_fd_internal_floor());
     pdc_uring_ops_init(shim_uring, &shim_uring_ops);
-    rc = pdc_create(&pp, &shim_uring_ops, shim_uring, &shim_pdc);
+    rc = pdc_create(&pp, &shim_uring_ops, shim_uring, &cache);
     if (rc) {
         pdc_uring_destroy(shim_uring);
         shim_uring = NULL;
         return rc;
     }
-    rc = mh_event_subscribe(MH_EV_ALL, shim_mem_on_event, shim_pdc);
+    /* registrations start only once the cache is returned: an event
+     * before the subscription concerns no registered range */
+    rc = mh_event_subscribe(MH_EV_ALL, shim_mem_on_event, cache);
     if (rc < 0) {
-        pdc_destroy(shim_pdc);
-        shim_pdc = NULL;
+        pdc_destroy(cache);
+        pdc_uring_destroy(shim_uring);
+        shim_uring = NULL;
         return rc;
     }
-    shim_mem_pdc_source.arg = shim_pdc;
+    shim_mem_pdc_source.arg = cache;
     zc_stats_source_add(&shim_mem_pdc_source);
+    __atomic_store_n(&shim_pdc, cache, __ATOMIC_RELEASE);
     return 0;
 }
 
@@ -187,23 +201,35 @@ int shim_mem_init(void)
 {
     int rc = shim_mem_hooks_start();
 
-    if (rc)
-        return rc;
-    rc = shim_mem_cache_start();
-    if (rc)
-        zc_log(ZC_LOG_NOTICE, "pin-down cache unavailable (%s): copying only",
-               strerrordesc_np(-rc));
+    if (!rc)
+        shim_mem_events = 1;
     return rc;
 }
 
+/* Made on the first call (not inside a hook: it allocates and may log),
+ * once per process image; a fork child keeps its parent's. */
 pdc_t *shim_mem_cache(void)
 {
-    return shim_pdc;
+    pdc_t *cache = __atomic_load_n(&shim_pdc, __ATOMIC_ACQUIRE);
+    int rc = 0;
+
+    if (cache || !shim_mem_events)
+        return cache;
+    pthread_mutex_lock(&shim_mem_lock);
+    if (!shim_mem_cache_tried) {
+        shim_mem_cache_tried = 1;
+        rc = shim_mem_cache_start();
+    }
+    pthread_mutex_unlock(&shim_mem_lock);
+    if (rc)
+        zc_log(ZC_LOG_NOTICE, "pin-down cache unavailable (%s): copying only",
+               strerrordesc_np(-rc));
+    return __atomic_load_n(&shim_pdc, __ATOMIC_ACQUIRE);
 }
 
 pdc_uring_t *shim_mem_uring(void)
 {
-    return shim_uring;
+    return shim_mem_cache() ? shim_uring : NULL;
 }
 
 size_t shim_mem_report(char *buf, size_t size)

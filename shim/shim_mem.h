@@ -13,14 +13,16 @@ struct pdc_uring;
  * callers check the function is there. */
 #define SHIM_MEM_API __attribute__((weak))
 
-/* Start malloc-hooks with the configuration, then the pin-down cache
- * subscribed to its events.  Called once from initialisation, outside any
- * hook.  Returns 0, or -errno when zero-copy registration is unavailable
- * (said once under ZCSOCK_DEBUG; the copy path is unaffected). */
+/* Start malloc-hooks with the configuration (the pin-down cache comes with
+ * the first shim_mem_cache()).  Called once from initialisation, outside any
+ * hook.  Returns 0, or -errno when memory events are unavailable (said once
+ * under ZCSOCK_DEBUG; the copy path is unaffected). */
 SHIM_MEM_API int shim_mem_init(void);
 
-/* The registration cache for the wire path, or NULL when memory events are
- * unavailable.  The io_uring backend behind it (ring made on first use). */
+/* The registration cache for a wire path, made and subscribed to memory
+ * events at the first call (outside hooks: it allocates and may log once),
+ * or NULL when memory events are unavailable or it could not be made.  The
+ * io_uring backend behind it (ring made on first registration). */
 SHIM_MEM_API struct pdc *shim_mem_cache(void);
 SHIM_MEM_API struct pdc_uring *shim_mem_uring(void);
 

@@ -26,6 +26,7 @@
 
 #include "pdc.h"
 #include "shim_mem.h"
+#include "zcsock.h"
 
 #define T_LEN (4u << 20)
 
@@ -210,12 +211,21 @@ static void t_internal_fds_stay_ours(void)
 
 int main(void)
 {
+    uint64_t v;
+    /* issue 32: no cache until a path asks (no pdc.* counters published,
+     * no memory event fed to one); the first shim_mem_cache() makes it */
+    int before = zcsock_stat_get("pdc.gets", &v);
     pdc_t *cache = shim_mem_cache();
     int err = 0, rc;
 
     if (!cache) {
         printf("skip: memory events unavailable, no cache\n");
         return 77;
+    }
+    if (before == 0 || zcsock_stat_get("pdc.gets", &v) != 0) {
+        fprintf(stderr, "pdc.gets published before the first shim_mem_cache() (%d) or not "
+                "after\n", before);
+        return 1;
     }
     t_ring = pdc_uring_ring(shim_mem_uring(), &err);
     if (!t_ring) {
