@@ -35,6 +35,10 @@
     X(SIG_DEFERRED, "proc.signals_deferred", "signals whose handler waited for the end of " \
       "a critical section of ours (SIGDEFER, shim/hooks_sig.c)")                          \
     X(PROC_EXECS, "proc.execs", "exec calls made")                                      \
+    X(PROC_FD_WALKS, "proc.fd_walks", "walks of a process's descriptor table "          \
+      "(/proc/PID/fd) to prove that it holds a socket (pairing, hand-over, fork "        \
+      "checks): once per peer process and new sockets, not per connection "              \
+      "(SOCKETS SEEN, shim/shim_proc.c)")                                                \
     X(LOCAL_SEND_CALLS, "path.local.send_calls", "sends that wrote to a local ring")     \
     X(LOCAL_SEND_BYTES, "path.local.send_bytes", "bytes sent through local rings")       \
     X(LOCAL_RECV_CALLS, "path.local.recv_calls", "receives that read from a local ring") \

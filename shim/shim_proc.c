@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "zc_log.h"
+#include "zc_stats.h"
 #include "zc_sys.h"
 
 /* A linux_dirent64 as getdents64 returns it. */
@@ -57,21 +58,89 @@ int shim_proc_each_num(const char *path, int (*fn)(int dirfd, long num, void *ar
 typedef struct {
     char want[40];
     int len;
+    int pid;            /* whose descriptors (its real pid) */
     int found;          /* the descriptor that holds it */
 } shim_holds_t;
 
+/* SOCKETS SEEN (issue 31): every socket a walk of a process's descriptors
+ * passes is remembered (its pid, inode and number), so a later question
+ * about another socket of that process costs one readlink, not another
+ * walk: an event loop with 1,000 connections that pair in no particular
+ * order walked its peer's table at almost every pairing (redis-benchmark
+ * -c 1000: 102 readlinks per connection on the server).  A hint only,
+ * checked by a readlink like any descriptor of the walk: a stale or torn
+ * entry (a closed descriptor, a recycled pid, racing writers) only costs
+ * the walk it would have cost.  Direct-mapped by inode, four ways; 256 KiB
+ * of zeroed memory, touched only by walks. */
+#define SHIM_SEEN 16384u
+#define SHIM_SEEN_WAYS 4u
+static struct {
+    uint64_t ino;
+    int32_t pid, fd;
+} shim_seen[SHIM_SEEN];
+
+static unsigned shim_seen_slot(uint64_t ino)
+{
+    return (unsigned)((ino * 0x9e3779b97f4a7c15ull) >> 40) & (SHIM_SEEN - SHIM_SEEN_WAYS);
+}
+
+static void shim_seen_put(int pid, uint64_t ino, int fd)
+{
+    unsigned s = shim_seen_slot(ino), k = s + ((unsigned)fd & (SHIM_SEEN_WAYS - 1));
+
+    for (unsigned i = s; i < s + SHIM_SEEN_WAYS; i++) {
+        uint64_t e = __atomic_load_n(&shim_seen[i].ino, __ATOMIC_RELAXED);
+
+        if (e == ino || !e) {
+            k = i;
+            break;
+        }
+    }
+    __atomic_store_n(&shim_seen[k].ino, ino, __ATOMIC_RELAXED);
+    __atomic_store_n(&shim_seen[k].pid, pid, __ATOMIC_RELAXED);
+    __atomic_store_n(&shim_seen[k].fd, fd, __ATOMIC_RELAXED);
+}
+
+/* Where socket ino was seen in process pid, or -1. */
+static int shim_seen_get(int pid, uint64_t ino)
+{
+    unsigned s = shim_seen_slot(ino);
+
+    for (unsigned i = s; i < s + SHIM_SEEN_WAYS; i++)
+        if (__atomic_load_n(&shim_seen[i].ino, __ATOMIC_RELAXED) == ino &&
+            __atomic_load_n(&shim_seen[i].pid, __ATOMIC_RELAXED) == pid)
+            return __atomic_load_n(&shim_seen[i].fd, __ATOMIC_RELAXED);
+    return -1;
+}
+
+/* "socket:[N]" -> N, else 0. */
+static uint64_t shim_socket_ino(const char *t, long n)
+{
+    uint64_t v = 0;
+    long i = 8;
+
+    if (n < 10 || memcmp(t, "socket:[", 8) || t[n - 1] != ']')
+        return 0;
+    for (; i < n - 1 && t[i] >= '0' && t[i] <= '9'; i++)
+        v = v * 10 + (uint64_t)(t[i] - '0');
+    return i == n - 1 ? v : 0;
+}
+
+/* The walk reads every descriptor (not only up to the one it looks for):
+ * what it passes is remembered for the next question (SOCKETS SEEN). */
 static int shim_holds_fn(int dirfd, long num, void *arg)
 {
     shim_holds_t *h = arg;
     char name[24], target[40];
+    uint64_t ino;
     long n;
 
     zc_fmt(name, sizeof(name), "%ld", num);
     n = zc_syscall(SYS_readlinkat, dirfd, name, target, sizeof(target));
-    if (n == h->len && !memcmp(target, h->want, (size_t)n)) {
+    if (n == h->len && !memcmp(target, h->want, (size_t)n))
         h->found = (int)num;
-        return 1;
-    }
+    if (n > 0 && (ino = shim_socket_ino(target, n)) != 0)
+        shim_seen_put(h->pid, ino, (int)num);
     return 0;
 }
 
@@ -119,12 +188,17 @@ int shim_proc_holds_socket(int pid, uint64_t ino)
     int real = pid > 0 ? pid : (int)getpid(), fd = -1, held;
 
     h.len = (int)zc_fmt(h.want, sizeof(h.want), "socket:[%llu]", (unsigned long long)ino);
+    h.pid = real;
     held = shim_holds_hinted(real, &h, &fd);
+    if (!held && (fd = shim_seen_get(real, ino)) >= 0)
+        held = shim_proc_fd_is_socket(real, fd, ino) == 1;
     if (!held) {
         if (pid > 0)
             zc_fmt(path, sizeof(path), "/proc/%d/fd", pid);
-        held = shim_proc_each_num(path, shim_holds_fn, &h) == 1;
+        zc_stat_add(ZC_STAT_PROC_FD_WALKS, 1);
+        shim_proc_each_num(path, shim_holds_fn, &h);
         fd = h.found;
+        held = fd >= 0;
     }
     if (held) {
         unsigned slot = (unsigned)real % SHIM_HINTS;

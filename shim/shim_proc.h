@@ -14,7 +14,9 @@ int shim_proc_each_num(const char *path, int (*fn)(int dirfd, long num, void *ar
 
 /* 1 when process pid (0: this one) holds a descriptor for the socket with
  * inode ino.  Looks first where the last socket found in that process was
- * (and the numbers next to it), then walks /proc/PID/fd. */
+ * (and the numbers next to it), then where a walk of that process last saw
+ * this socket, then walks /proc/PID/fd, remembering every socket it passes
+ * (each answer proven by a readlink). */
 int shim_proc_holds_socket(int pid, uint64_t ino);
 
 /* Does descriptor fd of process pid refer to socket inode ino?  (One
