@@ -229,7 +229,7 @@ static int shim_fd_is_ours(int fd)
 
     if (f && shim_unlikely(f->kind == SHIM_FD_INTERNAL))
         return 1;
-    return shim_mem_fd_is_internal && shim_mem_fd_is_internal(fd);
+    return shim_mem_ops.fd_is_internal(fd);
 }
 
 /* dup2/dup3 onto one of our descriptors: the number is the application's
@@ -244,7 +244,7 @@ static int shim_fd_make_room(int oldfd, int newfd)
         return 0;
     if (f && f->kind == SHIM_FD_INTERNAL)
         return shim_fd_internal_move(newfd);
-    return shim_mem_fd_move(newfd);
+    return shim_mem_ops.fd_move(newfd);
 }
 
 SHIM_EXPORT int close(int fd)

@@ -70,8 +70,7 @@ static void shim_report(const char *when)
     if (!zc_config.stats || (zc_config.stats == 1 && !zc_stats_any_socket_activity()))
         return;
     n = zc_stats_format(buf, sizeof(buf), when, zc_config.stats >= 3);
-    if (shim_mem_report)
-        n += shim_mem_report(buf + n, sizeof(buf) - n);
+    n += shim_mem_ops.report(buf + n, sizeof(buf) - n);
     /* what to change, as zcsock stat --advise says it: comment lines, so
      * that readers of `key: value` lines skip them */
     o = (shim_advice_out_t){ buf, sizeof(buf), n };
@@ -93,7 +92,7 @@ static void shim_atfork_child(void)
 /* The modules' counters, for the live report text (zc_live_answer). */
 static size_t shim_live_extra(char *buf, size_t size)
 {
-    return shim_mem_report ? shim_mem_report(buf, size) : 0;
+    return shim_mem_ops.report(buf, size);
 }
 
 /* Everything initialisation does, in order.  Runs once, from the constructor
@@ -125,8 +124,7 @@ static int shim_init_once(void)
     shim_paths_start();
     if (zc_config.verbose)
         zc_config_visit(shim_config_print, NULL);
-    if (shim_mem_init)
-        shim_mem_init();
+    shim_mem_ops.init();
     zc_live_extra = shim_live_extra;
     zc_live_conns_fn = shim_fd_describe_all;
     zc_live_seccomp_mode = shim_proc_seccomp_mode;

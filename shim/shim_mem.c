@@ -250,3 +250,21 @@ int shim_mem_fd_move(int fd)
 
     return rc ? rc : shim_xu_fd_move(fd);
 }
+
+/* See shim_mem.h. */
+const shim_mem_ops_t shim_mem_ops = {
+    .init = shim_mem_init,
+    .report = shim_mem_report,
+    .fd_is_internal = shim_mem_fd_is_internal,
+    .fd_move = shim_mem_fd_move,
+    .xu_ready = shim_xu_ready,
+    .xu_placed_any = shim_xu_placed_any,
+    .xu_lend = shim_xu_lend,
+    .xu_release = shim_xu_release,
+    .xu_ring_paid = shim_xu_ring_paid,
+    .xu_reap = shim_xu_reap,
+    .xu_map = shim_xu_map,
+    .xu_reclaim = shim_xu_reclaim,
+    .xu_refused = shim_xu_refused,
+    .xu_why_name = shim_xu_why_name,
+};

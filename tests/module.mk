@@ -13,8 +13,11 @@ SHIM_UNIT := test_zc_log test_zc_config test_zc_stats test_zc_pool test_zc_spin 
 SHIM_UNIT_BINS := $(SHIM_UNIT:%=$(BUILD)/tests/unit/%)
 UNIT_TESTS += $(SHIM_UNIT_BINS)
 
-# Without shim_mem.o and shim_xu.o (and so without malloc-hooks and the caches): see shim_mem.h.
-SHIM_UNIT_OBJS := $(filter-out %/shim_mem.o %/shim_xu.o,$(SHIM_SRCS:%.c=$(BUILD)/obj/%.o))
+# Without shim_mem.o and shim_xu.o (and so without malloc-hooks and the caches),
+# with the memory subsystem's table that does nothing instead: see shim_mem.h.
+SHIM_UNIT_OBJS := $(filter-out %/shim_mem.o %/shim_xu.o,$(SHIM_SRCS:%.c=$(BUILD)/obj/%.o)) \
+                  $(BUILD)/obj/tests/unit/mem_none.o
+$(BUILD)/obj/tests/unit/mem_none.o: OBJ_EXTRA = -Ishim
 $(BUILD)/tests/unit/%: tests/unit/%.c $(SHIM_UNIT_OBJS)
 	@mkdir -p $(@D)
 	$(quiet) TEST $@

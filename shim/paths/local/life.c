@@ -414,8 +414,9 @@ static size_t lp_describe(shim_fd_t *f, int fd, char *buf, size_t size)
         n += zc_fmt(buf + n, size - n, " lent=%llu", (unsigned long long)c->x_lent);
     if (c->x_off && c->ch.base)
         n += zc_fmt(buf + n, size - n, " exchange=unavailable");
-    else if (c->x_why && shim_xu_why_name)
-        n += zc_fmt(buf + n, size - n, " exchange_refused=%s", shim_xu_why_name(c->x_why - 1));
+    else if (c->x_why)
+        n += zc_fmt(buf + n, size - n, " exchange_refused=%s",
+                    shim_mem_ops.xu_why_name(c->x_why - 1));
     if (c->why)
         n += zc_fmt(buf + n, size - n, " why=declined.%s", local_pair_reason_name(c->why));
     else if (st == LP_OFFER || (st == LP_PENDING && c->ann_due))

@@ -287,8 +287,8 @@ ssize_t lp_sendmsg(shim_fd_t *f, int fd, const struct msghdr *msg, int flags)
     do
         n = lp_tx_step(c, f, fd, &t);
     while (n == LP_CONTINUE);
-    if (t.t0_us && n > 0 && (size_t)n - t.lent >= LP_XCHG_MIN && shim_xu_ring_paid)
-        shim_xu_ring_paid((uint64_t)n - t.lent,
+    if (t.t0_us && n > 0 && (size_t)n - t.lent >= LP_XCHG_MIN)
+        shim_mem_ops.xu_ring_paid((uint64_t)n - t.lent,
                           (uint64_t)(zc_now_us() - t.t0_us - t.xchg_us) * 1000);
     return n;
 }

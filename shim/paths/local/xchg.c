@@ -92,8 +92,8 @@ void lp_xchg_attach(lp_conn_t *c)
  * makes it, and its bytes go through the ring until the peer acknowledged. */
 static void lx_offer(lp_conn_t *c)
 {
-    if (c->x_tx < 0 && !c->x_off && c->sole && zc_config.exchange && shim_xu_placed_any &&
-        shim_xu_placed_any() && shim_xu_ready())
+    if (c->x_tx < 0 && !c->x_off && c->sole && zc_config.exchange &&
+        shim_mem_ops.xu_placed_any() && shim_mem_ops.xu_ready())
         lx_transport(c);
 }
 
@@ -189,7 +189,7 @@ void lp_xchg_rx_reclaim(lp_conn_t *c, const struct iovec *win, int n)
     int64_t run;
     size_t left, total = 0;
 
-    if (!__atomic_load_n(&lx_mapped_any, __ATOMIC_RELAXED) || !shim_xu_reclaim)
+    if (!__atomic_load_n(&lx_mapped_any, __ATOMIC_RELAXED))
         return;
     for (int i = 0; i < n; i++)
         total += win[i].iov_len;
@@ -205,7 +205,7 @@ void lp_xchg_rx_reclaim(lp_conn_t *c, const struct iovec *win, int n)
         uintptr_t u = (b + LX_UNIT - 1) & ~(uintptr_t)(LX_UNIT - 1);
 
         for (; u + LX_UNIT <= e; u += LX_UNIT)
-            if (shim_xu_reclaim((void *)u) == 1)
+            if (shim_mem_ops.xu_reclaim((void *)u) == 1)
                 zc_stat_add(ZC_STAT_LOCAL_XCHG_RECLAIMED, 1);
         left -= len;
     }
@@ -264,8 +264,7 @@ static void lx_refused(lp_conn_t *c, int why)
 
     zc_stat_add(stat[why], 1);
     c->x_why = (uint8_t)(why + 1);
-    if (shim_xu_refused)
-        shim_xu_refused(shim_send_site, why);
+    shim_mem_ops.xu_refused(shim_send_site, why);
 }
 
 static int lx_why(int rc)
@@ -280,7 +279,7 @@ static int lx_why(int rc)
 
 void lp_xchg_small(lp_conn_t *c)
 {
-    if (!c->x_off && shim_xu_ready && shim_xu_ready())
+    if (!c->x_off && shim_mem_ops.xu_ready())
         lx_refused(c, SHIM_XU_WHY_TOO_SMALL);
 }
 
@@ -303,7 +302,7 @@ ssize_t lp_xchg_send(lp_conn_t *c, const struct msghdr *msg, size_t sent, size_t
     *over_p = 0;
     if (!p || avail < LX_UNIT || c->x_off)
         return 0;
-    if (!shim_xu_ready || !shim_xu_ready()) {
+    if (!shim_mem_ops.xu_ready()) {
         c->x_off = 1;           /* not on this connection, ever */
         zc_stat_add(ZC_STAT_LOCAL_XCHG_UNAVAILABLE, 1);
         return 0;
@@ -342,7 +341,7 @@ ssize_t lp_xchg_send(lp_conn_t *c, const struct msghdr *msg, size_t sent, size_t
         goto ring_one;
     }
     for (; n < k; n++) {
-        rc = shim_xu_lend((char *)p + n * LX_UNIT, &x[n]);
+        rc = shim_mem_ops.xu_lend((char *)p + n * LX_UNIT, &x[n]);
         if (rc) {
             lx_refused(c, lx_why(rc));
             break;
@@ -366,12 +365,12 @@ ssize_t lp_xchg_send(lp_conn_t *c, const struct msghdr *msg, size_t sent, size_t
         /* full (the receiver is behind), or too many files in flight */
         lx_refused(c, SHIM_XU_WHY_NO_TRANSPORT);
         for (size_t i = 0; i < n; i++)
-            shim_xu_release(&x[i]);
+            shim_mem_ops.xu_release(&x[i]);
         goto ring_one;
     }
     rc = local_ring_pages_write(&c->ch, lp_txdir(c), pg, (int)n);
     for (size_t i = 0; i < n; i++)
-        shim_xu_release(&x[i]);
+        shim_mem_ops.xu_release(&x[i]);
     if (rc < 0)
         return rc;      /* the channel is broken (our message has no record now) */
     *flags_p = rc;
@@ -501,8 +500,8 @@ static ssize_t lp_xchg_pages_read(void *ctx, int dir, const local_ring_frame_t *
 
             if (u >= (size_t)r->n)
                 return -EPROTO;
-            int mrc = !uo && k == LX_UNIT && !((uintptr_t)d & (LX_UNIT - 1)) && shim_xu_map
-                          ? shim_xu_map(d, r->fd[u]) : -EINVAL;
+            int mrc = !uo && k == LX_UNIT && !((uintptr_t)d & (LX_UNIT - 1))
+                          ? shim_mem_ops.xu_map(d, r->fd[u]) : -EINVAL;
 
             if (mrc == 0) {
                 __atomic_store_n(&lx_mapped_any, 1, __ATOMIC_RELAXED);
@@ -571,8 +570,7 @@ void lp_xchg_close(lp_conn_t *c)
     }
     if (c->x_tx >= 0) {
         shim_fd_internal_drop(c->x_tx);
-        if (shim_xu_reap)
-            shim_xu_reap();     /* unit files of buffers freed meanwhile */
+        shim_mem_ops.xu_reap();     /* unit files of buffers freed meanwhile */
     }
     if (c->x_rx >= 0)
         shim_fd_internal_drop(c->x_rx);
