@@ -95,6 +95,15 @@
       "looked at again since their wake-up was last armed, so its cost does not "  \
       "grow with the idle ones; up to this many are all looked at (and spun over) " \
       "every wait (0: always the ready list)")                                      \
+    X(epoll_keep, BOOL, 1, 0, 1,                                                   \
+      "an epoll DEL of a paired connection (both directions on the ring) from a "   \
+      "set this process made and alone watches stays in the kernel, hidden, and "   \
+      "the next ADD takes it back; a level-triggered MOD that changes nothing the " \
+      "kernel asks for is not passed on: an event loop that drops and re-adds "     \
+      "connections per request (redis-benchmark: 5 epoll_ctl a request) makes no "  \
+      "system call for it.  A kept registration the kernel reports (a doorbell, "   \
+      "EOF or reset) costs one wake-up and is deleted then (0: every epoll_ctl "    \
+      "goes to the kernel)")                                                        \
     X(poll_kernel_us, UINT, 8, 0, 1000,                                            \
       "a zero-timeout poll, select or epoll wait over a set holding a paired "      \
       "connection, repeated by a thread that called nothing else of the library "   \

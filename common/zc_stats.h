@@ -100,6 +100,17 @@
     X(READY_EP_QUIET, "ready.ep_quiet", "epoll ADDs and MODs of claimed descriptors "  \
       "on a set made and watched by this process alone, with no wait of it sleeping "  \
       "there: neither armed nor kicked (the next wait's look arms them)")            \
+    X(READY_EP_KEPT, "ready.ep_kept", "epoll DELs of paired connections on a set "     \
+      "made and watched by this process alone, kept in the kernel instead (KEPT "      \
+      "DELETES): the application no longer sees them, a later ADD takes them back "    \
+      "without an epoll_ctl")                                                          \
+    X(READY_EP_REVIVED, "ready.ep_revived", "epoll ADDs that took a kept registration " \
+      "back (an epoll_ctl MOD only when the kernel events differ)")                   \
+    X(READY_EP_MOD_SAME, "ready.ep_mod_same", "level-triggered epoll MODs of claimed "  \
+      "descriptors that asked the kernel for the events it already had: no epoll_ctl") \
+    X(READY_EP_KEPT_GONE, "ready.ep_kept_gone", "kept registrations deleted from the " \
+      "kernel after all: an event on one (a doorbell, EOF or reset), its set seen "    \
+      "from outside (fork, exec, dup, poll), its connection handed back or closed")    \
     X(READY_EP_WAKE_UNPARKED, "ready.ep_wake_unparked", "epoll registrations whose "\
       "wake fd was still in the set from an earlier registration of the descriptor "   \
       "(parked at its DEL or close): taken back without an epoll_ctl ADD")             \

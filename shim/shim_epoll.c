@@ -78,6 +78,28 @@
  * a hang.  No miss is known since the kick slot was taken out (an MPICH
  * stall first blamed on the list happens with the library from before the
  * list too); the net bounds what is not known. */
+/* KEPT DELETES (issue 31).  redis-benchmark's event loop makes five
+ * epoll_ctl calls a request (DEL, ADD, MOD, DEL, ADD: a descriptor whose
+ * mask empties leaves the set), each a kernel call of 0.5-1 us that a
+ * paired connection does not need: its kernel registration only carries
+ * wake-ups (doorbells, EOF, resets; path op kernel_quiet), and what the
+ * application asks for is answered by the path's look.  So on a PRIVATE
+ * set (below) a DEL of such a registration (not EPOLLONESHOT or
+ * EPOLLEXCLUSIVE) is not passed on: the registration leaves its set's
+ * lists (no wait asks or reports it, ready.ep_kept) and keeps its slot,
+ * tag and kernel registration; the next ADD of the descriptor takes it
+ * back (ready.ep_revived; a MOD when the kernel events differ), and a MOD
+ * or DEL of it meanwhile fails with ENOENT, as the kernel's would.  A
+ * level-triggered MOD that asks the kernel for what it has already is not
+ * passed on either (ready.ep_mod_same).  A kept registration goes for
+ * real (ready.ep_kept_gone) when the kernel reports it (one wake-up for
+ * nothing, then no more), when its set stops being private (a fork, exec
+ * or spawn, a dup, a poll or nesting of the set: shim_ep_went_public,
+ * after the set left the private table, so a DEL, which checks privacy
+ * under the table's lock, either kept before the flush or sees the set
+ * public), when its descriptor closes or its path lets it go, and at an
+ * ADD with EPOLLONESHOT or EPOLLEXCLUSIVE.  ZCSOCK_EPOLL_KEEP=0 passes
+ * every call on (case epoll_keep). */
 /* QUIET SETS (issue 31).  The arming and the kick at an ADD or MOD (KICK)
  * serve a wait that already sleeps in the kernel on the set, and whoever
  * watches the set from outside (a poll or select over the epoll
@@ -154,6 +176,9 @@ typedef struct shim_ep_reg {
     int disabled;               /* EPOLLONESHOT fired */
     int aux;                    /* the path's wake fd registered beside it, -1 */
     int dirty;                  /* on its set's ready list (READY LIST) */
+    int kept;                   /* deleted by the application, still in the kernel:
+                                 * off its set's lists, keeps slot and tag (KEPT
+                                 * DELETES) */
     struct shim_ep_reg *dnext, *dprev;
 } shim_ep_reg_t;
 
@@ -195,6 +220,7 @@ static struct {
     int ever_tagged;            /* a tag was ever given to the kernel (atomic) */
     int nplain;                 /* plain records (atomic) */
     int nparked;                /* parked wake fd registrations (PARKED WAKE FDS) */
+    int nkept;                  /* kept registrations (KEPT DELETES) */
 } shim_ep;
 
 static void shim_ep_lock(void)
@@ -202,6 +228,9 @@ static void shim_ep_lock(void)
     while (__atomic_exchange_n(&shim_ep.lock, 1, __ATOMIC_ACQUIRE))
         __builtin_ia32_pause();
 }
+
+static void shim_ep_unlock(void);
+static void shim_ep_kept_flush(int epfd, int forking);
 
 /* QUIET SETS: waits that may sleep, per epoll descriptor (hashed), and the
  * private sets (epfd + 1; 0: free). */
@@ -274,14 +303,35 @@ static int shim_ep_unprivate(int epfd)
     return was;
 }
 
-void shim_ep_priv_gone(int fd)
+/* Set epfd was private: its kept registrations go (KEPT DELETES).  Made
+ * public first, then flushed under the lock, so a DEL that keeps (which
+ * checks privacy under the lock) either came before the flush or sees
+ * the set public. */
+static void shim_ep_went_public(int epfd)
 {
-    (void)shim_ep_unprivate(fd);
+    if (!__atomic_load_n(&shim_ep.nkept, __ATOMIC_RELAXED))
+        return;
+    shim_ep_lock();
+    shim_ep_kept_flush(epfd, 0);
+    shim_ep_unlock();
 }
 
-/* No set is private any more (a fork, exec or spawn: lock-free, also in a
- * vfork child, which shares this memory and makes it so for its parent). */
-void shim_ep_all_public(void)
+void shim_ep_priv_gone(int fd)
+{
+    if (shim_ep_unprivate(fd))
+        shim_ep_went_public(fd);
+}
+
+static void shim_ep_unlock(void)
+{
+    __atomic_store_n(&shim_ep.lock, 0, __ATOMIC_RELEASE);
+}
+
+/* No set is private any more (a fork, exec or spawn; also in a vfork
+ * child, which shares this memory and makes it so for its parent): then
+ * their kept registrations go (KEPT DELETES; with the table's lock held
+ * when locked). */
+static void shim_ep_all_public_(int locked)
 {
     int i;
 
@@ -289,11 +339,18 @@ void shim_ep_all_public(void)
         return;
     for (i = 0; i < SHIM_EP_PRIV_MAX; i++)
         __atomic_store_n(&shim_ep_priv[i], 0, __ATOMIC_SEQ_CST);
+    if (!__atomic_load_n(&shim_ep.nkept, __ATOMIC_RELAXED))
+        return;
+    if (!locked)
+        shim_ep_lock();
+    shim_ep_kept_flush(-1, locked);
+    if (!locked)
+        shim_ep_unlock();
 }
 
-static void shim_ep_unlock(void)
+void shim_ep_all_public(void)
 {
-    __atomic_store_n(&shim_ep.lock, 0, __ATOMIC_RELEASE);
+    shim_ep_all_public_(0);
 }
 
 void shim_ep_fork_prepare(void)
@@ -303,7 +360,7 @@ void shim_ep_fork_prepare(void)
     shim_ep_lock();
     HASH_ITER(hh, shim_ep.sets, s, sn)
         s->inherited = 1;
-    shim_ep_all_public();       /* the child holds every set too (QUIET SETS) */
+    shim_ep_all_public_(1);     /* the child holds every set too (QUIET SETS) */
 }
 
 void shim_ep_fork_parent(void)
@@ -589,7 +646,7 @@ void shim_ep_aux_gone(int w)
 /* READY LIST (lock held). */
 static void shim_ep_dirty(shim_ep_reg_t *g)
 {
-    if (g->dirty || g->slot == SHIM_EP_NOSLOT || !g->set)
+    if (g->dirty || g->kept || g->slot == SHIM_EP_NOSLOT || !g->set)
         return;
     g->dirty = 1;
     g->dprev = NULL;
@@ -665,21 +722,35 @@ static int shim_ep_listed(const shim_ep_set_t *s)
     return s && (unsigned)s->ntagged > zc_config.epoll_scan_max;
 }
 
-static void shim_ep_drop(shim_ep_reg_t *g)
+/* g leaves its set's lists (lock held). */
+static void shim_ep_unlink(shim_ep_reg_t *g)
+{
+    shim_ep_clean(g);
+    if (g->sprev)
+        g->sprev->snext = g->snext;
+    else
+        g->set->head = g->snext;
+    if (g->snext)
+        g->snext->sprev = g->sprev;
+    g->snext = g->sprev = NULL;
+    g->set->ntagged--;
+}
+
+/* forking: in a fork's prepare handler, where the allocator's lock is
+ * held: a descriptor's emptied list stays (reused by its next
+ * registration, freed at its close). */
+static void shim_ep_drop_(shim_ep_reg_t *g, int forking)
 {
     shim_ep_fdl_t *l = shim_ep_fdl(g->fd, 0);
     shim_ep_reg_t **pp;
 
     shim_ep_aux_del(g);
-    if (g->slot != SHIM_EP_NOSLOT) {
-        shim_ep_clean(g);
-        if (g->sprev)
-            g->sprev->snext = g->snext;
-        else
-            g->set->head = g->snext;
-        if (g->snext)
-            g->snext->sprev = g->sprev;
-        g->set->ntagged--;
+    if (g->kept) {
+        g->kept = 0;
+        __atomic_sub_fetch(&shim_ep.nkept, 1, __ATOMIC_RELAXED);
+        shim_ep.slots[g->slot] = NULL;
+    } else if (g->slot != SHIM_EP_NOSLOT) {
+        shim_ep_unlink(g);
         shim_ep.slots[g->slot] = NULL;
     } else {
         __atomic_sub_fetch(&shim_ep.nplain, 1, __ATOMIC_RELAXED);
@@ -689,11 +760,73 @@ static void shim_ep_drop(shim_ep_reg_t *g)
             *pp = g->fnext;
             break;
         }
-    if (l && !l->head)
+    if (l && !l->head && !forking)
         shim_ep_fdl_free(l);
     g->id = 0;
     g->free_next = shim_ep.free_regs;
     shim_ep.free_regs = g;
+}
+
+static void shim_ep_drop(shim_ep_reg_t *g)
+{
+    shim_ep_drop_(g, 0);
+}
+
+/* KEPT DELETES (lock held).  g, deleted by the application, stays in the
+ * kernel: off its set's lists (no wait asks or reports it), its slot, tag
+ * and kernel registration kept for the next ADD.  A new id makes a wait's
+ * snapshot of it stale. */
+static void shim_ep_keep(shim_ep_reg_t *g)
+{
+    shim_ep_aux_del(g);
+    shim_ep_unlink(g);
+    g->id = ++shim_ep.next_id;
+    g->kept = 1;
+    __atomic_add_fetch(&shim_ep.nkept, 1, __ATOMIC_RELAXED);
+}
+
+/* The application added g back: it joins its set again. */
+static void shim_ep_unkeep(shim_ep_reg_t *g)
+{
+    shim_ep_set_t *s = g->set;
+
+    g->kept = 0;
+    __atomic_sub_fetch(&shim_ep.nkept, 1, __ATOMIC_RELAXED);
+    g->sprev = NULL;
+    g->snext = s->head;
+    if (s->head)
+        s->head->sprev = g;
+    s->head = g;
+    s->ntagged++;
+}
+
+/* Kept g is deleted from the kernel after all, and forgotten. */
+static void shim_ep_kept_gone_(shim_ep_reg_t *g, int forking)
+{
+    int saved = errno;
+
+    zc_real.epoll_ctl(g->epfd, EPOLL_CTL_DEL, g->fd, NULL);
+    errno = saved;
+    shim_ep_drop_(g, forking);
+    zc_stat_add(ZC_STAT_READY_EP_KEPT_GONE, 1);
+}
+
+static void shim_ep_kept_gone(shim_ep_reg_t *g)
+{
+    shim_ep_kept_gone_(g, 0);
+}
+
+/* Every kept registration of set epfd (-1: of every set) goes. */
+static void shim_ep_kept_flush(int epfd, int forking)
+{
+    uint32_t i;
+
+    for (i = 0; shim_ep.slots && shim_ep.nkept && i < SHIM_EP_SLOTS; i++) {
+        shim_ep_reg_t *g = shim_ep.slots[i];
+
+        if (g && g->kept && (epfd < 0 || g->epfd == epfd))
+            shim_ep_kept_gone_(g, forking);
+    }
 }
 
 /* The slot's registration if tag is one of ours, else NULL. */
@@ -726,6 +859,10 @@ static uint32_t shim_ep_release(shim_ep_reg_t *g, int kev)
     uint32_t events = g->events;
     int saved = errno;
 
+    if (g->kept) {              /* the application had deleted it */
+        shim_ep_kept_gone(g);
+        return 0;
+    }
     shim_ep_aux_del(g);
     if (g->events & EPOLLEXCLUSIVE) {
         zc_real.epoll_ctl(g->epfd, EPOLL_CTL_DEL, g->fd, NULL);
@@ -774,7 +911,7 @@ static int shim_ep_aux_add(shim_ep_reg_t *g, int w)
     if (g->aux == w)
         return 1;
     for (o = l ? l->head : NULL; o; o = o->fnext) {
-        if (o->slot == SHIM_EP_NOSLOT || o->aux == w)
+        if (o->slot == SHIM_EP_NOSLOT || o->kept || o->aux == w)
             continue;
         shim_ep_aux_del(o);
         r = shim_ep_auxref_find(o->set, w);
@@ -1048,6 +1185,11 @@ static int shim_ep_translate_n(struct epoll_event *evs, int n, uint64_t wait,
             evs[kept++] = *e;   /* the application's own data word */
             continue;
         }
+        if (g->kept) {
+            shim_ep_kept_gone(g);   /* an event on a deleted registration */
+            shim_ep_unlock();
+            continue;
+        }
         shim_ep_snap(&a, g, (int)(e->events & 0xffff));
         shim_ep_dirty(g);   /* its wake-up was spent: the next look re-arms it */
         shim_ep_unlock();
@@ -1197,6 +1339,7 @@ void shim_ep_exposed(int fd)
 
     if (!shim_ep_unprivate(fd))
         return;
+    shim_ep_went_public(fd);
     n = shim_ep_snap_set(fd, stack, SHIM_EP_SNAP, &a, &size, 1);
     for (i = 0; i < n; i++) {
         shim_ready_ask_t ask = { 0 };
@@ -1437,14 +1580,36 @@ int shim_ep_ctl(int epfd, int op, int fd, struct epoll_event *ev, shim_fd_t *f)
 {
     shim_ep_reg_t *g;
     struct epoll_event kev;
-    int rc, created = 0, w = -1;
+    int rc, created = 0, w = -1, revive = 0;
+    int keep = op == EPOLL_CTL_DEL && zc_config.epoll_keep && f->path->ops->kernel_quiet &&
+               f->path->ops->kernel_quiet(f);
 
     if (op != EPOLL_CTL_DEL && f->path->ops->wake_fd)
         w = f->path->ops->wake_fd(f, fd, 0);    /* a wake fd the path has: heard here too */
     shim_ep_mark(epfd);
     shim_ep_lock();
     g = shim_ep_find(epfd, fd);
+    if (g && g->kept) {         /* KEPT DELETES: deleted, as far as anyone asks */
+        if (op != EPOLL_CTL_ADD) {
+            shim_ep_unlock();
+            errno = ENOENT;
+            return -1;
+        }
+        if (ev->events & (EPOLLONESHOT | EPOLLEXCLUSIVE)) {
+            shim_ep_kept_gone(g);       /* (an ADD of those made afresh) */
+            g = NULL;
+        } else {
+            revive = 1;
+        }
+    }
     if (op == EPOLL_CTL_DEL) {
+        if (keep && g && g->slot != SHIM_EP_NOSLOT &&
+            !(g->events & (EPOLLONESHOT | EPOLLEXCLUSIVE)) && shim_ep_private(epfd)) {
+            shim_ep_keep(g);
+            shim_ep_unlock();
+            zc_stat_add(ZC_STAT_READY_EP_KEPT, 1);
+            return 0;
+        }
         rc = zc_real.epoll_ctl(epfd, op, fd, ev);
         if (rc == 0 && g)
             shim_ep_drop(g);
@@ -1474,7 +1639,24 @@ int shim_ep_ctl(int epfd, int op, int fd, struct epoll_event *ev, shim_fd_t *f)
         __atomic_sub_fetch(&shim_ep.nplain, 1, __ATOMIC_RELAXED);
     kev.events = shim_ep_kernel_events(f, ev->events);
     kev.data.u64 = g->tag;
-    rc = zc_real.epoll_ctl(epfd, op, fd, &kev);
+    if (revive) {
+        /* the kernel holds it still, under the same tag */
+        if (kev.events != g->kevents && zc_real.epoll_ctl(epfd, EPOLL_CTL_MOD, fd, &kev)) {
+            shim_ep_kept_gone(g);       /* the kernel lost it: added afresh */
+            shim_ep_unlock();
+            return shim_ep_ctl(epfd, op, fd, ev, f);
+        }
+        shim_ep_unkeep(g);
+        zc_stat_add(ZC_STAT_READY_EP_REVIVED, 1);
+        rc = 0;
+    } else if (op == EPOLL_CTL_MOD && !created && kev.events == g->kevents &&
+               zc_config.epoll_keep &&
+               !((g->events | ev->events) & (EPOLLET | EPOLLONESHOT | EPOLLEXCLUSIVE))) {
+        zc_stat_add(ZC_STAT_READY_EP_MOD_SAME, 1);  /* level-triggered, as it was */
+        rc = 0;
+    } else {
+        rc = zc_real.epoll_ctl(epfd, op, fd, &kev);
+    }
     if (rc == 0) {
         g->events = ev->events;
         g->kevents = kev.events;
@@ -1623,6 +1805,10 @@ void shim_ep_fd_closed(int fd)
         return;
     shim_ep_lock();
     while ((l = shim_ep_fdl(fd, 0)) && l->head) {
+        if (l->head->kept) {
+            shim_ep_kept_gone(l->head);
+            continue;
+        }
         if (l->head->slot != SHIM_EP_NOSLOT)
             zc_real.epoll_ctl(l->head->epfd, EPOLL_CTL_DEL, fd, NULL);
         shim_ep_drop(l->head);

@@ -105,6 +105,12 @@ typedef struct shim_path_ops {
      * counting on it for fd). */
     int (*wake_fd)(shim_fd_t *f, int fd, int unusable);
     uint64_t (*change)(shim_fd_t *f, int fd);
+    /* Optional: 1 when the kernel socket carries only wake-ups for f now
+     * (doorbells, EOF, resets; the bytes move elsewhere in both
+     * directions), so an epoll registration the application deletes may
+     * stay in the kernel, where an event on it costs one spurious wake-up
+     * (shim_epoll.c, KEPT DELETES).  Read without the path's locks. */
+    int (*kernel_quiet)(shim_fd_t *f);
 
     /* fd is about to be closed (or replaced by dup2/dup3); the entry is
      * cleared afterwards.  Also called for descriptors the path watches. */

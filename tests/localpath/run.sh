@@ -113,6 +113,9 @@ t_run et_quiet "$T" $PY tests/localpath/lp_et_quiet.py
 # its wake fd stays parked in the set, the set is kicked, no wake-up lost
 # (tests/localpath/lp_epoll_rearm.py)
 t_run epoll_rearm "$T" $PY tests/localpath/lp_epoll_rearm.py
+# KEPT DELETES: an epoll DEL of a paired connection kept in the kernel,
+# the kernel's answers kept (tests/localpath/lp_epoll_keep.py)
+t_run epoll_keep "$T" $PY tests/localpath/lp_epoll_keep.py
 # zero-timeout waits in a tight loop (an MPI progress loop) answer from the
 # ring without the kernel, yet report a pipe the thread just wrote to, a
 # closed descriptor's POLLNVAL every time, another thread's write within

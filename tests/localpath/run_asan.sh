@@ -40,6 +40,9 @@ t_run wake_efd/poll "$T" env T_READY=poll T_WAKE=efd ZCSOCK_SPIN=0 $PY $TL run w
 t_run wake_efd/fork "$T" env T_READY=epoll T_WAKE=fork ZCSOCK_SPIN=0 $PY $TL run wake_efd both tcp
 # the epoll engine's parked wake fds and kicks (lp_epoll_rearm.py)
 t_run epoll_rearm "$T" $PY tests/localpath/lp_epoll_rearm.py
+# KEPT DELETES: an epoll DEL of a paired connection kept in the kernel,
+# the kernel's answers kept (tests/localpath/lp_epoll_keep.py)
+t_run epoll_keep "$T" $PY tests/localpath/lp_epoll_keep.py
 # zero-timeout waits that skip the kernel, a poll set beyond the stack arrays
 t_run poll_nowait "$T" $PY tests/localpath/lp_poll_nowait.py
 t_run multi_wait/nospin "$T" env ZCSOCK_SPIN=0 $PY $TL run multi_wait both tcp

@@ -437,6 +437,7 @@ static const shim_path_ops_t lp_ops = {
     .revents = lp_revents,
     .wake_fd = lp_wake_fd,
     .kernel_events = lp_kernel_events,
+    .kernel_quiet = lp_kernel_quiet,
     .change = lp_change,
     .forget = lp_forget,
     .dup = lp_dup,

@@ -484,6 +484,7 @@ void path_local_accepted(int lfd, int fd);
  * kernel cannot say.  Takes the RX lock. */
 int lp_rx_avail(lp_conn_t *c, int fd, const int *kernel, int *ring);
 short lp_kernel_events(shim_fd_t *f, short ev);
+int lp_kernel_quiet(shim_fd_t *f);
 uint64_t lp_change(shim_fd_t *f, int fd);
 int lp_kernel_revents(int fd, short ev);
 void lp_armed_recheck(lp_conn_t *c, shim_ready_ask_t *ask);

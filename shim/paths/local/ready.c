@@ -18,6 +18,22 @@ short lp_kernel_events(shim_fd_t *f, short ev)
     return k;
 }
 
+/* Both directions on the ring: the kernel socket carries doorbells, EOF
+ * and resets only (KEPT DELETES). */
+int lp_kernel_quiet(shim_fd_t *f)
+{
+    lp_conn_t *c = lp_conn(f);
+    uint64_t sw;
+
+    if (c->state != LP_PAIRED || !c->tx_ring || !c->ch.base || c->rx_plain)
+        return 0;
+    if (c->rx_ring)
+        return 1;
+    /* (rule R2 not applied yet: the peer's switch point passed) */
+    sw = local_pair_switch_get(&c->ch, lp_rxdir(c));
+    return sw != LOCAL_PAIR_SWITCH_UNSET && sw != LOCAL_PAIR_SWITCH_NEVER && c->rx_kernel >= sw;
+}
+
 /* Moves whenever data arrives or space frees, and when the stream ends:
  * received ring positions (any record: an EOF record moves it too) and
  * kernel bytes, the position the peer consumed up to, and the ends the
