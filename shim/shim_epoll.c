@@ -155,6 +155,27 @@
 #define SHIM_EP_SNAP    64      /* registrations asked per round of a wait */
 #define SHIM_EP_FULL_MS 100     /* a listed set is asked in full this often (READY LIST) */
 
+/* A registration's two lists (its set's, linked through snext/sprev, and
+ * the ready list, through dnext/dprev): g in at head, g out. */
+#define SHIM_EP_LINK(head, g, next, prev)                                     \
+    do {                                                                      \
+        (g)->prev = NULL;                                                     \
+        (g)->next = (head);                                                   \
+        if ((head))                                                           \
+            (head)->prev = (g);                                               \
+        (head) = (g);                                                         \
+    } while (0)
+#define SHIM_EP_UNLINK(head, g, next, prev)                                   \
+    do {                                                                      \
+        if ((g)->prev)                                                        \
+            (g)->prev->next = (g)->next;                                      \
+        else                                                                  \
+            (head) = (g)->next;                                               \
+        if ((g)->next)                                                        \
+            (g)->next->prev = (g)->prev;                                      \
+        (g)->next = (g)->prev = NULL;                                         \
+    } while (0)
+
 typedef struct shim_ep_set shim_ep_set_t;
 
 typedef struct shim_ep_reg {
@@ -529,11 +550,7 @@ static int shim_ep_tag(shim_ep_reg_t *g, uint32_t pref)
     g->slot = slot;
     g->tag = SHIM_EP_TAG | (shim_ep.gen << 24) | shim_ep_check(shim_ep.gen, slot) | slot;
     g->set = s;
-    g->sprev = NULL;
-    g->snext = s->head;
-    if (s->head)
-        s->head->sprev = g;
-    s->head = g;
+    SHIM_EP_LINK(s->head, g, snext, sprev);
     s->ntagged++;
     shim_ep.slots[slot] = g;
     shim_ep_dirty(g);
@@ -649,25 +666,15 @@ static void shim_ep_dirty(shim_ep_reg_t *g)
     if (g->dirty || g->kept || g->slot == SHIM_EP_NOSLOT || !g->set)
         return;
     g->dirty = 1;
-    g->dprev = NULL;
-    g->dnext = g->set->dhead;
-    if (g->dnext)
-        g->dnext->dprev = g;
-    g->set->dhead = g;
+    SHIM_EP_LINK(g->set->dhead, g, dnext, dprev);
 }
 
 static void shim_ep_clean(shim_ep_reg_t *g)
 {
     if (!g->dirty)
         return;
-    if (g->dprev)
-        g->dprev->dnext = g->dnext;
-    else
-        g->set->dhead = g->dnext;
-    if (g->dnext)
-        g->dnext->dprev = g->dprev;
+    SHIM_EP_UNLINK(g->set->dhead, g, dnext, dprev);
     g->dirty = 0;
-    g->dnext = g->dprev = NULL;
 }
 
 void shim_ep_touched(int fd)
@@ -726,13 +733,7 @@ static int shim_ep_listed(const shim_ep_set_t *s)
 static void shim_ep_unlink(shim_ep_reg_t *g)
 {
     shim_ep_clean(g);
-    if (g->sprev)
-        g->sprev->snext = g->snext;
-    else
-        g->set->head = g->snext;
-    if (g->snext)
-        g->snext->sprev = g->sprev;
-    g->snext = g->sprev = NULL;
+    SHIM_EP_UNLINK(g->set->head, g, snext, sprev);
     g->set->ntagged--;
 }
 
@@ -792,11 +793,7 @@ static void shim_ep_unkeep(shim_ep_reg_t *g)
 
     g->kept = 0;
     __atomic_sub_fetch(&shim_ep.nkept, 1, __ATOMIC_RELAXED);
-    g->sprev = NULL;
-    g->snext = s->head;
-    if (s->head)
-        s->head->sprev = g;
-    s->head = g;
+    SHIM_EP_LINK(s->head, g, snext, sprev);
     s->ntagged++;
 }
 
