@@ -97,7 +97,8 @@
  * or spawn, a dup, a poll or nesting of the set: shim_ep_went_public,
  * after the set left the private table, so a DEL, which checks privacy
  * under the table's lock, either kept before the flush or sees the set
- * public), when its descriptor closes or its path lets it go, and at an
+ * public; not in a vfork child, whose descriptor table is not the one the
+ * table describes), when its descriptor closes or its path lets it go, and at an
  * ADD with EPOLLONESHOT or EPOLLEXCLUSIVE.  ZCSOCK_EPOLL_KEEP=0 passes
  * every call on (case epoll_keep). */
 /* QUIET SETS (issue 31).  The arming and the kick at an ADD or MOD (KICK)
@@ -330,7 +331,7 @@ static int shim_ep_unprivate(int epfd)
  * the set public. */
 static void shim_ep_went_public(int epfd)
 {
-    if (!__atomic_load_n(&shim_ep.nkept, __ATOMIC_RELAXED))
+    if (!__atomic_load_n(&shim_ep.nkept, __ATOMIC_RELAXED) || shim_vfork_child())
         return;
     shim_ep_lock();
     shim_ep_kept_flush(epfd, 0);
@@ -360,7 +361,11 @@ static void shim_ep_all_public_(int locked)
         return;
     for (i = 0; i < SHIM_EP_PRIV_MAX; i++)
         __atomic_store_n(&shim_ep_priv[i], 0, __ATOMIC_SEQ_CST);
-    if (!__atomic_load_n(&shim_ep.nkept, __ATOMIC_RELAXED))
+    /* (not in a vfork child: its descriptor table is its own, and a DEL
+     * there of a number it closed already would fail while the table we
+     * share forgot the registration, which then stays in the kernel under
+     * a tag nobody holds: the parent's next ADD would meet EEXIST) */
+    if (!__atomic_load_n(&shim_ep.nkept, __ATOMIC_RELAXED) || (!locked && shim_vfork_child()))
         return;
     if (!locked)
         shim_ep_lock();

@@ -24,7 +24,8 @@ One process under the library (pairing at once), paired TCP connections
   4. A kept registration goes for real (ready.ep_kept_gone) at a fork (the
      child holds the set too), at a dup of the epoll descriptor (the set
      seen under two numbers), at the close of the connection, and at an
-     ADD with EPOLLONESHOT, which then reports once.
+     ADD with EPOLLONESHOT, which then reports once.  A subprocess
+     (vfork and exec) while one is kept: the next ADD works.
   5. The same process with ZCSOCK_EPOLL_KEEP=0: nothing kept, the same
      answers.
 No wait may end at the readiness net (ready.net_rescues stays 0).
@@ -199,6 +200,24 @@ s.sendall(b"p" * 10)
 ev = ep.poll(0.3)
 if ev:
     sys.exit("FAIL: oneshot: a fired one-shot reported %r again" % ev)
+# a subprocess (vfork and exec; the child closes every descriptor of ours)
+# while a registration is kept in a set made after the connection: the
+# next ADD works (no EEXIST) and the wait reports the bytes
+import subprocess
+s, c = pair()
+ep.close()
+ep = select.epoll()
+ep.register(c.fileno(), select.EPOLLIN)
+ep.unregister(c.fileno())
+subprocess.run(["/bin/true"], close_fds=True, check=True)
+s.sendall(b"v" * 10)
+ev = ep.poll(0.3)
+if ev:
+    sys.exit("FAIL: subprocess: a wait reported %r for a deleted registration" % ev)
+ep.register(c.fileno(), select.EPOLLIN)
+ev = ep.poll(2)
+if not ev or ev[0][0] != c.fileno() or c.recv(20) != b"v" * 10:
+    sys.exit("FAIL: subprocess: the ADD after it reported %r" % ev)
 rescues = d("ready.net_rescues", rescues0)
 if rescues:
     sys.exit("FAIL: %d waits ended at the readiness net" % rescues)
