@@ -231,7 +231,7 @@ int lp_rx_catch_up(lp_conn_t *c)
     if (c->state != LP_PAIRED || c->rx_plain)
         return 0;
     sw = local_pair_switch_get(&c->ch, lp_rxdir(c));
-    if (sw == LOCAL_PAIR_SWITCH_UNSET || sw == LOCAL_PAIR_SWITCH_NEVER)
+    if (!local_pair_switch_known(sw))
         return 0;
     lp_lock(c, LP_RX);
     if (!c->rx_ring && c->rx_kernel >= sw) {

@@ -943,7 +943,7 @@ static size_t lp_behind(lp_conn_t *c)
     uint64_t sw = local_pair_switch_get(&c->ch, lp_rxdir(c));
 
     if (c->ch.bells_claimed == c->bells_drained || c->rx_ring ||
-        sw == LOCAL_PAIR_SWITCH_UNSET || sw == LOCAL_PAIR_SWITCH_NEVER || c->rx_kernel >= sw)
+        !local_pair_switch_known(sw) || c->rx_kernel >= sw)
         return 0;
     return (size_t)(sw - c->rx_kernel);
 }

@@ -170,6 +170,12 @@ const char *local_pair_reason_name(int reason);
 
 #define LOCAL_PAIR_SWITCH_UNSET UINT64_MAX
 #define LOCAL_PAIR_SWITCH_NEVER (UINT64_MAX - 1)   /* refused by the receiver */
+
+/* A switch point read from the channel is a stream position. */
+static inline int local_pair_switch_known(uint64_t sw)
+{
+    return sw != LOCAL_PAIR_SWITCH_UNSET && sw != LOCAL_PAIR_SWITCH_NEVER;
+}
 #define LOCAL_PAIR_CTL_OFF      3840u       /* in the channel's header page */
 #define LOCAL_PAIR_CTL_MAGIC    0x3172696150637a5aULL  /* "ZczPair1" */
 

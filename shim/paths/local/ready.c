@@ -31,7 +31,7 @@ int lp_kernel_quiet(shim_fd_t *f)
         return 1;
     /* (rule R2 not applied yet: the peer's switch point passed) */
     sw = local_pair_switch_get(&c->ch, lp_rxdir(c));
-    return sw != LOCAL_PAIR_SWITCH_UNSET && sw != LOCAL_PAIR_SWITCH_NEVER && c->rx_kernel >= sw;
+    return local_pair_switch_known(sw) && c->rx_kernel >= sw;
 }
 
 /* Moves whenever data arrives or space frees, and when the stream ends:
@@ -294,12 +294,10 @@ int lp_rx_avail(lp_conn_t *c, int fd, const int *kernel, int *ring)
     sw = c->ch.base ? local_pair_switch_get(&c->ch, lp_rxdir(c)) : LOCAL_PAIR_SWITCH_UNSET;
     if (!c->rx_ring) {
         /* Kernel bytes before the switch point are data, the rest doorbells. */
-        if (sw != LOCAL_PAIR_SWITCH_UNSET && sw != LOCAL_PAIR_SWITCH_NEVER &&
-            (uint64_t)k > sw - c->rx_kernel)
+        if (local_pair_switch_known(sw) && (uint64_t)k > sw - c->rx_kernel)
             k = (int)(sw - c->rx_kernel);
     }
-    if (c->rx_ring || (sw != LOCAL_PAIR_SWITCH_UNSET && sw != LOCAL_PAIR_SWITCH_NEVER &&
-                       c->rx_kernel + (uint64_t)k == sw)) {
+    if (c->rx_ring || (local_pair_switch_known(sw) && c->rx_kernel + (uint64_t)k == sw)) {
         rd = local_ring_readable(&c->ch, lp_rxdir(c));
         if (ring)
             *ring = 1;

@@ -302,7 +302,7 @@ ssize_t lp_recv_kernel(lp_conn_t *c, shim_fd_t *f, int fd, struct msghdr *msg, i
     *again = 0;
     if (c->rx_plain)
         return lp_recv_plain(c, f, fd, msg, flags);
-    if (sw != LOCAL_PAIR_SWITCH_UNSET && sw != LOCAL_PAIR_SWITCH_NEVER) {
+    if (local_pair_switch_known(sw)) {
         if (c->rx_kernel >= sw) {
             c->rx_ring = 1;
             local_ring_rx_wait_cancel(&c->ch, lp_rxdir(c));   /* R2: take over S3 */
@@ -570,8 +570,7 @@ static ssize_t lp_rx_peek_span(lp_conn_t *c, int fd, lp_rx_t *r)
     lp_lock(c, LP_RX);
     sw = c->state == LP_PAIRED && c->ch.base ? local_pair_switch_get(&c->ch, lp_rxdir(c))
                                              : LOCAL_PAIR_SWITCH_UNSET;
-    if (sw != LOCAL_PAIR_SWITCH_UNSET && sw != LOCAL_PAIR_SWITCH_NEVER &&
-        c->rx_kernel + r->got >= sw) {
+    if (local_pair_switch_known(sw) && c->rx_kernel + r->got >= sw) {
         k = lp_recv_ring(c, fd, r->msg, r->flags, r->got, &eof);
         if (k < 0) {
             lp_unlock(c, LP_RX);
