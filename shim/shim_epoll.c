@@ -39,6 +39,23 @@
  * and taken over with a tag when a path claims it (shim_ep_claimed), so the
  * wake-ups its path arms reach the set.
  *
+ * PLAIN UNTIL PAIRED (issue 31).  A claimed connection that has not paired
+ * (a client before its pickup, a server before its offer: with pair when
+ * it pays, every short connection) is ready exactly when the kernel says
+ * so: a look at it reports nothing and arms nothing.  Tagging it anyway
+ * cost an event loop's epoll_ctl and epoll_wait several microseconds per
+ * connection (the server of conn_rate's short connections: 6,700
+ * instructions of the library's per connection, the kernel's own rate
+ * 0.85-0.9x).  So its path claims it with ep_plain (shim_fd_claim_plain):
+ * its registrations go to the kernel as the application makes them (the
+ * kernel holds the application's data; a wait over a set of only such
+ * passes straight through) and are only recorded, under the table's lock,
+ * which the flag is read under too; the path calls shim_ep_plain_end
+ * before it pairs (lp_channel_adopt), and the records take our tag as at
+ * a claim, with sleeping waits kicked to look.  One-shot and exclusive
+ * registrations (whose fired state only the engine follows) and a dup end
+ * it at once.  ready.ep_plain, ZCSOCK_EPOLL_PLAIN.
+ *
  * LOCKING.  One spinlock guards the table; it is never held while a path's
  * operation runs (those take the path's own locks) nor while the kernel
  * waits.  A wait takes a snapshot of the set's registrations (pointer and
@@ -237,6 +254,9 @@ static struct {
     uint64_t gen, next_id, waits;
     shim_ep_reg_t **slots;      /* SHIM_EP_SLOTS entries, from zc_pool */
     shim_ep_set_t *sets;        /* by epfd */
+    shim_ep_set_t *last_set;    /* the set shim_ep_set found last (an event
+                                 * loop asks for its one set ten times a
+                                 * connection) */
     shim_ep_fdl_t *fds;         /* by descriptor */
     shim_ep_reg_t *free_regs;
     int ever_tagged;            /* a tag was ever given to the kernel (atomic) */
@@ -472,9 +492,13 @@ static void shim_ep_fdl_free(shim_ep_fdl_t *l)
 
 static shim_ep_set_t *shim_ep_set(int epfd, int create)
 {
-    shim_ep_set_t *s;
+    shim_ep_set_t *s = shim_ep.last_set;
 
+    if (s && s->epfd == epfd)
+        return s;
     HASH_FIND_INT(shim_ep.sets, &epfd, s);
+    if (s)
+        shim_ep.last_set = s;
     if (s || !create)
         return s;
     s = zc_pool_alloc(sizeof(*s));
@@ -766,7 +790,11 @@ static void shim_ep_drop_(shim_ep_reg_t *g, int forking)
             *pp = g->fnext;
             break;
         }
-    if (l && !l->head && !forking)
+    /* an empty list stays where the vector finds it: the number's next
+     * registration (an event loop's next connection) needs no allocation
+     * and no hash insertion (the server of conn_rate: 700 instructions a
+     * connection) */
+    if (l && !l->head && !forking && !shim_ep_fdv_at(l->fd))
         shim_ep_fdl_free(l);
     g->id = 0;
     g->free_next = shim_ep.free_regs;
@@ -1575,6 +1603,71 @@ static void shim_ep_mark(int epfd)
 
 static int shim_ep_arm_one(int fd, shim_fd_t *f, uint32_t events, int wake);
 
+/* PLAIN UNTIL PAIRED: epoll_ctl of a claimed fd while its registrations
+ * are plain: to the kernel as made, recorded.  0 when they are not plain
+ * (any more), or no record could be made: the engine's way then. */
+static int shim_ep_plain_ctl_(int epfd, int op, int fd, struct epoll_event *ev, int *rc_p)
+{
+    shim_ep_reg_t *g;
+    int created = 0, saved;
+
+    shim_ep_lock();
+    if (!__atomic_load_n(&shim_fd_get(fd)->ep_plain, __ATOMIC_ACQUIRE) ||
+        ((g = shim_ep_find(epfd, fd)) && g->slot != SHIM_EP_NOSLOT)) {
+        shim_ep_unlock();
+        return 0;
+    }
+    if (!g && op != EPOLL_CTL_DEL) {
+        if (!(g = shim_ep_new(epfd, fd))) {
+            shim_ep_unlock();
+            return 0;
+        }
+        __atomic_add_fetch(&shim_ep.nplain, 1, __ATOMIC_RELAXED);
+        created = 1;
+    }
+    *rc_p = zc_real.epoll_ctl(epfd, op, fd, ev);
+    saved = errno;
+    if (*rc_p == 0 && op == EPOLL_CTL_DEL) {
+        if (g)
+            shim_ep_drop(g);
+    } else if (*rc_p == 0) {
+        g->events = ev->events;
+        g->data = ev->data.u64;
+    } else if (created) {
+        shim_ep_drop(g);
+    }
+    shim_ep_unlock();
+    zc_stat_add(ZC_STAT_READY_EP_PLAIN, 1);
+    errno = saved;
+    return 1;
+}
+
+static int shim_ep_adopt_locked(int fd, shim_fd_t *f, int *epfds, int max);
+
+void shim_ep_plain_end(int fd)
+{
+    shim_fd_t *e = shim_fd_get(fd);
+    shim_pin_t pin;
+    int epfds[8], n = 0, i, saved = errno;
+
+    if (!e || !__atomic_load_n(&e->ep_plain, __ATOMIC_ACQUIRE))
+        return;
+    if (!shim_fd_pin(fd, &pin)) {
+        __atomic_store_n(&e->ep_plain, 0, __ATOMIC_RELEASE);
+        return;
+    }
+    shim_ep_lock();
+    if (__atomic_exchange_n(&e->ep_plain, 0, __ATOMIC_ACQ_REL))
+        n = shim_ep_adopt_locked(fd, &pin.f, epfds, 8);
+    shim_ep_unlock();
+    shim_fd_unpin(&pin);
+    /* a wait already asleep on a set of them looks again (and arms) */
+    for (i = 0; i < n; i++)
+        if (epfds[i] < 0 || __atomic_load_n(shim_ep_sleepers(epfds[i]), __ATOMIC_SEQ_CST))
+            shim_ep_kick(epfds[i] < 0 ? -epfds[i] - 1 : epfds[i]);
+    errno = saved;
+}
+
 /* epoll_ctl on a claimed descriptor (pinned by the caller as *f): the
  * registration is kept in the table and registered with the kernel under
  * its tag.  Returns what epoll_ctl returns (-1 and errno on failure). */
@@ -1586,6 +1679,12 @@ int shim_ep_ctl(int epfd, int op, int fd, struct epoll_event *ev, shim_fd_t *f)
     int keep = op == EPOLL_CTL_DEL && zc_config.epoll_keep && f->path->ops->kernel_quiet &&
                f->path->ops->kernel_quiet(f);
 
+    if (shim_unlikely(__atomic_load_n(&shim_fd_get(fd)->ep_plain, __ATOMIC_ACQUIRE))) {
+        if (op != EPOLL_CTL_DEL && (ev->events & (EPOLLONESHOT | EPOLLEXCLUSIVE)))
+            shim_ep_plain_end(fd);      /* the engine follows a one-shot's state */
+        else if (shim_ep_plain_ctl_(epfd, op, fd, ev, &rc))
+            return rc;
+    }
     if (op != EPOLL_CTL_DEL && f->path->ops->wake_fd)
         w = f->path->ops->wake_fd(f, fd, 0);    /* a wake fd the path has: heard here too */
     shim_ep_mark(epfd);
@@ -1757,14 +1856,26 @@ void shim_ep_plain_ctl(int epfd, int op, int fd, const struct epoll_event *ev)
  * tag, so the readiness engine asks its path from now on. */
 void shim_ep_claimed(int fd)
 {
-    shim_ep_fdl_t *l;
-    shim_ep_reg_t *g, *next;
     shim_pin_t pin;
 
     if (!__atomic_load_n(&shim_ep.nplain, __ATOMIC_RELAXED) || !shim_fd_pin(fd, &pin))
         return;
     shim_ep_lock();
-    l = shim_ep_fdl(fd, 0);
+    if (!__atomic_load_n(&shim_fd_get(fd)->ep_plain, __ATOMIC_ACQUIRE))
+        shim_ep_adopt_locked(fd, &pin.f, NULL, 0);      /* (plain: shim_ep_plain_end) */
+    shim_ep_unlock();
+    shim_fd_unpin(&pin);
+}
+
+/* fd's recorded plain registrations take our tag (lock held; f: fd
+ * pinned).  Up to max of their sets into epfds (-epfd - 1 for a set not
+ * private: looked at from outside too); returns how many. */
+static int shim_ep_adopt_locked(int fd, shim_fd_t *f, int *epfds, int max)
+{
+    shim_ep_fdl_t *l = shim_ep_fdl(fd, 0);
+    shim_ep_reg_t *g, *next;
+    int n = 0;
+
     for (g = l ? l->head : NULL; g; g = next) {
         struct epoll_event kev;
 
@@ -1777,7 +1888,7 @@ void shim_ep_claimed(int fd)
             continue;
         }
         __atomic_sub_fetch(&shim_ep.nplain, 1, __ATOMIC_RELAXED);
-        kev.events = shim_ep_kernel_events(&pin.f, g->events);
+        kev.events = shim_ep_kernel_events(f, g->events);
         kev.data.u64 = g->tag;
         if (zc_real.epoll_ctl(g->epfd, EPOLL_CTL_MOD, fd, &kev)) {
             shim_ep_drop(g);    /* the set let it go meanwhile */
@@ -1786,9 +1897,10 @@ void shim_ep_claimed(int fd)
         g->kevents = kev.events;
         g->change = UINT64_MAX;
         zc_stat_add(ZC_STAT_READY_EP_ADOPTED, 1);
+        if (n < max)
+            epfds[n++] = shim_ep_private(g->epfd) ? g->epfd : -g->epfd - 1;
     }
-    shim_ep_unlock();
-    shim_fd_unpin(&pin);
+    return n;
 }
 
 /* Socket fd is closing (still open): its registrations go.  The kernel
@@ -1845,6 +1957,8 @@ void shim_ep_forget_fd(int epfd)
                     shim_ep_drop(g);
             }
         HASH_DEL(shim_ep.sets, s);
+        if (shim_ep.last_set == s)
+            shim_ep.last_set = NULL;
         zc_pool_free(s, sizeof(*s));
     }
     shim_ep_unlock();

@@ -96,11 +96,16 @@ void shim_fd_connected(int fd)
 
 void shim_fd_claim_clear(shim_fd_t *f)
 {
+    int plain;
+
     shim_fd_seize(f);
     __atomic_store_n(&f->claim, SHIM_CLAIM_NONE, __ATOMIC_RELEASE);
     f->path = NULL;
     f->path_ctx = NULL;
+    plain = __atomic_exchange_n(&f->ep_plain, 0, __ATOMIC_ACQ_REL);
     shim_fd_unseize(f);
+    if (plain)
+        shim_ep_fd_closed((int)(f - shim_fd_table));   /* its plain records: no claim to adopt them */
 }
 
 static void shim_fd_clear_locked(shim_fd_t *f)
@@ -108,6 +113,7 @@ static void shim_fd_clear_locked(shim_fd_t *f)
     __atomic_store_n(&f->claim, SHIM_CLAIM_NONE, __ATOMIC_RELEASE);
     f->kind = SHIM_FD_UNKNOWN;
     f->family = f->stream = f->copy_why = f->unconnected = 0;
+    __atomic_store_n(&f->ep_plain, 0, __ATOMIC_RELEASE);
     f->path = NULL;
     f->path_ctx = NULL;
 }
@@ -147,6 +153,9 @@ void shim_fd_copy(int oldfd, int newfd)
         shim_fd_reset(to);
         return;
     }
+    /* both numbers' registrations are the engine's from now on: the path
+     * ends plain registrations through one number only (PLAIN UNTIL PAIRED) */
+    shim_ep_plain_end(oldfd);
     /* pinned: a close of oldfd in another thread cannot free the state
      * before the path counted the new descriptor */
     if (!shim_fd_pin_slow(from, &pin)) {
@@ -161,6 +170,7 @@ void shim_fd_copy(int oldfd, int newfd)
     to->stream = pin.f.stream;
     to->copy_why = pin.f.copy_why;
     to->unconnected = 0;            /* one number is enough to follow a connect */
+    __atomic_store_n(&to->ep_plain, 0, __ATOMIC_RELEASE);
     to->path = pin.f.path;
     to->path_ctx = pin.f.path_ctx;
     __atomic_store_n(&to->claim, pin.f.claim, __ATOMIC_RELEASE);

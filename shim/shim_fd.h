@@ -59,6 +59,10 @@ typedef struct shim_fd {
     uint8_t ep_clean;  /* an epoll registration of it may be off its set's ready
                         * list: the next operation on it puts it back
                         * (shim_ep_touched, shim_epoll.c READY LIST) */
+    uint8_t ep_plain;  /* claimed, but its readiness is the kernel's alone for
+                        * now: its epoll registrations stay the application's
+                        * own, recorded, until the path ends it
+                        * (shim_ep_plain_end, shim_epoll.c PLAIN UNTIL PAIRED) */
     const struct shim_path *path;   /* the path that claims or watches it, or NULL;
                                      * for SHIM_FD_INTERNAL, the path keeping it */
     void *path_ctx;    /* that path's state for it */
@@ -99,7 +103,8 @@ void shim_fd_describe_all(int out);
 void shim_fd_seize(shim_fd_t *f);
 void shim_fd_unseize(shim_fd_t *f);
 
-/* Clear f's claim (claim, path, path_ctx) under its seize byte. */
+/* Clear f's claim (claim, path, path_ctx) under its seize byte (and the
+ * records of its plain epoll registrations, ep_plain). */
 void shim_fd_claim_clear(shim_fd_t *f);
 /* Clear every field of f but its seize byte (another thread may hold it). */
 void shim_fd_reset(shim_fd_t *f);

@@ -249,6 +249,16 @@ void shim_obj_retire(shim_obj_t *o);
  * Epoll registrations made while it was unclaimed are taken over by the
  * readiness engine (shim_ep_claimed). */
 void shim_fd_claim(int fd, const shim_path_t *p, void *ctx);
+/* The same for a descriptor whose readiness is, for now, exactly the
+ * kernel's (a connection that has not paired): its epoll registrations
+ * stay the application's own in the kernel, only recorded, until the path
+ * calls shim_ep_plain_end(fd) before anything of its own can make it ready
+ * (shim_epoll.c, PLAIN UNTIL PAIRED; ZCSOCK_EPOLL_PLAIN=0: as
+ * shim_fd_claim). */
+void shim_fd_claim_plain(int fd, const shim_path_t *p, void *ctx);
+/* fd's registrations become the engine's (tagged) from now on; nothing
+ * when they are already.  Takes the engine's lock: not under it. */
+void shim_ep_plain_end(int fd);
 
 /* Let path p hear when fd closes (p->ops->forget) without claiming its
  * data (a listener's pairing state). */

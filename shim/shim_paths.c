@@ -8,6 +8,7 @@
 
 #include "shim_int.h"
 #include "shim_ready.h"
+#include "zc_config.h"
 #include "zc_fd.h"
 
 /* Every path's SHIM_PATH_REGISTER entry lands in this section; the linker
@@ -51,8 +52,20 @@ void shim_fd_claim(int fd, const shim_path_t *p, void *ctx)
 
     if (!f)
         return;
+    __atomic_store_n(&f->ep_plain, 0, __ATOMIC_RELEASE);
     shim_fd_set_claim(f, SHIM_CLAIM_DATA, p, ctx);
     shim_ep_claimed(fd);
+}
+
+void shim_fd_claim_plain(int fd, const shim_path_t *p, void *ctx)
+{
+    shim_fd_t *f = shim_fd_get(fd);
+
+    if (!f)
+        return;
+    __atomic_store_n(&f->ep_plain, (uint8_t)(zc_config.epoll_plain != 0), __ATOMIC_RELEASE);
+    shim_fd_set_claim(f, SHIM_CLAIM_DATA, p, ctx);
+    shim_ep_claimed(fd);    /* (none taken over while ep_plain) */
 }
 
 void shim_fd_watch(int fd, const shim_path_t *p, void *ctx)

@@ -67,13 +67,13 @@ def pair_tcp(l, n=1):
 """
 
 
-def run_child(code, timeout=120):
+def run_child(code, timeout=120, pair_after="0"):
     """Run python code in a child process under the library (ZC_LIB),
-    pairing at once, after CHILD_PRELUDE (stat(name): a counter of the
+    pairing at once (pair_after: ZCSOCK_LOCAL_PAIR_AFTER), after CHILD_PRELUDE (stat(name): a counter of the
     child's, -1 when there is none; pair_tcp(listener, n): a paired TCP
     connection's two ends), and echo what it printed.  Returns 0
     when it exited with 0, else 1 (a case's exit status)."""
-    env = dict(os.environ, LD_PRELOAD=os.environ["ZC_LIB"], ZCSOCK_LOCAL_PAIR_AFTER="0")
+    env = dict(os.environ, LD_PRELOAD=os.environ["ZC_LIB"], ZCSOCK_LOCAL_PAIR_AFTER=pair_after)
     r = subprocess.run([sys.executable, "-c", CHILD_PRELUDE + code], env=env,
                        capture_output=True, text=True, timeout=timeout)
     sys.stdout.write(r.stdout + r.stderr)

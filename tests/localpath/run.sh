@@ -116,6 +116,11 @@ t_run epoll_rearm "$T" $PY tests/localpath/lp_epoll_rearm.py
 # KEPT DELETES: an epoll DEL of a paired connection kept in the kernel,
 # the kernel's answers kept (tests/localpath/lp_epoll_keep.py)
 t_run epoll_keep "$T" $PY tests/localpath/lp_epoll_keep.py
+# PLAIN UNTIL PAIRED: a connection that has not paired keeps its epoll
+# registrations the application's own, adopted when it pairs (a thread
+# asleep on the set woken), one-shots and dups at once
+# (tests/localpath/lp_epoll_plain.py)
+t_run epoll_plain "$T" $PY tests/localpath/lp_epoll_plain.py
 # zero-timeout waits in a tight loop (an MPI progress loop) answer from the
 # ring without the kernel, yet report a pipe the thread just wrote to, a
 # closed descriptor's POLLNVAL every time, another thread's write within

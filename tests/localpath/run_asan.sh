@@ -43,6 +43,11 @@ t_run epoll_rearm "$T" $PY tests/localpath/lp_epoll_rearm.py
 # KEPT DELETES: an epoll DEL of a paired connection kept in the kernel,
 # the kernel's answers kept (tests/localpath/lp_epoll_keep.py)
 t_run epoll_keep "$T" $PY tests/localpath/lp_epoll_keep.py
+# PLAIN UNTIL PAIRED: a connection that has not paired keeps its epoll
+# registrations the application's own, adopted when it pairs (a thread
+# asleep on the set woken), one-shots and dups at once
+# (tests/localpath/lp_epoll_plain.py)
+t_run epoll_plain "$T" $PY tests/localpath/lp_epoll_plain.py
 # zero-timeout waits that skip the kernel, a poll set beyond the stack arrays
 t_run poll_nowait "$T" $PY tests/localpath/lp_poll_nowait.py
 t_run multi_wait/nospin "$T" env ZCSOCK_SPIN=0 $PY $TL run multi_wait both tcp

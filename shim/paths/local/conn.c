@@ -329,7 +329,7 @@ void lp_fds_note(lp_conn_t *c, int fd, int add)
         }
 }
 
-void lp_claim(int fd, lp_conn_t *c)
+static void lp_claim_(int fd, lp_conn_t *c, int fresh)
 {
     shim_fd_t *f = shim_fd_get(fd);
 
@@ -342,7 +342,23 @@ void lp_claim(int fd, lp_conn_t *c)
     if (!c->cookie)
         zc_real.getsockopt(fd, SOL_SOCKET, SO_COOKIE, &c->cookie,
                            &(socklen_t){ sizeof(c->cookie) });
-    shim_fd_claim(fd, &path_local, c);
+    if (fresh)
+        shim_fd_claim_plain(fd, &path_local, c);
+    else
+        shim_fd_claim(fd, &path_local, c);
+}
+
+void lp_claim(int fd, lp_conn_t *c)
+{
+    lp_claim_(fd, c, 0);
+}
+
+/* A new connection (connect, accept), not paired: until it pairs its
+ * readiness is the kernel's (PLAIN UNTIL PAIRED, shim_epoll.c), and both
+ * ways to pairing (lp_pickup_done, lp_offer_make) end that first. */
+void lp_claim_fresh(int fd, lp_conn_t *c)
+{
+    lp_claim_(fd, c, 1);
 }
 
 /* Count delta more (or fewer) processes holding our side; the new count. */

@@ -390,6 +390,7 @@ lp_conn_t *lp_conn_new(int state);
 void lp_conn_free(lp_conn_t *c);
 void lp_fds_note(lp_conn_t *c, int fd, int add);
 void lp_claim(int fd, lp_conn_t *c);
+void lp_claim_fresh(int fd, lp_conn_t *c);
 uint32_t lp_holders_add(lp_conn_t *c, int delta);
 int lp_cached_get(lp_conn_t *c, const lp_cached_t *k, int64_t *v);
 void lp_cached_begin(lp_conn_t *c, lp_cached_t *k);

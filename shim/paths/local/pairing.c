@@ -15,6 +15,7 @@ void lp_pickup_done(lp_conn_t *c, int rc, int memfd, int fd)
     if (rc == 0) {
         c->state = LP_PAIRED;
         lp_channel_adopt(c, memfd, fd);
+        shim_ep_plain_end(fd);          /* ready through the ring from now on */
         zc_stat_add(ZC_STAT_LOCAL_PAIRED_CLIENT, 1);
     } else {
         /* no offer (a server without the library, or one that declined);
@@ -213,7 +214,7 @@ void path_local_connect_prepare(int fd, const struct sockaddr *addr, socklen_t l
             return;
         }
         c->ann_due = 1;
-        lp_claim(fd, c);
+        lp_claim_fresh(fd, c);
         return;
     }
     dec = local_pair_connect_prepare(fd, addr, len, &ann, &reason);
@@ -240,7 +241,7 @@ void path_local_connect_prepare(int fd, const struct sockaddr *addr, socklen_t l
     }
     c->ann = shim_fd_internal_raise(ann);   /* held until the pickup */
     c->state = LP_PENDING;
-    lp_claim(fd, c);
+    lp_claim_fresh(fd, c);
 }
 
 void path_local_connect_done(int fd, int rc, int err)
@@ -323,7 +324,7 @@ void path_local_accepted(int lfd, int fd)
         lp_decline(LOCAL_PAIR_R_ERROR);
         return;
     }
-    lp_claim(fd, c);
+    lp_claim_fresh(fd, c);
 }
 
 /* A connection that never had a channel is plain for good: when fd is its
@@ -593,6 +594,7 @@ static int lp_offer_make(lp_conn_t *c, int fd, int *reason_p)
     if (dec == LOCAL_PAIR_PAIRED) {
         lp_channel_adopt(c, memfd, fd);
         __atomic_store_n(&c->state, LP_PAIRED, __ATOMIC_SEQ_CST);
+        shim_ep_plain_end(fd);          /* ready through the ring from now on */
         zc_stat_add(ZC_STAT_LOCAL_PAIRED_SERVER, 1);
     }
     __atomic_store_n(&c->offering, 0, __ATOMIC_RELEASE);
