@@ -2,7 +2,7 @@
  * X(field, type, default, min, max, doc)
  *   type: BOOL (0/1, yes/no, on/off, true/false), UINT (decimal, min..max),
  *         SIZE (bytes with optional K/M/G suffix, min..max), PATH (string)
- * The README's variable table is checked against this list by the tests. */
+ * The variable table of docs/usage.md is checked against this list by the tests. */
 #define ZC_CONFIG_LIST(X)                                                           \
     X(debug, UINT, 0, 0, 2,                                                         \
       "log one-line notices about fallbacks and missing features (1), or also "     \

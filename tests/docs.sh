@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Tier "docs": zcsock(1) names every command and stat/top option, zcsock(7)
-# is generated from the tables as they are; the README's ZCSOCK_* table lists exactly the variables of the
+# is generated from the tables as they are; the ZCSOCK_* table of
+# docs/usage.md (the README links it) lists exactly the variables of the
 # library's configuration table (as the built library prints them with
 # ZCSOCK_VERBOSE=1), with the same numeric defaults; ARCHITECTURE.md, the
 # CHANGELOG and each module README exist, and each module README names every
@@ -10,7 +11,7 @@ t_begin docs
 
 t_docs_config_table() {
   local readme lib
-  readme=$(sed -n '/zcsock-config-table/,/end zcsock-config-table/p' README.md |
+  readme=$(sed -n '/zcsock-config-table/,/end zcsock-config-table/p' docs/usage.md |
            grep -o '^| `ZCSOCK_[A-Z0-9_]*` | [^|]*' | sed 's/^| `\(ZCSOCK_[A-Z0-9_]*\)` | \([^ ]*\).*/\1 \2/' | sort)
   lib=$(env -i LD_PRELOAD="$ZC_LIB" ZCSOCK_VERBOSE=1 /bin/true 2>&1 |
         sed -n 's/^zcsock\[[0-9]*\]: config \(ZCSOCK_[A-Z0-9_]*\)=\([^ ]*\).*/\1 \2/p' | sort)
