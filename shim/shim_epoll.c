@@ -1858,7 +1858,8 @@ void shim_ep_claimed(int fd)
 {
     shim_pin_t pin;
 
-    if (!__atomic_load_n(&shim_ep.nplain, __ATOMIC_RELAXED) || !shim_fd_pin(fd, &pin))
+    if (!__atomic_load_n(&shim_ep.nplain, __ATOMIC_RELAXED) ||
+        __atomic_load_n(&shim_fd_get(fd)->ep_plain, __ATOMIC_ACQUIRE) || !shim_fd_pin(fd, &pin))
         return;
     shim_ep_lock();
     if (!__atomic_load_n(&shim_fd_get(fd)->ep_plain, __ATOMIC_ACQUIRE))
