@@ -52,8 +52,6 @@ def pair():
     s.sendall(b"a"); c.recv(1); c.sendall(b"b"); s.recv(1)
     c.setblocking(False)
     return s, c
-def d(name, v0):
-    return stat(name) - v0
 def enoent(fn, what):
     try:
         fn()

@@ -40,8 +40,6 @@ CHILD = r"""
 import os, select, socket, sys, threading, time
 PLAIN = os.environ.get("ZCSOCK_EPOLL_PLAIN", "1") != "0"
 l = socket.socket(); l.bind(("127.0.0.1", 0)); l.listen(64)
-def d(name, v0):
-    return stat(name) - v0
 def exact(s, n):
     b = b""
     while len(b) < n:

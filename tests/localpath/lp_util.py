@@ -55,6 +55,9 @@ def stat(name):
     v = ctypes.c_uint64()
     get = ctypes.CDLL(None).zcsock_stat_get
     return v.value if get(name.encode(), ctypes.byref(v)) == 0 else -1
+def d(name, v0):
+    # how far counter name moved since it read v0
+    return stat(name) - v0
 def pair_tcp(l, n=1):
     # a TCP connection through listener l, paired by one round trip: its
     # client and server ends; n: the server ends this process has paired
@@ -70,7 +73,8 @@ def pair_tcp(l, n=1):
 def run_child(code, timeout=120, pair_after="0"):
     """Run python code in a child process under the library (ZC_LIB),
     pairing at once (pair_after: ZCSOCK_LOCAL_PAIR_AFTER), after CHILD_PRELUDE (stat(name): a counter of the
-    child's, -1 when there is none; pair_tcp(listener, n): a paired TCP
+    child's, -1 when there is none; d(name, v0): its move since it read
+    v0; pair_tcp(listener, n): a paired TCP
     connection's two ends), and echo what it printed.  Returns 0
     when it exited with 0, else 1 (a case's exit status)."""
     env = dict(os.environ, LD_PRELOAD=os.environ["ZC_LIB"], ZCSOCK_LOCAL_PAIR_AFTER=pair_after)
