@@ -51,11 +51,12 @@
  * kernel holds the application's data; a wait over a set of only such
  * passes straight through) and are only recorded, under the table's lock,
  * which the flag is read under too; the path calls shim_ep_plain_end the
- * moment it has paired (lp_pickup_done, lp_offer_make: the state is PAIRED,
- * nothing went through the ring yet), and the records take our tag as at
- * a claim, with sets a wait sleeps on (or not private) kicked so that the
- * wait looks and arms (insurance: the kernel bytes up to the switch point
- * wake such a wait too, case epoll_plain).  One-shot and exclusive
+ * moment it has paired (lp_pickup_done, lp_offer_make: the state is
+ * PAIRED; a client that found the offer may write into the ring from
+ * then on), and the records take our tag as at a claim, with sets a wait
+ * sleeps on (or not private) kicked so that the wait looks and arms (the
+ * kernel bytes up to the switch point also wake such a wait: case
+ * epoll_plain passes without the kick).  One-shot and exclusive
  * registrations (whose fired state only the engine follows) and a dup end
  * it at once.  ready.ep_plain, ZCSOCK_EPOLL_PLAIN.
  *
