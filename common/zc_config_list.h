@@ -108,7 +108,8 @@
       "the epoll registrations of a connection that has not paired (yet) stay "    \
       "the application's own in the kernel, as without the library, so that an "   \
       "event loop's epoll_ctl and epoll_wait over such connections (short ones, "   \
-      "or any before they pair) cost what the kernel's do; they become the "        \
+      "or any before they pair) cost what the kernel's do, and a poll or select "   \
+      "over only such goes straight to the kernel; they become the "                \
       "library's when the connection pairs (an EPOLLONESHOT or EPOLLEXCLUSIVE one " \
       "and a dup'ed descriptor's at once) (0: the library's from the connect or "   \
       "accept on)")                                                                 \
