@@ -40,8 +40,9 @@
  * wake-ups its path arms reach the set.
  *
  * PLAIN UNTIL PAIRED (issue 31).  A claimed connection that has not paired
- * (a client before its pickup, a server before its offer: with pair when
- * it pays, every short connection) is ready exactly when the kernel says
+ * (a server's before its offer: with pair when it pays, every short
+ * connection; a client's is not claimed plain, see lp_claim_fresh) is
+ * ready exactly when the kernel says
  * so: a look at it reports nothing and arms nothing.  Tagging it anyway
  * cost an event loop's epoll_ctl and epoll_wait several microseconds per
  * connection (the server of conn_rate's short connections: 6,700
@@ -51,9 +52,9 @@
  * kernel holds the application's data; a wait over a set of only such
  * passes straight through) and are only recorded, under the table's lock,
  * which the flag is read under too; the path calls shim_ep_plain_end the
- * moment it has paired (lp_pickup_done, lp_offer_make: the state is
- * PAIRED; a client that found the offer may write into the ring from
- * then on), and the records take our tag as at a claim, with sets a wait
+ * moment it has paired (lp_offer_make: the state is PAIRED; a client
+ * that found the offer may write into the ring from then on), and the
+ * records take our tag as at a claim, with sets a wait
  * sleeps on (or not private) kicked so that the wait looks and arms (the
  * kernel bytes up to the switch point also wake such a wait: case
  * epoll_plain passes without the kick).  One-shot and exclusive

@@ -214,7 +214,7 @@ void path_local_connect_prepare(int fd, const struct sockaddr *addr, socklen_t l
             return;
         }
         c->ann_due = 1;
-        lp_claim_fresh(fd, c);
+        lp_claim(fd, c);
         return;
     }
     dec = local_pair_connect_prepare(fd, addr, len, &ann, &reason);
@@ -241,7 +241,7 @@ void path_local_connect_prepare(int fd, const struct sockaddr *addr, socklen_t l
     }
     c->ann = shim_fd_internal_raise(ann);   /* held until the pickup */
     c->state = LP_PENDING;
-    lp_claim_fresh(fd, c);
+    lp_claim(fd, c);
 }
 
 void path_local_connect_done(int fd, int rc, int err)
