@@ -109,8 +109,7 @@
       "(yet) stay "                                                                 \
       "the application's own in the kernel, as without the library, so that an "   \
       "event loop's epoll_ctl and epoll_wait over such connections (short ones, "   \
-      "or any before they pair) cost what the kernel's do, and a poll or select "   \
-      "over only such goes straight to the kernel; they become the "                \
+      "or any before they pair) cost what the kernel's do; they become the "        \
       "library's when the connection pairs (an EPOLLONESHOT or EPOLLEXCLUSIVE one " \
       "and a dup'ed descriptor's at once) (0: the library's from the accept on)")                                                                 \
     X(poll_kernel_us, UINT, 8, 0, 1000,                                            \

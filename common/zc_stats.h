@@ -87,9 +87,6 @@
       "ended (a sleep over a path's descriptors lasts at most 100 ms) whose next look "   \
       "found one to report: a wake-up that never came, 100 ms late instead of the "      \
       "timeout, or (edge-triggered EPOLLOUT) a change no send waited for")              \
-    X(READY_POLLS, "ready.polls", "poll, ppoll, select and pselect calls through the "  \
-      "readiness engine (their set held a paired connection, or one whose readiness "     \
-      "is its path's); the others went straight to the kernel")                            \
     X(READY_KERNEL_SKIPS, "ready.kernel_skips", "zero-timeout poll/select/epoll "  \
       "waits that a thread repeated with nothing else done in between, answered from " \
       "the paths' memory without asking the kernel, whose last answer, less than "   \

@@ -299,15 +299,6 @@ static inline int shim_fd_claimed(const shim_fd_t *f)
     return f && __builtin_expect(f->claim == SHIM_CLAIM_DATA, 0);
 }
 
-/* Claimed, and its readiness is the path's (not plain: PLAIN UNTIL PAIRED,
- * shim_epoll.c): a poll or select over it must go through the readiness
- * engine.  A plain one is ready exactly when the kernel says so, and its
- * path arms nothing for it. */
-static inline int shim_fd_path_ready(const shim_fd_t *f)
-{
-    return shim_fd_claimed(f) && !__atomic_load_n(&f->ep_plain, __ATOMIC_ACQUIRE);
-}
-
 /* sigaction as the application sees it (hooks_sig.c): what the exported
  * hook does, without entering it (the library never calls its own hooks). */
 struct sigaction;

@@ -257,7 +257,7 @@ int shim_poll_claims(const struct pollfd *fds, nfds_t n)
     nfds_t i;
 
     for (i = 0; i < n; i++)
-        if (shim_fd_path_ready(shim_fd_get(fds[i].fd)))
+        if (shim_fd_claimed(shim_fd_get(fds[i].fd)))
             return 1;
     return 0;
 }
@@ -287,7 +287,6 @@ int shim_ready_poll(struct pollfd *fds, nfds_t n, const struct timespec *timeout
             return zc_real.ppoll(fds, n, timeout, mask);
         lrev = (short *)(k + kn);
     }
-    zc_stat_add(ZC_STAT_READY_POLLS, 1);
     shim_wait_begin(&ws, !nowait);
     for (int netted = 0, capped = 0;; netted = capped) {
         struct timespec left, zero = { 0, 0 };
@@ -441,7 +440,7 @@ int shim_select_claims(int nfds, fd_set *r, fd_set *w, fd_set *e)
         nfds = FD_SETSIZE;
     for (fd = 0; fd < nfds; fd++)
         if (((r && FD_ISSET(fd, r)) || (w && FD_ISSET(fd, w)) || (e && FD_ISSET(fd, e))) &&
-            shim_fd_path_ready(shim_fd_get(fd)))
+            shim_fd_claimed(shim_fd_get(fd)))
             return 1;
     return 0;
 }

@@ -14,15 +14,12 @@ the main thread:
      server ends registered level-triggered in one set: every byte checked;
      every epoll_ctl passed on plain (ready.ep_plain counts 200), none
      adopted, nothing paired, and no wait looked at a registration
-     (ready.ep_looks stays put: the waits went straight to the kernel);
-     100 more through poll and select: none through the engine
-     (ready.polls).
+     (ready.ep_looks stays put: the waits went straight to the kernel).
   2. A connection registered (EPOLLIN) in a second set on which a thread
      waits all along; the main thread makes it pair by traffic: its
      registration is adopted when it pairs (ready.ep_adopted + 1), and the
      thread, asleep since before the pairing, reports a message the client
      then sends through the ring within 2 s (the adoption kicks the set).
-     The same with a thread in poll() on the connection all along.
   3. EPOLLONESHOT on a connection that has not paired: not plain (the
      engine follows a one-shot); it reports once, not again until re-armed.
   4. A dup of a connection registered plain: its registrations are
@@ -94,33 +91,6 @@ if not PLAIN and (plain or not looks):
     sys.exit("FAIL: ZCSOCK_EPOLL_PLAIN=0: %d epoll_ctl plain, %d looks" % (plain, looks))
 print("100 short connections: %d epoll_ctl plain, %d looks" % (plain, looks), flush=True)
 
-# 1b: the same through poll and select: straight to the kernel (ready.polls)
-po0 = stat("ready.polls")
-for i in range(100):
-    c = socket.create_connection(l.getsockname())
-    s, _ = l.accept()
-    m = b"p%03d" % i
-    c.sendall(m)
-    if i % 2:
-        p = select.poll(); p.register(s, select.POLLIN)
-        ev = p.poll(2000)
-        ok = ev == [(s.fileno(), select.POLLIN)]
-    else:
-        r, _, _ = select.select([s], [], [], 2)
-        ev, ok = r, r == [s]
-    if not ok or s.recv(100) != m:
-        sys.exit("FAIL: short connection %d: %s reported %r" % (i, "poll" if i % 2 else "select", ev))
-    s.sendall(b"r" + m)
-    if exact(c, 5) != b"r" + m:
-        sys.exit("FAIL: short connection %d: the reply came different" % i)
-    c.close(); s.close()
-polls = d("ready.polls", po0)
-if PLAIN and polls:
-    sys.exit("FAIL: %d of 100 polls and selects over short connections went through the engine" % polls)
-if not PLAIN and polls < 100:
-    sys.exit("FAIL: ZCSOCK_EPOLL_PLAIN=0: only %d of 100 polls and selects through the engine" % polls)
-print("100 short connections polled: %d through the engine" % polls, flush=True)
-
 # 2: a registration adopted at the pairing, a thread asleep on its set
 ep2 = select.epoll()
 c = socket.create_connection(l.getsockname())
@@ -160,38 +130,6 @@ rounds(c, s, 2, 7)
 ep2.unregister(s.fileno())
 c.close(); s.close()
 print("adopted at the pairing; the sleeping wait woke after %.3f s" % got[0][1], flush=True)
-
-# 2b: a thread in poll() on a connection all along while it pairs: the
-# client's next bytes, through the ring, wake it
-c = socket.create_connection(l.getsockname())
-s, _ = l.accept()
-got = []
-def poller():
-    t0 = time.monotonic()
-    p = select.poll(); p.register(s, select.POLLIN)
-    while time.monotonic() - t0 < 20:
-        ev = p.poll(8000)
-        if ev and marker_sent.is_set():
-            got.append((ev, time.monotonic() - sent_at[0]))
-            return
-        if ev:
-            time.sleep(0.001)
-marker_sent = threading.Event(); sent_at = [0.0]
-pa0 = stat("local.paired.accepted")
-th = threading.Thread(target=poller); th.start()
-rounds(c, s, 4, 5)
-if d("local.paired.accepted", pa0) != 1:
-    sys.exit("FAIL: poll: the connection did not pair in 4 rounds of 200 KiB")
-time.sleep(0.3)
-sent_at[0] = time.monotonic(); marker_sent.set()
-c.sendall(b"polled")
-th.join(25)
-if not got or got[0][0] != [(s.fileno(), select.POLLIN)] or got[0][1] > 2:
-    sys.exit("FAIL: the thread in poll() across the pairing reported %r" % got)
-if exact(s, 6) != b"polled":
-    sys.exit("FAIL: the poll marker came different")
-c.close(); s.close()
-print("a poll across the pairing woke after %.3f s" % got[0][1], flush=True)
 
 # 3: EPOLLONESHOT before the pairing
 c = socket.create_connection(l.getsockname())
