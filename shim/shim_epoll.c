@@ -40,10 +40,10 @@
  * wake-ups its path arms reach the set.
  *
  * PLAIN UNTIL PAIRED (issue 31).  A claimed connection that has not paired
- * (a server's before its offer: with pair when it pays, every short
- * connection; a client's is not claimed plain, see lp_claim_fresh) is
- * ready exactly when the kernel says
- * so: a look at it reports nothing and arms nothing.  Tagging it anyway
+ * (a server's before its offer, a client's before its announcement: with
+ * pair when it pays, every short connection; see lp_claim_fresh) is ready
+ * exactly when the kernel says so: a look at it reports nothing and arms
+ * nothing.  Tagging it anyway
  * cost an event loop's epoll_ctl and epoll_wait several microseconds per
  * connection (the server of conn_rate's short connections: 6,700
  * instructions of the library's per connection, the kernel's own rate
@@ -53,7 +53,8 @@
  * passes straight through) and are only recorded, under the table's lock,
  * which the flag is read under too; the path calls shim_ep_plain_end the
  * moment it has paired (lp_offer_make: the state is PAIRED; a client
- * that found the offer may write into the ring from then on), and the
+ * that found the offer may write into the ring from then on), or, on a
+ * client's side, has announced (lp_ann_make), and the
  * records take our tag as at a claim, with sets a wait
  * sleeps on (or not private) kicked so that the wait looks and arms (the
  * kernel bytes up to the switch point also wake such a wait: case

@@ -353,12 +353,15 @@ void lp_claim(int fd, lp_conn_t *c)
     lp_claim_(fd, c, 0);
 }
 
-/* A new accepted connection, not paired: until it pairs its readiness is
- * the kernel's (PLAIN UNTIL PAIRED, shim_epoll.c), and its way to pairing
- * (lp_offer_make) ends that first.  Only the server's side: a client's,
- * claimed plain at its connect, stalled redis-benchmark (one connection
- * in about three runs of 20 connections each never saw its second reply,
- * which sat in the ring; e2e case redis), cause not found yet. */
+/* A connection nobody has announced yet: an accepted one, or a client's
+ * whose announcement waits until the connection pays (lp_ann_due).  Until
+ * then its readiness is the kernel's (PLAIN UNTIL PAIRED, shim_epoll.c);
+ * the server's offer (lp_offer_make) and the client's announcement
+ * (lp_ann_make) end that.  (A client's that stayed plain up to its pickup
+ * of the offer stalled redis-benchmark: one connection in about three runs
+ * of 20 never saw its second reply, which sat in the ring; cause not
+ * found.  Ended at the announcement, the connection is the engine's over
+ * the same stretch as one that announced at its connect.) */
 void lp_claim_fresh(int fd, lp_conn_t *c)
 {
     lp_claim_(fd, c, 1);

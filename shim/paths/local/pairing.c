@@ -214,7 +214,7 @@ void path_local_connect_prepare(int fd, const struct sockaddr *addr, socklen_t l
             return;
         }
         c->ann_due = 1;
-        lp_claim(fd, c);
+        lp_claim_fresh(fd, c);  /* plain until it announces (lp_ann_make) */
         return;
     }
     dec = local_pair_connect_prepare(fd, addr, len, &ann, &reason);
@@ -414,7 +414,6 @@ int lp_offer_defer(lp_conn_t *c, int fd)
  * the stream positions it records then add up; one that finds a call in
  * flight (another thread in a blocking receive) tries again at the next
  * call.  1: this call goes to the kernel, the offer still due. */
-#define LP_PAIR_BYTES (128u << 10)
 #define LP_OFFER_TRIES 12       /* offers that may find no announcement yet */
 #define LP_R_BUSY (-1)          /* (lp_offer_make: a kernel call in flight) */
 
@@ -531,6 +530,10 @@ static void lp_ann_make(lp_conn_t *c, int fd)
         lp_decline_conn(c, reason);
     } else {
         c->ann = shim_fd_internal_raise(ann);
+        /* the engine's from here to the pickup, as a connection that
+         * announced at its connect is from its claim on (PLAIN UNTIL
+         * PAIRED; ending it at the pickup instead stalled redis-benchmark) */
+        shim_ep_plain_end(fd);
     }
     __atomic_store_n(&c->ann_due, 0, __ATOMIC_SEQ_CST);
 }
