@@ -43,12 +43,37 @@ static ssize_t shim_path_recv(shim_fd_t *f, int fd, const struct iovec *iov, siz
     struct msghdr m = {
         .msg_name = from, .msg_namelen = fromlen ? *fromlen : 0,
         .msg_iov = (struct iovec *)iov, .msg_iovlen = iovcnt,
+        .msg_flags = SHIM_MSG_UNSEEN,
     };
     ssize_t n = f->path->ops->recvmsg(f, fd, &m, flags);
 
     if (n >= 0 && fromlen)
         *fromlen = m.msg_namelen;
     return shim_ret(n);
+}
+
+ssize_t shim_kernel_sendmsg(int fd, const struct msghdr *msg, int flags)
+{
+    if (msg->msg_iovlen == 1 && !msg->msg_controllen)
+        return zc_real.sendto(fd, msg->msg_iov[0].iov_base, msg->msg_iov[0].iov_len, flags,
+                              (const struct sockaddr *)msg->msg_name, msg->msg_namelen);
+    return zc_real.sendmsg(fd, msg, flags);
+}
+
+ssize_t shim_kernel_recvmsg(int fd, struct msghdr *msg, int flags)
+{
+    socklen_t nl = msg->msg_namelen;
+    ssize_t n;
+
+    if (msg->msg_flags != SHIM_MSG_UNSEEN || msg->msg_iovlen != 1 || msg->msg_controllen)
+        return zc_real.recvmsg(fd, msg, flags);
+    n = zc_real.recvfrom(fd, msg->msg_iov[0].iov_base, msg->msg_iov[0].iov_len, flags,
+                         (struct sockaddr *)msg->msg_name, msg->msg_name ? &nl : NULL);
+    if (n >= 0) {
+        msg->msg_namelen = msg->msg_name ? nl : 0;
+        msg->msg_flags = 0;
+    }
+    return n;
 }
 
 /* The body every plain data hook shares: prologue, the descriptor's path if

@@ -244,6 +244,17 @@ static inline void shim_fd_unpin(shim_pin_t *p)
  * now, or when the last pin goes. */
 void shim_obj_retire(shim_obj_t *o);
 
+/* A path's kernel call for a message: sendto or recvfrom where the message
+ * is one buffer without ancillary data, which the kernel serves without
+ * copying in a header and a vector (about 0.1-0.2 us of a 1-byte call),
+ * sendmsg or recvmsg otherwise.  A receive takes recvfrom only when the
+ * application made it through recv, recvfrom or read (shim_path_recv marks
+ * its message SHIM_MSG_UNSEEN): recvmsg would set msg_flags (MSG_CTRUNC for
+ * credentials nobody made room for), which such a caller never sees. */
+#define SHIM_MSG_UNSEEN 0x5a430000
+ssize_t shim_kernel_sendmsg(int fd, const struct msghdr *msg, int flags);
+ssize_t shim_kernel_recvmsg(int fd, struct msghdr *msg, int flags);
+
 /* Claim descriptor fd for path p with per-descriptor state ctx (starting
  * with a shim_obj_t): every hook hands its calls to p->ops from now on.
  * Epoll registrations made while it was unclaimed are taken over by the

@@ -235,7 +235,7 @@ static ssize_t lp_recv_plain(lp_conn_t *c, shim_fd_t *f, int fd, struct msghdr *
         shim_copy_account(f, 0, n, 1);
         return n;
     }
-    n = zc_real.recvmsg(fd, msg, flags & ~MSG_WAITALL);
+    n = shim_kernel_recvmsg(fd, msg, flags & ~MSG_WAITALL);
     shim_copy_account(f, 0, n, 1);
     return n < 0 ? -errno : n;
 }
@@ -635,7 +635,7 @@ static ssize_t lp_rx_kernel_counted(lp_conn_t *c, shim_fd_t *f, int fd, struct m
 
     if (!lp_kio_enter(c))
         return LP_CONTINUE;
-    n = zc_real.recvmsg(fd, msg, flags);
+    n = shim_kernel_recvmsg(fd, msg, flags);
     shim_copy_account(f, 0, n, 1);
     if (n > 0 && !(flags & MSG_PEEK))
         __atomic_add_fetch(&c->rx_kernel, (uint64_t)n, __ATOMIC_RELAXED);
@@ -716,7 +716,7 @@ ssize_t lp_recvmsg(shim_fd_t *f, int fd, struct msghdr *msg, int flags)
         if ((n = lp_rx_kernel_counted(c, f, fd, msg, flags)) != LP_CONTINUE)
             return n;       /* the offer waits */
     if (c->state == LP_OFFER && lp_offer_due(c, fd)) {     /* the copy path now */
-        n = zc_real.recvmsg(fd, msg, flags);
+        n = shim_kernel_recvmsg(fd, msg, flags);
         shim_copy_account(f, 0, n, 1);
         return n < 0 ? -errno : n;
     }
@@ -733,7 +733,7 @@ again:
     if ((flags & MSG_OOB) ||    /* urgent data: the kernel's */
         (c->state == LP_PLAIN && c->pb_off >= c->pb_len) ||
         (!c->rx_ring && c->state == LP_PENDING && c->ann < 0)) {
-        n = zc_real.recvmsg(fd, msg, flags);
+        n = shim_kernel_recvmsg(fd, msg, flags);
         n = n < 0 ? -errno : n;
         if (!(flags & MSG_OOB))
             shim_copy_account(f, 0, n, 1);
