@@ -31,6 +31,12 @@ deferring its offer until the connection answered AFTER requests (default
            kernel's own count, doorbells included and the ring left out,
            said 0 at the switch point with the rest waiting in the ring,
            and gRPC then waited for an edge that had come already)
+  trickle  AF_UNIX (ZCSOCK_LOCAL_UNIX=1, the client announced at its
+           connect): the client sends 400,000 bytes one byte a send, the
+           server reads them in big pieces; the connection pays at 256 KiB
+           and must pair soon after, not at the client's next look by its
+           1st, 2nd, 4th ... send count (524,288: never); the ring carries
+           at least 100,000 of the bytes
 
 Every byte is checked (sha256 / exact echo); the statistics of both ends
 say whether the connection paired and that the ring carried bytes.
@@ -75,6 +81,7 @@ def recv_msg(s, peek=False):
     return recv_exact(s, n)
 def blob(seed, n):
     return random.Random(seed).randbytes(n)
+TRICKLE = 400000
 """
 
 SERVER = COMMON + r"""
@@ -82,8 +89,14 @@ import threading
 mode, threaded = sys.argv[1], sys.argv[2] == "threaded"
 if threaded:        # a second thread from the start: the process is not single-threaded
     threading.Thread(target=time.sleep, args=(120,), daemon=True).start()
-l = socket.socket(); l.bind(("127.0.0.1", 0)); l.listen(1)
-print(l.getsockname()[1], flush=True)
+if mode == "trickle":
+    import tempfile
+    path = os.path.join(tempfile.mkdtemp(), "s")
+    l = socket.socket(socket.AF_UNIX); l.bind(path); l.listen(1)
+    print(path, flush=True)
+else:
+    l = socket.socket(); l.bind(("127.0.0.1", 0)); l.listen(1)
+    print(l.getsockname()[1], flush=True)
 a, _ = l.accept()
 a.settimeout(60)
 if mode == "one":
@@ -138,6 +151,16 @@ elif mode == "both":
     a.setblocking(True)
     if got.hexdigest() != hashlib.sha256(blob(13, n)).hexdigest():
         sys.exit("FAIL: server: the client's stream came different")
+elif mode == "trickle":
+    n, rcvd = TRICKLE, 0
+    pat = bytes(range(251)) * (n // 251 + 2)
+    while rcvd < n:
+        b = a.recv(1 << 16)
+        if not b:
+            sys.exit("FAIL: server: EOF after %d bytes" % rcvd)
+        if b != pat[rcvd:rcvd + len(b)]:
+            sys.exit("FAIL: server: byte %d onwards came different" % rcvd)
+        rcvd += len(b)
 elif mode == "blocked":
     for i in range(8):
         m = recv_msg(a)
@@ -176,13 +199,20 @@ print("server %d %d %d %d" % (stat("local.paired.accepted"), stat("local.decline
 
 CLIENT = COMMON + r"""
 import threading
-port, mode, threaded = int(sys.argv[1]), sys.argv[2], sys.argv[3] == "threaded"
+port, mode, threaded = sys.argv[1], sys.argv[2], sys.argv[3] == "threaded"
 if threaded:        # a second thread from the start: the process is not single-threaded
     threading.Thread(target=time.sleep, args=(120,), daemon=True).start()
-s = socket.create_connection(("127.0.0.1", port))
+if mode == "trickle":
+    s = socket.socket(socket.AF_UNIX); s.connect(port)
+else:
+    s = socket.create_connection(("127.0.0.1", int(port)))
 s.settimeout(60)
 rnd = random.Random(31)
-if mode == "one":
+if mode == "trickle":
+    one = [bytes([i]) for i in range(251)]
+    for i in range(TRICKLE):
+        s.send(one[i % 251])
+elif mode == "one":
     m = b"GET / HTTP/1.0\r\n\r\n"
     send_msg(s, m)
     if recv_msg(s) != m:
@@ -325,7 +355,7 @@ print("client %d %d %d" % (stat("local.paired.connected"), stat("path.local.recv
 
 # mode -> must the connection pair?
 PAIRS = {"one": False, "chatty": True, "bulk": True, "both": True, "blocked": True,
-         "peek": True, "inq": True}
+         "peek": True, "inq": True, "trickle": True}
 
 
 def main():
@@ -343,7 +373,8 @@ def main():
     # none); "both/threaded-client" receives in one thread while another sends
     tclient = mode.endswith("/threaded-client")
     mode = mode.split("/")[0]
-    env = dict(os.environ, LD_PRELOAD=os.environ["ZC_LIB"], ZCSOCK_LOCAL_PAIR_AFTER=after)
+    env = dict(os.environ, LD_PRELOAD=os.environ["ZC_LIB"], ZCSOCK_LOCAL_PAIR_AFTER=after,
+               ZCSOCK_LOCAL_UNIX="1")
     cenv = dict(env)
     if server_only:
         del cenv["LD_PRELOAD"]
@@ -368,6 +399,10 @@ def main():
     if (threaded or tclient) and mode == "both":
         return 0 if paired_c == paired_s else (print("FAIL: client paired %d, server %d"
                                                       % (paired_c, paired_s)) or 1)
+    if mode == "trickle" and int(c[3]) < 100000:
+        print("FAIL: the ring carried %d of the client's 400,000 bytes (at least 100,000: "
+              "the client found the offer late)" % int(c[3]))
+        return 1
     if PAIRS[mode]:
         if paired_c != 1 or paired_s != 1 or ring <= 0:
             print("FAIL: expected a pairing that carried bytes (client %d, server %d, ring "

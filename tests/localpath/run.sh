@@ -91,8 +91,9 @@ t_run epoll_idle/scan-all "$T" env ZCSOCK_EPOLL_SCAN_MAX=5000 \
 # counted and the offer waits for a moment with none; both/threaded receives
 # in one thread while another sends; /threaded-client: the same for a
 # multi-threaded client, whose announcement waits for a moment when none of
-# its receives is in the kernel)
-for m in one chatty bulk both blocked peek inq chatty/server-only bulk/server-only inq/server-only \
+# its receives is in the kernel); an AF_UNIX stream of 1-byte sends pairs soon
+# after it pays (trickle)
+for m in one chatty bulk both blocked peek inq trickle chatty/server-only bulk/server-only inq/server-only \
          chatty/threaded blocked/threaded both/threaded chatty/threaded-client \
          blocked/threaded-client both/threaded-client; do
   t_run "defer/$m" "$T" $PY tests/localpath/lp_defer.py $m 2

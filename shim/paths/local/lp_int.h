@@ -200,6 +200,7 @@ typedef struct lp_conn {
                                      * (lp_offer_make, lp_ann_due) */
     uint8_t connect_check;          /* non-blocking connect: check once connected */
     unsigned pickups;
+    uint8_t pickup_rebased;         /* pickups counted again from when the offer is due */
     int pickup_busy;                /* a thread is looking for the offer (lp_pickup_try) */
     int pickup_owed;                /* an offer found while the other role's lock was held:
                                      * the next call of either role looks again (atomic) */
@@ -358,6 +359,7 @@ size_t lp_drain(lp_conn_t *c, int fd);
 int lp_rx_catch_up(lp_conn_t *c);
 
 /* pairing.c: pair when it pays (issue 31) */
+#define LP_PAIR_BYTES (128u << 10)    /* moved bytes per ZCSOCK_LOCAL_PAIR_AFTER unit */
 #define LP_R3_PATIENCE 4096u       /* receives a pending client waits for a deferred offer */
 int lp_offer_wait(lp_conn_t *c, int fd, int is_send, size_t len);
 int lp_kio_enter(lp_conn_t *c);
