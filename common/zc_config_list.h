@@ -105,13 +105,13 @@
       "EOF or reset) costs one wake-up and is deleted then (0: every epoll_ctl "    \
       "goes to the kernel)")                                                        \
     X(epoll_plain, BOOL, 1, 0, 1,                                                  \
-      "the epoll registrations of an accepted connection that has not paired "    \
-      "(yet) stay "                                                                 \
-      "the application's own in the kernel, as without the library, so that an "   \
+      "the epoll registrations of a connection that has not paired yet (an "      \
+      "accepted one until its offer, a client's until its announcement) stay the "  \
+      "application's own in the kernel, as without the library, so that an "       \
       "event loop's epoll_ctl and epoll_wait over such connections (short ones, "   \
       "or any before they pair) cost what the kernel's do; they become the "        \
-      "library's when the connection pairs (an EPOLLONESHOT or EPOLLEXCLUSIVE one " \
-      "and a dup'ed descriptor's at once) (0: the library's from the accept on)")                                                                 \
+      "library's at the offer or announcement (an EPOLLONESHOT or EPOLLEXCLUSIVE "  \
+      "one and a dup'ed descriptor's at once) (0: the library's from the claim on)") \
     X(poll_kernel_us, UINT, 8, 0, 1000,                                            \
       "a zero-timeout poll, select or epoll wait over a set holding a paired "      \
       "connection, repeated by a thread that called nothing else of the library "   \

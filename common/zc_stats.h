@@ -118,7 +118,8 @@
       "socket was claimed (before its connect), or while its connection had not "      \
       "paired (ready.ep_plain), taken over at the claim or the pairing")               \
     X(READY_EP_PLAIN, "ready.ep_plain", "epoll_ctl calls on a connection that had not " \
-      "paired, passed to the kernel as the application made them and only recorded "    \
+      "paired (an accepted one before its offer, a client's before its announcement), " \
+      "passed to the kernel as the application made them and only recorded "            \
       "(ZCSOCK_EPOLL_PLAIN): its waits cost what the kernel's do")                       \
     X(LOCAL_FUTEX_WAKES, "local.futex_wakes", "peers woken from a blocking sleep")       \
     X(LOCAL_EFD_WAKES, "local.efd_wakes", "peers woken from a poll/select/epoll wait "   \
