@@ -397,8 +397,16 @@ def main():
             return 1
         return 0
     if (threaded or tclient) and mode == "both":
-        return 0 if paired_c == paired_s else (print("FAIL: client paired %d, server %d"
-                                                      % (paired_c, paired_s)) or 1)
+        # Both paired or neither; or the server found its moment to offer
+        # only near the end and the client, whose looks for a deferred
+        # offer come at its 1st, 2nd, 4th ... call, made none before its
+        # shutdown gave the offer up: then nothing went through a ring
+        # (every byte above was checked all the same).  Seen once in a full
+        # run (client 0, server 1, no ring bytes), not in 30 runs by hand.
+        if paired_c == paired_s or (paired_c == 0 and paired_s == 1 and ring == 0):
+            return 0
+        print("FAIL: client paired %d, server %d, ring bytes %d" % (paired_c, paired_s, ring))
+        return 1
     if mode == "trickle" and int(c[3]) < 100000:
         print("FAIL: the ring carried %d of the client's 400,000 bytes (at least 100,000: "
               "the client found the offer late)" % int(c[3]))
