@@ -62,11 +62,12 @@ ssize_t shim_kernel_sendmsg(int fd, const struct msghdr *msg, int flags)
 
 ssize_t shim_kernel_recvmsg(int fd, struct msghdr *msg, int flags)
 {
-    socklen_t nl = msg->msg_namelen;
+    socklen_t nl;
     ssize_t n;
 
     if (msg->msg_flags != SHIM_MSG_UNSEEN || msg->msg_iovlen != 1 || msg->msg_controllen)
         return zc_real.recvmsg(fd, msg, flags);
+    nl = msg->msg_namelen;
     n = zc_real.recvfrom(fd, msg->msg_iov[0].iov_base, msg->msg_iov[0].iov_len, flags,
                          (struct sockaddr *)msg->msg_name, msg->msg_name ? &nl : NULL);
     if (n >= 0) {

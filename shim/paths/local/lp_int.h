@@ -360,6 +360,13 @@ int lp_rx_catch_up(lp_conn_t *c);
 
 /* pairing.c: pair when it pays (issue 31) */
 #define LP_PAIR_BYTES (128u << 10)    /* moved bytes per ZCSOCK_LOCAL_PAIR_AFTER unit */
+/* Has c moved enough bytes through the kernel to pay (extra: a send's
+ * bytes about to go)?  Both ends count alike (lp_pays, lp_pickup). */
+static inline int lp_pays_bytes(const lp_conn_t *c, size_t extra)
+{
+    return c->rx_kernel + c->tx_kernel + extra >=
+           (uint64_t)zc_config.local_pair_after * LP_PAIR_BYTES;
+}
 #define LP_R3_PATIENCE 4096u       /* receives a pending client waits for a deferred offer */
 int lp_offer_wait(lp_conn_t *c, int fd, int is_send, size_t len);
 int lp_kio_enter(lp_conn_t *c);

@@ -14,8 +14,7 @@ void lp_pickup_done(lp_conn_t *c, int rc, int memfd, int fd)
     c->ann = -1;
     if (rc == 0) {
         c->state = LP_PAIRED;
-        lp_channel_adopt(c, memfd, fd);
-        shim_ep_plain_end(fd);          /* ready through the ring from now on */
+        lp_channel_adopt(c, memfd, fd);     /* (plain no more since lp_ann_make) */
         zc_stat_add(ZC_STAT_LOCAL_PAIRED_CLIENT, 1);
     } else {
         /* no offer (a server without the library, or one that declined);
@@ -457,8 +456,7 @@ static int lp_pays(lp_conn_t *c, int is_send, size_t len, int offer)
     if (is_send && c->pair_last == 1)
         c->pair_turns++;
     c->pair_last = is_send ? 2 : 1;
-    return c->pair_turns >= after + (unsigned)offer ||
-           c->rx_kernel + c->tx_kernel + (is_send ? len : 0) >= (uint64_t)after * LP_PAIR_BYTES;
+    return c->pair_turns >= after + (unsigned)offer || lp_pays_bytes(c, is_send ? len : 0);
 }
 
 static int lp_offer_try(lp_conn_t *c, int fd, int *reason_p);

@@ -16,8 +16,7 @@ void lp_pickup(lp_conn_t *c, int fd)
      * starts again (an AF_UNIX stream of 1-byte sends, announced at its
      * connect, was offered at its 262,144th send and looked next at its
      * 524,288th, while the server peeked at every receive meanwhile). */
-    if (zc_config.local_pair_after && !c->pickup_rebased &&
-        c->rx_kernel + c->tx_kernel >= (uint64_t)zc_config.local_pair_after * LP_PAIR_BYTES) {
+    if (zc_config.local_pair_after && !c->pickup_rebased && lp_pays_bytes(c, 0)) {
         c->pickup_rebased = 1;
         c->pickups = 0;
     }
