@@ -71,9 +71,10 @@
     X(local_ring, SIZE, 4194304, 65536, 1ULL << 30,                                 \
       "local path: ring bytes per direction of each connection (a power of two)") \
     X(wake_eventfd, BOOL, 1, 0, 1,                                                  \
-      "local path: a poll/select/epoll waiter is woken through an eventfd of its "  \
-      "own the peer writes (fetched once per connection with pidfd_getfd) instead " \
-      "of a doorbell byte through the kernel socket (0: doorbell bytes only)")      \
+      "local path: a poll/select/epoll waiter is woken through a wake-up "          \
+      "descriptor of its own (an epoll instance the peer adds a private eventfd "   \
+      "to, fetched once per connection with pidfd_getfd) instead of a doorbell "    \
+      "byte through the kernel socket (0: doorbell bytes only)")                    \
     X(local_pump_ms, UINT, 50, 0, 600000,                                           \
       "local path: a hand-back leaves the bytes its peer wrote into the ring and it " \
       "did not read to the peer for this many ms, then a pump process of its own "  \

@@ -182,6 +182,9 @@ static inline int shim_ep_priv_some(void)
 {
     return __atomic_load_n(&shim_ep_priv_any, __ATOMIC_RELAXED);
 }
+/* Empty a path's wake-up descriptor (an epoll instance,
+ * shim_path_ops_t.wake_fd) without waiting (shim_ready.c). */
+void shim_wake_drain(int fd);
 /* The epoll table's lock around fork (shim_init.c). */
 void shim_ep_fork_prepare(void);
 void shim_ep_fork_parent(void);

@@ -31,6 +31,18 @@
 #include "shim_int.h"
 #include "shim_ready.h"
 #include "zc_pool.h"
+
+/* A path's wake-up descriptor is an epoll instance that peers' eventfds
+ * sit in, edge-triggered (efd.c): taking their events empties it.  A raw
+ * system call: no hook of ours runs. */
+void shim_wake_drain(int fd)
+{
+    struct epoll_event ev[8];
+    int saved = errno;
+
+    zc_real.syscall(SYS_epoll_pwait, (long)fd, (long)ev, 8L, 0L, 0L, 8L);
+    errno = saved;
+}
 #include "zc_spin.h"
 #include "zc_stats.h"
 
@@ -395,12 +407,9 @@ int shim_ready_poll(struct pollfd *fds, nfds_t n, const struct timespec *timeout
          * later wait with nothing to read resets it. */
         for (i = n; i < n + naux; i++) {
             nfds_t of = i - n < SHIM_POLL_AUX_IDX ? aux_of[i - n] : n;
-            uint64_t v;
-            int saved = errno;
 
             if ((k[i].revents & POLLIN) && !(of < n && (fds[of].revents & POLLIN)))
-                zc_real.syscall(SYS_read, (long)k[i].fd, (long)&v, (long)sizeof(v), 0L, 0L, 0L);
-            errno = saved;
+                shim_wake_drain(k[i].fd);
         }
         if (rc || ready || nowait || shim_expired(deadline))
             break;

@@ -147,6 +147,10 @@ t_run lock_self "$T" $PY tests/localpath/lp_lock_self.py
 # holds a record lock on, its own eventfd) as its wake-up eventfd: nothing
 # fetched, the lock kept (tests/localpath/lp_peer_words.py)
 t_run peer_words "$T" $PY tests/localpath/lp_peer_words.py
+# a hostile peer offers a blocking, nearly full eventfd as its wake-up
+# descriptor and announces it sleeps there: the victim must refuse it and
+# keep serving (tests/localpath/lp_peer_efd.py; blocked for ever before)
+t_run peer_efd "$T" $PY tests/localpath/lp_peer_efd.py
 # trust: another user / a same-user process that is not the peer floods the
 # mailbox of a worker that receives paired sockets over SCM_RIGHTS, posts
 # records never claimed, posts late, or passes a socket whose close would

@@ -1,46 +1,68 @@
-/* The local path: wake-up eventfds for poll/select/epoll waiters.
+/* The local path: wake-up file descriptors for poll/select/epoll waiters.
  *
  * A receiver that sleeps in poll, select or epoll used to be woken by one
  * doorbell byte through the kernel socket: the TCP (or AF_UNIX) stack on the
  * sender's side, a drain on the receiver's.  On this kind of machine that
  * costs about as much as the kernel's own round trip (`make bench`: the
- * epoll ping-pong's "bytes" column, README Performance).  Instead each side of a connection may offer an eventfd of
- * its own, which the readiness engine puts in every wait over the connection
- * (epoll: registered edge-triggered in the application's set under a tag the
- * application never sees; poll/select: an extra entry, drained when it
- * fires).  The peer fetches it once (pidfd_getfd) and, for an announcement
- * of the eventfd kind, writes it instead of sending a byte.
+ * epoll ping-pong's "bytes" column, README Performance).  Instead each side
+ * of a connection may offer a wake-up descriptor of its own, which the
+ * readiness engine puts in every wait over the connection (epoll:
+ * registered edge-triggered in the application's set under a tag the
+ * application never sees; poll/select: an extra entry, emptied when it
+ * fires).  That descriptor is an epoll instance holding nothing of ours.
+ * The peer fetches it once (pidfd_getfd), adds to it an eventfd of its own
+ * (edge-triggered), keeps only that eventfd, and for an announcement of
+ * the wake-up kind writes it instead of sending a byte: the write readies
+ * our epoll instance, which readies every wait listening to it.
  *
- * Who may announce the eventfd kind (lp_efd_kind): a consumer that alone
+ * Why the writer's own eventfd (up to 2026-11-30 the peer wrote the
+ * waiter's eventfd): a write to an eventfd blocks when the count would pass
+ * 2^64 - 2 and the file is not O_NONBLOCK, and both were the waiter's to
+ * set (the count by writing, the flag with F_SETFL on its copy: one open
+ * file), so a hostile peer could stop the victim's event loop inside a send
+ * for as long as it liked (issue 30: every wait a peer can cause is bounded
+ * by the victim).  Now the eventfd written is private to the writer,
+ * non-blocking and never read: no one else can fill it or make it block.
+ * The waiter holds only the epoll instance, which a write cannot block on,
+ * and a waiter that scribbles in its own instance only wakes itself.
+ * (A datagram pair sent with MSG_DONTWAIT was tried: safe too, but each
+ * wake-up took 5-7 us more here, in the kernel's socket wake-up.)
+ *
+ * Who may announce the wake-up kind (lp_efd_kind): a consumer that alone
  * holds its side (c->sole: every waiter is one of our threads, and every
- * poll/epoll wait of ours listens to the eventfd once it exists), whose peer
- * acknowledged holding this very eventfd (efd_ack == efd_gen in the peer's
- * shared side words), and only into an empty announcement word
- * (local_ring_rx_wait_prepare_kind): a socket or futex announcement standing
- * there may belong to a waiter that does not listen, and keeps its kind.
+ * poll/epoll wait of ours listens to its descriptor once it exists), whose
+ * peer acknowledged having added its eventfd to this very instance
+ * (efd_ack == efd_gen in the peer's shared side words), and only into an
+ * empty announcement word (local_ring_rx_wait_prepare_kind): a socket or
+ * futex announcement standing there may belong to a waiter that does not
+ * listen, and keeps its kind.
  *
  * Retiring (lp_efd_retire): a producer whose side stops being ours alone
  * (fork, exec, SCM_RIGHTS) may hand its role to a process without the
- * fetched eventfd.  It withdraws its acknowledgement, then claims and
- * writes any eventfd announcement standing.  A consumer that announced
- * meanwhile re-checks the acknowledgement after its announcement
- * (lp_rx_arm: store, fence, load against the retirer's store, fence,
- * claim), so an eventfd announcement is never left to a producer that
- * cannot write it.
+ * eventfd.  It withdraws its acknowledgement, then claims and rings any
+ * wake-up announcement standing.  A consumer that announced meanwhile
+ * re-checks the acknowledgement after its announcement (lp_rx_arm: store,
+ * fence, load against the retirer's store, fence, claim), so a wake-up
+ * announcement is never left to a producer that cannot ring it.
  *
  * Trust: the peer names the process and descriptor; the producer fetches
- * only from the process the channel header names as the peer side, and
- * writes only to a descriptor that is an eventfd.  A producer that cannot
- * fetch (no ptrace permission over the peer, seccomp, descriptors running
- * out) never acknowledges, and the peer keeps announcing doorbell bytes. */
+ * only from the process the channel header names as the peer side (in this
+ * very process only a descriptor of the library's own, lp_fetch_fd), and
+ * keeps nothing of what it fetched: the add fails unless it is an epoll
+ * instance, and the copy is closed at once.  A producer that cannot fetch
+ * or add (no ptrace permission over the peer, seccomp, descriptors or
+ * epoll watches running out) never acknowledges, and the peer keeps
+ * announcing doorbell bytes. */
 #include "lp_int.h"
 
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/syscall.h>
 
 
-/* Our eventfd for poll/epoll waiters on c, made and offered at the first
- * wait that can listen to it; -1 when there is none. */
+/* Our wake-up descriptor for poll/epoll waiters on c (an epoll instance
+ * the peer adds its eventfd to), made and offered at the first wait that
+ * can listen to it; -1 when there is none. */
 static int lp_efd_wake_fd(lp_conn_t *c)
 {
     lp_side_t *me;
@@ -52,7 +74,7 @@ static int lp_efd_wake_fd(lp_conn_t *c)
     if (c->efd_off || !zc_config.wake_eventfd || c->state != LP_PAIRED || !c->ch.base ||
         !c->sole || lp_rv(c) || c->rv_seen || shim_vfork_child())
         return -1;
-    fd = (int)LP_SYS(SYS_eventfd2, 0, EFD_CLOEXEC | EFD_NONBLOCK, 0);
+    fd = (int)LP_SYS(SYS_epoll_create1, EPOLL_CLOEXEC, 0, 0);
     if (fd < 0) {
         c->efd_off = 1;
         return -1;
@@ -70,8 +92,8 @@ static int lp_efd_wake_fd(lp_conn_t *c)
     return fd;
 }
 
-/* The kind a receive announcement of ours takes: the eventfd when the peer
- * holds ours and every waiter hears it (listening: this wait does, or, for
+/* The kind a receive announcement of ours takes: the wake-up kind when the
+ * peer's eventfd is in our descriptor and every waiter hears it (listening: this wait does, or, for
  * an announcement left for later waits, 1), else a doorbell byte. */
 static int lp_efd_kind(lp_conn_t *c, int listening)
 {
@@ -83,7 +105,7 @@ static int lp_efd_kind(lp_conn_t *c, int listening)
 }
 
 /* Announce a receive wait (local_ring_rx_wait_prepare's answers), of the
- * eventfd kind when lp_efd_kind allows.  RX lock held. */
+ * wake-up kind when lp_efd_kind allows.  RX lock held. */
 int lp_rx_arm(lp_conn_t *c, int listening)
 {
     return lp_rx_arm_ex(c, listening, 0);
@@ -117,40 +139,28 @@ int lp_rx_arm_ex(lp_conn_t *c, int listening, int next)
     return prepare(&c->ch, dir, LOCAL_RING_WAIT_SOCKET);
 }
 
-/* Reset our wake-up eventfd (its count would keep a poll from sleeping);
- * called with nothing to read on c.  Returns it, or -1. */
+/* Reset our wake-up descriptor (an event standing in it would keep a poll
+ * from sleeping); called with nothing to read on c.  Returns it, or -1. */
 int lp_efd_reset(lp_conn_t *c)
 {
     int efd = c->efd;
-    uint64_t v;
 
     if (efd >= 0)
-        LP_SYS(SYS_read, efd, &v, sizeof(v));
+        shim_wake_drain(efd);
     return efd;
 }
 
-/* 1 when descriptor fd of ours is an eventfd. */
-static int lp_efd_is_eventfd(int fd)
-{
-    static const char want[] = "anon_inode:[eventfd]";
-    char path[48], link[sizeof(want) + 8];
-    long n;
-
-    zc_fmt(path, sizeof(path), "/proc/self/fd/%d", fd);
-    n = zc_real.syscall(SYS_readlinkat, (long)AT_FDCWD, (long)path, (long)link,
-                        (long)sizeof(link), 0L, 0L);
-    return n == (long)sizeof(want) - 1 && !memcmp(link, want, sizeof(want) - 1);
-}
-
-/* We just rang the peer with a doorbell byte: if it offers an eventfd we do
- * not hold yet, fetch it and say so (one try per generation).  The peer's
- * next announcements may then take the eventfd kind. */
+/* We just rang the peer with a doorbell byte: if it offers a wake-up
+ * descriptor we have not served yet, fetch it, add an eventfd of ours to
+ * it, and say so (one try per generation).  The peer's next announcements
+ * may then take the wake-up kind. */
 void lp_efd_offered(lp_conn_t *c)
 {
+    struct epoll_event add = { EPOLLIN | EPOLLET, { .u64 = 0 } };
     lp_side_t *peer, *me;
     uint32_t gen;
     int32_t pid, no;
-    int fd;
+    int fd, ev, added;
 
     if (!c->ch.base || !c->sole || !zc_config.wake_eventfd || shim_vfork_child())
         return;
@@ -167,13 +177,20 @@ void lp_efd_offered(lp_conn_t *c)
     fd = lp_fetch_fd(pid, no, 0);
     if (fd < 0)
         return;
-    if (!lp_efd_is_eventfd(fd)) {
-        LP_SYS(SYS_close, fd, 0, 0);
+    ev = (int)LP_SYS(SYS_eventfd2, 0, EFD_CLOEXEC | EFD_NONBLOCK, 0);
+    /* (fails unless fd is an epoll instance: nothing else is checked, and
+     * nothing of it is kept) */
+    added = ev >= 0 && zc_real.syscall(SYS_epoll_ctl, (long)fd, (long)EPOLL_CTL_ADD, (long)ev,
+                                       (long)&add, 0L, 0L) == 0;
+    LP_SYS(SYS_close, fd, 0, 0);
+    if (!added) {
+        if (ev >= 0)
+            LP_SYS(SYS_close, ev, 0, 0);
         return;
     }
     if (c->peer_efd >= 0)
         shim_fd_internal_drop(c->peer_efd);
-    c->peer_efd = shim_fd_internal_keep(fd, &path_local, c);
+    c->peer_efd = shim_fd_internal_keep(ev, &path_local, c);
     me = lp_side(c, c->ch.side);
     __atomic_store_n(&me->efd_ack, gen, __ATOMIC_SEQ_CST);
     zc_stat_add(ZC_STAT_LOCAL_EFD_FETCHED, 1);
@@ -207,9 +224,10 @@ int lp_fetch_fd(int32_t pid, int32_t no, int sock)
     return fd < 0 ? -1 : fd;
 }
 
-/* Wake the peer through its eventfd (an announcement of that kind was
- * claimed).  Without our copy (a dishonest announcement) a doorbell byte
- * is the best effort left. */
+/* Wake the peer through our eventfd in its wake-up descriptor (an
+ * announcement of that kind was claimed): ours alone, non-blocking, never
+ * read (the count would take 2^64 - 2 wake-ups to fill).  Without it (a
+ * dishonest announcement) a doorbell byte is the best effort left. */
 void lp_efd_ring(lp_conn_t *c, int fd)
 {
     uint64_t one = 1;
@@ -223,7 +241,7 @@ void lp_efd_ring(lp_conn_t *c, int fd)
 }
 
 /* Our side may now be held by a process without our copy of the peer's
- * eventfd: stop acknowledging it, then write any eventfd announcement that
+ * eventfd: stop acknowledging it, then ring any wake-up announcement that
  * stands (see the top of this file). */
 void lp_efd_retire(lp_conn_t *c)
 {
@@ -251,7 +269,7 @@ void lp_efd_close(lp_conn_t *c)
     c->efd = c->peer_efd = -1;
 }
 
-/* One of our eventfds moved to another number (lp_internal_moved): 1 when it
+/* One of our wake-up descriptors moved to another number (lp_internal_moved): 1 when it
  * was one. */
 int lp_efd_moved(lp_conn_t *c, int from, int to)
 {
@@ -276,7 +294,7 @@ int lp_wake_fd(shim_fd_t *f, int fd, int unusable)
 
     (void)fd;
     if (unusable) {
-        c->efd_off = 1;     /* a waiter could not listen: no eventfd announcements */
+        c->efd_off = 1;     /* a waiter could not listen: no wake-up announcements */
         return -1;
     }
     if (c->efd >= 0)
