@@ -15,7 +15,14 @@ per connection, 30 s in all.  The innocent client (no library) must get
 its echo within 5 s, and the victim must have counted a protocol error on
 every hostile connection.
 
-    lp_lock_self.py      (ZC_LIB names the library)
+Mode "forked": the victim forks a child that keeps every connection (so no
+side is one process's alone, and a thread of another process may hold a
+lock of ours genuinely), and the hostile peer writes the id of a thread of
+its own.  That thread's process does not hold the victim's socket, so the
+word is forged: found after 100 ms (LP_LOCK_CHECK_MS), where an earlier
+library waited the whole bound, 3 s per connection, 30 s in all.
+
+    lp_lock_self.py [forked]     (ZC_LIB names the library)
 Exit 0 pass, 1 fail."""
 import os
 import select
@@ -25,13 +32,14 @@ import sys
 import time
 
 N = 10
+FORKED = sys.argv[1:] == ["forked"]
 
 VICTIM = r"""
-import ctypes, select, socket, sys, threading, time
+import ctypes, os, select, socket, sys, threading, time
 def stat(name):
     v = ctypes.c_uint64()
     return v.value if ctypes.CDLL(None).zcsock_stat_get(name.encode(), ctypes.byref(v)) == 0 else -1
-tids, stop = [], threading.Event()
+tids, stop, kids = [], threading.Event(), []
 def idle():
     tids.append(threading.get_native_id())
     stop.wait(120)
@@ -60,7 +68,14 @@ while time.time() < end:
             b = b""
         if b == b"quit":
             print("errors %d" % stat("local.proto_errors"), flush=True)
+            if kids:
+                os.kill(kids[0], 9); os.waitpid(kids[0], 0)
             sys.exit(0)
+        if b == b"fork":                # a child that keeps every connection
+            pid = os.fork()
+            if pid == 0:
+                time.sleep(120); os._exit(0)
+            kids.append(pid)
         if not b:
             drop(fd); continue
         try:
@@ -75,7 +90,7 @@ import ctypes, mmap, os, socket, struct, sys, time
 def stat(name):
     v = ctypes.c_uint64()
     return v.value if ctypes.CDLL(None).zcsock_stat_get(name.encode(), ctypes.byref(v)) == 0 else -1
-port, tid, n = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+port, tid, n, forked = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "1"
 cs = []
 for i in range(n):
     c = socket.create_connection(("127.0.0.1", port)); c.settimeout(20)
@@ -87,6 +102,10 @@ for i in range(n):
         sys.exit("FAIL: hostile: no echo through the ring")
     cs.append(c)
 paired = stat("local.paired.connected")
+if forked:                              # once the victim forked: a thread of ours
+    print("paired", flush=True)
+    sys.stdin.readline()
+    tid = os.getpid()
 # the victim created each channel (side A): its lock words are side A's
 # line of lock words (LP_LOCK_OFF 2560: LP_TX, LP_RX)
 word = struct.pack("II", tid, tid)
@@ -122,8 +141,22 @@ def main():
             print("FAIL: the victim never listened")
             return 1
         port, tid = vic.stdout.readline().split()
-        hos = subprocess.Popen([sys.executable, "-c", HOSTILE, port, tid, str(N)], env=env,
+        hos = subprocess.Popen([sys.executable, "-c", HOSTILE, port, tid, str(N),
+                                "1" if FORKED else "0"], env=env,
                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        if FORKED:
+            r, _, _ = select.select([hos.stdout], [], [], 60)
+            if not r or hos.stdout.readline().split() != ["paired"]:
+                print("FAIL: the hostile client did not pair")
+                return 1
+            f = socket.create_connection(("127.0.0.1", int(port)))
+            f.settimeout(20)
+            f.sendall(b"fork")
+            if f.recv(4) != b"fork":
+                print("FAIL: the victim did not fork")
+                return 1
+            hos.stdin.write("go\n")
+            hos.stdin.flush()
         r, _, _ = select.select([hos.stdout], [], [], 60)
         line = hos.stdout.readline().split() if r else []
         if len(line) != 3 or line[0] != "scribbled":

@@ -143,6 +143,9 @@ done
 # ten connections: the victim's event loop breaks them at once, an innocent
 # client is answered (tests/localpath/lp_lock_self.py)
 t_run lock_self "$T" $PY tests/localpath/lp_lock_self.py
+# the same with the victim forked (its sides held by two processes) and a
+# thread of the peer's own named: 100 ms a connection, not 3 s
+t_run lock_self/forked "$T" $PY tests/localpath/lp_lock_self.py forked
 # a hostile peer that names the victim's own pid and descriptors (a file it
 # holds a record lock on, its own eventfd) as its wake-up eventfd: nothing
 # fetched, the lock kept (tests/localpath/lp_peer_words.py)

@@ -149,6 +149,8 @@ typedef struct lp_xrec {
 
 #define LP_LOCK_WAITERS 0x80000000u
 #define LP_LOCK_MAX_MS 3000     /* longest a role lock is waited for (lp_lock_word) */
+#define LP_LOCK_CHECK_MS 100    /* a lock held this long: is its holder's process one
+                                 * that holds our socket? (lp_lock_word) */
 
 /* A socket setting the blocking paths need on every call (O_NONBLOCK,
  * SO_RCVTIMEO, SO_SNDTIMEO), cached instead of asked with a system call each
@@ -379,7 +381,7 @@ int lp_gettid(void);
 lp_side_t *lp_side(lp_conn_t *c, int side);
 int lp_rv(lp_conn_t *c);
 void lp_futex(uint32_t *w, int op, uint32_t val, const struct timespec *ts);
-int lp_lock_word(uint32_t *w, int sole, const uint32_t *inside);
+int lp_lock_word(uint32_t *w, int sole, const uint32_t *inside, int sock);
 void lp_unlock_word(uint32_t *w);
 uint32_t *lp_lockp(lp_conn_t *c, int role);
 uint32_t *lp_side_lock(lp_conn_t *c, int side, int role);
