@@ -189,9 +189,14 @@ int shim_proc_holds_socket(int pid, uint64_t ino)
 
     h.len = (int)zc_fmt(h.want, sizeof(h.want), "socket:[%llu]", (unsigned long long)ino);
     h.pid = real;
-    held = shim_holds_hinted(real, &h, &fd);
-    if (!held && (fd = shim_seen_get(real, ino)) >= 0)
+    /* where a walk saw it first (no system call to look: a miss costs
+     * nothing), then around the last number found (up to five readlinks) */
+    if ((fd = shim_seen_get(real, ino)) >= 0)
         held = shim_proc_fd_is_socket(real, fd, ino) == 1;
+    else
+        held = 0;
+    if (!held)
+        held = shim_holds_hinted(real, &h, &fd);
     if (!held) {
         if (pid > 0)
             zc_fmt(path, sizeof(path), "/proc/%d/fd", pid);
