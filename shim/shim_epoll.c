@@ -457,7 +457,7 @@ static shim_ep_fdl_t **shim_ep_fdv_at(int fd)
 
         shim_ep_fdv_n = (unsigned)n;
         if (p != MAP_FAILED)
-            shim_ep_fdv = p;
+            __atomic_store_n(&shim_ep_fdv, (shim_ep_fdl_t **)p, __ATOMIC_RELEASE);
     }
     return shim_ep_fdv && (unsigned)fd < shim_ep_fdv_n ? &shim_ep_fdv[fd] : NULL;
 }
@@ -482,8 +482,19 @@ static shim_ep_fdl_t *shim_ep_fdl(int fd, int create)
         return NULL;
     }
     if (at)
-        *at = l;
+        __atomic_store_n(at, l, __ATOMIC_RELEASE);
     return l;
+}
+
+/* Without the lock: 0 when fd surely has no registration in the table
+ * (its slot in the by-descriptor array is empty), 1 when it may have. */
+static int shim_ep_fd_may_have(int fd)
+{
+    shim_ep_fdl_t **v = __atomic_load_n(&shim_ep_fdv, __ATOMIC_ACQUIRE);
+
+    if (!v || (unsigned)fd >= __atomic_load_n(&shim_ep_fdv_n, __ATOMIC_RELAXED))
+        return 1;
+    return __atomic_load_n(&v[fd], __ATOMIC_ACQUIRE) != NULL;
 }
 
 static void shim_ep_fdl_free(shim_ep_fdl_t *l)
@@ -491,7 +502,7 @@ static void shim_ep_fdl_free(shim_ep_fdl_t *l)
     shim_ep_fdl_t **at = shim_ep_fdv_at(l->fd);
 
     if (at && *at == l)
-        *at = NULL;
+        __atomic_store_n(at, NULL, __ATOMIC_RELEASE);
     HASH_DEL(shim_ep.fds, l);
     zc_pool_free(l, sizeof(*l));
 }
@@ -1823,8 +1834,8 @@ void shim_ep_unclaimed(int epfd, int fd)
 {
     shim_ep_reg_t *g;
 
-    if (!__atomic_load_n(&shim_ep.fds, __ATOMIC_RELAXED))
-        return;
+    if (!__atomic_load_n(&shim_ep.fds, __ATOMIC_RELAXED) || !shim_ep_fd_may_have(fd))
+        return;     /* (most calls: no lock, no table walk) */
     shim_ep_lock();
     g = shim_ep_find(epfd, fd);
     if (g && g->slot != SHIM_EP_NOSLOT)
