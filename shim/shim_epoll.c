@@ -487,14 +487,16 @@ static shim_ep_fdl_t *shim_ep_fdl(int fd, int create)
 }
 
 /* Without the lock: 0 when fd surely has no registration in the table
- * (its slot in the by-descriptor array is empty), 1 when it may have. */
+ * (no list in its slot of the by-descriptor array, or an empty one: a list
+ * there is never freed), 1 when it may have. */
 static int shim_ep_fd_may_have(int fd)
 {
-    shim_ep_fdl_t **v = __atomic_load_n(&shim_ep_fdv, __ATOMIC_ACQUIRE);
+    shim_ep_fdl_t **v = __atomic_load_n(&shim_ep_fdv, __ATOMIC_ACQUIRE), *l;
 
     if (!v || (unsigned)fd >= __atomic_load_n(&shim_ep_fdv_n, __ATOMIC_RELAXED))
         return 1;
-    return __atomic_load_n(&v[fd], __ATOMIC_ACQUIRE) != NULL;
+    l = __atomic_load_n(&v[fd], __ATOMIC_ACQUIRE);
+    return l && __atomic_load_n(&l->head, __ATOMIC_ACQUIRE);
 }
 
 static void shim_ep_fdl_free(shim_ep_fdl_t *l)
@@ -557,7 +559,7 @@ static shim_ep_reg_t *shim_ep_new(int epfd, int fd)
     g->aux = -1;
     g->slot = SHIM_EP_NOSLOT;
     g->fnext = l->head;
-    l->head = g;
+    __atomic_store_n(&l->head, g, __ATOMIC_RELEASE);   /* (shim_ep_fd_may_have) */
     return g;
 }
 
@@ -804,7 +806,7 @@ static void shim_ep_drop_(shim_ep_reg_t *g, int forking)
     }
     for (pp = l ? &l->head : NULL; pp && *pp; pp = &(*pp)->fnext)
         if (*pp == g) {
-            *pp = g->fnext;
+            __atomic_store_n(pp, g->fnext, __ATOMIC_RELEASE);
             break;
         }
     /* an empty list stays where the vector finds it: the number's next
