@@ -162,11 +162,13 @@ void lp_efd_offered(lp_conn_t *c)
     int32_t pid, no;
     int fd, ev, added;
 
-    if (!c->ch.base || !c->sole || !zc_config.wake_eventfd || shim_vfork_child())
+    if (!c->ch.base || !c->sole || !zc_config.wake_eventfd)
         return;
     peer = lp_side(c, !c->ch.side);
     gen = __atomic_load_n(&peer->efd_gen, __ATOMIC_ACQUIRE);
-    if (!gen || gen == c->peer_efd_gen)
+    /* (the vfork check, a system call, only when there is something to do:
+     * every doorbell comes here) */
+    if (!gen || gen == c->peer_efd_gen || shim_vfork_child())
         return;
     c->peer_efd_gen = gen;
     pid = __atomic_load_n(&peer->efd_pid, __ATOMIC_RELAXED);
