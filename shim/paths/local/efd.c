@@ -93,8 +93,9 @@ static int lp_efd_wake_fd(lp_conn_t *c)
 }
 
 /* The kind a receive announcement of ours takes: the wake-up kind when the
- * peer's eventfd is in our descriptor and every waiter hears it (listening: this wait does, or, for
- * an announcement left for later waits, 1), else a doorbell byte. */
+ * peer's eventfd is in our descriptor and every waiter hears it
+ * (listening: this wait does, or, for an announcement left for later
+ * waits, 1), else a doorbell byte. */
 static int lp_efd_kind(lp_conn_t *c, int listening)
 {
     if (c->efd < 0 || c->efd_off || !listening || !c->sole)
