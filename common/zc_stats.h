@@ -114,6 +114,10 @@
     X(READY_EP_WAKE_UNPARKED, "ready.ep_wake_unparked", "epoll registrations whose "\
       "wake fd was still in the set from an earlier registration of the descriptor "   \
       "(parked at its DEL or close): taken back without an epoll_ctl ADD")             \
+    X(READY_EP_WAKE_STRIPPED, "ready.ep_wake_stripped", "times an epoll_ctl of the "    \
+      "application's met ELOOP and every wake fd left every set (each is one level of " \
+      "epoll nesting), the call then tried again: their connections take doorbell "   \
+      "bytes from then on")                                                            \
     X(READY_EP_ADOPTED, "ready.ep_adopted", "epoll registrations made before their "   \
       "socket was claimed (before its connect), or while its connection had not "      \
       "paired (ready.ep_plain), taken over at the claim or the pairing")               \

@@ -117,6 +117,11 @@ SHIM_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
         shim_ep_exposed(fd);        /* a set nested in another */
     shim_ep_unclaimed(epfd, fd);
     rc = zc_real.epoll_ctl(epfd, op, fd, ev);
+    if (shim_unlikely(rc < 0) && errno == ELOOP && op != EPOLL_CTL_DEL && shim_ep_wake_strip())
+        rc = zc_real.epoll_ctl(epfd, op, fd, ev);   /* (shim_epoll.c, WAKE FDS AND NESTING) */
+    if (rc == 0 && op != EPOLL_CTL_DEL && shim_unlikely(shim_fd_get(fd) &&
+                                                        shim_fd_get(fd)->kind == SHIM_FD_EPOLL))
+        shim_ep_nested(fd);     /* a set of ours in another (NESTED SETS) */
     if (rc == 0 && shim_unlikely(shim_fd_get(fd) && shim_fd_get(fd)->unconnected)) {
         int saved = errno;
 

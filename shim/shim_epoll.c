@@ -241,6 +241,7 @@ struct shim_ep_set {
     int kick1;                  /* the set's kick eventfd + 1, 0: none yet (KICK) */
     int inherited;              /* held at a fork: a process of the other side may
                                  * hold its parked wake fds (PARKED WAKE FDS) */
+    int nested;                 /* put in another set, or polled (NESTED SETS) */
     shim_ep_reg_t *head;
     shim_ep_reg_t *dhead;       /* the ready list (READY LIST) */
     int64_t full_ns;            /* when a look last asked every registration */
@@ -1038,6 +1039,77 @@ static void shim_ep_kick(int epfd)
     errno = saved;
 }
 
+/* WAKE FDS AND NESTING.  A path's wake fd (the local path's is an epoll
+ * instance, efd.c) sits in every set holding one of its connections, one
+ * level of epoll nesting below it; the kernel allows five.  When the
+ * application's own epoll_ctl meets ELOOP, every wake fd leaves every set
+ * (the kernel registrations with them, parked ones too), each descriptor's
+ * path is told it cannot be heard (its waiters take doorbell bytes), the
+ * sets are kicked (a wake-up sent to a wake fd on its way out reaches
+ * nobody: the waiters look again), and the caller tries once more, so an
+ * application nesting its sets as deep as the kernel allows gets what the
+ * kernel gives.  Returns 1 when any wake fd left a set. */
+int shim_ep_wake_strip(void)
+{
+    shim_ep_set_t *s, *sn;
+    shim_ep_reg_t *g;
+    shim_ep_auxref_t *r, *rn;
+    int fds[128], epfds[32], nfd, nep = 0, any = 0, full, i;
+
+    do {
+        nfd = 0;
+        full = 0;
+        shim_ep_lock();
+        HASH_ITER(hh, shim_ep.sets, s, sn) {
+            int hit = 0;
+
+            for (g = s->head; g; g = g->snext) {
+                if (g->aux < 0)
+                    continue;
+                if (nfd == (int)(sizeof(fds) / sizeof(fds[0]))) {
+                    full = 1;   /* (the rest in the next round) */
+                    break;
+                }
+                fds[nfd++] = g->fd;
+                shim_ep_aux_del(g);
+                hit = 1;
+            }
+            if (!full)
+                HASH_ITER(hh, s->auxrefs, r, rn) {
+                    int saved = errno;
+
+                    if (!r->n)
+                        shim_ep.nparked--;
+                    zc_real.epoll_ctl(s->epfd, EPOLL_CTL_DEL, r->aux, NULL);
+                    errno = saved;
+                    HASH_DEL(s->auxrefs, r);
+                    zc_pool_free(r, sizeof(*r));
+                    hit = 1;
+                }
+            if (hit && nep < (int)(sizeof(epfds) / sizeof(epfds[0])))
+                epfds[nep++] = s->epfd;
+            any |= hit;
+            if (full)
+                break;
+        }
+        shim_ep_unlock();
+        for (i = 0; i < nfd; i++) {
+            shim_pin_t pin;
+
+            if (!shim_fd_pin(fds[i], &pin))
+                continue;
+            if (pin.f.path->ops->wake_fd)
+                pin.f.path->ops->wake_fd(&pin.f, fds[i], 1);
+            shim_fd_unpin(&pin);
+        }
+    } while (full);
+    for (i = 0; i < nep; i++)
+        shim_ep_kick(epfds[i]);
+    if (any)
+        zc_stat_add(ZC_STAT_READY_EP_WAKE_STRIPPED, 1);
+    return any;
+}
+
 /* --- asking the paths (no lock held) ------------------------------------------ */
 
 /* What the kernel registration of a claimed descriptor asks for, for the
@@ -1058,6 +1130,7 @@ typedef struct shim_ep_ans {
     int fd, claimed, aux, kev;
     int recheck;                /* the path asked for another look (READY LIST) */
     int quiet;                  /* edge-triggered, ready, reported already (ARM_NEXT) */
+    int reported;               /* in this wait's events (NESTED SETS) */
 } shim_ep_ans_t;
 
 /* Ask a's path (a->fd pinned here) with arming arm; wake: the arming look
@@ -1188,6 +1261,7 @@ static void shim_ep_snap(shim_ep_ans_t *a, shim_ep_reg_t *g, int kev)
     a->change = 0;
     a->recheck = 1;
     a->quiet = 0;
+    a->reported = 0;
 }
 
 /* --- translating what the kernel reported -------------------------------------- */
@@ -1207,7 +1281,7 @@ static int shim_ep_translate_n(struct epoll_event *evs, int n, uint64_t wait,
         shim_ep_ans_t a;
         shim_ep_reg_t *g;
         uint32_t rev;
-        int merge;
+        int merge, nested;
 
         if ((e->data.u64 & SHIM_EP_TAGMASK) == SHIM_EP_AUXTAG) {
             uint32_t slot = (uint32_t)(e->data.u64 & 0xffff);
@@ -1241,6 +1315,7 @@ static int shim_ep_translate_n(struct epoll_event *evs, int n, uint64_t wait,
         }
         shim_ep_snap(&a, g, (int)(e->events & 0xffff));
         shim_ep_dirty(g);   /* its wake-up was spent: the next look re-arms it */
+        nested = g->set && g->set->nested;
         shim_ep_unlock();
         shim_ep_ask(&a, 0, 0, NULL);
         shim_ep_lock();
@@ -1250,6 +1325,8 @@ static int shim_ep_translate_n(struct epoll_event *evs, int n, uint64_t wait,
             base[merge].events |= a.rev;
         if (!rev)
             continue;
+        if (nested)
+            shim_ep_arm_next(&a, NULL);     /* NESTED SETS */
         e->events = rev;
         e->data.u64 = a.data;
         evs[kept++] = *e;
@@ -1380,6 +1457,24 @@ static void shim_ep_spun(int epfd)
  * process's waits may watch from now on (QUIET SETS): when it was a
  * private set, every registration on its ready list is armed, and the set
  * kicked when one is ready, as their ADD or MOD would have done. */
+/* NESTED SETS.  A set put in another set (or polled) is waited on by the
+ * kernel too, where no look of ours arms its registrations: the kernel
+ * sees a paired connection's next bytes only if they come with a doorbell
+ * byte.  So a look or a kernel event that reports a registration of such a
+ * set arms it for the next bytes at once (SHIM_READY_ARM_NEXT), whether or
+ * not the application then reads to EAGAIN: an outer wait after a read
+ * that stopped short of EAGAIN used to sleep through the next bytes. */
+void shim_ep_nested(int epfd)
+{
+    shim_ep_set_t *s;
+
+    shim_ep_lock();
+    s = shim_ep_set(epfd, 1);
+    if (s)
+        s->nested = 1;
+    shim_ep_unlock();
+}
+
 void shim_ep_exposed(int fd)
 {
     shim_ep_ans_t stack[SHIM_EP_SNAP], *a;
@@ -1388,6 +1483,7 @@ void shim_ep_exposed(int fd)
 
     if (!shim_ep_unprivate(fd))
         return;
+    shim_ep_nested(fd);
     shim_ep_went_public(fd);
     n = shim_ep_snap_set(fd, stack, SHIM_EP_SNAP, &a, &size, 1);
     for (i = 0; i < n; i++) {
@@ -1437,8 +1533,9 @@ static int shim_ep_look(int epfd, struct epoll_event *evs, int out, int max, int
                         shim_ready_ask_t *ask, uint64_t wait)
 {
     shim_ep_ans_t stack[SHIM_EP_SNAP], *a;
+    shim_ep_set_t *s;
     size_t size;
-    int n = shim_ep_snap_set(epfd, stack, SHIM_EP_SNAP, &a, &size, 0), i;
+    int n = shim_ep_snap_set(epfd, stack, SHIM_EP_SNAP, &a, &size, 0), i, nested;
 
     zc_stat_add(ZC_STAT_READY_EP_LOOKS, (uint64_t)n);
     /* an arming look may take a registration off the ready list: an
@@ -1453,9 +1550,12 @@ static int shim_ep_look(int epfd, struct epoll_event *evs, int out, int max, int
     for (i = 0; i < n; i++)
         shim_ep_ask(&a[i], arm, arm == SHIM_READY_ARM, ask);
     shim_ep_lock();
+    s = shim_ep_set(epfd, 0);
+    nested = s && s->nested;
     for (i = 0; i < n && out < max; i++) {
         int merge;
         uint32_t rev = shim_ep_apply(&a[i], wait, out, &merge);
+
 
         /* armed and not ready, and nothing done to it since: its wake-up
          * brings it back (READY LIST) */
@@ -1465,6 +1565,7 @@ static int shim_ep_look(int epfd, struct epoll_event *evs, int out, int max, int
             shim_ep_clean(a[i].g);
         if (merge >= 0 && merge < out)
             evs[merge].events |= a[i].rev;
+        a[i].reported = rev || (merge >= 0 && merge < out && a[i].rev);
         if (rev) {
             evs[out].events = rev;
             evs[out].data.u64 = a[i].data;
@@ -1478,6 +1579,10 @@ static int shim_ep_look(int epfd, struct epoll_event *evs, int out, int max, int
     for (i = 0; arm == SHIM_READY_ARM && !out && i < n; i++)
         if (a[i].quiet)
             shim_ep_arm_next(&a[i], ask);
+    /* NESTED SETS: what was reported, its next bytes must reach the kernel */
+    for (i = 0; nested && i < n; i++)
+        if (a[i].reported && a[i].claimed)
+            shim_ep_arm_next(&a[i], NULL);
     shim_ep_snap_free(a, size);
     return out;
 }

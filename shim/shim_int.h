@@ -175,6 +175,8 @@ int shim_pinners(void);
  * shared (exec, spawn); the hooks' fast test. */
 void shim_ep_created(int epfd);
 void shim_ep_exposed(int fd);
+/* epfd was put in another set (shim_epoll.c, NESTED SETS). */
+void shim_ep_nested(int epfd);
 void shim_ep_priv_gone(int fd);
 void shim_ep_all_public(void);
 extern int shim_ep_priv_any;
@@ -185,6 +187,9 @@ static inline int shim_ep_priv_some(void)
 /* Empty a path's wake-up descriptor (an epoll instance,
  * shim_path_ops_t.wake_fd) without waiting (shim_ready.c). */
 void shim_wake_drain(int fd);
+/* The application's epoll_ctl met ELOOP: every wake fd out of every set
+ * (shim_epoll.c, WAKE FDS AND NESTING).  1 when any left: try again. */
+int shim_ep_wake_strip(void);
 /* The epoll table's lock around fork (shim_init.c). */
 void shim_ep_fork_prepare(void);
 void shim_ep_fork_parent(void);

@@ -143,6 +143,13 @@ done
 # ten connections: the victim's event loop breaks them at once, an innocent
 # client is answered (tests/localpath/lp_lock_self.py)
 t_run lock_self "$T" $PY tests/localpath/lp_lock_self.py
+# epoll sets nested two deep and five deep (the kernel's limit) around a
+# paired connection, waited on from the outermost: every nesting succeeds
+# as on the kernel (the library's wake-up descriptors leave the sets at
+# ELOOP), and no echo is slept through (tests/localpath/lp_epoll_nest.py)
+for lv in 2 5; do
+  t_run "epoll_nest/$lv" "$T" $PY tests/localpath/lp_epoll_nest.py $lv
+done
 # the same with the victim forked (its sides held by two processes) and a
 # thread of the peer's own named: 100 ms a connection, not 3 s
 t_run lock_self/forked "$T" $PY tests/localpath/lp_lock_self.py forked

@@ -298,8 +298,20 @@ int lp_wake_fd(shim_fd_t *f, int fd, int unusable)
     (void)fd;
     if (unusable) {
         c->efd_off = 1;     /* a waiter could not listen: no wake-up announcements */
+        if (c->ch.base) {
+            /* and one standing goes back to a doorbell byte (a wake fd
+             * taken out of the sets, shim_ep_wake_strip: nobody may hear it) */
+            uint32_t cur = LOCAL_RING_WAIT_EVENTFD;
+
+            __atomic_compare_exchange_n(local_ring_wait_word(&c->ch, lp_rxdir(c),
+                                                             LOCAL_RING_ROLE_CONS),
+                                        &cur, LOCAL_RING_WAIT_SOCKET, 0, __ATOMIC_SEQ_CST,
+                                        __ATOMIC_SEQ_CST);
+        }
         return -1;
     }
+    if (c->efd_off)
+        return -1;          /* (no announcement of the wake-up kind is made) */
     if (c->efd >= 0)
         return c->efd;      /* every wait listens once it exists */
     if (!c->rx_ring)
