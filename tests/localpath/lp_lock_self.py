@@ -34,62 +34,24 @@ import time
 N = 10
 FORKED = sys.argv[1:] == ["forked"]
 
-VICTIM = r"""
-import ctypes, os, select, socket, sys, threading, time
-def stat(name):
-    v = ctypes.c_uint64()
-    return v.value if ctypes.CDLL(None).zcsock_stat_get(name.encode(), ctypes.byref(v)) == 0 else -1
-tids, stop, kids = [], threading.Event(), []
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from lp_util import HOSTILE_PRELUDE, echo_victim  # noqa: E402
+
+VICTIM = echo_victim(setup="""tids, stop, kids = [], threading.Event(), []
 def idle():
     tids.append(threading.get_native_id())
     stop.wait(120)
 threading.Thread(target=idle, daemon=True).start()
 while not tids:
-    time.sleep(0.01)
-l = socket.socket(); l.bind(("127.0.0.1", 0)); l.listen(64)
-print(l.getsockname()[1], tids[0], flush=True)
-ep, conns = select.epoll(), {}
-ep.register(l.fileno(), select.EPOLLIN)
-end = time.time() + 120
-def drop(fd):
-    ep.unregister(fd); conns.pop(fd).close()
-while time.time() < end:
-    for fd, ev in ep.poll(1):
-        if fd == l.fileno():
-            a, _ = l.accept(); a.setblocking(False)
-            conns[a.fileno()] = a; ep.register(a.fileno(), select.EPOLLIN)
-            continue
-        a = conns[fd]
-        try:
-            b = a.recv(65536)
-        except BlockingIOError:
-            continue
-        except OSError:
-            b = b""
-        if b == b"quit":
-            print("errors %d" % stat("local.proto_errors"), flush=True)
-            if kids:
-                os.kill(kids[0], 9); os.waitpid(kids[0], 0)
-            sys.exit(0)
-        if b == b"fork":                # a child that keeps every connection
-            pid = os.fork()
-            if pid == 0:
-                time.sleep(120); os._exit(0)
-            kids.append(pid)
-        if not b:
-            drop(fd); continue
-        try:
-            a.setblocking(True); a.sendall(b); a.setblocking(False)
-        except OSError:
-            drop(fd)
-sys.exit("FAIL: victim: never told to quit")
-"""
+    time.sleep(0.01)""", announce="tids[0]", on_quit="""print("errors %d" % stat("local.proto_errors"), flush=True)
+if kids:
+    os.kill(kids[0], 9); os.waitpid(kids[0], 0)""", on_bytes="""if b == b"fork":                # a child that keeps every connection
+    pid = os.fork()
+    if pid == 0:
+        time.sleep(120); os._exit(0)
+    kids.append(pid)""")
 
-HOSTILE = r"""
-import ctypes, mmap, os, socket, struct, sys, time
-def stat(name):
-    v = ctypes.c_uint64()
-    return v.value if ctypes.CDLL(None).zcsock_stat_get(name.encode(), ctypes.byref(v)) == 0 else -1
+HOSTILE = HOSTILE_PRELUDE + r"""
 port, tid, n, forked = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "1"
 cs = []
 for i in range(n):

@@ -30,57 +30,13 @@ import subprocess
 import sys
 import time
 
-VICTIM = r"""
-import ctypes, os, select, socket, sys, time
-def stat(name):
-    v = ctypes.c_uint64()
-    return v.value if ctypes.CDLL(None).zcsock_stat_get(name.encode(), ctypes.byref(v)) == 0 else -1
-l = socket.socket(); l.bind(("127.0.0.1", 0)); l.listen(8)
-print(l.getsockname()[1], flush=True)
-ep, conns = select.epoll(), {}
-ep.register(l.fileno(), select.EPOLLIN)
-end = time.time() + 60
-while time.time() < end:
-    for fd, ev in ep.poll(1):
-        if fd == l.fileno():
-            a, _ = l.accept(); a.setblocking(False)
-            conns[a.fileno()] = a; ep.register(a.fileno(), select.EPOLLIN)
-            continue
-        a = conns[fd]
-        try:
-            b = a.recv(65536)
-        except BlockingIOError:
-            continue
-        except OSError:
-            b = b""
-        if b == b"quit":
-            print("fetched %d" % stat("local.efd_fetched"), flush=True)
-            sys.exit(0)
-        if not b:
-            ep.unregister(fd); conns.pop(fd).close(); continue
-        if b == b"z":
-            time.sleep(0.3)             # the peer is asleep in poll(): we ring it
-        try:
-            a.setblocking(True); a.sendall(b); a.setblocking(False)
-        except OSError:
-            ep.unregister(fd); conns.pop(fd).close()
-sys.exit("FAIL: victim: never told to quit")
-"""
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from lp_util import HOSTILE_PRELUDE, Z_SLEEP, echo_victim  # noqa: E402
 
-HOSTILE = r"""
-import ctypes, mmap, os, select, socket, struct, sys, time
-def stat(name):
-    v = ctypes.c_uint64()
-    return v.value if ctypes.CDLL(None).zcsock_stat_get(name.encode(), ctypes.byref(v)) == 0 else -1
-def ring_fds():
-    out = []
-    for name in os.listdir("/proc/self/fd"):
-        try:
-            if "zcsock-ring" in os.readlink("/proc/self/fd/" + name):
-                out.append(int(name))
-        except OSError:
-            pass
-    return out
+VICTIM = echo_victim(on_quit='print("fetched %d" % stat("local.efd_fetched"), flush=True)',
+                     on_bytes=Z_SLEEP)
+
+HOSTILE = HOSTILE_PRELUDE + r"""
 port = int(sys.argv[1])
 before = set(ring_fds())
 c = socket.create_connection(("127.0.0.1", port)); c.settimeout(20)

@@ -28,64 +28,19 @@ import subprocess
 import sys
 import tempfile
 
-VICTIM = r"""
-import ctypes, fcntl, os, select, socket, sys, time
-def stat(name):
-    v = ctypes.c_uint64()
-    return v.value if ctypes.CDLL(None).zcsock_stat_get(name.encode(), ctypes.byref(v)) == 0 else -1
-lockf = open(sys.argv[1], "r+b")
-fcntl.lockf(lockf, fcntl.LOCK_EX | fcntl.LOCK_NB)
-efd = os.eventfd(0, os.EFD_NONBLOCK)
-l = socket.socket(); l.bind(("127.0.0.1", 0)); l.listen(8)
-print(l.getsockname()[1], os.getpid(), lockf.fileno(), efd, flush=True)
-ep, conns = select.epoll(), {}
-ep.register(l.fileno(), select.EPOLLIN)
-end = time.time() + 60
-while time.time() < end:
-    for fd, ev in ep.poll(1):
-        if fd == l.fileno():
-            a, _ = l.accept(); a.setblocking(False)
-            conns[a.fileno()] = a; ep.register(a.fileno(), select.EPOLLIN)
-            continue
-        a = conns[fd]
-        try:
-            b = a.recv(65536)
-        except BlockingIOError:
-            continue
-        except OSError:
-            b = b""
-        if b == b"quit":
-            try:
-                val = os.eventfd_read(efd)
-            except BlockingIOError:
-                val = 0
-            print("efd %d fetched %d" % (val, stat("local.efd_fetched")), flush=True)
-            sys.exit(0)
-        if not b:
-            ep.unregister(fd); conns.pop(fd).close(); continue
-        if b == b"z":
-            time.sleep(0.3)             # the peer is asleep in poll(): we ring it
-        try:
-            a.setblocking(True); a.sendall(b); a.setblocking(False)
-        except OSError:
-            ep.unregister(fd); conns.pop(fd).close()
-sys.exit("FAIL: victim: never told to quit")
-"""
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from lp_util import HOSTILE_PRELUDE, Z_SLEEP, echo_victim  # noqa: E402
 
-HOSTILE = r"""
-import ctypes, mmap, os, select, socket, struct, sys
-def stat(name):
-    v = ctypes.c_uint64()
-    return v.value if ctypes.CDLL(None).zcsock_stat_get(name.encode(), ctypes.byref(v)) == 0 else -1
-def ring_fds():
-    out = []
-    for name in os.listdir("/proc/self/fd"):
-        try:
-            if "zcsock-ring" in os.readlink("/proc/self/fd/" + name):
-                out.append(int(name))
-        except OSError:
-            pass
-    return out
+VICTIM = echo_victim(setup="""lockf = open(sys.argv[1], "r+b")
+fcntl.lockf(lockf, fcntl.LOCK_EX | fcntl.LOCK_NB)
+efd = os.eventfd(0, os.EFD_NONBLOCK)""", announce="os.getpid(), lockf.fileno(), efd",
+                     on_quit="""try:
+    val = os.eventfd_read(efd)
+except BlockingIOError:
+    val = 0
+print("efd %d fetched %d" % (val, stat("local.efd_fetched")), flush=True)""", on_bytes=Z_SLEEP)
+
+HOSTILE = HOSTILE_PRELUDE + r"""
 port, vpid, nos = int(sys.argv[1]), int(sys.argv[2]), [int(x) for x in sys.argv[3:]]
 keep = []
 for no in nos:

@@ -199,3 +199,83 @@ def c_exec(c):
     expect_eof(c)
 
 
+
+
+# --- the hostile-peer cases (lp_peer_words, lp_peer_efd, lp_lock_self) --------
+
+HOSTILE_PRELUDE = r"""
+import ctypes, mmap, os, select, socket, struct, sys, time
+def stat(name):
+    v = ctypes.c_uint64()
+    return v.value if ctypes.CDLL(None).zcsock_stat_get(name.encode(), ctypes.byref(v)) == 0 else -1
+def ring_fds():
+    # the channel memfds this process holds
+    out = []
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            if "zcsock-ring" in os.readlink("/proc/self/fd/" + name):
+                out.append(int(name))
+        except OSError:
+            pass
+    return out
+"""
+
+_ECHO_VICTIM = r"""
+import ctypes, fcntl, os, select, socket, sys, threading, time
+def stat(name):
+    v = ctypes.c_uint64()
+    return v.value if ctypes.CDLL(None).zcsock_stat_get(name.encode(), ctypes.byref(v)) == 0 else -1
+%(setup)s
+l = socket.socket(); l.bind(("127.0.0.1", 0)); l.listen(64)
+print(l.getsockname()[1], %(announce)s flush=True)
+ep, conns = select.epoll(), {}
+ep.register(l.fileno(), select.EPOLLIN)
+def drop(fd):
+    ep.unregister(fd); conns.pop(fd).close()
+end = time.time() + 120
+while time.time() < end:
+    for fd, ev in ep.poll(1):
+        if fd == l.fileno():
+            a, _ = l.accept(); a.setblocking(False)
+            conns[a.fileno()] = a; ep.register(a.fileno(), select.EPOLLIN)
+            continue
+        a = conns[fd]
+        try:
+            b = a.recv(65536)
+        except BlockingIOError:
+            continue
+        except OSError:
+            b = b""
+        if b == b"quit":
+%(on_quit)s
+            sys.exit(0)
+        if not b:
+            drop(fd); continue
+%(on_bytes)s
+        try:
+            a.setblocking(True); a.sendall(b); a.setblocking(False)
+        except OSError:
+            drop(fd)
+sys.exit("FAIL: victim: never told to quit")
+"""
+
+
+def echo_victim(setup="", announce="", on_quit="", on_bytes=""):
+    """Python code of the victim of the hostile-peer cases: an event-loop
+    echo server (one epoll thread) that echoes each receive with a blocking
+    send.  setup runs first; its first line printed is its port, then the
+    expressions in announce (a comma-separated list, or empty); on_quit
+    runs when a client sends b"quit" (it prints what the case reads), then
+    it exits 0; on_bytes runs with the bytes b received before each echo
+    (b"z": the case's hostile peer sleeps in poll(), so the echo rings it).
+    Statements are written at no indentation."""
+    import textwrap
+    return _ECHO_VICTIM % {
+        "setup": setup,
+        "announce": (announce + ",") if announce else "",
+        "on_quit": textwrap.indent(on_quit or "pass", " " * 12),
+        "on_bytes": textwrap.indent(on_bytes or "pass", " " * 8),
+    }
+
+
+Z_SLEEP = 'if b == b"z":\n    time.sleep(0.3)             # the peer is asleep in poll(): we ring it\n'
