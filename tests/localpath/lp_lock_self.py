@@ -35,7 +35,7 @@ N = 10
 FORKED = sys.argv[1:] == ["forked"]
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from lp_util import HOSTILE_PRELUDE, echo_victim  # noqa: E402
+from lp_util import HOSTILE_PRELUDE, echo_victim, start_victim  # noqa: E402
 
 VICTIM = echo_victim(setup="""tids, stop, kids = [], threading.Event(), []
 def idle():
@@ -94,15 +94,13 @@ sys.stdin.read()                        # stay alive until told
 
 def main():
     env = dict(os.environ, LD_PRELOAD=os.environ["ZC_LIB"])
-    vic = subprocess.Popen([sys.executable, "-c", VICTIM], env=env, stdout=subprocess.PIPE,
-                           text=True)
+    vic, first = start_victim(VICTIM)
     hos = None
     try:
-        r, _, _ = select.select([vic.stdout], [], [], 20)
-        if not r:
+        if not first:
             print("FAIL: the victim never listened")
             return 1
-        port, tid = vic.stdout.readline().split()
+        port, tid = first
         hos = subprocess.Popen([sys.executable, "-c", HOSTILE, port, tid, str(N),
                                 "1" if FORKED else "0"], env=env,
                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)

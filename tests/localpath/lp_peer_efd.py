@@ -31,7 +31,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from lp_util import HOSTILE_PRELUDE, Z_SLEEP, echo_victim  # noqa: E402
+from lp_util import HOSTILE_PRELUDE, Z_SLEEP, echo_victim, start_victim  # noqa: E402
 
 VICTIM = echo_victim(on_quit='print("fetched %d" % stat("local.efd_fetched"), flush=True)',
                      on_bytes=Z_SLEEP)
@@ -69,15 +69,13 @@ sys.stdin.read()
 
 def main():
     env = dict(os.environ, LD_PRELOAD=os.environ["ZC_LIB"])
-    vic = subprocess.Popen([sys.executable, "-c", VICTIM], env=env,
-                           stdout=subprocess.PIPE, text=True)
+    vic, first = start_victim(VICTIM)
     hos = None
     try:
-        r, _, _ = select.select([vic.stdout], [], [], 20)
-        if not r:
+        if not first:
             print("FAIL: the victim never listened")
             return 1
-        port = int(vic.stdout.readline())
+        port = int(first[0])
         hos = subprocess.Popen([sys.executable, "-c", HOSTILE, str(port)],
                                env=dict(env, ZCSOCK_WAKE_EVENTFD="0", ZCSOCK_SPIN="0"),
                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)

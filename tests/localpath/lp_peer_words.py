@@ -29,7 +29,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from lp_util import HOSTILE_PRELUDE, Z_SLEEP, echo_victim  # noqa: E402
+from lp_util import HOSTILE_PRELUDE, Z_SLEEP, echo_victim, start_victim  # noqa: E402
 
 VICTIM = echo_victim(setup="""lockf = open(sys.argv[1], "r+b")
 fcntl.lockf(lockf, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -78,15 +78,13 @@ def main():
     tmp = tempfile.NamedTemporaryFile(prefix="zc-lock-")
     tmp.write(b"x" * 4096)
     tmp.flush()
-    vic = subprocess.Popen([sys.executable, "-c", VICTIM, tmp.name], env=env,
-                           stdout=subprocess.PIPE, text=True)
+    vic, first = start_victim(VICTIM, tmp.name)
     hos = None
     try:
-        r, _, _ = select.select([vic.stdout], [], [], 20)
-        if not r:
+        if not first:
             print("FAIL: the victim never listened")
             return 1
-        port, vpid, lock_no, efd_no = vic.stdout.readline().split()
+        port, vpid, lock_no, efd_no = first
         hos = subprocess.Popen([sys.executable, "-c", HOSTILE, port, vpid, lock_no, efd_no],
                                env=dict(env, ZCSOCK_WAKE_EVENTFD="0", ZCSOCK_SPIN="0"), stdin=subprocess.PIPE,
                                stdout=subprocess.PIPE, text=True)

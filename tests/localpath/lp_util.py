@@ -279,3 +279,14 @@ def echo_victim(setup="", announce="", on_quit="", on_bytes=""):
 
 
 Z_SLEEP = 'if b == b"z":\n    time.sleep(0.3)             # the peer is asleep in poll(): we ring it\n'
+
+
+def start_victim(code, *args):
+    """Start victim code (echo_victim) under the library (ZC_LIB) with args:
+    (the process, the words of its first line), or (the process, None)
+    when it printed nothing in 20 s."""
+    env = dict(os.environ, LD_PRELOAD=os.environ["ZC_LIB"])
+    vic = subprocess.Popen([sys.executable, "-c", code] + [str(a) for a in args], env=env,
+                           stdout=subprocess.PIPE, text=True)
+    r, _, _ = select.select([vic.stdout], [], [], 20)
+    return vic, (vic.stdout.readline().split() if r else None)
