@@ -1466,8 +1466,13 @@ static void shim_ep_spun(int epfd)
  * that stopped short of EAGAIN used to sleep through the next bytes. */
 void shim_ep_nested(int epfd)
 {
+    shim_fd_t *f = shim_fd_get(epfd);
     shim_ep_set_t *s;
 
+    if (f && __atomic_load_n(&f->ep_nested, __ATOMIC_RELAXED))
+        return;         /* (marked already: a poll loop over the set) */
+    if (f)
+        __atomic_store_n(&f->ep_nested, 1, __ATOMIC_RELAXED);
     shim_ep_lock();
     s = shim_ep_set(epfd, 1);
     if (s)

@@ -114,6 +114,7 @@ static void shim_fd_clear_locked(shim_fd_t *f)
     f->kind = SHIM_FD_UNKNOWN;
     f->family = f->stream = f->copy_why = f->unconnected = 0;
     __atomic_store_n(&f->ep_plain, 0, __ATOMIC_RELEASE);
+    __atomic_store_n(&f->ep_nested, 0, __ATOMIC_RELAXED);
     f->path = NULL;
     f->path_ctx = NULL;
 }
@@ -138,7 +139,7 @@ void shim_fd_forget(int fd)
 {
     shim_fd_t *f = shim_fd_get(fd);
 
-    if (f && f->kind != SHIM_FD_UNKNOWN)
+    if (f && (f->kind != SHIM_FD_UNKNOWN || __atomic_load_n(&f->ep_nested, __ATOMIC_RELAXED)))
         shim_fd_reset(f);
 }
 

@@ -59,6 +59,8 @@ typedef struct shim_fd {
     uint8_t ep_clean;  /* an epoll registration of it may be off its set's ready
                         * list: the next operation on it puts it back
                         * (shim_ep_touched, shim_epoll.c READY LIST) */
+    uint8_t ep_nested; /* an epoll set of ours put in another set, or polled
+                        * (shim_epoll.c, NESTED SETS) */
     uint8_t ep_plain;  /* claimed, but its readiness is the kernel's alone for
                         * now: its epoll registrations stay the application's
                         * own, recorded, until the path ends it

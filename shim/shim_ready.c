@@ -264,14 +264,26 @@ static uint64_t shim_poll_sig(const struct pollfd *fds, nfds_t n)
 
 /* --- poll ----------------------------------------------------------------- */
 
+/* An epoll set of ours in a poll or select: waited on by the kernel
+ * (shim_epoll.c, NESTED SETS). */
+static inline void shim_poll_nested(const shim_fd_t *f, int fd)
+{
+    if (f && shim_unlikely(__atomic_load_n(&f->kind, __ATOMIC_RELAXED) == SHIM_FD_EPOLL))
+        shim_ep_nested(fd);
+}
+
 int shim_poll_claims(const struct pollfd *fds, nfds_t n)
 {
     nfds_t i;
+    int claims = 0;
 
-    for (i = 0; i < n; i++)
-        if (shim_fd_claimed(shim_fd_get(fds[i].fd)))
-            return 1;
-    return 0;
+    for (i = 0; i < n; i++) {
+        const shim_fd_t *f = shim_fd_get(fds[i].fd);
+
+        claims |= shim_fd_claimed(f);
+        shim_poll_nested(f, fds[i].fd);
+    }
+    return claims;
 }
 
 /* poll over a set holding claimed descriptors.  Each round pins each
@@ -447,11 +459,16 @@ int shim_select_claims(int nfds, fd_set *r, fd_set *w, fd_set *e)
 
     if (nfds > FD_SETSIZE)
         nfds = FD_SETSIZE;
+    int claims = 0;
+
     for (fd = 0; fd < nfds; fd++)
-        if (((r && FD_ISSET(fd, r)) || (w && FD_ISSET(fd, w)) || (e && FD_ISSET(fd, e))) &&
-            shim_fd_claimed(shim_fd_get(fd)))
-            return 1;
-    return 0;
+        if ((r && FD_ISSET(fd, r)) || (w && FD_ISSET(fd, w)) || (e && FD_ISSET(fd, e))) {
+            const shim_fd_t *f = shim_fd_get(fd);
+
+            claims |= shim_fd_claimed(f);
+            shim_poll_nested(f, fd);
+        }
+    return claims;
 }
 
 int shim_ready_select(int nfds, fd_set *r, fd_set *w, fd_set *e,

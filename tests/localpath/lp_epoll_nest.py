@@ -24,7 +24,9 @@ byte sent (no wake-up lost: the connection takes doorbell bytes now).
 Run without the library too (ZC_LIB empty), where only the nesting and
 the echo are checked.
 
-    lp_epoll_nest.py 2|5     (ZC_LIB names the library, or empty)
+With "poll", S1 is not nested but waited on by poll() (the same rule).
+
+    lp_epoll_nest.py 2|5|poll     (ZC_LIB names the library, or empty)
 Exit 0 pass, 1 fail."""
 import os
 import subprocess
@@ -68,7 +70,8 @@ if lib and tfds(s1) != 2:
     sys.exit("FAIL: S1 holds %d descriptors in the kernel, not the socket and the "
              "library's wake-up descriptor: the case tests nothing" % tfds(s1))
 sets = [s1]
-levels = int(sys.argv[2])
+polled = sys.argv[2] == "poll"         # S1 waited on by poll(), not nested
+levels = 1 if polled else int(sys.argv[2])
 for level in range(2, levels + 1):
     e = select.epoll()
     try:
@@ -81,10 +84,13 @@ stripped = stat("ready.ep_wake_stripped") if lib else 0
 if lib and levels == 5 and stripped < 1:
     sys.exit("FAIL: nested five deep without taking a wake-up descriptor out "
              "(ready.ep_wake_stripped %d): the case tests nothing" % stripped)
+outer = select.poll() if polled else sets[-1]
+if polled:
+    outer.register(s1.fileno(), select.POLLIN)
 for i in range(20):
     t0 = time.time()
     c.sendall(b"ping%d" % i)
-    if not sets[-1].poll(5):
+    if not outer.poll(5000 if polled else 5):
         sys.exit("FAIL: round %d: the outermost set reported nothing in 5 s" % i)
     got = b""
     while len(got) < 5 and time.time() - t0 < 5:
@@ -95,7 +101,8 @@ for i in range(20):
                 pass
     if got != b"ping%d" % i:
         sys.exit("FAIL: round %d: got %r" % (i, got))
-print("ok: nested %d deep, stripped %d, 20 echoes through the outermost set" % (levels, stripped))
+print("ok: %s, stripped %d, 20 echoes through the outermost wait"
+      % ("polled" if polled else "nested %d deep" % levels, stripped))
 """
 
 

@@ -147,7 +147,7 @@ t_run lock_self "$T" $PY tests/localpath/lp_lock_self.py
 # paired connection, waited on from the outermost: every nesting succeeds
 # as on the kernel (the library's wake-up descriptors leave the sets at
 # ELOOP), and no echo is slept through (tests/localpath/lp_epoll_nest.py)
-for lv in 2 5; do
+for lv in 2 5 poll; do
   t_run "epoll_nest/$lv" "$T" $PY tests/localpath/lp_epoll_nest.py $lv
 done
 # the same with the victim forked (its sides held by two processes) and a
