@@ -9,47 +9,72 @@
 #include "shim_int.h"
 #include "shim_ready.h"
 
+/* A poll or select over one of our epoll sets that may sleep: a sleep
+ * that is not the engine's (shim_epoll.c, NESTED SETS). */
+#define SHIM_OUTER(cond, call)                                                \
+    do {                                                                      \
+        int rc_, saved_;                                                      \
+                                                                              \
+        if (!(cond))                                                          \
+            return (call);                                                    \
+        shim_ep_outer_enter();                                                \
+        rc_ = (call);                                                         \
+        saved_ = errno;                                                       \
+        shim_ep_outer_leave();                                                \
+        errno = saved_;                                                       \
+        return rc_;                                                           \
+    } while (0)
+
 SHIM_EXPORT int poll(struct pollfd *fds, nfds_t nfds, int timeout)
 {
     struct timespec ts;
+    int claims;
 
     SHIM_ENTER(poll, -1);
     if (shim_unlikely(shim_ep_priv_some()))
         shim_ep_exposed_poll(fds, nfds);
-    if (shim_likely(!shim_poll_claims(fds, nfds)) || !zc_real.ppoll)
-        return zc_real.poll(fds, nfds, timeout);
+    claims = shim_poll_claims(fds, nfds);
+    if (shim_likely(!(claims & 1)) || !zc_real.ppoll)
+        SHIM_OUTER((claims & SHIM_POLL_SETS) && timeout != 0, zc_real.poll(fds, nfds, timeout));
     ts.tv_sec = timeout / 1000;
     ts.tv_nsec = (long)(timeout % 1000) * 1000000;
-    return shim_ready_poll(fds, nfds, timeout < 0 ? NULL : &ts, NULL);
+    SHIM_OUTER((claims & SHIM_POLL_SETS) && timeout != 0,
+               shim_ready_poll(fds, nfds, timeout < 0 ? NULL : &ts, NULL));
 }
 
 SHIM_EXPORT int ppoll(struct pollfd *fds, nfds_t nfds, const struct timespec *timeout,
                       const sigset_t *sigmask)
 {
+    int claims, outer;
+
     SHIM_ENTER(ppoll, -1);
     if (shim_unlikely(shim_ep_priv_some()))
         shim_ep_exposed_poll(fds, nfds);
-    if (shim_likely(!shim_poll_claims(fds, nfds)))
-        return zc_real.ppoll(fds, nfds, timeout, sigmask);
+    claims = shim_poll_claims(fds, nfds);
+    outer = (claims & SHIM_POLL_SETS) && (!timeout || timeout->tv_sec || timeout->tv_nsec);
+    if (shim_likely(!(claims & 1)))
+        SHIM_OUTER(outer, zc_real.ppoll(fds, nfds, timeout, sigmask));
     if (timeout && (timeout->tv_sec < 0 || timeout->tv_nsec < 0 ||
                     timeout->tv_nsec >= 1000000000)) {
         errno = EINVAL;
         return -1;
     }
-    return shim_ready_poll(fds, nfds, timeout, sigmask);
+    SHIM_OUTER(outer, shim_ready_poll(fds, nfds, timeout, sigmask));
 }
 
 SHIM_EXPORT int select(int nfds, fd_set *r, fd_set *w, fd_set *e, struct timeval *timeout)
 {
     struct timespec ts;
     int64_t deadline;
-    int rc;
+    int rc, claims;
 
     SHIM_ENTER(select, -1);
     if (shim_unlikely(shim_ep_priv_some()))
         shim_ep_exposed_select(nfds, r, w, e);
-    if (shim_likely(!shim_select_claims(nfds, r, w, e)) || !zc_real.ppoll)
-        return zc_real.select(nfds, r, w, e, timeout);
+    claims = shim_select_claims(nfds, r, w, e);
+    if (shim_likely(!(claims & 1)) || !zc_real.ppoll)
+        SHIM_OUTER((claims & SHIM_POLL_SETS) && (!timeout || timeout->tv_sec || timeout->tv_usec),
+                   zc_real.select(nfds, r, w, e, timeout));
     if (timeout && (timeout->tv_sec < 0 || timeout->tv_usec < 0)) {
         errno = EINVAL;
         return -1;
@@ -59,7 +84,15 @@ SHIM_EXPORT int select(int nfds, fd_set *r, fd_set *w, fd_set *e, struct timeval
         ts.tv_nsec = (timeout->tv_usec % 1000000) * 1000;
     }
     deadline = shim_deadline(timeout ? &ts : NULL);
+    if ((claims & SHIM_POLL_SETS) && (!timeout || ts.tv_sec || ts.tv_nsec))
+        shim_ep_outer_enter();
     rc = shim_ready_select(nfds, r, w, e, timeout ? &ts : NULL, NULL);
+    if ((claims & SHIM_POLL_SETS) && (!timeout || ts.tv_sec || ts.tv_nsec)) {
+        int saved = errno;
+
+        shim_ep_outer_leave();
+        errno = saved;
+    }
     if (timeout) {          /* Linux reports the time left */
         shim_left(deadline, &ts);
         timeout->tv_sec = ts.tv_sec;
@@ -71,12 +104,16 @@ SHIM_EXPORT int select(int nfds, fd_set *r, fd_set *w, fd_set *e, struct timeval
 SHIM_EXPORT int pselect(int nfds, fd_set *r, fd_set *w, fd_set *e,
                         const struct timespec *timeout, const sigset_t *sigmask)
 {
+    int claims, outer;
+
     SHIM_ENTER(pselect, -1);
     if (shim_unlikely(shim_ep_priv_some()))
         shim_ep_exposed_select(nfds, r, w, e);
-    if (shim_likely(!shim_select_claims(nfds, r, w, e)) || !zc_real.ppoll)
-        return zc_real.pselect(nfds, r, w, e, timeout, sigmask);
-    return shim_ready_select(nfds, r, w, e, timeout, sigmask);
+    claims = shim_select_claims(nfds, r, w, e);
+    outer = (claims & SHIM_POLL_SETS) && (!timeout || timeout->tv_sec || timeout->tv_nsec);
+    if (shim_likely(!(claims & 1)) || !zc_real.ppoll)
+        SHIM_OUTER(outer, zc_real.pselect(nfds, r, w, e, timeout, sigmask));
+    SHIM_OUTER(outer, shim_ready_select(nfds, r, w, e, timeout, sigmask));
 }
 
 SHIM_EXPORT int epoll_create(int size)

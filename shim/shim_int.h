@@ -177,6 +177,10 @@ void shim_ep_created(int epfd);
 void shim_ep_exposed(int fd);
 /* epfd was put in another set (shim_epoll.c, NESTED SETS). */
 void shim_ep_nested(int epfd);
+/* A thread goes to sleep in a wait that is not the engine's own look at
+ * a set (an outer epoll set's, a poll's), and comes back (NESTED SETS). */
+void shim_ep_outer_enter(void);
+void shim_ep_outer_leave(void);
 void shim_ep_priv_gone(int fd);
 void shim_ep_all_public(void);
 extern int shim_ep_priv_any;

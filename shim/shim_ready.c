@@ -265,11 +265,13 @@ static uint64_t shim_poll_sig(const struct pollfd *fds, nfds_t n)
 /* --- poll ----------------------------------------------------------------- */
 
 /* An epoll set of ours in a poll or select: waited on by the kernel
- * (shim_epoll.c, NESTED SETS). */
-static inline void shim_poll_nested(const shim_fd_t *f, int fd)
+ * (shim_epoll.c, NESTED SETS).  SHIM_POLL_SETS when it is one. */
+static inline int shim_poll_nested(const shim_fd_t *f, int fd)
 {
-    if (f && shim_unlikely(__atomic_load_n(&f->kind, __ATOMIC_RELAXED) == SHIM_FD_EPOLL))
-        shim_ep_nested(fd);
+    if (!f || shim_likely(__atomic_load_n(&f->kind, __ATOMIC_RELAXED) != SHIM_FD_EPOLL))
+        return 0;
+    shim_ep_nested(fd);
+    return SHIM_POLL_SETS;
 }
 
 int shim_poll_claims(const struct pollfd *fds, nfds_t n)
@@ -281,7 +283,7 @@ int shim_poll_claims(const struct pollfd *fds, nfds_t n)
         const shim_fd_t *f = shim_fd_get(fds[i].fd);
 
         claims |= shim_fd_claimed(f);
-        shim_poll_nested(f, fds[i].fd);
+        claims |= shim_poll_nested(f, fds[i].fd);
     }
     return claims;
 }
@@ -466,7 +468,7 @@ int shim_select_claims(int nfds, fd_set *r, fd_set *w, fd_set *e)
             const shim_fd_t *f = shim_fd_get(fd);
 
             claims |= shim_fd_claimed(f);
-            shim_poll_nested(f, fd);
+            claims |= shim_poll_nested(f, fd);
         }
     return claims;
 }

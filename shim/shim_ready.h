@@ -70,6 +70,9 @@ void shim_nowait_passed(void);
 void shim_wait_end(shim_wait_t *w, int events);
 
 /* 1 when a claimed descriptor is in the poll set / select sets. */
+/* Does a poll (select) set hold a claimed descriptor (bit 1) or one of our
+ * epoll sets (SHIM_POLL_SETS: shim_epoll.c, NESTED SETS)? */
+#define SHIM_POLL_SETS 2
 int shim_poll_claims(const struct pollfd *fds, nfds_t n);
 int shim_select_claims(int nfds, fd_set *r, fd_set *w, fd_set *e);
 
