@@ -1805,12 +1805,16 @@ int shim_ep_has(int epfd)
 
 /* The set is ours to translate from now on (before its first claimed
  * registration reaches the kernel). */
+int shim_ep_marked_any;                 /* a set was ever marked SHIM_FD_EPOLL */
+
 static void shim_ep_mark(int epfd)
 {
     shim_fd_t *e = shim_fd_get(epfd);
 
-    if (e && e->kind == SHIM_FD_UNKNOWN)
+    if (e && e->kind == SHIM_FD_UNKNOWN) {
+        __atomic_store_n(&shim_ep_marked_any, 1, __ATOMIC_RELAXED);
         __atomic_store_n(&e->kind, SHIM_FD_EPOLL, __ATOMIC_RELEASE);
+    }
 }
 
 static int shim_ep_arm_one(int fd, shim_fd_t *f, uint32_t events, int wake);

@@ -175,7 +175,10 @@ int shim_pinners(void);
  * shared (exec, spawn); the hooks' fast test. */
 void shim_ep_created(int epfd);
 void shim_ep_exposed(int fd);
-/* epfd was put in another set (shim_epoll.c, NESTED SETS). */
+/* epfd was put in another set (shim_epoll.c, NESTED SETS); a set was
+ * ever marked SHIM_FD_EPOLL (a poll over one may be one of them). */
+extern int shim_ep_marked_any;
+/* (shim_ep_nested) */
 void shim_ep_nested(int epfd);
 /* A thread goes to sleep in a wait that is not the engine's own look at
  * a set (an outer epoll set's, a poll's), and comes back (NESTED SETS). */

@@ -276,14 +276,19 @@ static inline int shim_poll_nested(const shim_fd_t *f, int fd)
 
 int shim_poll_claims(const struct pollfd *fds, nfds_t n)
 {
+    int sets = __atomic_load_n(&shim_ep_marked_any, __ATOMIC_RELAXED), claims = 0;
     nfds_t i;
-    int claims = 0;
 
     for (i = 0; i < n; i++) {
         const shim_fd_t *f = shim_fd_get(fds[i].fd);
 
-        claims |= shim_fd_claimed(f);
-        claims |= shim_poll_nested(f, fds[i].fd);
+        if (shim_fd_claimed(f)) {
+            if (!sets)
+                return 1;   /* (no set of ours to find: an MPI progress loop) */
+            claims |= 1;
+        }
+        if (sets)
+            claims |= shim_poll_nested(f, fds[i].fd);
     }
     return claims;
 }
@@ -461,14 +466,19 @@ int shim_select_claims(int nfds, fd_set *r, fd_set *w, fd_set *e)
 
     if (nfds > FD_SETSIZE)
         nfds = FD_SETSIZE;
-    int claims = 0;
+    int sets = __atomic_load_n(&shim_ep_marked_any, __ATOMIC_RELAXED), claims = 0;
 
     for (fd = 0; fd < nfds; fd++)
         if ((r && FD_ISSET(fd, r)) || (w && FD_ISSET(fd, w)) || (e && FD_ISSET(fd, e))) {
             const shim_fd_t *f = shim_fd_get(fd);
 
-            claims |= shim_fd_claimed(f);
-            claims |= shim_poll_nested(f, fd);
+            if (shim_fd_claimed(f)) {
+                if (!sets)
+                    return 1;
+                claims |= 1;
+            }
+            if (sets)
+                claims |= shim_poll_nested(f, fd);
         }
     return claims;
 }
