@@ -13,16 +13,9 @@
  * that is not the engine's (shim_epoll.c, NESTED SETS). */
 #define SHIM_OUTER(cond, call)                                                \
     do {                                                                      \
-        int rc_, saved_;                                                      \
-                                                                              \
-        if (!(cond))                                                          \
-            return (call);                                                    \
-        shim_ep_outer_enter();                                                \
-        rc_ = (call);                                                         \
-        saved_ = errno;                                                       \
-        shim_ep_outer_leave();                                                \
-        errno = saved_;                                                       \
-        return rc_;                                                           \
+        if (cond)                                                             \
+            shim_ep_outer_sleep();                                            \
+        return (call);                                                        \
     } while (0)
 
 SHIM_EXPORT int poll(struct pollfd *fds, nfds_t nfds, int timeout)
@@ -85,14 +78,8 @@ SHIM_EXPORT int select(int nfds, fd_set *r, fd_set *w, fd_set *e, struct timeval
     }
     deadline = shim_deadline(timeout ? &ts : NULL);
     if ((claims & SHIM_POLL_SETS) && (!timeout || ts.tv_sec || ts.tv_nsec))
-        shim_ep_outer_enter();
+        shim_ep_outer_sleep();
     rc = shim_ready_select(nfds, r, w, e, timeout ? &ts : NULL, NULL);
-    if ((claims & SHIM_POLL_SETS) && (!timeout || ts.tv_sec || ts.tv_nsec)) {
-        int saved = errno;
-
-        shim_ep_outer_leave();
-        errno = saved;
-    }
     if (timeout) {          /* Linux reports the time left */
         shim_left(deadline, &ts);
         timeout->tv_sec = ts.tv_sec;

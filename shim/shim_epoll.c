@@ -293,8 +293,7 @@ static struct {
 static int shim_ep_priv[SHIM_EP_PRIV_MAX];
 int shim_ep_priv_any;                   /* a set was ever made private */
 
-struct shim_ep_ans;
-static void shim_ep_nested_reported(int epfd, struct shim_ep_ans *a);
+static void shim_ep_nested_due(int epfd);
 
 static uint32_t *shim_ep_sleepers(int epfd)
 {
@@ -304,13 +303,12 @@ static uint32_t *shim_ep_sleepers(int epfd)
 void shim_ep_sleep_enter(int epfd)
 {
     __atomic_add_fetch(shim_ep_sleepers(epfd), 1, __ATOMIC_SEQ_CST);
-    shim_ep_outer_enter();
+    shim_ep_outer_sleep();
 }
 
 void shim_ep_sleep_leave(int epfd)
 {
     __atomic_sub_fetch(shim_ep_sleepers(epfd), 1, __ATOMIC_RELEASE);
-    shim_ep_outer_leave();
 }
 
 void shim_ep_created(int epfd)
@@ -1333,7 +1331,7 @@ static int shim_ep_translate_n(struct epoll_event *evs, int n, uint64_t wait,
         if (!rev)
             continue;
         if (nested)
-            shim_ep_nested_reported(a.g ? g_epfd : -1, &a);   /* NESTED SETS */
+            shim_ep_nested_due(g_epfd);     /* NESTED SETS */
         e->events = rev;
         e->data.u64 = a.data;
         evs[kept++] = *e;
@@ -1472,7 +1470,7 @@ static void shim_ep_spun(int epfd)
  * not the application then reads to EAGAIN (an outer wait after a read
  * that stopped short of EAGAIN used to sleep through the next bytes), when
  * a thread next goes to sleep in a wait that is not the engine's look at
- * that set (an outer epoll set's, a poll's over it: shim_ep_outer_enter).
+ * that set (an outer epoll set's, a poll's over it: shim_ep_outer_sleep).
  * Not at the report itself: MPICH over UCX nests its sets, and a thread of
  * its sleeps in the outer set all along while another busy-polls the inner
  * one and reads everything; armed at every report, each message cost a
@@ -1494,13 +1492,13 @@ static void shim_ep_nested_arm(shim_ep_ans_t *a)
     shim_ep_arm_next(a, &ask);
 }
 
-static void shim_ep_nested_reported(int epfd, shim_ep_ans_t *a)
+/* A registration of nested set epfd was reported: due for arming. */
+static void shim_ep_nested_due(int epfd)
 {
     shim_ep_set_t *s;
 
-    (void)a;
     shim_ep_lock();
-    s = epfd >= 0 ? shim_ep_set(epfd, 0) : NULL;
+    s = shim_ep_set(epfd, 0);
     if (s && !s->nested_due) {
         s->nested_due = 1;
         __atomic_store_n(&shim_ep_nested_any, 1, __ATOMIC_SEQ_CST);
@@ -1508,7 +1506,7 @@ static void shim_ep_nested_reported(int epfd, shim_ep_ans_t *a)
     shim_ep_unlock();
 }
 
-void shim_ep_outer_enter(void)
+void shim_ep_outer_sleep(void)
 {
     int epfds[32], n = 0, i, k;
     shim_ep_set_t *s, *sn;
@@ -1526,9 +1524,7 @@ void shim_ep_outer_enter(void)
     for (k = 0; k < n; k++) {
         shim_ep_ans_t stack[SHIM_EP_SNAP], *a;
         size_t size;
-        int m = shim_ep_snap_set(epfds[k], stack, SHIM_EP_SNAP, &a, &size, 0);
-
-        int ready = 0;
+        int m = shim_ep_snap_set(epfds[k], stack, SHIM_EP_SNAP, &a, &size, 0), ready = 0;
 
         /* armed, then looked at: bytes that came before the arming are
          * not announced, so the set is kicked for the sleeper to see them */
@@ -1541,10 +1537,6 @@ void shim_ep_outer_enter(void)
         if (ready)
             shim_ep_kick(epfds[k]);
     }
-}
-
-void shim_ep_outer_leave(void)
-{
 }
 
 void shim_ep_nested(int epfd)
@@ -1670,7 +1662,7 @@ static int shim_ep_look(int epfd, struct epoll_event *evs, int out, int max, int
     /* NESTED SETS: what was reported, its next bytes must reach the kernel */
     for (i = 0; nested && i < n; i++)
         if (a[i].reported && a[i].claimed)
-            shim_ep_nested_reported(epfd, &a[i]);
+            shim_ep_nested_due(epfd);
     shim_ep_snap_free(a, size);
     return out;
 }

@@ -181,9 +181,9 @@ extern int shim_ep_marked_any;
 /* (shim_ep_nested) */
 void shim_ep_nested(int epfd);
 /* A thread goes to sleep in a wait that is not the engine's own look at
- * a set (an outer epoll set's, a poll's), and comes back (NESTED SETS). */
-void shim_ep_outer_enter(void);
-void shim_ep_outer_leave(void);
+ * a set (an outer epoll set's, a poll's): what nested sets reported is
+ * armed first (shim_epoll.c, NESTED SETS). */
+void shim_ep_outer_sleep(void);
 void shim_ep_priv_gone(int fd);
 void shim_ep_all_public(void);
 extern int shim_ep_priv_any;
