@@ -293,7 +293,17 @@ static struct {
 static int shim_ep_priv[SHIM_EP_PRIV_MAX];
 int shim_ep_priv_any;                   /* a set was ever made private */
 
-static void shim_ep_nested_due(int epfd);
+static int shim_ep_nested_any;          /* a set is due (nested_due): NESTED SETS */
+
+/* A registration of nested set s was reported: due for arming before the
+ * next sleep outside it (NESTED SETS).  Lock held. */
+static void shim_ep_nested_due(shim_ep_set_t *s)
+{
+    if (s && s->nested && !s->nested_due) {
+        s->nested_due = 1;
+        __atomic_store_n(&shim_ep_nested_any, 1, __ATOMIC_SEQ_CST);
+    }
+}
 
 static uint32_t *shim_ep_sleepers(int epfd)
 {
@@ -1134,7 +1144,6 @@ typedef struct shim_ep_ans {
     int fd, claimed, aux, kev;
     int recheck;                /* the path asked for another look (READY LIST) */
     int quiet;                  /* edge-triggered, ready, reported already (ARM_NEXT) */
-    int reported;               /* in this wait's events (NESTED SETS) */
 } shim_ep_ans_t;
 
 /* Ask a's path (a->fd pinned here) with arming arm; wake: the arming look
@@ -1265,7 +1274,6 @@ static void shim_ep_snap(shim_ep_ans_t *a, shim_ep_reg_t *g, int kev)
     a->change = 0;
     a->recheck = 1;
     a->quiet = 0;
-    a->reported = 0;
 }
 
 /* --- translating what the kernel reported -------------------------------------- */
@@ -1285,7 +1293,7 @@ static int shim_ep_translate_n(struct epoll_event *evs, int n, uint64_t wait,
         shim_ep_ans_t a;
         shim_ep_reg_t *g;
         uint32_t rev;
-        int merge, nested, g_epfd;
+        int merge;
 
         if ((e->data.u64 & SHIM_EP_TAGMASK) == SHIM_EP_AUXTAG) {
             uint32_t slot = (uint32_t)(e->data.u64 & 0xffff);
@@ -1319,19 +1327,17 @@ static int shim_ep_translate_n(struct epoll_event *evs, int n, uint64_t wait,
         }
         shim_ep_snap(&a, g, (int)(e->events & 0xffff));
         shim_ep_dirty(g);   /* its wake-up was spent: the next look re-arms it */
-        nested = g->set && g->set->nested;
-        g_epfd = g->epfd;
         shim_ep_unlock();
         shim_ep_ask(&a, 0, 0, NULL);
         shim_ep_lock();
         rev = shim_ep_apply(&a, wait, nbase + kept, &merge);
+        if (rev && a.g->id == a.id)
+            shim_ep_nested_due(a.g->set);
         shim_ep_unlock();
         if (merge >= 0 && merge < nbase + kept)
             base[merge].events |= a.rev;
         if (!rev)
             continue;
-        if (nested)
-            shim_ep_nested_due(g_epfd);     /* NESTED SETS */
         e->events = rev;
         e->data.u64 = a.data;
         evs[kept++] = *e;
@@ -1478,7 +1484,6 @@ static void shim_ep_spun(int epfd)
  * round trip from 1.6 to 8.9 us).  A sleeper in the outer set while
  * another thread busy-polls the inner one therefore hears only what its
  * own entry into the sleep armed, and the busy poller reads the rest. */
-static int shim_ep_nested_any;          /* a set is due (nested_due) */
 
 /* Arm a for its next bytes, by the wake fd when its set listens to one
  * (the outer waiter hears it through the set: no doorbell byte). */
@@ -1490,20 +1495,6 @@ static void shim_ep_nested_arm(shim_ep_ans_t *a)
     a->aux = a->g && a->g->id == a->id ? a->g->aux : -1;
     shim_ep_unlock();
     shim_ep_arm_next(a, &ask);
-}
-
-/* A registration of nested set epfd was reported: due for arming. */
-static void shim_ep_nested_due(int epfd)
-{
-    shim_ep_set_t *s;
-
-    shim_ep_lock();
-    s = shim_ep_set(epfd, 0);
-    if (s && !s->nested_due) {
-        s->nested_due = 1;
-        __atomic_store_n(&shim_ep_nested_any, 1, __ATOMIC_SEQ_CST);
-    }
-    shim_ep_unlock();
 }
 
 void shim_ep_outer_sleep(void)
@@ -1615,7 +1606,7 @@ static int shim_ep_look(int epfd, struct epoll_event *evs, int out, int max, int
     shim_ep_ans_t stack[SHIM_EP_SNAP], *a;
     shim_ep_set_t *s;
     size_t size;
-    int n = shim_ep_snap_set(epfd, stack, SHIM_EP_SNAP, &a, &size, 0), i, nested;
+    int n = shim_ep_snap_set(epfd, stack, SHIM_EP_SNAP, &a, &size, 0), i;
 
     zc_stat_add(ZC_STAT_READY_EP_LOOKS, (uint64_t)n);
     /* an arming look may take a registration off the ready list: an
@@ -1631,11 +1622,9 @@ static int shim_ep_look(int epfd, struct epoll_event *evs, int out, int max, int
         shim_ep_ask(&a[i], arm, arm == SHIM_READY_ARM, ask);
     shim_ep_lock();
     s = shim_ep_set(epfd, 0);
-    nested = s && s->nested;
     for (i = 0; i < n && out < max; i++) {
         int merge;
         uint32_t rev = shim_ep_apply(&a[i], wait, out, &merge);
-
 
         /* armed and not ready, and nothing done to it since: its wake-up
          * brings it back (READY LIST) */
@@ -1645,7 +1634,8 @@ static int shim_ep_look(int epfd, struct epoll_event *evs, int out, int max, int
             shim_ep_clean(a[i].g);
         if (merge >= 0 && merge < out)
             evs[merge].events |= a[i].rev;
-        a[i].reported = rev || (merge >= 0 && merge < out && a[i].rev);
+        if (a[i].claimed && (rev || (merge >= 0 && merge < out && a[i].rev)))
+            shim_ep_nested_due(s);
         if (rev) {
             evs[out].events = rev;
             evs[out].data.u64 = a[i].data;
@@ -1659,10 +1649,6 @@ static int shim_ep_look(int epfd, struct epoll_event *evs, int out, int max, int
     for (i = 0; arm == SHIM_READY_ARM && !out && i < n; i++)
         if (a[i].quiet)
             shim_ep_arm_next(&a[i], ask);
-    /* NESTED SETS: what was reported, its next bytes must reach the kernel */
-    for (i = 0; nested && i < n; i++)
-        if (a[i].reported && a[i].claimed)
-            shim_ep_nested_due(epfd);
     shim_ep_snap_free(a, size);
     return out;
 }

@@ -51,14 +51,18 @@ static int lp_holder_forged(uint32_t *w, uint32_t cur)
 }
 
 /* A holder in a lock word of ours, held LP_LOCK_CHECK_MS already, whose
- * process does not hold our socket sock (and the word still names it):
+ * process does not hold our socket (the first of fds, the connection's
+ * descriptors here; and the word still names it):
  * no holder of our side, so not genuine.  Never in a vfork child. */
-static int lp_holder_foreign(uint32_t *w, uint32_t cur, int sock)
+static int lp_holder_foreign(uint32_t *w, uint32_t cur, const int fds[4])
 {
     pid_t tid = (pid_t)(cur & ~LP_LOCK_WAITERS);
     struct stat st;
+    int sock = -1;
 
-    if (tid <= 0 || shim_vfork_child() || fstat(sock, &st) || !S_ISSOCK(st.st_mode) ||
+    for (int i = 0; i < 4 && sock < 0; i++)
+        sock = __atomic_load_n(&fds[i], __ATOMIC_RELAXED);
+    if (tid <= 0 || sock < 0 || shim_vfork_child() || fstat(sock, &st) || !S_ISSOCK(st.st_mode) ||
         shim_proc_holds_socket(tid, (uint64_t)st.st_ino))
         return 0;
     return __atomic_load_n(w, __ATOMIC_ACQUIRE) == cur;
@@ -83,11 +87,11 @@ static int lp_holder_foreign(uint32_t *w, uint32_t cur, int sock)
  *
  * Not genuine either, whoever else holds our side (a fork's child): a
  * word held past LP_LOCK_CHECK_MS whose thread's process does not hold
- * our socket sock (its inode, through /proc: one readlink when the hint
+ * our socket (one of fds; its inode, through /proc: one readlink when the hint
  * is right), since only holders of our side take its locks.  A peer that
  * writes a thread of its own there costs LP_LOCK_CHECK_MS per connection,
  * not LP_LOCK_MAX_MS (issue 30: 100 ms at most per connection). */
-int lp_lock_word(uint32_t *w, int sole, const uint32_t *inside, int sock)
+int lp_lock_word(uint32_t *w, int sole, const uint32_t *inside, const int fds[4])
 {
     uint32_t me = (uint32_t)lp_gettid(), cur = 0;
     struct timespec ts = { 0, 20 * 1000 * 1000 };
@@ -122,9 +126,9 @@ int lp_lock_word(uint32_t *w, int sole, const uint32_t *inside, int sock)
             __atomic_compare_exchange_n(w, &cur, 0, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
         else if ((i & 7) == 7 && lp_now_ms() - t0 > LP_LOCK_MAX_MS)
             break;
-        else if (!checked && sock >= 0 && lp_now_ms() - t0 >= LP_LOCK_CHECK_MS) {
+        else if (!checked && fds && lp_now_ms() - t0 >= LP_LOCK_CHECK_MS) {
             checked = 1;
-            if (lp_holder_foreign(w, cur, sock))
+            if (lp_holder_foreign(w, cur, fds))
                 break;
         }
     }
@@ -155,15 +159,6 @@ uint32_t *lp_lockp(lp_conn_t *c, int role)
     return lp_side_lock(c, c->ch.side, role);
 }
 
-/* A descriptor of ours for c's socket, or -1. */
-static int lp_any_fd(const lp_conn_t *c)
-{
-    for (int i = 0; i < 4; i++)
-        if (c->fds[i] >= 0)
-            return c->fds[i];
-    return -1;
-}
-
 /* The word is chosen before locking and remembered, so a channel that
  * appears while the lock is held (the pickup) does not change what unlock
  * releases. */
@@ -177,12 +172,12 @@ void lp_lock(lp_conn_t *c, int role)
     /* A private word taken while a pickup made the channel appear (the
      * pickup held it: lp_pickup_try) is the wrong one now: the channel's
      * word it is. */
-    while (w == &c->plock[role] && (lp_lock_word(w, 0, NULL, -1), w != lp_lockp(c, role))) {
+    while (w == &c->plock[role] && (lp_lock_word(w, 0, NULL, NULL), w != lp_lockp(c, role))) {
         lp_unlock_word(w);
         w = lp_lockp(c, role);
     }
     if (w != &c->plock[role] &&
-        lp_lock_word(w, c->ch.base && c->sole, &c->inside[role], lp_any_fd(c)) && c->ch.base) {
+        lp_lock_word(w, c->ch.base && c->sole, &c->inside[role], c->fds) && c->ch.base) {
         /* a peer that wedges its lock loses the channel */
         __atomic_store_n(&c->ch.broken, 1, __ATOMIC_RELEASE);
         zc_log(ZC_LOG_NOTICE, "local path: a lock word of a channel held by no thread of ours "

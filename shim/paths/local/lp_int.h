@@ -381,7 +381,7 @@ int lp_gettid(void);
 lp_side_t *lp_side(lp_conn_t *c, int side);
 int lp_rv(lp_conn_t *c);
 void lp_futex(uint32_t *w, int op, uint32_t val, const struct timespec *ts);
-int lp_lock_word(uint32_t *w, int sole, const uint32_t *inside, int sock);
+int lp_lock_word(uint32_t *w, int sole, const uint32_t *inside, const int fds[4]);
 void lp_unlock_word(uint32_t *w);
 uint32_t *lp_lockp(lp_conn_t *c, int role);
 uint32_t *lp_side_lock(lp_conn_t *c, int side, int role);
