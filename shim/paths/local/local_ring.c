@@ -603,20 +603,15 @@ static int lr_prod_begin(local_ring_t *ch, int dir, local_ring_snap_t *s)
  * must take back, so they are left alone.  Streaming 4 KiB messages lost
  * 22 % in the window for the same reason: only a caller that read since it
  * last wrote sets ch->hot.) */
-static void lr_hot_pad(local_ring_t *ch, int dir, local_ring_snap_t *s, const struct iovec *iov,
-                       int iovcnt)
+static void lr_hot_pad(local_ring_t *ch, int dir, local_ring_snap_t *s, uint64_t total)
 {
-    uint64_t off = s->head & (ch->ring_size - 1), total = 0, need;
+    uint64_t off = s->head & (ch->ring_size - 1), need = lr_round8(total) + 2 * LR_REC_HDR;
 
-    /* (off past a whole chunk: the write's first room check then needs no
-     * fresh look at the published head, which does not count the PAD yet) */
-    if (!ch->hot || s->head != s->tail || ch->ring_size < 4 * LOCAL_RING_HOT ||
-        off < 2 * LR_REC_HDR + LOCAL_RING_CHUNK)
-        return;
-    for (int i = 0; i < iovcnt && total <= LOCAL_RING_HOT; i++)
-        total += iov[i].iov_len;
-    need = lr_round8(total) + LR_REC_HDR * (total / LOCAL_RING_CHUNK + 1);
-    if (!total || need > LOCAL_RING_HOT_MSG || off + need <= LOCAL_RING_HOT || need > off)
+    /* (need: what the write's first room check asks for when the message
+     * fits one record, so that check needs no fresh look at the published
+     * head, which does not count the PAD yet) */
+    if (!ch->hot || s->head != s->tail || ch->ring_size < 4 * LOCAL_RING_HOT || !total ||
+        total > LOCAL_RING_HOT_MSG || off + need <= LOCAL_RING_HOT || need > off)
         return;
     LR_STORE((uint64_t *)(ch->ring[dir] + off),
              (uint64_t)LOCAL_RING_REC_PAD | ((uint64_t)(ch->ring_size - off - LR_REC_HDR) << 32));
@@ -624,11 +619,22 @@ static void lr_hot_pad(local_ring_t *ch, int dir, local_ring_snap_t *s, const st
     LR_STAT(ch, pads, 1);
 }
 
+/* The bytes of iov (saturating). */
+static uint64_t lr_iov_total(const struct iovec *iov, int iovcnt)
+{
+    uint64_t total = 0;
+
+    for (int i = 0; i < iovcnt; i++)
+        total = iov[i].iov_len > UINT64_MAX / 2 - total ? UINT64_MAX / 2 : total + iov[i].iov_len;
+    return total;
+}
+
 int local_ring_write(local_ring_t *ch, int dir, const struct iovec *iov, int iovcnt,
                      size_t *done_p)
 {
     lr_iov_cur_t cur = { iov, iovcnt, 0, 0 };
     local_ring_snap_t s;
+    uint64_t left;
     size_t done = 0;
     int rc, flags = 0;
 
@@ -638,11 +644,16 @@ int local_ring_write(local_ring_t *ch, int dir, const struct iovec *iov, int iov
     rc = lr_prod_begin(ch, dir, &s);
     if (rc)
         return rc;
-    lr_hot_pad(ch, dir, &s, iov, iovcnt);
+    left = lr_iov_total(iov, iovcnt);
+    lr_hot_pad(ch, dir, &s, left);
     while (lr_cur_more(&cur)) {
         uint64_t room, n;
 
-        rc = lr_room(ch, dir, &s, 2 * LR_REC_HDR + LOCAL_RING_CHUNK, &room);
+        /* a fresh look at the consumer's tail only when the room seen is
+         * short of a whole chunk and of what is left to write */
+        rc = lr_room(ch, dir, &s, 2 * LR_REC_HDR + (left < LOCAL_RING_CHUNK ? lr_round8(left)
+                                                                        : LOCAL_RING_CHUNK),
+                     &room);
         if (rc)
             return rc;
         if (room < 2 * LR_REC_HDR)
@@ -654,6 +665,7 @@ int local_ring_write(local_ring_t *ch, int dir, const struct iovec *iov, int iov
         flags |= lr_publish(ch, dir, &s, LOCAL_RING_REC_BYTES, (uint32_t)n,
                             LR_REC_HDR + lr_round8(n), n);
         done += n;
+        left -= n < left ? n : left;
     }
     if (!done && lr_cur_more(&cur))
         LR_STAT(ch, full, 1);
