@@ -93,6 +93,10 @@ t_run epoll_idle/scan-all "$T" env ZCSOCK_EPOLL_SCAN_MAX=5000 \
 # multi-threaded client, whose announcement waits for a moment when none of
 # its receives is in the kernel); an AF_UNIX stream of 1-byte sends pairs soon
 # after it pays (trickle)
+# a client of a server without the library asks about the destination once
+# a second, not once per connection (local.dest_known), and pairs once that
+# server's port gained the library (issue 31)
+t_run dest_known "$T" $PY tests/localpath/lp_dest_known.py
 for m in one chatty bulk both blocked peek inq trickle chatty/server-only bulk/server-only inq/server-only \
          chatty/threaded blocked/threaded both/threaded chatty/threaded-client \
          blocked/threaded-client both/threaded-client; do

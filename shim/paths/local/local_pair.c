@@ -24,6 +24,7 @@
 #include "shim_path.h"
 #include "shim_proc.h"
 #include "zc_real.h"
+#include "zc_spin.h"
 
 _Static_assert(sizeof(local_ring_hdr_t) <= LOCAL_PAIR_CTL_OFF,
                "pairing block overlaps the ring header");
@@ -515,6 +516,81 @@ static int lp_beacon_probe(uint64_t c)
     if (rc == 1)
         __atomic_store_n(slot, c, __ATOMIC_RELAXED);
     return rc;
+}
+
+/* Destinations not worth asking about again (local_pair.h,
+ * local_pair_dest_known): direct-mapped, each slot a seqlock whose writer
+ * only ever tries (a slot being written is a miss, and a write that finds
+ * the slot busy is dropped: a cache). */
+#define LP_DEST_SLOTS 64
+typedef struct lp_dest {
+    uint32_t seq;           /* odd while written */
+    int32_t reason;
+    int64_t until_us;
+    int32_t family;
+    uint32_t port;
+    uint32_t addr[4];
+} lp_dest_t;
+static lp_dest_t lp_dests[LP_DEST_SLOTS];
+
+static lp_dest_t *lp_dest_slot(const lp_ep_t *ep)
+{
+    uint32_t h = (uint32_t)ep->family * 0x9e3779b1u ^ ep->port;
+
+    for (int i = 0; i < 4; i++)
+        h = (h ^ ep->addr[i]) * 0x85ebca6bu;
+    return &lp_dests[(h ^ h >> 16) % LP_DEST_SLOTS];
+}
+
+int local_pair_dest_known(const struct sockaddr *addr, socklen_t len, int *reason_p)
+{
+    lp_ep_t ep;
+    lp_dest_t *d;
+    uint32_t seq;
+    int32_t reason;
+    int hit = 1;
+
+    if (lp_ep_from(addr, len, &ep))
+        return 0;
+    d = lp_dest_slot(&ep);
+    seq = __atomic_load_n(&d->seq, __ATOMIC_ACQUIRE);
+    if (seq & 1)
+        return 0;
+    hit = __atomic_load_n(&d->family, __ATOMIC_RELAXED) == ep.family &&
+          __atomic_load_n(&d->port, __ATOMIC_RELAXED) == ep.port &&
+          __atomic_load_n(&d->until_us, __ATOMIC_RELAXED) > zc_now_us();
+    for (int i = 0; i < 4 && hit; i++)
+        hit = __atomic_load_n(&d->addr[i], __ATOMIC_RELAXED) == ep.addr[i];
+    reason = __atomic_load_n(&d->reason, __ATOMIC_RELAXED);
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    if (!hit || __atomic_load_n(&d->seq, __ATOMIC_RELAXED) != seq)
+        return 0;
+    *reason_p = reason;
+    return 1;
+}
+
+void local_pair_dest_note(const struct sockaddr *addr, socklen_t len, int reason)
+{
+    lp_ep_t ep;
+    lp_dest_t *d;
+    uint32_t seq;
+
+    if ((reason != LOCAL_PAIR_R_NOT_LOCAL && reason != LOCAL_PAIR_R_OTHER_USER &&
+         reason != LOCAL_PAIR_R_NOT_ZCSOCK) || lp_ep_from(addr, len, &ep))
+        return;
+    d = lp_dest_slot(&ep);
+    seq = __atomic_load_n(&d->seq, __ATOMIC_RELAXED);
+    if ((seq & 1) || !__atomic_compare_exchange_n(&d->seq, &seq, seq + 1, 0, __ATOMIC_ACQUIRE,
+                                                  __ATOMIC_RELAXED))
+        return;
+    __atomic_thread_fence(__ATOMIC_RELEASE);    /* (readers see odd before any field) */
+    __atomic_store_n(&d->family, ep.family, __ATOMIC_RELAXED);
+    __atomic_store_n(&d->port, ep.port, __ATOMIC_RELAXED);
+    for (int i = 0; i < 4; i++)
+        __atomic_store_n(&d->addr[i], ep.addr[i], __ATOMIC_RELAXED);
+    __atomic_store_n(&d->reason, reason, __ATOMIC_RELAXED);
+    __atomic_store_n(&d->until_us, zc_now_us() + LOCAL_PAIR_DEST_MS * 1000, __ATOMIC_RELAXED);
+    __atomic_store_n(&d->seq, seq + 2, __ATOMIC_RELEASE);
 }
 
 /* Bind and listen on the announcement of socket fd. */

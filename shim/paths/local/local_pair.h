@@ -226,6 +226,20 @@ int local_pair_listen(int fd, int *beacon_p);
 int local_pair_connect_prepare(int fd, const struct sockaddr *addr, socklen_t len,
                                int *ann_p, int *reason_p);
 
+/* Client, a connection that connected and pays (ZCSOCK_LOCAL_PAIR_AFTER):
+ * destinations a connection of this process found, within the last
+ * LOCAL_PAIR_DEST_MS, not worth asking about (no listener in this
+ * namespace, another user's, or one without a beacon), so that the next
+ * connections to them skip the sock_diag query and the beacon probe.
+ * local_pair_dest_known: 1 with *reason_p when addr is such a destination;
+ * local_pair_dest_note: remembers addr after local_pair_connect_prepare
+ * declined it for one of those reasons (others are not remembered).  A
+ * listener that appears or gains a beacon meanwhile is missed for at most
+ * that long; lock-free, safe from any thread and from signal handlers. */
+#define LOCAL_PAIR_DEST_MS 1000
+int local_pair_dest_known(const struct sockaddr *addr, socklen_t len, int *reason_p);
+void local_pair_dest_note(const struct sockaddr *addr, socklen_t len, int reason);
+
 /* Client: the connect completed (blocking success, or SO_ERROR == 0 after
  * EINPROGRESS).  Checks the connection is established and local.  Returns
  * LOCAL_PAIR_PENDING, or LOCAL_PAIR_DECLINED (then close *ann_p with

@@ -490,7 +490,10 @@ int lp_offer_wait(lp_conn_t *c, int fd, int is_send, size_t len)
  * TCP connection): once the connection pays on its side too, announce, as
  * local_pair_connect_prepare would have done before the connect (the
  * listener found again through the peer's address, its beacon, our owner;
- * then the connected check).  Until then a short connection costs nothing
+ * then the connected check; a destination found not worth it within the
+ * last LOCAL_PAIR_DEST_MS is not asked about again: a client of a remote
+ * server or of one without the library asks once a second, not once per
+ * connection).  Until then a short connection costs nothing
  * but the hooks: no sock_diag query, no announcement.  A server that found
  * no announcement offers again later (lp_offer_wait).  With more than one
  * thread, the announcement waits for a moment when no receive of ours is
@@ -513,7 +516,14 @@ static void lp_ann_make(lp_conn_t *c, int fd)
         }
         return;
     }
-    dec = local_pair_connect_prepare(fd, (struct sockaddr *)&peer, pl, &ann, &reason);
+    if (local_pair_dest_known((struct sockaddr *)&peer, pl, &reason)) {
+        dec = LOCAL_PAIR_DECLINED;      /* asked within LOCAL_PAIR_DEST_MS */
+        zc_stat_add(ZC_STAT_LOCAL_DEST_KNOWN, 1);
+    } else {
+        dec = local_pair_connect_prepare(fd, (struct sockaddr *)&peer, pl, &ann, &reason);
+        if (dec == LOCAL_PAIR_DECLINED)
+            local_pair_dest_note((struct sockaddr *)&peer, pl, reason);
+    }
     if (dec == LOCAL_PAIR_PENDING && !path_local_mbox_usable()) {
         local_pair_fd_close(ann);
         dec = LOCAL_PAIR_DECLINED;
