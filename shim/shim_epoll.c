@@ -462,17 +462,24 @@ static void shim_ep_dirty(shim_ep_reg_t *g);
  * redis-server's time.  The hash stays for walking every list.  Lock held. */
 static shim_ep_fdl_t **shim_ep_fdv;
 static unsigned shim_ep_fdv_n;
+/* Beside the vector, one byte per descriptor: 1 while its list is not
+ * empty (shim_ep_fd_may_have reads a dense array of bytes instead of each
+ * list, whose cache miss was 1.8 % of redis-benchmark's time with 1,000
+ * connections none of which paired). */
+static uint8_t *shim_ep_fdv_has;
 
 static shim_ep_fdl_t **shim_ep_fdv_at(int fd)
 {
     if (!shim_ep_fdv && !shim_ep_fdv_n) {
         size_t n = shim_fd_table_size ? shim_fd_table_size : 1024;
-        void *p = zc_real.mmap(NULL, n * sizeof(*shim_ep_fdv), PROT_READ | PROT_WRITE,
+        void *p = zc_real.mmap(NULL, n * (sizeof(*shim_ep_fdv) + 1), PROT_READ | PROT_WRITE,
                                MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 
         shim_ep_fdv_n = (unsigned)n;
-        if (p != MAP_FAILED)
+        if (p != MAP_FAILED) {
+            shim_ep_fdv_has = (uint8_t *)p + n * sizeof(*shim_ep_fdv);
             __atomic_store_n(&shim_ep_fdv, (shim_ep_fdl_t **)p, __ATOMIC_RELEASE);
+        }
     }
     return shim_ep_fdv && (unsigned)fd < shim_ep_fdv_n ? &shim_ep_fdv[fd] : NULL;
 }
@@ -502,16 +509,21 @@ static shim_ep_fdl_t *shim_ep_fdl(int fd, int create)
 }
 
 /* Without the lock: 0 when fd surely has no registration in the table
- * (no list in its slot of the by-descriptor array, or an empty one: a list
- * there is never freed), 1 when it may have. */
+ * (its byte in shim_ep_fdv_has is 0), 1 when it may have. */
 static int shim_ep_fd_may_have(int fd)
 {
-    shim_ep_fdl_t **v = __atomic_load_n(&shim_ep_fdv, __ATOMIC_ACQUIRE), *l;
+    shim_ep_fdl_t **v = __atomic_load_n(&shim_ep_fdv, __ATOMIC_ACQUIRE);
 
     if (!v || (unsigned)fd >= __atomic_load_n(&shim_ep_fdv_n, __ATOMIC_RELAXED))
         return 1;
-    l = __atomic_load_n(&v[fd], __ATOMIC_ACQUIRE);
-    return l && __atomic_load_n(&l->head, __ATOMIC_ACQUIRE);
+    return __atomic_load_n(&shim_ep_fdv_has[fd], __ATOMIC_ACQUIRE);
+}
+
+/* l's list became empty or not (lock held). */
+static void shim_ep_fdl_has(shim_ep_fdl_t *l)
+{
+    if (shim_ep_fdv && (unsigned)l->fd < shim_ep_fdv_n)
+        __atomic_store_n(&shim_ep_fdv_has[l->fd], l->head != NULL, __ATOMIC_RELEASE);
 }
 
 static void shim_ep_fdl_free(shim_ep_fdl_t *l)
@@ -574,7 +586,8 @@ static shim_ep_reg_t *shim_ep_new(int epfd, int fd)
     g->aux = -1;
     g->slot = SHIM_EP_NOSLOT;
     g->fnext = l->head;
-    __atomic_store_n(&l->head, g, __ATOMIC_RELEASE);   /* (shim_ep_fd_may_have) */
+    __atomic_store_n(&l->head, g, __ATOMIC_RELEASE);
+    shim_ep_fdl_has(l);     /* (shim_ep_fd_may_have) */
     return g;
 }
 
@@ -822,6 +835,7 @@ static void shim_ep_drop_(shim_ep_reg_t *g, int forking)
     for (pp = l ? &l->head : NULL; pp && *pp; pp = &(*pp)->fnext)
         if (*pp == g) {
             __atomic_store_n(pp, g->fnext, __ATOMIC_RELEASE);
+            shim_ep_fdl_has(l);
             break;
         }
     /* an empty list stays where the vector finds it: the number's next
