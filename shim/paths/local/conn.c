@@ -90,11 +90,14 @@ static int lp_holder_foreign(uint32_t *w, uint32_t cur, const int fds[4])
  * our socket (one of fds; its inode, through /proc: one readlink when the hint
  * is right), since only holders of our side take its locks.  A peer that
  * writes a thread of its own there costs LP_LOCK_CHECK_MS per connection,
- * not LP_LOCK_MAX_MS (issue 30: 100 ms at most per connection). */
+ * not LP_LOCK_MAX_MS (issue 30: at most 100 ms a connection, and no wait
+ * that adds up: ten such connections 1.0 s with a 100 ms check, 0.1 s with
+ * 5 ms; a genuine holder preempted that long costs one readlink). */
 int lp_lock_word(uint32_t *w, int sole, const uint32_t *inside, const int fds[4])
 {
     uint32_t me = (uint32_t)lp_gettid(), cur = 0;
-    struct timespec ts = { 0, 20 * 1000 * 1000 };
+    /* (sleeps of LP_LOCK_CHECK_MS until the check, 20 ms after it) */
+    struct timespec ts = { 0, (fds ? LP_LOCK_CHECK_MS : 20) * 1000 * 1000 };
     int64_t t0 = 0;
     int i, checked = 0;
 
@@ -128,6 +131,7 @@ int lp_lock_word(uint32_t *w, int sole, const uint32_t *inside, const int fds[4]
             break;
         else if (!checked && fds && lp_now_ms() - t0 >= LP_LOCK_CHECK_MS) {
             checked = 1;
+            ts.tv_nsec = 20 * 1000 * 1000;
             if (lp_holder_foreign(w, cur, fds))
                 break;
         }

@@ -149,7 +149,7 @@ typedef struct lp_xrec {
 
 #define LP_LOCK_WAITERS 0x80000000u
 #define LP_LOCK_MAX_MS 3000     /* longest a role lock is waited for (lp_lock_word) */
-#define LP_LOCK_CHECK_MS 100    /* a lock held this long: is its holder's process one
+#define LP_LOCK_CHECK_MS 5      /* a lock held this long: is its holder's process one
                                  * that holds our socket? (lp_lock_word) */
 
 /* A socket setting the blocking paths need on every call (O_NONBLOCK,
