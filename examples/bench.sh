@@ -239,6 +239,16 @@ for idle in 0 1000 10000; do
     "$(med "${zr[@]}")" "$(med "${rr[@]}")" "$(med "${kset[@]}")" "$(med "${zset[@]}")" \
     "$kf" "$zf" "$km" "$zm" "$zp"
 done
+# Idle connections that did pair (ZCSOCK_LOCAL_PAIR_AFTER=0: at connect, so
+# the one round trip each makes pairs them): what one costs in memory and
+# descriptors, against the kernel's, with 2,000 of them open.
+kl=$("$ZC_BUILD/conn_rate" 2000 1 100)
+zl=$(env LD_PRELOAD="$ZC_LIB" ZCSOCK_LOCAL_PAIR_AFTER=0 "$ZC_BUILD/conn_rate" 2000 1 100)
+f() { awk -v k="$2" '{for (i = 1; i < NF; i++) if ($i == k) print $(i + 1)}' <<<"$1"; }
+awk -v km="$(f "$kl" rss_kib)" -v zm="$(f "$zl" rss_kib)" -v kf="$(f "$kl" fds)" \
+    -v zf="$(f "$zl" fds)" -v zp="$(f "$zl" paired)" 'BEGIN {
+  printf "idle paired 2000 (PAIR_AFTER=0)  rss KiB both ends kernel %d zcsock %d: +%.1f KiB a connection  client fds kernel %d zcsock %d: +%.2f a connection  paired %d\n",
+    km, zm, (zm - km) / 2000, kf, zf, (zf - kf) / 2000, zp }'
 
 # A real event-driven server: redis-server and redis-benchmark (100-byte
 # values, one connection, one request at a time and 16 in flight), both
