@@ -50,9 +50,9 @@
     X(LOCAL_DECLINED, "local.declined", "connections that stay on the kernel path "      \
       "(local.declined.<reason> says why)")                                              \
     X(LOCAL_DEST_KNOWN, "local.dest_known", "connections declined without a sock_diag "  \
-      "query or beacon probe: a connection of this process to the same destination "     \
-      "found it not local, another user's or without the library less than a second "    \
-      "before (counted under that reason too)")                                          \
+      "query or beacon probe (plain from their connect when made after): a connection "   \
+      "of this process to the same destination found it not local, another user's or "   \
+      "without the library less than a second before (counted under that reason too)")   \
     X(LOCAL_INHERITED, "local.inherited",                                               \
       "connections this image took over from the one before exec")                      \
     X(LOCAL_HANDED_OVER, "local.handed_over",                                           \

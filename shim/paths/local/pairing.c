@@ -206,6 +206,13 @@ void path_local_connect_prepare(int fd, const struct sockaddr *addr, socklen_t l
     if (!lp_candidate(fd))
         return;
     if (zc_config.local_pair_after && (f->family == AF_INET || f->family == AF_INET6)) {
+        if (local_pair_dest_known(addr, len, &reason)) {
+            /* plain from the start: a connection of ours found this
+             * destination not worth announcing to a moment ago */
+            zc_stat_add(ZC_STAT_LOCAL_DEST_KNOWN, 1);
+            lp_decline(reason);
+            return;
+        }
         /* pair when it pays: announce once the connection does (lp_ann_due) */
         c = lp_conn_new(LP_PENDING);
         if (!c) {
