@@ -93,6 +93,10 @@ t_run epoll_idle/scan-all "$T" env ZCSOCK_EPOLL_SCAN_MAX=5000 \
 # multi-threaded client, whose announcement waits for a moment when none of
 # its receives is in the kernel); an AF_UNIX stream of 1-byte sends pairs soon
 # after it pays (trickle)
+# 200 busy paired connections, then idle, keep at most 16 KiB of shared
+# memory resident each, in each process (issue 31; the ring's one-page hot
+# window)
+t_run conn_memory "$T" $PY tests/localpath/lp_conn_memory.py
 # a client of a server without the library asks about the destination once
 # a second, not once per connection (local.dest_known), and pairs once that
 # server's port gained the library (issue 31)
