@@ -556,13 +556,13 @@ int local_pair_dest_known(const struct sockaddr *addr, socklen_t len, int *reaso
     seq = __atomic_load_n(&d->seq, __ATOMIC_ACQUIRE);
     if (seq & 1)
         return 0;
-    hit = __atomic_load_n(&d->family, __ATOMIC_RELAXED) == ep.family &&
-          __atomic_load_n(&d->port, __ATOMIC_RELAXED) == ep.port &&
-          __atomic_load_n(&d->until_us, __ATOMIC_RELAXED) > zc_now_us();
+    /* (acquire loads: the second look at seq cannot come before them) */
+    hit = __atomic_load_n(&d->family, __ATOMIC_ACQUIRE) == ep.family &&
+          __atomic_load_n(&d->port, __ATOMIC_ACQUIRE) == ep.port &&
+          __atomic_load_n(&d->until_us, __ATOMIC_ACQUIRE) > zc_now_us();
     for (int i = 0; i < 4 && hit; i++)
-        hit = __atomic_load_n(&d->addr[i], __ATOMIC_RELAXED) == ep.addr[i];
-    reason = __atomic_load_n(&d->reason, __ATOMIC_RELAXED);
-    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+        hit = __atomic_load_n(&d->addr[i], __ATOMIC_ACQUIRE) == ep.addr[i];
+    reason = __atomic_load_n(&d->reason, __ATOMIC_ACQUIRE);
     if (!hit || __atomic_load_n(&d->seq, __ATOMIC_RELAXED) != seq)
         return 0;
     *reason_p = reason;
@@ -583,13 +583,13 @@ void local_pair_dest_note(const struct sockaddr *addr, socklen_t len, int reason
     if ((seq & 1) || !__atomic_compare_exchange_n(&d->seq, &seq, seq + 1, 0, __ATOMIC_ACQUIRE,
                                                   __ATOMIC_RELAXED))
         return;
-    __atomic_thread_fence(__ATOMIC_RELEASE);    /* (readers see odd before any field) */
-    __atomic_store_n(&d->family, ep.family, __ATOMIC_RELAXED);
-    __atomic_store_n(&d->port, ep.port, __ATOMIC_RELAXED);
+    /* (release stores: a reader that sees a field sees seq odd first) */
+    __atomic_store_n(&d->family, ep.family, __ATOMIC_RELEASE);
+    __atomic_store_n(&d->port, ep.port, __ATOMIC_RELEASE);
     for (int i = 0; i < 4; i++)
-        __atomic_store_n(&d->addr[i], ep.addr[i], __ATOMIC_RELAXED);
-    __atomic_store_n(&d->reason, reason, __ATOMIC_RELAXED);
-    __atomic_store_n(&d->until_us, zc_now_us() + LOCAL_PAIR_DEST_MS * 1000, __ATOMIC_RELAXED);
+        __atomic_store_n(&d->addr[i], ep.addr[i], __ATOMIC_RELEASE);
+    __atomic_store_n(&d->reason, reason, __ATOMIC_RELEASE);
+    __atomic_store_n(&d->until_us, zc_now_us() + LOCAL_PAIR_DEST_MS * 1000, __ATOMIC_RELEASE);
     __atomic_store_n(&d->seq, seq + 2, __ATOMIC_RELEASE);
 }
 
