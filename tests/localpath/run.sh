@@ -101,6 +101,9 @@ t_run conn_memory "$T" $PY tests/localpath/lp_conn_memory.py
 # a second, not once per connection (local.dest_known), and pairs once that
 # server's port gained the library (issue 31)
 t_run dest_known "$T" $PY tests/localpath/lp_dest_known.py
+# a server that forks a child per connection walks its parent's descriptor
+# table once a connection, not once a receive (issue 31)
+t_run fork_walks "$T" $PY tests/localpath/lp_fork_walks.py
 for m in one chatty bulk both blocked peek inq trickle chatty/server-only bulk/server-only inq/server-only \
          chatty/threaded blocked/threaded both/threaded chatty/threaded-client \
          blocked/threaded-client both/threaded-client; do

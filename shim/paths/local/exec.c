@@ -165,6 +165,7 @@ size_t lp_exec_prepare(const shim_exec_t *e, char *buf, size_t bufsz)
     lp_conn_t *c;
     size_t len;
 
+    lp_shared_again();      /* (a vfork or spawn child's image holds what it inherits) */
     if (!__atomic_load_n(&lp.head, __ATOMIC_ACQUIRE))
         return 0;
     shim_proc_each_num("/proc/self/fd", lp_exec_scan_fn, &x);

@@ -187,6 +187,7 @@ void lp_fork_hold(int delta)
 void lp_fork_prepare(void)
 {
     lp_list_lock();
+    lp_shared_again();
 }
 
 /* After a fork, parent and child hold every connection: an offer not made

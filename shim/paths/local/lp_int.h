@@ -186,6 +186,7 @@ typedef struct lp_conn {
     int fds[4];                     /* descriptors referring to it (first few) */
     int forked;                     /* pending (requeue) or offer due across a fork */
     unsigned offer_defers;          /* receives that left a shared offer due (lp_offer_defer) */
+    unsigned alone_gen;             /* lp.share_gen + 1 when lp_held_elsewhere last said no */
     unsigned pair_turns;            /* server, offer due: requests answered (a send after
                                      * a receive) before it offered (lp_offer_wait) */
     uint8_t pair_last;              /* ... the last data call: 1 receive, 2 send */
@@ -283,6 +284,9 @@ typedef struct lp_global {
     uint64_t *handed_back[LP_HB_COUNT];  /* by reason (lp_handback_count) */
     uint64_t *never_paired[LP_HB_COUNT]; /* left before the offer, by reason */
     int uring;                          /* liburing is loaded (pairing.c) */
+    unsigned share_gen;                 /* bumped whenever our descriptors may reach another
+                                         * process (fork, exec, spawn, SCM_RIGHTS, exposure):
+                                         * lp_held_elsewhere's "no" holds until then */
 } lp_global_t;
 
 extern lp_global_t lp;
@@ -396,6 +400,8 @@ int lp_msg_check(const struct msghdr *msg);
 int lp_iov_window(const struct iovec *iov, size_t n, size_t skip, size_t limit,
                          struct iovec *win);
 void lp_list_lock(void);
+/* Our descriptors may reach another process from now on (lp_held_elsewhere). */
+void lp_shared_again(void);
 void lp_list_unlock(void);
 lp_conn_t *lp_conn_new(int state);
 void lp_conn_free(lp_conn_t *c);
@@ -547,6 +553,8 @@ void path_local_mbox_idle(void);
 int lp_linger_post(int pid, int memfd, int sock);
 int lp_linger_take(int memfd);
 void path_local_mbox_fork_child(void);
+void path_local_mbox_fork_parent(void);
+void path_local_mbox_exit(void);
 int path_local_mbox_moved(void *ctx, int from, int to);
 void path_local_scm_send(int fd, const struct msghdr *msg);
 void path_local_scm_received(struct msghdr *msg);

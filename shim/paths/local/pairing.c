@@ -6,7 +6,7 @@
 #include <stddef.h>
 #include <string.h>
 
-static int lp_held_elsewhere(int fd);
+static int lp_held_elsewhere(lp_conn_t *c, int fd);
 
 void lp_pickup_done(lp_conn_t *c, int rc, int memfd, int fd)
 {
@@ -44,7 +44,7 @@ void lp_pickup_try(lp_conn_t *c, int fd, int r3)
      * while another is taking the offer would find none and call the
      * connection plain).  Until then it stays pending, on the kernel
      * stream, and the offer waits. */
-    if (c->fork_shared && lp_held_elsewhere(fd))
+    if (c->fork_shared && lp_held_elsewhere(c, fd))
         return;
     while (__atomic_exchange_n(&c->pickup_busy, 1, __ATOMIC_ACQUIRE)) {
         if (!r3)
@@ -357,12 +357,20 @@ int lp_unclaim_plain(lp_conn_t *c, int fd)
 }
 
 /* Does a process related by a fork (our parent, one of our children) hold
- * socket fd too?  (Unreadable: assume so.) */
-static int lp_held_elsewhere(int fd)
+ * socket fd too?  (Unreadable: assume so.)  A "no" is kept until our
+ * descriptors may next reach another process (lp.share_gen): a forking
+ * server's child asked at every receive before, a walk of its parent's
+ * descriptor table each time (pgbench -C against PostgreSQL: five walks a
+ * connection); only a fork, an exec or spawn, SCM_RIGHTS or an exposure
+ * can give the socket to a parent or child again. */
+static int lp_held_elsewhere(lp_conn_t *c, int fd)
 {
+    unsigned gen = __atomic_load_n(&lp.share_gen, __ATOMIC_ACQUIRE);
     int kids[64], n, i;
     struct stat st;
 
+    if (__atomic_load_n(&c->alone_gen, __ATOMIC_RELAXED) == gen + 1)
+        return 0;
     if (fstat(fd, &st))
         return 1;
     if (shim_proc_holds_socket((int)getppid(), (uint64_t)st.st_ino))
@@ -371,7 +379,14 @@ static int lp_held_elsewhere(int fd)
     for (i = 0; i < n; i++)
         if (shim_proc_holds_socket(kids[i], (uint64_t)st.st_ino))
             return 1;
+    /* (a fork since gen was read bumped it: this answer then never counts) */
+    __atomic_store_n(&c->alone_gen, gen + 1, __ATOMIC_RELAXED);
     return 0;
+}
+
+void lp_shared_again(void)
+{
+    __atomic_add_fetch(&lp.share_gen, 1, __ATOMIC_RELEASE);
 }
 
 /* A server that shares the connection with the process it forked from
@@ -379,7 +394,7 @@ static int lp_held_elsewhere(int fd)
  * two processes reading one stream cannot both follow the switch-over. */
 static int lp_offer_shared(lp_conn_t *c, int fd)
 {
-    return c->forked && lp_held_elsewhere(fd);
+    return c->forked && lp_held_elsewhere(c, fd);
 }
 
 /* A receive on a connection whose offer is due, shared with the process it
@@ -394,7 +409,7 @@ int lp_offer_defer(lp_conn_t *c, int fd)
 {
     if (!c->forked || c->offer_defers >= LP_OFFER_DEFER_MAX)
         return 0;
-    if (!lp_held_elsewhere(fd))
+    if (!lp_held_elsewhere(c, fd))
         return 0;
     c->offer_defers++;
     return 1;
