@@ -33,6 +33,8 @@ static char zc_live_path[200], zc_live_tmp[220];
 static zc_live_hdr_t *zc_live_staged;
 static int zc_live_lock, zc_live_off, zc_live_sealed;
 static int zc_live_mapped;              /* the store is the file's (store_live) */
+static int zc_live_child;               /* a fork child (zc_live_fork_child) */
+#define ZC_LIVE_SWEEP_EVERY 16
 int (*zc_live_seccomp_mode)(void);
 /* The file's layout as we made it: never read back from the file, which
  * any process of this user may write into (only the request words are
@@ -359,6 +361,7 @@ void zc_live_publish(void)
 
     if (!zc_live_begin())
         return;
+    __atomic_store_n(&zc_live_later_ns, 0, __ATOMIC_RELAXED);
     if (zc_live || (!zc_live_staged && zc_live_stage_locked()))
         goto out;
     m = zc_live_staged;
@@ -366,10 +369,39 @@ void zc_live_publish(void)
     zc_sys6(SYS_renameat, AT_FDCWD, (long)zc_live_tmp, AT_FDCWD, (long)zc_live_path, 0, 0);
     __atomic_store_n(&zc_live, m, __ATOMIC_RELEASE);
     __atomic_store_n(&zc_live_staged, NULL, __ATOMIC_RELEASE);
-    if (zc_live_dir(dir, sizeof(dir), 0) == 0)
+    /* (a forking server's children: one in ZC_LIVE_SWEEP_EVERY sweeps, each
+     * looking at every file of the directory, a kill each) */
+    if ((!zc_live_child || m->pid % ZC_LIVE_SWEEP_EVERY == 0) &&
+        zc_live_dir(dir, sizeof(dir), 0) == 0)
         zc_live_sweep(dir);
 out:
     __atomic_store_n(&zc_live_lock, 0, __ATOMIC_RELEASE);
+}
+
+uint64_t zc_live_later_ns;
+
+void zc_live_publish_later(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    __atomic_store_n(&zc_live_later_ns,
+                     (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec +
+                         ZC_LIVE_CHILD_MS * 1000000ull,
+                     __ATOMIC_RELAXED);
+}
+
+void zc_live_later_tick(void)
+{
+    uint64_t due = __atomic_load_n(&zc_live_later_ns, __ATOMIC_RELAXED);
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    if (!due || (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec < due ||
+        !__atomic_compare_exchange_n(&zc_live_later_ns, &due, 0, 0, __ATOMIC_RELAXED,
+                                     __ATOMIC_RELAXED))
+        return;
+    zc_live_publish();
 }
 
 /* The counter pages become private again, the file's front unmapped.  What
@@ -443,11 +475,13 @@ void zc_live_exec_failed(void)
 
 int zc_live_fork_child(void)
 {
-    int was = zc_live != NULL;
+    int was = zc_live != NULL || zc_live_later_ns;
 
     zc_live_lock = 0;
+    zc_live_later_ns = 0;
+    zc_live_child = 1;
     if (!zc_live && !zc_live_staged)
-        return 0;
+        return was;             /* (a waiting child's child waits too) */
     zc_live_detach(0);          /* the parent's file (published or staged) */
     return was;
 }

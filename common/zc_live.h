@@ -4,7 +4,10 @@
  *
  * Where: <dir>/<pid>, dir = $XDG_RUNTIME_DIR/zcsock when that is a
  * directory of ours (mode 0700), else /run/user/<uid>/zcsock, else
- * /tmp/zcsock-<uid>; made 0700, and used only when it is a real directory
+ * /dev/shm/zcsock-<uid> (/tmp/zcsock-<uid> where there is no /dev/shm:
+ * daemons have no XDG_RUNTIME_DIR, and /tmp is often a disk, where every
+ * process's counters were written back and each file or mailbox made and
+ * removed went through the journal); made 0700, and used only when it is a real directory
  * owned by this user with no access for others (a name another user made
  * first is refused, never followed).  Files are 0600: only the same user
  * (and root) reads them.
@@ -90,6 +93,14 @@ static inline int zc_live_dir_ok(const char *path)
            !(st.st_mode & 077);
 }
 
+/* /dev/shm as every system has it: a directory, sticky and writable by all. */
+static inline int zc_live_shm_ok(void)
+{
+    struct stat st;
+
+    return !lstat("/dev/shm", &st) && S_ISDIR(st.st_mode) && (st.st_mode & 01777) == 01777;
+}
+
 /* The directory (see above) into buf; 0, or -errno (-EPERM: it exists but
  * is not safely ours).  make: create it when missing. */
 static inline int zc_live_dir(char *buf, unsigned size, int make)
@@ -106,7 +117,8 @@ static inline int zc_live_dir(char *buf, unsigned size, int make)
     else
         base[0] = 0;
     n = base[0] ? snprintf(buf, size, "%s/zcsock", base)
-                : snprintf(buf, size, "/tmp/zcsock-%u", (unsigned)geteuid());
+                : snprintf(buf, size, "%s/zcsock-%u", zc_live_shm_ok() ? "/dev/shm" : "/tmp",
+                           (unsigned)geteuid());
     if (n <= 0 || (unsigned)n >= size)
         return -ENAMETOOLONG;
     if (make && mkdir(buf, 0700) && errno != EEXIST)
@@ -128,8 +140,19 @@ void zc_dir_gone_pids(const char *dir, zc_dir_gone_fn fn, void *arg);
 extern zc_live_hdr_t *zc_live;          /* NULL until published */
 
 /* Publish this process's counters (idempotent; at its first socket, and
- * in a fork child of a published parent). */
+ * in a fork child of a published parent: see zc_live_publish_later). */
 void zc_live_publish(void);
+
+/* A fork child of a published parent publishes its own file at its first
+ * call into the library ZC_LIVE_CHILD_MS or more after the fork (or at
+ * once when it makes a socket): making the file costs 250-350 us here
+ * (most of it reserving its blocks), which a forking server paid for every
+ * child before, however short its life (pgbench -C against PostgreSQL: a
+ * connection's backend), and a child that execs at once never needs one. */
+#define ZC_LIVE_CHILD_MS 100
+void zc_live_publish_later(void);
+extern uint64_t zc_live_later_ns;       /* when the waiting child publishes; 0: none waits */
+void zc_live_later_tick(void);
 
 /* Make the file, not yet listed, with the counters mapped from it, while
  * the process has one thread (before its first pthread_create): a process
@@ -143,8 +166,8 @@ void zc_live_exit(void);
 void zc_live_exec_failed(void);
 
 /* fork child, before its counters are zeroed: the parent's file is not
- * its own.  1 when the parent had published (the child then publishes
- * its own once its counters are zeroed). */
+ * its own.  1 when the parent had published or was waiting to (the child
+ * then publishes its own later, zc_live_publish_later). */
 int zc_live_fork_child(void);
 
 /* What the report adds to the shim's counters (the modules'), or NULL. */
@@ -175,9 +198,13 @@ static inline void zc_live_poll(void)
 {
     zc_live_hdr_t *h = zc_live;
 
-    if (__builtin_expect(h != 0, 0) &&
-        __atomic_load_n(&h->want, __ATOMIC_RELAXED) != __atomic_load_n(&h->done, __ATOMIC_RELAXED))
-        zc_live_answer();
+    if (__builtin_expect(h != 0, 0)) {
+        if (__atomic_load_n(&h->want, __ATOMIC_RELAXED) !=
+            __atomic_load_n(&h->done, __ATOMIC_RELAXED))
+            zc_live_answer();
+    } else if (__builtin_expect(__atomic_load_n(&zc_live_later_ns, __ATOMIC_RELAXED) != 0, 0)) {
+        zc_live_later_tick();
+    }
 }
 
 #endif

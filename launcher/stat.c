@@ -69,7 +69,7 @@ static const char zcl_stat_usage[] =
 	"Show what libzcsock.so is doing in running processes of this user, read\n"
 	"from the file each one publishes at its first socket (ZCSOCK_LIVE=1, the\n"
 	"default; under $XDG_RUNTIME_DIR/zcsock, /run/user/UID/zcsock or\n"
-	"/tmp/zcsock-UID, mode 0700).\n"
+	"/dev/shm/zcsock-UID, mode 0700).\n"
 	"\n"
 	"  (no PID)        one line per process: pid, command, age, sockets,\n"
 	"                  connections paired, bytes by path, exchange share\n"

@@ -86,7 +86,7 @@ static void shim_atfork_child(void)
     shim_pid = (int)getpid();
     zc_stats_reset();
     if (live)
-        zc_live_publish();
+        zc_live_publish_later();
 }
 
 /* The modules' counters, for the live report text (zc_live_answer). */

@@ -25,6 +25,10 @@
              their ring bytes moving, --conns naming the ring
   fork       a server that forks a child per connection: each process its
              own file and counts (the child's bytes are not its parent's)
+  fork_short a forking server's short-lived children (killed 30 ms after
+             the fork, busy in the library until then) make no file, and
+             children that exit leave no mailbox name behind (each paid a
+             file, a mailbox and a sweep of both directories before)
   exit       the file goes at exit(), at _exit(), at exec; one left by
              SIGKILL is removed (and said) by the next `zcsock stat`, or
              by the next process to publish
@@ -67,6 +71,7 @@ import os
 import re
 import shutil
 import signal
+import stat as stat_mod
 import socket
 import subprocess
 import sys
@@ -137,7 +142,18 @@ def live_dir(env=None):
     for base in ([x] if x else []) + ["/run/user/%d" % uid]:
         if base and os.path.isdir(base) and os.stat(base).st_uid == uid:
             return os.path.join(base, "zcsock")
-    return "/tmp/zcsock-%d" % uid
+    return shm_base() + "/zcsock-%d" % uid
+
+
+def shm_base():
+    """common/zc_live.h: /dev/shm when it is the usual sticky directory."""
+    try:
+        st = os.lstat("/dev/shm")
+        if stat_mod.S_ISDIR(st.st_mode) and st.st_mode & 0o1777 == 0o1777:
+            return "/dev/shm"
+    except OSError:
+        pass
+    return "/tmp"
 
 
 def stat(*args, as_nobody=False, timeout=30):
@@ -171,9 +187,14 @@ def start_pair(secs, how="exit", env=ENV):
     return p, pid
 
 
-def wait_counter(pid, key, least, secs=10):
+def wait_counter(pid, key, least, secs=10, late=False):
+    """late: the process may not have published yet (a fork child publishes
+    at its first call 100 ms or more after the fork)."""
     end = time.time() + secs
     while time.time() < end:
+        if late and not os.path.exists(os.path.join(live_dir(), str(pid))):
+            time.sleep(0.05)
+            continue
         d = stat_json(pid)
         if d["counters"].get(key, 0) >= least:
             return d
@@ -413,7 +434,7 @@ while time.time() < end:
 """
                               , str(port)], env=ENV)
         kid = int(f.stdout.readline())
-        dk = wait_counter(kid, "path.local.recv_bytes", 1 << 20)
+        dk = wait_counter(kid, "path.local.recv_bytes", 1 << 20, late=True)
         dp = stat_json(ppid)
         print("parent %d: local recv %d, child %d: %d" % (
             ppid, dp["counters"].get("path.local.recv_bytes", 0), kid,
@@ -428,6 +449,59 @@ while time.time() < end:
     finally:
         f.kill()
         f.wait()
+
+
+FORK_SHORT = r"""
+import os, signal, socket, sys, time
+a, b = socket.socketpair()          # an AF_UNIX socket: this process has a mailbox
+t = socket.socket(); t.bind(("127.0.0.1", 0))
+n, d, seen, exited = int(sys.argv[1]), sys.argv[2], [], []
+for i in range(2 * n):
+    kid = os.fork()
+    if kid == 0:
+        end = time.time() + (0.03 if i < n else 0.005)
+        while time.time() < end:    # calls into the library all along
+            t.getsockname()
+        if i < n:
+            time.sleep(60)
+        os._exit(0) if i % 2 == 0 else sys.exit(0)
+    if i < n:
+        time.sleep(0.03)            # the kid alive, 30 ms after its fork
+        if os.path.exists(os.path.join(d, str(kid))) or \
+           os.path.exists(os.path.join(d, ".%d.new" % kid)):
+            seen.append(kid)
+        os.kill(kid, signal.SIGKILL)
+    else:
+        exited.append(kid)
+    os.waitpid(kid, 0)
+print(" ".join(map(str, seen)), flush=True)
+print(" ".join(map(str, exited)), flush=True)
+sys.stdin.read()
+"""
+
+
+def case_fork_short():
+    d = live_dir()
+    p = subprocess.Popen([sys.executable, "-c", FORK_SHORT, "20", d], env=ENV,
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        seen = [int(x) for x in p.stdout.readline().split()]
+        exited = [int(x) for x in p.stdout.readline().split()]
+        check(len(exited) == 20, "the forker said %r" % exited)
+        check(os.path.exists(os.path.join(d, str(p.pid))), "the parent published no file")
+        check(not seen, "children made files within 30 ms of their fork: %d of 20" % len(seen))
+        # the mailboxes: exit() takes the name away (the last child's too,
+        # which no later one sweeps); _exit() leaves it to a sweep
+        names = set(os.listdir(os.path.join(d, "mbox"))) if os.path.isdir(
+            os.path.join(d, "mbox")) else set()
+        check(str(p.pid) in names, "the parent has no mailbox (%s)" % sorted(names)[:10])
+        stay = [k for k in exited[1::2] if str(k) in names]     # (those that called exit())
+        check(not stay, "children that exited left their mailbox names: %r" % stay)
+        print("20 children killed 30 ms after the fork made no file; of 10 that _exit()ed "
+              "%d left a mailbox name" % sum(str(k) in names for k in exited[0::2]))
+    finally:
+        p.stdin.close()
+        p.wait(timeout=30)
 
 
 def case_exit():
@@ -528,7 +602,7 @@ def case_other():
 
 
 def case_private():
-    d = "/tmp/zcsock-65534"
+    d = shm_base() + "/zcsock-65534"
     if os.path.lexists(d):
         shutil.rmtree(d) if os.path.isdir(d) and not os.path.islink(d) else os.unlink(d)
     os.mkdir(d, 0o700)          # made first by root, not by nobody

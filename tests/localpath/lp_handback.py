@@ -941,7 +941,8 @@ def s_scm_plain(c):
 
 def private_dir(make=False):
     """The library's private directory (common/zc_live.h, zc_live_dir):
-    $XDG_RUNTIME_DIR/zcsock, /run/user/UID/zcsock or /tmp/zcsock-UID."""
+    $XDG_RUNTIME_DIR/zcsock, /run/user/UID/zcsock or /dev/shm/zcsock-UID
+    (/tmp/zcsock-UID without the usual /dev/shm)."""
     def ok(p):
         try:
             st = os.lstat(p)
@@ -955,7 +956,13 @@ def private_dir(make=False):
     elif ok("/run/user/%d" % os.geteuid()):
         d = "/run/user/%d/zcsock" % os.geteuid()
     else:
-        d = "/tmp/zcsock-%d" % os.geteuid()
+        try:
+            shm = os.lstat("/dev/shm")
+            base = "/dev/shm" if stat_mod.S_ISDIR(shm.st_mode) and \
+                shm.st_mode & 0o1777 == 0o1777 else "/tmp"
+        except OSError:
+            base = "/tmp"
+        d = base + "/zcsock-%d" % os.geteuid()
     if make:
         for p in (d, d + "/mbox"):
             try:

@@ -209,6 +209,7 @@ void lp_fork_parent(void)
         }
     }
     lp_list_unlock();
+    path_local_mbox_fork_parent();
 }
 
 void lp_fork_child(void)
@@ -358,6 +359,7 @@ static void lp_process_exit(const char *why)
 
     (void)why;
     lp_pumps_exit();        /* no subreaper's wait() sees them */
+    path_local_mbox_exit();
     if (!__libc_single_threaded)
         return;
     for (c = __atomic_load_n(&lp.head, __ATOMIC_ACQUIRE); c; c = c->next) {

@@ -44,6 +44,7 @@
 #define LP_MBOX_MSGS 1024      /* messages read from one mailbox connection, at most
                                 * (its sender's buffer holds about 300) */
 #define LP_QUARANTINE 32       /* foreign files whose close could block, kept */
+#define LP_MBOX_SWEEP_EVERY 16   /* fork children: one in this many sweeps */
 #define LP_MBOX_EXPIRE_MS 10000 /* a record whose socket has not come by then is
                                  * handed back (its send failed, or never came) */
 
@@ -80,6 +81,8 @@ static struct {
     int linger_sock[LP_LINGER_KEPT];
     int squat_told;     /* the notice that our name is taken was given */
     int public_told;    /* the notice that our name is the public one */
+    char path[sizeof(((struct sockaddr_un *)0)->sun_path)];  /* our private name, or "" */
+    int forked;         /* a child may read our mailbox still: its name stays at exit */
 } mbox = { .fd = -1, .parent_fd = -1 };
 
 typedef struct lp_mbox_want lp_mbox_want_t;
@@ -194,9 +197,9 @@ static void lp_mbox_sweep(const struct sockaddr_un *mine)
 }
 
 /* Bind and listen on pid's mailbox: the private name (a stale file there is
- * taken over), else the abstract one.  The listener, or -1 (*squat: the
- * name is someone else's). */
-static int lp_mbox_bind(int pid, int *squat, char *name, size_t namesz)
+ * taken over; sweep: the names of processes gone go too), else the
+ * abstract one.  The listener, or -1 (*squat: the name is someone else's). */
+static int lp_mbox_bind(int pid, int sweep, int *squat, char *name, size_t namesz)
 {
     struct sockaddr_un a;
     socklen_t len = lp_mbox_path(pid, &a, 1);
@@ -212,7 +215,9 @@ static int lp_mbox_bind(int pid, int *squat, char *name, size_t namesz)
         if (rc < 0 && errno == EADDRINUSE && lp_mbox_stale(&a, len, pid) && !unlink(a.sun_path))
             rc = zc_real.bind(s, (struct sockaddr *)&a, len);
         if (rc == 0 && zc_real.listen(s, 64) == 0) {
-            lp_mbox_sweep(&a);
+            zc_fmt(mbox.path, sizeof(mbox.path), "%s", a.sun_path);
+            if (sweep)
+                lp_mbox_sweep(&a);
             return s;
         }
         if (rc == 0 || errno == EADDRINUSE) {
@@ -270,8 +275,16 @@ void path_local_mbox_ensure(void)
             shim_fd_internal_drop(mbox.parent_fd);
         mbox.parent_fd = mbox.fd;       /* the parent's, inherited across fork */
         mbox.fd = -1;
+        mbox.path[0] = 0;
+        mbox.forked = 0;
         lp_recs_close();                /* the parent's records (our copies) */
-        s = lp_mbox_bind(pid, &squat, name, sizeof(name));
+        /* A forking server's children bound one each, and each swept the
+         * whole directory (a kill, and for the last child gone a socket,
+         * a connect and an unlink): now they leave their names at exit
+         * (path_local_mbox_exit), and one child in LP_MBOX_SWEEP_EVERY
+         * sweeps what killed ones left. */
+        s = lp_mbox_bind(pid, mbox.parent_fd < 0 || pid % LP_MBOX_SWEEP_EVERY == 0, &squat, name,
+                         sizeof(name));
         if (squat && !mbox.squat_told) {
             mbox.squat_told = 1;
             zc_log(ZC_LOG_NOTICE, "local path: another process holds this process's "
@@ -336,6 +349,24 @@ void path_local_mbox_idle(void)
         lp_recs_close();            /* (records come only to a scm mailbox) */
     }
     lp_mbox_unlock();
+}
+
+/* The process leaves (exit, its destructors running): its mailbox's name
+ * goes with it, unless a child it forked may read the mailbox still (a
+ * socketpair made before the fork names this process, and records for the
+ * child come here). */
+void path_local_mbox_exit(void)
+{
+    if (mbox.path[0] && !mbox.forked && mbox.fd >= 0 &&
+        __atomic_load_n(&mbox.pid, __ATOMIC_ACQUIRE) == (int)getpid())
+        unlink(mbox.path);
+}
+
+/* fork parent: the child holds our mailbox too. */
+void path_local_mbox_fork_parent(void)
+{
+    if (mbox.fd >= 0)
+        mbox.forked = 1;
 }
 
 /* fork child: its own mailbox (its pid names it) if the parent had one. */
@@ -505,6 +536,7 @@ void path_local_scm_send(int fd, const struct msghdr *msg)
     struct cmsghdr *cm;
     int saved = errno, peer = -2;
 
+    lp_shared_again();
     for (cm = CMSG_FIRSTHDR((struct msghdr *)msg); cm; cm = CMSG_NXTHDR((struct msghdr *)msg, cm)) {
         const int *fds = (const int *)CMSG_DATA(cm);
         size_t i, n;
