@@ -199,15 +199,42 @@ static void lp_mbox_sweep(const struct sockaddr_un *mine)
 /* Bind and listen on pid's mailbox: the private name (a stale file there is
  * taken over; sweep: the names of processes gone go too), else the
  * abstract one.  The listener, or -1 (*squat: the name is someone else's). */
-static int lp_mbox_bind(int pid, int sweep, int *squat, char *name, size_t namesz)
+static int lp_mbox_bind(int pid, const char *was, int sweep, int *squat, char *name,
+                        size_t namesz)
 {
     struct sockaddr_un a;
-    socklen_t len = lp_mbox_path(pid, &a, 1);
+    const char *slash = was ? strrchr(was, '/') : NULL;
+    socklen_t len = 0;
     int s = zc_real.socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 
     *squat = 0;
     if (s < 0)
         return -1;
+    /* A fork child: beside its parent's name, in the directory the parent
+     * made and checked (our user's, 0700: no one else can have replaced it
+     * since), without looking for it again (11 system calls a child) */
+    if (slash && slash - was + sizeof("/4194304") <= sizeof(a.sun_path)) {
+        int n;
+
+        memset(&a, 0, sizeof(a));
+        a.sun_family = AF_UNIX;
+        n = (int)(slash - was);
+        memcpy(a.sun_path, was, (size_t)n);
+        n += (int)zc_fmt(a.sun_path + n, sizeof(a.sun_path) - (size_t)n, "/%d", pid);
+        len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n + 1);
+        if (zc_real.bind(s, (struct sockaddr *)&a, len) == 0 && zc_real.listen(s, 64) == 0) {
+            zc_fmt(mbox.path, sizeof(mbox.path), "%s", a.sun_path);
+            zc_fmt(name, namesz, "%s", a.sun_path);
+            if (sweep)
+                lp_mbox_sweep(&a);
+            return s;
+        }
+        zc_real.close(s);       /* (gone, taken, ...): the whole way, on a fresh socket */
+        s = zc_real.socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (s < 0)
+            return -1;
+    }
+    len = lp_mbox_path(pid, &a, 1);
     if (len) {
         int rc = zc_real.bind(s, (struct sockaddr *)&a, len);
 
@@ -264,7 +291,7 @@ static void lp_mbox_unlock(void)
 
 void path_local_mbox_ensure(void)
 {
-    char name[sizeof(((struct sockaddr_un *)0)->sun_path) + 8];
+    char name[sizeof(((struct sockaddr_un *)0)->sun_path) + 8], was[sizeof(mbox.path)];
     int pid = (int)getpid(), s, squat, saved = errno;
 
     if (!path_local_enabled() || __atomic_load_n(&mbox.pid, __ATOMIC_ACQUIRE) == pid)
@@ -273,6 +300,7 @@ void path_local_mbox_ensure(void)
     if (mbox.pid != pid) {
         if (mbox.parent_fd >= 0)        /* the grandparent's: one level is enough */
             shim_fd_internal_drop(mbox.parent_fd);
+        zc_fmt(was, sizeof(was), "%s", mbox.fd >= 0 ? mbox.path : "");
         mbox.parent_fd = mbox.fd;       /* the parent's, inherited across fork */
         mbox.fd = -1;
         mbox.path[0] = 0;
@@ -283,7 +311,8 @@ void path_local_mbox_ensure(void)
          * a connect and an unlink): now they leave their names at exit
          * (path_local_mbox_exit), and one child in LP_MBOX_SWEEP_EVERY
          * sweeps what killed ones left. */
-        s = lp_mbox_bind(pid, mbox.parent_fd < 0 || pid % LP_MBOX_SWEEP_EVERY == 0, &squat, name,
+        s = lp_mbox_bind(pid, was[0] ? was : NULL,
+                         mbox.parent_fd < 0 || pid % LP_MBOX_SWEEP_EVERY == 0, &squat, name,
                          sizeof(name));
         if (squat && !mbox.squat_told) {
             mbox.squat_told = 1;
