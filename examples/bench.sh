@@ -393,9 +393,15 @@ NGX
     curl -sf -o /dev/null "http://127.0.0.1:$port/f.bin" && break
     sleep 0.1
   done
-  rps=$(env ${pre:+LD_PRELOAD=$pre ZCSOCK_STATS=1} timeout 60 wrk -t1 -c"$conns" -d"$NGINX_S"s \
-          ${hdr:+-H "$hdr"} "http://127.0.0.1:$port/f.bin" 2>"$d/wrk.err" |
-        awk '/^Requests\/sec:/ {printf "%.0f", $2}')
+  if [ "$hdr" = ab ]; then     # ab without -k: a connection per request, HTTP/1.0
+    rps=$(env ${pre:+LD_PRELOAD=$pre ZCSOCK_STATS=1} timeout 60 ab -q -c"$conns" -t"$NGINX_S" \
+            -n 1000000 "http://127.0.0.1:$port/f.bin" 2>"$d/wrk.err" |
+          awk '/^Requests per second:/ {printf "%.0f", $4}')
+  else
+    rps=$(env ${pre:+LD_PRELOAD=$pre ZCSOCK_STATS=1} timeout 60 wrk -t1 -c"$conns" -d"$NGINX_S"s \
+            ${hdr:+-H "$hdr"} "http://127.0.0.1:$port/f.bin" 2>"$d/wrk.err" |
+          awk '/^Requests\/sec:/ {printf "%.0f", $2}')
+  fi
   stop_server "$pid"
   # with the library: wrk's connections paired and declined as short (its
   # statistics at exit)
@@ -409,9 +415,14 @@ echo
 if [ -x "$NGINX" ] && command -v wrk >/dev/null && command -v curl >/dev/null; then
   NGINX_S=$([ "${QUICK:-}" = 1 ] && echo 2 || echo 5)
   NGINX_OK=$(mktemp)
-  echo "nginx (1 KiB static file) and wrk -t1, requests/s (higher is better)"
-  for row in "keep-alive|4|" "keep-alive|1000|" "close|8|Connection: close"; do
+  echo "nginx (1 KiB static file) and wrk -t1 (row ab: ApacheBench -c 8 without -k, a connection"
+  echo "  per request), requests/s (higher is better)"
+  for row in "keep-alive|4|" "keep-alive|1000|" "close|8|Connection: close" "ab|8|ab"; do
     IFS='|' read -r kind conns hdr <<<"$row"
+    if [ "$hdr" = ab ] && ! command -v ab >/dev/null; then
+      echo "nginx ab: SKIPPED (ab not installed)"
+      continue
+    fi
     : >"$NGINX_OK"
     alt_rounds nginx_rps "$conns" "$hdr"
     printf 'nginx %-10s -c %-4s kernel %9.0f  zcsock %9.0f  zcsock/kernel %6.3f  paired/short per run %s\n' \
@@ -421,6 +432,47 @@ if [ -x "$NGINX" ] && command -v wrk >/dev/null && command -v curl >/dev/null; t
   rm -f "$NGINX_OK"
 else
   echo "nginx: SKIPPED (nginx, wrk or curl not installed)"
+fi
+
+# PostgreSQL with a connection per transaction (pgbench -C -S, 4 clients):
+# the server forks a backend per connection, so what a fork child of a
+# process under the library pays shows here; both under the library or
+# neither, alternating rounds, transactions/s. Skipped without PostgreSQL
+# (as root it runs as the postgres user, whom pairing needs on both ends).
+PGBIN=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
+pg_run() { if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- env "$@"; else env "$@"; fi; }
+pg_tps() {   # preload -> transactions/s
+  local pre=$1 tps
+  pg_run ${pre:+LD_PRELOAD=$pre} "$PGBIN/pg_ctl" -D "$PG_D/data" -l "$PG_D/log" -w -o \
+    "-p $PG_PORT -c listen_addresses=127.0.0.1 -c unix_socket_directories=$PG_D -c fsync=off" \
+    start >/dev/null 2>&1 || { echo 0; return; }
+  tps=$(pg_run ${pre:+LD_PRELOAD=$pre} timeout 60 "$PGBIN/pgbench" -h 127.0.0.1 -p "$PG_PORT" \
+          -U postgres -S -C -n -c 4 -j 2 -T "$PG_S" postgres 2>/dev/null |
+        awk '/^tps/ {printf "%.0f", $3}')
+  pg_run "$PGBIN/pg_ctl" -D "$PG_D/data" -m fast -w stop >/dev/null 2>&1
+  echo "${tps:-0}"
+}
+echo
+if [ -n "$PGBIN" ] && [ -x "$PGBIN/pgbench" ] && { [ "$(id -u)" -ne 0 ] || id postgres >/dev/null 2>&1; }; then
+  PG_S=$([ "${QUICK:-}" = 1 ] && echo 3 || echo 8)
+  PG_D=$(mktemp -d)
+  [ "$(id -u)" -eq 0 ] && chown postgres: "$PG_D"
+  PG_PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  if pg_run "$PGBIN/initdb" -D "$PG_D/data" --auth=trust -U postgres -E UTF8 --locale=C.UTF-8 \
+       >/dev/null 2>&1 &&
+     pg_run "$PGBIN/pg_ctl" -D "$PG_D/data" -l "$PG_D/log" -w -o \
+       "-p $PG_PORT -c listen_addresses=127.0.0.1 -c unix_socket_directories=$PG_D" start >/dev/null 2>&1 &&
+     pg_run "$PGBIN/pgbench" -h 127.0.0.1 -p "$PG_PORT" -U postgres -i -s 2 -q postgres >/dev/null 2>&1 &&
+     pg_run "$PGBIN/pg_ctl" -D "$PG_D/data" -m fast -w stop >/dev/null 2>&1; then
+    echo "PostgreSQL, pgbench -C -S -c 4 (a connection per transaction), transactions/s"
+    alt_rounds pg_tps
+    printf 'pgbench -C  kernel %9.0f  zcsock %9.0f  zcsock/kernel %6.3f\n' "$K_MED" "$Z_MED" "$R_MED"
+  else
+    echo "pgbench: SKIPPED (initdb or pgbench -i failed: $(tail -n 2 "$PG_D/log" 2>/dev/null))"
+  fi
+  rm -rf "$PG_D"
+else
+  echo "pgbench: SKIPPED (PostgreSQL not installed, or no postgres user to run it as root)"
 fi
 
 # MPI over TCP: two ranks of examples/mpi_pingpong.c on this host through

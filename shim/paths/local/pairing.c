@@ -197,6 +197,16 @@ void path_local_listened(int fd)
     shim_fd_watch(fd, &path_local, (void *)(intptr_t)(beacon + 1));
 }
 
+/* A destination a connection of ours found not worth announcing to within
+ * LOCAL_PAIR_DEST_MS (*reason_p: why), counted. */
+static int lp_dest_known(const struct sockaddr *addr, socklen_t len, int *reason_p)
+{
+    if (!local_pair_dest_known(addr, len, reason_p))
+        return 0;
+    zc_stat_add(ZC_STAT_LOCAL_DEST_KNOWN, 1);
+    return 1;
+}
+
 void path_local_connect_prepare(int fd, const struct sockaddr *addr, socklen_t len)
 {
     int ann = -1, reason = LOCAL_PAIR_R_NONE, dec;
@@ -206,10 +216,9 @@ void path_local_connect_prepare(int fd, const struct sockaddr *addr, socklen_t l
     if (!lp_candidate(fd))
         return;
     if (zc_config.local_pair_after && (f->family == AF_INET || f->family == AF_INET6)) {
-        if (local_pair_dest_known(addr, len, &reason)) {
+        if (lp_dest_known(addr, len, &reason)) {
             /* plain from the start: a connection of ours found this
              * destination not worth announcing to a moment ago */
-            zc_stat_add(ZC_STAT_LOCAL_DEST_KNOWN, 1);
             lp_decline(reason);
             return;
         }
@@ -538,9 +547,8 @@ static void lp_ann_make(lp_conn_t *c, int fd)
         }
         return;
     }
-    if (local_pair_dest_known((struct sockaddr *)&peer, pl, &reason)) {
+    if (lp_dest_known((struct sockaddr *)&peer, pl, &reason)) {
         dec = LOCAL_PAIR_DECLINED;      /* asked within LOCAL_PAIR_DEST_MS */
-        zc_stat_add(ZC_STAT_LOCAL_DEST_KNOWN, 1);
     } else {
         dec = local_pair_connect_prepare(fd, (struct sockaddr *)&peer, pl, &ann, &reason);
         if (dec == LOCAL_PAIR_DECLINED)
