@@ -379,11 +379,13 @@ out:
 }
 
 uint64_t zc_live_later_ns;
+static long zc_live_later_pid;          /* who waits (a vfork child shares our memory) */
 
 void zc_live_publish_later(void)
 {
     struct timespec ts;
 
+    zc_live_later_pid = zc_sys(SYS_getpid, 0, 0, 0);
     clock_gettime(CLOCK_MONOTONIC, &ts);
     __atomic_store_n(&zc_live_later_ns,
                      (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec +
@@ -398,6 +400,7 @@ void zc_live_later_tick(void)
 
     clock_gettime(CLOCK_MONOTONIC, &ts);
     if (!due || (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec < due ||
+        zc_sys(SYS_getpid, 0, 0, 0) != zc_live_later_pid ||
         !__atomic_compare_exchange_n(&zc_live_later_ns, &due, 0, 0, __ATOMIC_RELAXED,
                                      __ATOMIC_RELAXED))
         return;
