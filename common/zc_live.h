@@ -81,6 +81,7 @@ typedef struct zc_live_hdr {
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <unistd.h>
 
 /* 1 when path is a real directory (not a link) of this user, closed to
@@ -93,12 +94,20 @@ static inline int zc_live_dir_ok(const char *path)
            !(st.st_mode & 077);
 }
 
-/* /dev/shm as every system has it: a directory, sticky and writable by all. */
+/* /dev/shm as most systems have it: a directory, sticky and writable by
+ * all, of at least 1 GiB (a container's is often 64 MiB, which 170 files of
+ * 376 KiB fill: there /tmp serves).  By its size, not what is free, so that
+ * every process of a mount namespace picks the same directory (mailboxes
+ * are found there by pid). */
+#define ZC_LIVE_SHM_MIN (1ull << 30)
 static inline int zc_live_shm_ok(void)
 {
+    struct statfs fs;
     struct stat st;
 
-    return !lstat("/dev/shm", &st) && S_ISDIR(st.st_mode) && (st.st_mode & 01777) == 01777;
+    return !lstat("/dev/shm", &st) && S_ISDIR(st.st_mode) && (st.st_mode & 01777) == 01777 &&
+           !statfs("/dev/shm", &fs) &&
+           (unsigned long long)fs.f_blocks * (unsigned long long)fs.f_frsize >= ZC_LIVE_SHM_MIN;
 }
 
 /* The directory (see above) into buf; 0, or -errno (-EPERM: it exists but

@@ -29,6 +29,9 @@
              the fork, busy in the library until then) make no file, and
              children that exit leave no mailbox name behind (each paid a
              file, a mailbox and a sweep of both directories before)
+  shm_small  in a mount namespace whose /dev/shm is a 64 MiB tmpfs (a
+             container's): the file goes to /tmp/zcsock-UID, and zcsock stat
+             run there finds it (root: unshare -m, else a skip)
   exit       the file goes at exit(), at _exit(), at exec; one left by
              SIGKILL is removed (and said) by the next `zcsock stat`, or
              by the next process to publish
@@ -146,10 +149,13 @@ def live_dir(env=None):
 
 
 def shm_base():
-    """common/zc_live.h: /dev/shm when it is the usual sticky directory."""
+    """common/zc_live.h: /dev/shm when it is the usual sticky directory of
+    at least 1 GiB."""
     try:
         st = os.lstat("/dev/shm")
-        if stat_mod.S_ISDIR(st.st_mode) and st.st_mode & 0o1777 == 0o1777:
+        fs = os.statvfs("/dev/shm")
+        if stat_mod.S_ISDIR(st.st_mode) and st.st_mode & 0o1777 == 0o1777 and \
+                fs.f_blocks * fs.f_frsize >= 1 << 30:
             return "/dev/shm"
     except OSError:
         pass
@@ -502,6 +508,39 @@ def case_fork_short():
     finally:
         p.stdin.close()
         p.wait(timeout=30)
+
+
+SHM_SMALL = r"""
+import os, socket, subprocess, sys
+s = socket.socket()     # the first socket: the file is made
+d = "/tmp/zcsock-%d" % os.geteuid()
+print(os.path.exists(os.path.join(d, str(os.getpid()))),
+      os.path.exists("/dev/shm/zcsock-%d/%d" % (os.geteuid(), os.getpid())), flush=True)
+r = subprocess.run([sys.argv[1], "stat", str(os.getpid()), "--json"], capture_output=True,
+                   text=True, env={k: v for k, v in os.environ.items() if k != "LD_PRELOAD"})
+print(r.returncode, flush=True)
+"""
+
+
+def case_shm_small():
+    if os.geteuid() != 0 or not shutil.which("unshare"):
+        print("skip: needs root and unshare (a mount namespace of its own)")
+        sys.exit(77)
+    env = dict(ENV, XDG_RUNTIME_DIR="")
+    cmd = "mount -t tmpfs -o size=64m,mode=1777 tmpfs /dev/shm && exec \"$0\" -c \"$1\" \"$2\""
+    r = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", cmd,
+                        sys.executable, SHM_SMALL, ZCSOCK], env=env, capture_output=True,
+                       text=True, timeout=60)
+    if r.returncode != 0 and "mount" in r.stderr:
+        print("skip: cannot mount a tmpfs here: %s" % r.stderr.strip()[-200:])
+        sys.exit(77)
+    out = r.stdout.split()
+    check(r.returncode == 0 and len(out) == 3, "the program failed: %r %s" % (r.stdout,
+                                                                             r.stderr[-300:]))
+    check(out[:2] == ["True", "False"], "with a 64 MiB /dev/shm the file went elsewhere: "
+          "in /tmp %s, in /dev/shm %s" % tuple(out[:2]))
+    check(out[2] == "0", "zcsock stat did not find it there (exit %s)" % out[2])
+    print("a 64 MiB /dev/shm: the file in /tmp/zcsock-UID, zcsock stat found it")
 
 
 def case_exit():

@@ -942,7 +942,7 @@ def s_scm_plain(c):
 def private_dir(make=False):
     """The library's private directory (common/zc_live.h, zc_live_dir):
     $XDG_RUNTIME_DIR/zcsock, /run/user/UID/zcsock or /dev/shm/zcsock-UID
-    (/tmp/zcsock-UID without the usual /dev/shm)."""
+    (/tmp/zcsock-UID without a /dev/shm of at least 1 GiB)."""
     def ok(p):
         try:
             st = os.lstat(p)
@@ -957,9 +957,10 @@ def private_dir(make=False):
         d = "/run/user/%d/zcsock" % os.geteuid()
     else:
         try:
-            shm = os.lstat("/dev/shm")
+            shm, fs = os.lstat("/dev/shm"), os.statvfs("/dev/shm")
             base = "/dev/shm" if stat_mod.S_ISDIR(shm.st_mode) and \
-                shm.st_mode & 0o1777 == 0o1777 else "/tmp"
+                shm.st_mode & 0o1777 == 0o1777 and fs.f_blocks * fs.f_frsize >= 1 << 30 \
+                else "/tmp"
         except OSError:
             base = "/tmp"
         d = base + "/zcsock-%d" % os.geteuid()
