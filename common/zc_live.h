@@ -4,12 +4,13 @@
  *
  * Where: <dir>/<pid>, dir = $XDG_RUNTIME_DIR/zcsock when that is a
  * directory of ours (mode 0700), else /run/user/<uid>/zcsock, else
- * /dev/shm/zcsock-<uid> (/tmp/zcsock-<uid> where there is no /dev/shm:
- * daemons have no XDG_RUNTIME_DIR, and /tmp is often a disk, where every
- * process's counters were written back and each file or mailbox made and
- * removed went through the journal); made 0700, and used only when it is a real directory
- * owned by this user with no access for others (a name another user made
- * first is refused, never followed).  Files are 0600: only the same user
+ * /dev/shm/zcsock-<uid> (/tmp/zcsock-<uid> where /dev/shm is missing or
+ * under 1 GiB, zc_live_shm_ok: daemons have no XDG_RUNTIME_DIR, and /tmp
+ * is often a disk, where every process's counters were written back and
+ * each file or mailbox made and removed went through the journal); made
+ * 0700, and used only when it is a real directory owned by this user with
+ * no access for others (a name another user made first is refused, never
+ * followed).  Files are 0600: only the same user
  * (and root) reads them.
  *
  * Layout (all little-endian native words; the reader checks magic, version
