@@ -361,7 +361,7 @@ void zc_live_publish(void)
 
     if (!zc_live_begin())
         return;
-    __atomic_store_n(&zc_live_later_ns, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&zc_live_waiting, 0, __ATOMIC_RELAXED);
     if (zc_live || (!zc_live_staged && zc_live_stage_locked()))
         goto out;
     m = zc_live_staged;
@@ -378,33 +378,12 @@ out:
     __atomic_store_n(&zc_live_lock, 0, __ATOMIC_RELEASE);
 }
 
-uint64_t zc_live_later_ns;
-static long zc_live_later_pid;          /* who waits (a vfork child shares our memory) */
+int zc_live_waiting;
 
 void zc_live_publish_later(void)
 {
-    struct timespec ts;
-
-    zc_live_later_pid = zc_sys(SYS_getpid, 0, 0, 0);
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    __atomic_store_n(&zc_live_later_ns,
-                     (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec +
-                         ZC_LIVE_CHILD_MS * 1000000ull,
-                     __ATOMIC_RELAXED);
-}
-
-void zc_live_later_tick(void)
-{
-    uint64_t due = __atomic_load_n(&zc_live_later_ns, __ATOMIC_RELAXED);
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    if (!due || (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec < due ||
-        zc_sys(SYS_getpid, 0, 0, 0) != zc_live_later_pid ||
-        !__atomic_compare_exchange_n(&zc_live_later_ns, &due, 0, 0, __ATOMIC_RELAXED,
-                                     __ATOMIC_RELAXED))
-        return;
-    zc_live_publish();
+    if (!__atomic_load_n(&zc_live_sealed, __ATOMIC_ACQUIRE))
+        __atomic_store_n(&zc_live_waiting, 1, __ATOMIC_RELAXED);
 }
 
 /* The counter pages become private again, the file's front unmapped.  What
@@ -478,10 +457,10 @@ void zc_live_exec_failed(void)
 
 int zc_live_fork_child(void)
 {
-    int was = zc_live != NULL || zc_live_later_ns;
+    int was = zc_live != NULL || zc_live_waiting;
 
     zc_live_lock = 0;
-    zc_live_later_ns = 0;
+    zc_live_waiting = 0;
     zc_live_child = 1;
     if (!zc_live && !zc_live_staged)
         return was;             /* (a waiting child's child waits too) */

@@ -149,20 +149,21 @@ void zc_dir_gone_pids(const char *dir, zc_dir_gone_fn fn, void *arg);
 /* The library's side (common/zc_live.c). */
 extern zc_live_hdr_t *zc_live;          /* NULL until published */
 
-/* Publish this process's counters (idempotent; at its first socket, and
- * in a fork child of a published parent: see zc_live_publish_later). */
+/* Publish this process's counters (idempotent; at its first socket; a fork
+ * child of a published parent: see zc_live_publish_later). */
 void zc_live_publish(void);
 
-/* A fork child of a published parent publishes its own file at its first
- * call into the library ZC_LIVE_CHILD_MS or more after the fork (or at
- * once when it makes a socket): making the file costs 250-350 us here
+/* A fork child of a published parent publishes its own file only when it
+ * makes or accepts a socket (shim_fd_socket_track) or pairs a connection
+ * (zc_live_waiting, the local path): making the file costs 250-350 us here
  * (most of it reserving its blocks), which a forking server paid for every
- * child before, however short its life (pgbench -C against PostgreSQL: a
- * connection's backend), and a child that execs at once never needs one. */
-#define ZC_LIVE_CHILD_MS 100
+ * child, however short its life (pgbench -C against PostgreSQL: a backend
+ * a connection), and a child that execs at once never needs one.  Not
+ * later by a clock: a child that put itself under a seccomp filter the
+ * library cannot see (a raw system call) would be killed by the file's
+ * system calls; a socket or a pairing makes system calls of its own. */
 void zc_live_publish_later(void);
-extern uint64_t zc_live_later_ns;       /* when the waiting child publishes; 0: none waits */
-void zc_live_later_tick(void);
+extern int zc_live_waiting;             /* a fork child waits to publish */
 
 /* Make the file, not yet listed, with the counters mapped from it, while
  * the process has one thread (before its first pthread_create): a process
@@ -208,13 +209,9 @@ static inline void zc_live_poll(void)
 {
     zc_live_hdr_t *h = zc_live;
 
-    if (__builtin_expect(h != 0, 0)) {
-        if (__atomic_load_n(&h->want, __ATOMIC_RELAXED) !=
-            __atomic_load_n(&h->done, __ATOMIC_RELAXED))
-            zc_live_answer();
-    } else if (__builtin_expect(__atomic_load_n(&zc_live_later_ns, __ATOMIC_RELAXED) != 0, 0)) {
-        zc_live_later_tick();
-    }
+    if (__builtin_expect(h != 0, 0) &&
+        __atomic_load_n(&h->want, __ATOMIC_RELAXED) != __atomic_load_n(&h->done, __ATOMIC_RELAXED))
+        zc_live_answer();
 }
 
 #endif

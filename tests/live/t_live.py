@@ -25,8 +25,9 @@
              their ring bytes moving, --conns naming the ring
   fork       a server that forks a child per connection: each process its
              own file and counts (the child's bytes are not its parent's)
-  fork_short a forking server's short-lived children (killed 30 ms after
-             the fork, busy in the library until then) make no file, and
+  fork_short a forking server's children that neither make a socket nor
+             pair (killed 30 ms after the fork, busy in the library until
+             then) make no file, and
              children that exit leave no mailbox name behind (each paid a
              file, a mailbox and a sweep of both directories before)
   shm_small  in a mount namespace whose /dev/shm is a 64 MiB tmpfs (a
@@ -195,7 +196,7 @@ def start_pair(secs, how="exit", env=ENV):
 
 def wait_counter(pid, key, least, secs=10, late=False):
     """late: the process may not have published yet (a fork child publishes
-    at its first call 100 ms or more after the fork)."""
+    at its first socket or pairing)."""
     end = time.time() + secs
     while time.time() < end:
         if late and not os.path.exists(os.path.join(live_dir(), str(pid))):

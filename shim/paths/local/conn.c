@@ -1,6 +1,7 @@
 /* The local path: small helpers, the role locks in the channel's header page,
  * connection objects, cached socket settings. */
 #include "lp_int.h"
+#include "zc_live.h"
 #include "zc_sys.h"
 #include "shim_proc.h"
 
@@ -462,6 +463,8 @@ void lp_channel_adopt(lp_conn_t *c, int memfd, int fd)
     lp_xchg_attach(c);
     lp_side_publish(c, fd);
     path_local_mbox_ensure();
+    if (__builtin_expect(__atomic_load_n(&zc_live_waiting, __ATOMIC_RELAXED), 0))
+        zc_live_publish();      /* a fork child's first pairing: zcsock stat lists it */
 }
 
 /* Descriptor fd of ours closed while others stay: if it was the one our

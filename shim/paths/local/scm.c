@@ -383,10 +383,12 @@ void path_local_mbox_idle(void)
 /* The process leaves (exit, its destructors running): its mailbox's name
  * goes with it, unless a child it forked may read the mailbox still (a
  * socketpair made before the fork names this process, and records for the
- * child come here). */
+ * child come here), or the path is off for the process: under a seccomp
+ * filter an unlink kills it (sshd's sandboxed preauth child, SIGSYS), and
+ * the name is left to a sweep. */
 void path_local_mbox_exit(void)
 {
-    if (mbox.path[0] && !mbox.forked && mbox.fd >= 0 &&
+    if (path_local_enabled() && mbox.path[0] && !mbox.forked && mbox.fd >= 0 &&
         __atomic_load_n(&mbox.pid, __ATOMIC_ACQUIRE) == (int)getpid())
         unlink(mbox.path);
 }
