@@ -75,11 +75,13 @@ import os
 import re
 import shutil
 import signal
-import stat as stat_mod
 import socket
 import subprocess
 import sys
 import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from zc_dir import private_dir, shm_base  # noqa: E402
 
 BUILD = os.environ["ZC_BUILD"]
 LIB = os.environ["ZC_LIB"]
@@ -140,27 +142,7 @@ def check(cond, msg):
 
 
 def live_dir(env=None):
-    e = env or os.environ
-    x = e.get("XDG_RUNTIME_DIR")
-    uid = os.geteuid()
-    for base in ([x] if x else []) + ["/run/user/%d" % uid]:
-        if base and os.path.isdir(base) and os.stat(base).st_uid == uid:
-            return os.path.join(base, "zcsock")
-    return shm_base() + "/zcsock-%d" % uid
-
-
-def shm_base():
-    """common/zc_live.h: /dev/shm when it is the usual sticky directory of
-    at least 1 GiB."""
-    try:
-        st = os.lstat("/dev/shm")
-        fs = os.statvfs("/dev/shm")
-        if stat_mod.S_ISDIR(st.st_mode) and st.st_mode & 0o1777 == 0o1777 and \
-                fs.f_blocks * fs.f_frsize >= 1 << 30:
-            return "/dev/shm"
-    except OSError:
-        pass
-    return "/tmp"
+    return private_dir(env)
 
 
 def stat(*args, as_nobody=False, timeout=30):

@@ -3,6 +3,7 @@ meets what only the kernel can answer: hand-back to programs without the
 library (exec, SCM_RIGHTS, posix_spawn), stdio, seccomp, a hostile peer,
 urgent data, SHUT_RD, descriptors closed behind the hooks' back."""
 from lp_util import *  # noqa: F401,F403
+import zc_dir  # noqa: E402  (tests/lib, on the path lp_util set)
 
 # --- hand-back: the connection leaves for a program without the library --------
 
@@ -940,37 +941,8 @@ def s_scm_plain(c):
 
 
 def private_dir(make=False):
-    """The library's private directory (common/zc_live.h, zc_live_dir):
-    $XDG_RUNTIME_DIR/zcsock, /run/user/UID/zcsock or /dev/shm/zcsock-UID
-    (/tmp/zcsock-UID without a /dev/shm of at least 1 GiB)."""
-    def ok(p):
-        try:
-            st = os.lstat(p)
-        except OSError:
-            return False
-        return stat_mod.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid() and \
-            not st.st_mode & 0o77
-    x = os.environ.get("XDG_RUNTIME_DIR", "")
-    if x.startswith("/") and ok(x):
-        d = x + "/zcsock"
-    elif ok("/run/user/%d" % os.geteuid()):
-        d = "/run/user/%d/zcsock" % os.geteuid()
-    else:
-        try:
-            shm, fs = os.lstat("/dev/shm"), os.statvfs("/dev/shm")
-            base = "/dev/shm" if stat_mod.S_ISDIR(shm.st_mode) and \
-                shm.st_mode & 0o1777 == 0o1777 and fs.f_blocks * fs.f_frsize >= 1 << 30 \
-                else "/tmp"
-        except OSError:
-            base = "/tmp"
-        d = base + "/zcsock-%d" % os.geteuid()
-    if make:
-        for p in (d, d + "/mbox"):
-            try:
-                os.mkdir(p, 0o700)
-            except FileExistsError:
-                pass
-    return d
+    """The library's private directory (tests/lib/zc_dir.py)."""
+    return zc_dir.private_dir(make=make)
 
 
 def squat_takes(who):

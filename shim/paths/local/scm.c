@@ -196,48 +196,44 @@ static void lp_mbox_sweep(const struct sockaddr_un *mine)
     zc_dir_gone_pids(dir, lp_mbox_gone, dir);
 }
 
-/* Bind and listen on pid's mailbox: the private name (a stale file there is
- * taken over; sweep: the names of processes gone go too), else the
- * abstract one.  The listener, or -1 (*squat: the name is someone else's). */
+/* pid's mailbox beside the one named was (its parent's): in the directory
+ * the parent made and checked (our user's, 0700: no one else can have
+ * replaced it since), without looking for it again (11 system calls a
+ * fork child).  0 when was names none. */
+static socklen_t lp_mbox_beside(const char *was, int pid, struct sockaddr_un *a)
+{
+    const char *slash = was ? strrchr(was, '/') : NULL;
+    size_t n;
+
+    if (!slash || (size_t)(slash - was) + sizeof("/4194304") > sizeof(a->sun_path))
+        return 0;
+    memset(a, 0, sizeof(*a));
+    a->sun_family = AF_UNIX;
+    n = (size_t)(slash - was);
+    memcpy(a->sun_path, was, n);
+    n += zc_fmt(a->sun_path + n, sizeof(a->sun_path) - n, "/%d", pid);
+    return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n + 1);
+}
+
+/* Bind and listen on pid's mailbox: the private name (beside was, the
+ * parent's, when given; a stale file there is taken over; sweep: the names
+ * of processes gone go too), else the abstract one.  The listener, or -1
+ * (*squat: the name is someone else's). */
 static int lp_mbox_bind(int pid, const char *was, int sweep, int *squat, char *name,
                         size_t namesz)
 {
     struct sockaddr_un a;
-    const char *slash = was ? strrchr(was, '/') : NULL;
-    socklen_t len = 0;
-    int s = zc_real.socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    socklen_t len = lp_mbox_beside(was, pid, &a);
+    int s = zc_real.socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0), rc = -1;
 
     *squat = 0;
     if (s < 0)
         return -1;
-    /* A fork child: beside its parent's name, in the directory the parent
-     * made and checked (our user's, 0700: no one else can have replaced it
-     * since), without looking for it again (11 system calls a child) */
-    if (slash && slash - was + sizeof("/4194304") <= sizeof(a.sun_path)) {
-        int n;
-
-        memset(&a, 0, sizeof(a));
-        a.sun_family = AF_UNIX;
-        n = (int)(slash - was);
-        memcpy(a.sun_path, was, (size_t)n);
-        n += (int)zc_fmt(a.sun_path + n, sizeof(a.sun_path) - (size_t)n, "/%d", pid);
-        len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n + 1);
-        if (zc_real.bind(s, (struct sockaddr *)&a, len) == 0 && zc_real.listen(s, 64) == 0) {
-            zc_fmt(mbox.path, sizeof(mbox.path), "%s", a.sun_path);
-            zc_fmt(name, namesz, "%s", a.sun_path);
-            if (sweep)
-                lp_mbox_sweep(&a);
-            return s;
-        }
-        zc_real.close(s);       /* (gone, taken, ...): the whole way, on a fresh socket */
-        s = zc_real.socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-        if (s < 0)
-            return -1;
-    }
-    len = lp_mbox_path(pid, &a, 1);
+    if (len && (rc = zc_real.bind(s, (struct sockaddr *)&a, len)) < 0 && errno != EADDRINUSE)
+        len = 0;                /* (the directory gone, ...): the whole way */
+    if (!len && (len = lp_mbox_path(pid, &a, 1)))
+        rc = zc_real.bind(s, (struct sockaddr *)&a, len);
     if (len) {
-        int rc = zc_real.bind(s, (struct sockaddr *)&a, len);
-
         zc_fmt(name, namesz, "%s", a.sun_path);
         if (rc < 0 && errno == EADDRINUSE && lp_mbox_stale(&a, len, pid) && !unlink(a.sun_path))
             rc = zc_real.bind(s, (struct sockaddr *)&a, len);
