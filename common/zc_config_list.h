@@ -68,6 +68,14 @@
       "connection carrying one request never pays for pairing; its first bytes "    \
       "go through the kernel and the switch happens mid-stream (0: offer at the "  \
       "server's first data call)")                                                  \
+    X(local_pair_learn, BOOL, 1, 0, 1,                                              \
+      "local path: with ZCSOCK_LOCAL_PAIR_AFTER > 0, each process learns how many "  \
+      "requests its connections to a destination (and through a listener, shared " \
+      "with its fork children) live, and puts pairing off past the lifetime of "    \
+      "connections that closed before pairing paid (at most 64 requests; the "      \
+      "bytes rule still pairs a bulk transfer at once): a server that answers a "   \
+      "few requests per connection (pgbench -C) stays on the kernel (0: pair at "  \
+      "ZCSOCK_LOCAL_PAIR_AFTER always)")                                            \
     X(local_ring, SIZE, 4194304, 65536, 1ULL << 30,                                 \
       "local path: ring bytes per direction of each connection (a power of two)") \
     X(wake_eventfd, BOOL, 1, 0, 1,                                                  \

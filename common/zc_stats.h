@@ -53,6 +53,10 @@
       "query or beacon probe (plain from their connect when made after): a connection "   \
       "of this process to the same destination found it not local, another user's or "   \
       "without the library less than a second before (counted under that reason too)")   \
+    X(LOCAL_PAIR_LEARNED, "local.pair_learned", "connections that wait past "       \
+      "ZCSOCK_LOCAL_PAIR_AFTER before pairing: earlier connections to the same "     \
+      "destination or through the same listener closed before pairing paid "       \
+      "(ZCSOCK_LOCAL_PAIR_LEARN)")                                                   \
     X(LOCAL_INHERITED, "local.inherited",                                               \
       "connections this image took over from the one before exec")                      \
     X(LOCAL_HANDED_OVER, "local.handed_over",                                           \

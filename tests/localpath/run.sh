@@ -104,6 +104,11 @@ t_run dest_known "$T" $PY tests/localpath/lp_dest_known.py
 # a server that forks a child per connection walks its parent's descriptor
 # table once a connection, not once a receive (issue 31)
 t_run fork_walks "$T" $PY tests/localpath/lp_fork_walks.py
+# learned lifetimes: connections of three turns pair once, not each time;
+# a forking server learns from its children (issue 31)
+for m in learn forked off; do
+  t_run "learn/$m" "$T" $PY tests/localpath/lp_learn.py $m
+done
 for m in one chatty bulk both blocked peek inq trickle chatty/server-only bulk/server-only inq/server-only \
          chatty/threaded blocked/threaded both/threaded chatty/threaded-client \
          blocked/threaded-client both/threaded-client; do

@@ -329,6 +329,7 @@ lp_conn_t *lp_conn_new(int state)
     c->ann = c->memfd = c->efd = c->peer_efd = -1;
     c->fds[0] = c->fds[1] = c->fds[2] = c->fds[3] = -1;
     c->lowat = 1;
+    c->life_after = zc_config.local_pair_after;     /* (lp_life_start) */
     lp_xchg_init(c);
     lp_list_lock();
     c->next = lp.head;

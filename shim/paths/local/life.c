@@ -98,6 +98,7 @@ void lp_conn_release(lp_conn_t *c, int fd)
     }
     if ((c->state == LP_OFFER || (c->state == LP_PENDING && c->ann_due)) && c->pair_last)
         lp_decline(LOCAL_PAIR_R_SHORT);     /* closed before it paid for pairing */
+    lp_life_learn(c);
     if (c->ch.base) {
         int last = lp_holders_add(c, -1) == 0, lingers = 0;
 

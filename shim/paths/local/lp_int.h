@@ -187,9 +187,13 @@ typedef struct lp_conn {
     int forked;                     /* pending (requeue) or offer due across a fork */
     unsigned offer_defers;          /* receives that left a shared offer due (lp_offer_defer) */
     unsigned alone_gen;             /* lp.share_gen + 1 when lp_held_elsewhere last said no */
-    unsigned pair_turns;            /* server, offer due: requests answered (a send after
-                                     * a receive) before it offered (lp_offer_wait) */
-    uint8_t pair_last;              /* ... the last data call: 1 receive, 2 send */
+    unsigned pair_turns;            /* requests answered in this process (a send after
+                                     * a receive, lp_turn): when it pairs, what it learns */
+    uint8_t pair_last;              /* ... the last data call: 1 receive, 2 send (0: none
+                                     * yet, nothing to learn at its close) */
+    uint32_t life_key;              /* its destination (client) or listener (server),
+                                     * hashed: the learned lifetime's slot; 0 none */
+    unsigned life_after;            /* the turns it waits before pairing (lp_life_after) */
     unsigned r3_looks;              /* pending client: receives of server bytes so far
                                      * (lp_r3_due) */
     uint8_t ann_due;                /* pending client that announces only once the
@@ -375,6 +379,18 @@ static inline int lp_pays_bytes(const lp_conn_t *c, size_t extra)
 }
 #define LP_R3_PATIENCE 4096u       /* receives a pending client waits for a deferred offer */
 int lp_offer_wait(lp_conn_t *c, int fd, int is_send, size_t len);
+/* Count a data call's turn (a send after a receive is one), paired or not:
+ * the learned lifetime counts every connection's turns (lp_life_learn). */
+static inline void lp_turn(lp_conn_t *c, int is_send)
+{
+    if (is_send && c->pair_last == 1)
+        c->pair_turns++;
+    c->pair_last = is_send ? 2 : 1;
+}
+uint32_t lp_life_key(const struct sockaddr *addr, socklen_t len, int lfd);
+void lp_life_start(lp_conn_t *c, uint32_t key);
+void lp_life_learn(lp_conn_t *c);
+void lp_life_table(void);
 int lp_kio_enter(lp_conn_t *c);
 void lp_kio_exit(lp_conn_t *c);
 int lp_r3_due(lp_conn_t *c);

@@ -1,5 +1,7 @@
 /* The local path: pairing decisions from the descriptor hooks (listen,
  * connect, accept) and a pending client's pickup of the server's offer. */
+#include <sys/mman.h>
+
 #include "lp_int.h"
 #include "zc_fd.h"
 
@@ -190,6 +192,7 @@ void path_local_listened(int fd)
 
     if (!lp_candidate(fd) || f->family == AF_UNIX)
         return;
+    lp_life_table();    /* before a forking server's first child: one for all */
     if (local_pair_listen(fd, &beacon) != 0)
         beacon = -1;        /* tried: another process holds the name */
     beacon = shim_fd_internal_raise(beacon);  /* held while it listens */
@@ -229,6 +232,8 @@ void path_local_connect_prepare(int fd, const struct sockaddr *addr, socklen_t l
             return;
         }
         c->ann_due = 1;
+        lp_life_table();
+        lp_life_start(c, lp_life_key(addr, len, -1));
         lp_claim_fresh(fd, c);  /* plain until it announces (lp_ann_make) */
         return;
     }
@@ -339,6 +344,8 @@ void path_local_accepted(int lfd, int fd)
         lp_decline(LOCAL_PAIR_R_ERROR);
         return;
     }
+    lp_life_table();    /* (made at listen; not when the listener came with exec) */
+    lp_life_start(c, lp_life_key(NULL, 0, lfd));
     lp_claim_fresh(fd, c);
 }
 
@@ -479,15 +486,145 @@ void lp_kio_exit(lp_conn_t *c)
  * sock_diag query, a socket and a refused connect for nothing, and for
  * each connection that ended there), and the offer after it paired;
  * where the server speaks first it pairs one reply later. */
+static void lp_life_begin(lp_conn_t *c);
+
 static int lp_pays(lp_conn_t *c, int is_send, size_t len, int offer)
+{
+    if (!c->pair_calls++)
+        lp_life_begin(c);
+    lp_turn(c, is_send);
+    return c->pair_turns >= c->life_after + (unsigned)offer || lp_pays_bytes(c, is_send ? len : 0);
+}
+
+/* LEARNED LIFETIMES (issue 31).  Turns alone do not say whether a
+ * connection will pay: PostgreSQL's under pgbench -C answer four requests
+ * and close, so with ZCSOCK_LOCAL_PAIR_AFTER=2 every one of them paired at
+ * its third and closed at its fourth, paying for a channel it never used.
+ * So each process learns, per destination (a client: the address it
+ * connected to) and per listener (a server), how long its connections live
+ * and waits past that before it pairs the next ones:
+ *   - a connection that closes within LP_LIFE_PAYBACK turns of the point
+ *     it paired at (or would have), did not pay: later ones wait until
+ *     LP_LIFE_PAYBACK turns past its lifetime (at most LP_LIFE_MAX turns);
+ *   - one that lives LP_LIFE_LONG turns past that point paid: the wait
+ *     shrinks by a quarter, down to ZCSOCK_LOCAL_PAIR_AFTER.
+ * A long-lived connection among short ones still pairs, a few turns later
+ * than it would have; the bytes rule (lp_pays_bytes) is untouched, so a
+ * bulk transfer pairs at once.  The table lives in a shared anonymous
+ * mapping made before the first connection is accepted or made, so a
+ * server that forks per connection (PostgreSQL, sshd, inetd) learns from
+ * what its children saw: one 64-bit word a slot (key, turns), read and
+ * written whole; a lost update only delays the learning.  Off with
+ * ZCSOCK_LOCAL_PAIR_LEARN=0. */
+#define LP_LIFE_SLOTS 256
+#define LP_LIFE_PAYBACK 4u      /* turns on the ring that pay back a pairing */
+#define LP_LIFE_LONG 16u        /* turns past the pairing point that show it paid */
+#define LP_LIFE_MAX 64u         /* the longest wait learned */
+
+static uint64_t *lp_life_tab;   /* LP_LIFE_SLOTS words, shared with fork children */
+
+void lp_life_table(void)
+{
+    void *m;
+
+    if (!zc_config.local_pair_learn || !zc_config.local_pair_after ||
+        __atomic_load_n(&lp_life_tab, __ATOMIC_ACQUIRE))
+        return;
+    m = zc_real.mmap(NULL, LP_LIFE_SLOTS * sizeof(uint64_t), PROT_READ | PROT_WRITE,
+                     MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED)
+        return;         /* no learning: ZCSOCK_LOCAL_PAIR_AFTER as set */
+    if (!__atomic_compare_exchange_n(&lp_life_tab, &(uint64_t *){ NULL }, m, 0,
+                                     __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+        zc_real.munmap(m, LP_LIFE_SLOTS * sizeof(uint64_t));
+}
+
+/* The slot key of a client's destination (addr), or of a server's listener
+ * (lfd >= 0); never 0. */
+uint32_t lp_life_key(const struct sockaddr *addr, socklen_t len, int lfd)
+{
+    uint32_t h = 2166136261u;
+    const unsigned char *p = (const unsigned char *)addr;
+    socklen_t i, n = 0;
+
+    if (lfd >= 0) {
+        h = (h ^ 'S') * 16777619u;
+        h = (h ^ (uint32_t)lfd) * 16777619u;
+    } else if (addr && addr->sa_family == AF_INET && len >= sizeof(struct sockaddr_in)) {
+        p = (const unsigned char *)&((const struct sockaddr_in *)addr)->sin_port;
+        n = 6;          /* port and address, adjacent */
+    } else if (addr && addr->sa_family == AF_INET6 && len >= sizeof(struct sockaddr_in6)) {
+        const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)addr;
+
+        h = (h ^ s6->sin6_port) * 16777619u;
+        p = (const unsigned char *)&s6->sin6_addr;
+        n = 16;
+    }
+    for (i = 0; i < n; i++)
+        h = (h ^ p[i]) * 16777619u;
+    return h ? h : 1;
+}
+
+static uint64_t *lp_life_slot(uint32_t key)
+{
+    uint64_t *t = __atomic_load_n(&lp_life_tab, __ATOMIC_ACQUIRE);
+
+    return t ? &t[key % LP_LIFE_SLOTS] : NULL;
+}
+
+/* The turns the slot of key says to wait (after: the setting). */
+static unsigned lp_life_read(uint32_t key, unsigned after)
+{
+    uint64_t *s = lp_life_slot(key), w;
+
+    if (!s)
+        return after;
+    w = __atomic_load_n(s, __ATOMIC_RELAXED);
+    if ((uint32_t)(w >> 32) != key)
+        return after;
+    /* garbage is clamped: the word is ours and our children's only, but
+     * nothing read from shared memory is trusted */
+    return (unsigned)w < after ? after : (unsigned)w > LP_LIFE_MAX ? LP_LIFE_MAX : (unsigned)w;
+}
+
+/* A new connection of key (its slot; the turns it waits are read at its
+ * first data call, lp_life_begin). */
+void lp_life_start(lp_conn_t *c, uint32_t key)
+{
+    c->life_key = key;
+}
+
+/* c's first data call: the turns it waits (c->life_after), read now rather
+ * than at its accept, so that a forking server's child sees what the child
+ * before it learned at its close, which comes after the client's. */
+static void lp_life_begin(lp_conn_t *c)
 {
     unsigned after = zc_config.local_pair_after;
 
-    c->pair_calls++;
-    if (is_send && c->pair_last == 1)
-        c->pair_turns++;
-    c->pair_last = is_send ? 2 : 1;
-    return c->pair_turns >= after + (unsigned)offer || lp_pays_bytes(c, is_send ? len : 0);
+    if (!c->life_key || !zc_config.local_pair_learn)
+        return;
+    c->life_after = lp_life_read(c->life_key, after);
+    if (c->life_after > after)
+        zc_stat_add(ZC_STAT_LOCAL_PAIR_LEARNED, 1);
+}
+
+/* c closes for good in this process after pair_turns turns: learn from it. */
+void lp_life_learn(lp_conn_t *c)
+{
+    unsigned after = zc_config.local_pair_after, at, t = c->pair_turns, n;
+    uint64_t *s;
+
+    if (!c->life_key || !c->pair_last || !(s = lp_life_slot(c->life_key)))
+        return;
+    n = at = lp_life_read(c->life_key, after);
+    if (t < at + LP_LIFE_PAYBACK)
+        n = t + LP_LIFE_PAYBACK + 1 > at ? t + LP_LIFE_PAYBACK + 1 : at;
+    else if (t >= at + LP_LIFE_LONG)
+        n = at - (at + 3) / 4 > after ? at - (at + 3) / 4 : after;
+    if (n > LP_LIFE_MAX)
+        n = LP_LIFE_MAX;
+    if (n != at || (uint32_t)(__atomic_load_n(s, __ATOMIC_RELAXED) >> 32) != c->life_key)
+        __atomic_store_n(s, (uint64_t)c->life_key << 32 | n, __ATOMIC_RELAXED);
 }
 
 static int lp_offer_try(lp_conn_t *c, int fd, int *reason_p);

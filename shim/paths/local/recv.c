@@ -712,6 +712,8 @@ ssize_t lp_recvmsg(shim_fd_t *f, int fd, struct msghdr *msg, int flags)
                 !lp_nonblocking(c, fd, flags);
     r.ctl0 = msg->msg_controllen;
     r.name0 = msg->msg_namelen;
+    if (!(flags & MSG_PEEK))
+        lp_turn(c, 0);
     while (c->state == LP_OFFER && (lp_offer_defer(c, fd) || lp_offer_wait(c, fd, 0, 0)))
         if ((n = lp_rx_kernel_counted(c, f, fd, msg, flags)) != LP_CONTINUE)
             return n;       /* the offer waits */

@@ -65,6 +65,7 @@ static ssize_t lp_tx_begin(lp_conn_t *c, shim_fd_t *f, int fd, const struct msgh
 {
     ssize_t n;
 
+    lp_turn(c, 1);
     while (c->state == LP_OFFER &&
            lp_offer_wait(c, fd, 1, lp_iov_total(msg->msg_iov, msg->msg_iovlen))) {
         if (!lp_kio_enter(c))
@@ -331,6 +332,7 @@ ssize_t path_local_sendfile(shim_fd_t *f, int out_fd, int in_fd, off_t *offset, 
      * a read would take the bytes */
     if (fstat(in_fd, &st) == 0 && (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode)))
         return -EINVAL;
+    lp_turn(c, 1);
     if (c->ann_due)
         lp_ann_due(c, out_fd, 1, count);
     while (c->state == LP_OFFER && lp_offer_wait(c, out_fd, 1, count)) {
