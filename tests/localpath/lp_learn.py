@@ -14,7 +14,8 @@ every byte checked, to a server under the library:
              (local.pair_learned 5 in the client); then one of 40 turns
              pairs all the same, a few turns later;
   forked     a server that forks a child per connection (the child serves
-             it and exits: PostgreSQL, sshd), the client not learning
+             it and calls exit() with the socket still open: a PostgreSQL
+             backend), the client not learning
              (ZCSOCK_LOCAL_PAIR_LEARN=0 there, so it announces at its
              second turn every time): the server learns from what its
              children saw, through the table they share: one of six
@@ -36,36 +37,35 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from lp_util import check, recv_exact, zc_stat  # noqa: E402
 
 SERVER = r"""
-import os, socket, struct, sys, threading
+import ctypes, os, socket, struct, sys, threading
 l = socket.socket()
 l.bind(("127.0.0.1", 0))
 l.listen(64)
 print(l.getsockname()[1], flush=True)
 def serve(c):
-    with c:
-        while True:
-            h = b""
-            while len(h) < 4:
-                b = c.recv(4 - len(h))
-                if not b:
-                    return
-                h += b
-            n = struct.unpack("!I", h)[0]
-            body = b""
-            while len(body) < n:
-                b = c.recv(n - len(body))
-                if not b:
-                    return
-                body += b
-            c.sendall(h + body[::-1])
+    while True:
+        h = b""
+        while len(h) < 4:
+            b = c.recv(4 - len(h))
+            if not b:
+                return
+            h += b
+        n = struct.unpack("!I", h)[0]
+        body = b""
+        while len(body) < n:
+            b = c.recv(n - len(body))
+            if not b:
+                return
+            body += b
+        c.sendall(h + body[::-1])
 while True:
     c, _ = l.accept()
     if sys.argv[1] == "fork":
         pid = os.fork()
-        if pid == 0:
-            l.close()
+        if pid == 0:    # serves, then exits leaving the socket to the
+            l.close()   # kernel (as a PostgreSQL backend does)
             serve(c)
-            os._exit(0)
+            ctypes.CDLL(None).exit(0)
         c.close()
         while True:     # reap what ended
             try:
@@ -74,7 +74,7 @@ while True:
             except ChildProcessError:
                 break
     else:
-        threading.Thread(target=serve, args=(c,), daemon=True).start()
+        threading.Thread(target=lambda c=c: (serve(c), c.close()), daemon=True).start()
 """
 
 

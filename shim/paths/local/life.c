@@ -363,6 +363,10 @@ static void lp_process_exit(const char *why)
     path_local_mbox_exit();
     if (!__libc_single_threaded)
         return;
+    /* what its connections still open lived (a PostgreSQL backend leaves
+     * its client's socket to the kernel at exit) */
+    for (c = __atomic_load_n(&lp.head, __ATOMIC_ACQUIRE); c; c = c->next)
+        lp_life_learn(c);
     for (c = __atomic_load_n(&lp.head, __ATOMIC_ACQUIRE); c; c = c->next) {
         int fd = c->fds[0] >= 0 ? c->fds[0] : c->fds[1];
 
