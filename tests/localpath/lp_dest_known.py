@@ -2,8 +2,8 @@
 """Localpath case "dest_known": a client under the library (pairing when it
 pays, ZCSOCK_LOCAL_PAIR_AFTER=2, learned lifetimes off) asks about a
 destination once, not once per connection (issue 31: a client of a server
-without the library paid a
-sock_diag query, a socket, a refused connect and a close per connection).
+without the library paid a sock_diag query, a socket, a refused connect and
+a close per connection).
 
 A server without the library listens on port P, one under it on port Q.
 The client, under the library, makes connections of four request/answer
