@@ -504,8 +504,11 @@ static int lp_pays(lp_conn_t *c, int is_send, size_t len, int offer)
  * connected to) and per listener (a server), how long its connections live
  * and waits past that before it pairs the next ones:
  *   - a connection that closes within LP_LIFE_PAYBACK turns of the point
- *     it paired at (or would have), did not pay: later ones wait until
- *     LP_LIFE_PAYBACK turns past its lifetime (at most LP_LIFE_MAX turns);
+ *     it paired at (or would have, had the peer been ready), did not pay:
+ *     later ones wait until LP_LIFE_PAYBACK turns past its lifetime (at
+ *     most LP_LIFE_MAX turns); one that closed before that point cost
+ *     nothing and teaches nothing (redis-benchmark's first connection,
+ *     a CONFIG GET, made its thousand connections wait 6 turns);
  *   - one that lives LP_LIFE_LONG turns past that point paid: the wait
  *     shrinks by a quarter, down to ZCSOCK_LOCAL_PAIR_AFTER.
  * A long-lived connection among short ones still pairs, a few turns later
@@ -617,8 +620,10 @@ void lp_life_learn(lp_conn_t *c)
     if (!c->life_key || !c->pair_last || !(s = lp_life_slot(c->life_key)))
         return;
     n = at = lp_life_read(c->life_key, after);
+    if (t < at)
+        return;     /* ended before its pairing point: it cost nothing */
     if (t < at + LP_LIFE_PAYBACK)
-        n = t + LP_LIFE_PAYBACK + 1 > at ? t + LP_LIFE_PAYBACK + 1 : at;
+        n = t + LP_LIFE_PAYBACK + 1;
     else if (t >= at + LP_LIFE_LONG)
         n = at - (at + 3) / 4 > after ? at - (at + 3) / 4 : after;
     if (n > LP_LIFE_MAX)
