@@ -332,10 +332,13 @@ typedef struct path_local_handover {
 #define PATH_LOCAL_INHERIT_MAX 4096
 
 /* No other waiter can exist on c while we wait: one thread, which alone
- * holds this side (no fork, exec or SCM_RIGHTS since pairing). */
+ * holds this side (no fork, exec or SCM_RIGHTS since pairing).  A vfork
+ * child is alone too: its parent, whose one thread this was, is suspended
+ * in vfork until the child execs or exits.  (Not shim_vfork_child: its
+ * getpid was a system call per blocking receive on the ring.) */
 static inline int lp_alone(const lp_conn_t *c)
 {
-    return __libc_single_threaded && c->sole && !shim_vfork_child();
+    return __libc_single_threaded && c->sole;
 }
 
 /* Before announcing a wait on c's ring: may another waiter of this process
