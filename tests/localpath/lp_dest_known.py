@@ -21,14 +21,12 @@ turns each, every byte checked:
     lp_dest_known.py               (ZC_LIB names the library)
 Exit 0 pass, 1 fail."""
 import os
-import random
-import socket
 import subprocess
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from lp_util import check, recv_exact, zc_stat  # noqa: E402
+from lp_util import SERVE_REVERSED, check, conversation, zc_stat  # noqa: E402
 
 SERVER = r"""
 import socket, struct, sys, threading
@@ -40,26 +38,10 @@ if sys.argv[2] == "later":      # bound beside the other server; listens when to
     sys.stdin.readline()
 l.listen(64)
 print("listening", flush=True)
-def serve(c):
-    with c:
-        while True:
-            h = b""
-            while len(h) < 4:
-                b = c.recv(4 - len(h))
-                if not b:
-                    return
-                h += b
-            n = struct.unpack("!I", h)[0]
-            body = b""
-            while len(body) < n:
-                b = c.recv(n - len(body))
-                if not b:
-                    return
-                body += b
-            c.sendall(h + body[::-1])
+""" + SERVE_REVERSED + r"""
 while True:
     c, _ = l.accept()
-    threading.Thread(target=serve, args=(c,), daemon=True).start()
+    threading.Thread(target=lambda c=c: (serve(c), c.close()), daemon=True).start()
 """
 
 
@@ -80,18 +62,6 @@ def start(lib, port=0, later=False):
 def stop(p):
     p.kill()
     p.wait()
-
-
-def conversation(port, seed):
-    """Four request/answer turns on a new connection, every byte checked."""
-    rnd = random.Random(seed)
-    s = socket.create_connection(("127.0.0.1", port), timeout=20)
-    with s:
-        for _ in range(4):
-            body = rnd.randbytes(rnd.randrange(1, 3000))
-            s.sendall(len(body).to_bytes(4, "big") + body)
-            got = recv_exact(s, 4 + len(body))
-            check(got[4:] == body[::-1], "an answer came back wrong")
 
 
 NAMES = {"nz": "local.declined.not_zcsock", "known": "local.dest_known",
@@ -123,7 +93,7 @@ def main():
     try:
         b = stats()
         t0 = time.monotonic()
-        conversation(p, 0)                  # asks: a listener without a beacon
+        conversation(p, 0, 4)                  # asks: a listener without a beacon
         # P's plain server goes, the one under the library listens instead
         stop(plain)
         plain = None
@@ -131,7 +101,7 @@ def main():
         zc2.stdin.flush()
         check(zc2.stdout.readline().strip() == "listening", "the second server did not listen")
         for i in range(1, 5):
-            conversation(p, i)
+            conversation(p, i, 4)
         took = time.monotonic() - t0
         got = moved(b)
         if took < 0.9:
@@ -144,12 +114,12 @@ def main():
                   "first found" % (took, got))
         time.sleep(1.2)
         b = stats()
-        conversation(p, 10)
+        conversation(p, 10, 4)
         got = moved(b)
         check(got == {"nz": 0, "known": 0, "paired": 1},
               "1.2 s after P's server gained the library: %s, wanted asked again and paired" % got)
         b = stats()
-        conversation(q, 20)
+        conversation(q, 20, 4)
         got = moved(b)
         check(got == {"nz": 0, "known": 0, "paired": 1},
               "a connection to Q, under the library: %s, wanted it paired" % got)

@@ -27,14 +27,12 @@ every byte checked, to a server under the library:
     lp_learn.py learn|forked|off    (ZC_LIB names the library)
 Exit 0 pass, 1 fail."""
 import os
-import random
-import socket
 import subprocess
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from lp_util import check, recv_exact, zc_stat  # noqa: E402
+from lp_util import SERVE_REVERSED, check, conversation, zc_stat  # noqa: E402
 
 SERVER = r"""
 import ctypes, os, socket, struct, sys, threading
@@ -42,22 +40,7 @@ l = socket.socket()
 l.bind(("127.0.0.1", 0))
 l.listen(64)
 print(l.getsockname()[1], flush=True)
-def serve(c):
-    while True:
-        h = b""
-        while len(h) < 4:
-            b = c.recv(4 - len(h))
-            if not b:
-                return
-            h += b
-        n = struct.unpack("!I", h)[0]
-        body = b""
-        while len(body) < n:
-            b = c.recv(n - len(body))
-            if not b:
-                return
-            body += b
-        c.sendall(h + body[::-1])
+""" + SERVE_REVERSED + r"""
 while True:
     c, _ = l.accept()
     if sys.argv[1] == "fork":
@@ -76,18 +59,6 @@ while True:
     else:
         threading.Thread(target=lambda c=c: (serve(c), c.close()), daemon=True).start()
 """
-
-
-def conversation(port, seed, turns):
-    """turns request/answer turns on a new connection, every byte checked."""
-    rnd = random.Random(seed)
-    s = socket.create_connection(("127.0.0.1", port), timeout=20)
-    with s:
-        for _ in range(turns):
-            body = rnd.randbytes(rnd.randrange(1, 3000))
-            s.sendall(len(body).to_bytes(4, "big") + body)
-            got = recv_exact(s, 4 + len(body))
-            check(got[4:] == body[::-1], "an answer came back wrong")
 
 
 def counts():

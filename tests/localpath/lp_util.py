@@ -22,6 +22,42 @@ NBYTES = int(os.environ.get("T_BYTES", str(1 << 30)))
 UNIX_DIR = None
 
 
+# A server loop (code for `python3 -c`) that answers each length-prefixed
+# request (4-byte big-endian length, body) with the header and the body
+# reversed until EOF; it leaves the socket open (serve(c)).
+SERVE_REVERSED = r"""
+def serve(c):
+    while True:
+        h = b""
+        while len(h) < 4:
+            b = c.recv(4 - len(h))
+            if not b:
+                return
+            h += b
+        n = struct.unpack("!I", h)[0]
+        body = b""
+        while len(body) < n:
+            b = c.recv(n - len(body))
+            if not b:
+                return
+            body += b
+        c.sendall(h + body[::-1])
+"""
+
+
+def conversation(port, seed, turns):
+    """turns request/answer turns with a SERVE_REVERSED server on a new
+    connection, every byte checked."""
+    rnd = random.Random(seed)
+    s = socket.create_connection(("127.0.0.1", port), timeout=20)
+    with s:
+        for _ in range(turns):
+            body = rnd.randbytes(rnd.randrange(1, 3000))
+            s.sendall(len(body).to_bytes(4, "big") + body)
+            got = recv_exact(s, 4 + len(body))
+            check(got[4:] == body[::-1], "an answer came back wrong")
+
+
 def run_server_client(server_code, server_args, client_code, client_args, env, cenv=None,
                       client_timeout=150):
     """Run python code server_code with server_args (it prints its port
