@@ -446,10 +446,15 @@ pg_tps() {   # preload -> transactions/s
   pg_run ${pre:+LD_PRELOAD=$pre} "$PGBIN/pg_ctl" -D "$PG_D/data" -l "$PG_D/log" -w -o \
     "-p $PG_PORT -c listen_addresses=127.0.0.1 -c unix_socket_directories=$PG_D -c fsync=off" \
     start >/dev/null 2>&1 || { echo 0; return; }
-  tps=$(pg_run ${pre:+LD_PRELOAD=$pre} timeout 60 "$PGBIN/pgbench" -h 127.0.0.1 -p "$PG_PORT" \
-          -U postgres -S -C -n -c 4 -j 2 -T "$PG_S" postgres 2>/dev/null |
-        awk '/^tps/ {printf "%.0f", $3}')
+  tps=$(pg_run ${pre:+LD_PRELOAD=$pre ZCSOCK_STATS=1} timeout 60 "$PGBIN/pgbench" -h 127.0.0.1 \
+          -p "$PG_PORT" -U postgres -S -C -n -c 4 -j 2 -T "$PG_S" postgres 2>"$PG_D/pgbench.err" |
+        awk '/^tps/ {printf "%.0f", $3}
+             /^number of transactions actually processed:/ {print $NF > "/dev/stderr"}' 2>"$PG_D/n")
   pg_run "$PGBIN/pg_ctl" -D "$PG_D/data" -m fast -w stop >/dev/null 2>&1
+  # with the library: how many of pgbench's connections (one per
+  # transaction) paired, from its statistics at exit
+  [ -n "$pre" ] && awk -v n="$(cat "$PG_D/n" 2>/dev/null)" '$1 == "local.paired.connected:" {p += $2}
+                        END {printf "%d/%d\n", p, n}' "$PG_D/pgbench.err" >> "$PG_D/paired"
   echo "${tps:-0}"
 }
 echo
@@ -466,7 +471,8 @@ if [ -n "$PGBIN" ] && [ -x "$PGBIN/pgbench" ] && { [ "$(id -u)" -ne 0 ] || id po
      pg_run "$PGBIN/pg_ctl" -D "$PG_D/data" -m fast -w stop >/dev/null 2>&1; then
     echo "PostgreSQL, pgbench -C -S -c 4 (a connection per transaction), transactions/s"
     alt_rounds pg_tps
-    printf 'pgbench -C  kernel %9.0f  zcsock %9.0f  zcsock/kernel %6.3f\n' "$K_MED" "$Z_MED" "$R_MED"
+    printf 'pgbench -C  kernel %9.0f  zcsock %9.0f  zcsock/kernel %6.3f  paired/connections per run %s\n' \
+      "$K_MED" "$Z_MED" "$R_MED" "$(paste -sd' ' "$PG_D/paired" 2>/dev/null)"
   else
     echo "pgbench: SKIPPED (initdb or pgbench -i failed: $(tail -n 2 "$PG_D/log" 2>/dev/null))"
   fi
