@@ -282,8 +282,12 @@ for c in closed_read closed_exec; do
 done
 t_run closed_fdopen/exit "$T" env T_EXIT=1 $PY $TL run closed_fdopen both tcp
 t_run closed_exec/exit-unix "$T" env T_EXIT=1 $PY $TL run closed_exec both unix
-for i in 1 2 3 4 5 6; do
-  t_run "closed_fdopen/race$i" "$T" env T_RACE=1 $PY $TL run closed_fdopen both tcp
+# (closed_exec over AF_UNIX twelve times: a close that posted its lingering
+# socket while the peer handed back left that copy in the peer's mailbox,
+# and the exec'd reader waited for an end of stream for ever, in about one
+# run of 25 under load; whoever gives the ring back now sends the end)
+for i in 1 2 3 4 5 6 7 8 9 10 11 12; do
+  if [ $i -le 6 ]; then t_run "closed_fdopen/race$i" "$T" env T_RACE=1 $PY $TL run closed_fdopen both tcp; fi
   t_run "closed_exec/race$i-unix" "$T" env T_RACE=1 $PY $TL run closed_exec both unix
 done
 # a peer alive but idle (it sent and waits on something else): a hand-back

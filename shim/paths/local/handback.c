@@ -407,10 +407,24 @@ int lp_linger_offer(lp_conn_t *c, int fd)
         zc_stat_add(ZC_STAT_LOCAL_LINGERED, 1);
         posted = 1;
         __atomic_or_fetch(mine, LP_RV_LINGER, __ATOMIC_SEQ_CST);
-        if ((__atomic_load_n(&lp_side(c, !c->ch.side)->rv, __ATOMIC_SEQ_CST) & LP_RV_REQ) &&
-            lp_pump_claim(mine, LP_RV_PUMP) && lp_rv_tx(c, fd, LP_RV_CLOSE_MS) == -EAGAIN)
-            zc_log(ZC_LOG_WARN, "local path: fd %d closed with ring data the kernel did "
-                   "not take within %d ms", fd, LP_RV_CLOSE_MS);
+        if (__atomic_load_n(&lp_side(c, !c->ch.side)->rv, __ATOMIC_SEQ_CST) & LP_RV_REQ) {
+            /* The peer handed back meanwhile: a hand-back that did not see
+             * our LINGER (or lost the job to us) never takes the copy we
+             * posted, which then keeps the connection open in its mailbox
+             * (no FIN for the new reader).  So when we give the ring (or
+             * the peer's pump did, PEER PUMP), the end is ours to send;
+             * only a linger pump (LP_RV_PUMP alone) took the copy. */
+            int ours = lp_pump_claim(mine, LP_RV_PUMP), rc = 0;
+
+            if (ours || (__atomic_load_n(mine, __ATOMIC_SEQ_CST) & LP_RV_PUMP_PEER)) {
+                rc = lp_rv_tx(c, fd, LP_RV_CLOSE_MS);
+                if (rc == -EAGAIN)
+                    zc_log(ZC_LOG_WARN, "local path: fd %d closed with ring data the kernel "
+                           "did not take within %d ms", fd, LP_RV_CLOSE_MS);
+                if (rc == 0 || ours)
+                    zc_real.shutdown(fd, SHUT_WR);
+            }
+        }
     } else {
         zc_log(ZC_LOG_NOTICE, "local path: fd %d closes with ring data unread and no "
                "lingering socket (process %d has no mailbox we may use)", fd, pid);
@@ -525,6 +539,8 @@ static int lp_pump_peer(local_ring_t *ch, int dir, int sock, const lp_pump_job_t
     }
     /* what is left (a busy peer, a kernel that took nothing) is the peer's */
     __atomic_or_fetch(&peer->rv, LP_RV_PUMPED, __ATOMIC_SEQ_CST);
+    if (i < 1000 && rc == 0 && (__atomic_load_n(&peer->rv, __ATOMIC_SEQ_CST) & LP_RV_LINGER))
+        zc_real.shutdown(sock, SHUT_WR);    /* it closed and posted a copy nobody takes */
     zc_syscall(SYS_futex, &peer->rv, FUTEX_WAKE, INT32_MAX, NULL, NULL, 0);
     return rc == 0 ? 0 : -1;
 }
