@@ -193,7 +193,7 @@ typedef struct lp_conn {
                                      * yet, nothing to learn at its close) */
     uint32_t life_key;              /* its destination (client) or listener (server),
                                      * hashed: the learned lifetime's slot; 0 none */
-    unsigned life_after;            /* the turns it waits before pairing (lp_life_after) */
+    unsigned life_after;            /* the turns it waits before pairing (lp_life_begin) */
     unsigned r3_looks;              /* pending client: receives of server bytes so far
                                      * (lp_r3_due) */
     uint8_t ann_due;                /* pending client that announces only once the
