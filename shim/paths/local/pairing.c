@@ -425,6 +425,12 @@ int lp_offer_defer(lp_conn_t *c, int fd)
 {
     if (!c->forked || c->offer_defers >= LP_OFFER_DEFER_MAX)
         return 0;
+    /* pair when it pays: no offer before the connection pays, so no look
+     * at who else holds it either (lp_offer_wait reads the kernel stream
+     * meanwhile): a PostgreSQL backend whose connections live too short to
+     * pair (learned lifetimes) walked its parent's descriptors for nothing */
+    if (zc_config.local_pair_after && c->pair_turns < c->life_after + 1 && !lp_pays_bytes(c, 0))
+        return 0;
     if (!lp_held_elsewhere(c, fd))
         return 0;
     c->offer_defers++;
