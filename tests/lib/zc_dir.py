@@ -41,3 +41,59 @@ def private_dir(env=None, make=False):
             except FileExistsError:
                 pass
     return d
+
+
+def _siphash24(key, data):
+    """SipHash-2-4 of data under the 16-byte key (common/zc_key.c's)."""
+    mask = (1 << 64) - 1
+
+    def rotl(x, b):
+        return ((x << b) | (x >> (64 - b))) & mask
+
+    def rounds(v, n):
+        for _ in range(n):
+            v[0] = (v[0] + v[1]) & mask
+            v[1] = rotl(v[1], 13) ^ v[0]
+            v[0] = rotl(v[0], 32)
+            v[2] = (v[2] + v[3]) & mask
+            v[3] = rotl(v[3], 16) ^ v[2]
+            v[0] = (v[0] + v[3]) & mask
+            v[3] = rotl(v[3], 21) ^ v[0]
+            v[2] = (v[2] + v[1]) & mask
+            v[1] = rotl(v[1], 17) ^ v[2]
+            v[2] = rotl(v[2], 32)
+
+    k0, k1 = int.from_bytes(key[:8], "little"), int.from_bytes(key[8:16], "little")
+    v = [k0 ^ 0x736f6d6570736575, k1 ^ 0x646f72616e646f6d,
+         k0 ^ 0x6c7967656e657261, k1 ^ 0x7465646279746573]
+    full = len(data) // 8 * 8
+    for i in range(0, full, 8):
+        m = int.from_bytes(data[i:i + 8], "little")
+        v[3] ^= m
+        rounds(v, 2)
+        v[0] ^= m
+    b = (len(data) << 56) & mask | int.from_bytes(data[full:], "little")
+    v[3] ^= b
+    rounds(v, 2)
+    v[0] ^= b
+    v[2] ^= 0xff
+    rounds(v, 4)
+    return v[0] ^ v[1] ^ v[2] ^ v[3]
+
+
+def rendezvous_name(kind, cookie, env=None):
+    """The abstract name (bytes, with its leading NUL) of the local path's
+    beacon (kind "L", listener cookie) or announcement ("C", client socket
+    cookie), as shim/paths/local/local_pair.c (lp_name) makes it: keyed by
+    the user's key in the private directory where there is one (zcsock/v2),
+    else public (zcsock/v1, the cookie itself).  Raises PermissionError
+    where the key exists and cannot be read (another user's)."""
+    try:
+        with open(private_dir(env) + "/key", "rb") as f:
+            key = f.read()
+    except FileNotFoundError:
+        key = None
+    if key is None or len(key) != 16:
+        return b"\0zcsock/v1/%s/%016x" % (kind.encode(), cookie)
+    h = _siphash24(key, kind.encode() + cookie.to_bytes(8, "little"))
+    return b"\0zcsock/v2/%s/%016x" % (kind.encode(), h)

@@ -1,25 +1,41 @@
 #!/usr/bin/env python3
-"""Localpath case "announce_squat/*" (issue 30, item 7): another user, or a
-same-user process that is not the peer, binds the announcement name of a
-client's connection (\\0zcsock/v1/C/<socket cookie>, public like every
-abstract name) before the client connects.  The connection must not pair,
-must say why (local.declined.squatted, an earlier library counted it as a
-failed resource, local.declined.error, and said nothing) with one notice for
-the process however many connections meet a squatter, and every byte must
-arrive; the squatter must get nothing (the server connects to the name it
-finds, sees another owner and leaves: no byte, no descriptor).
+"""Localpath case "announce_squat/*" (issue 30, item 7): a squatter binds
+the announcement names of a client's connections before the client
+connects, as well as it can know them.  Abstract names are public: anyone
+may bind one first.  So where the user has a private directory the names
+carry a keyed hash of the socket cookie (\\0zcsock/v2/C/<16 hex>, the key in
+<private dir>/key, 0600), and only the public fallback is the cookie itself
+(\\0zcsock/v1/C/<cookie>, where there is no private directory).
+
+  other         another user: it cannot read the key (asserted), binds the
+                public names of the cookies, and the connections pair
+                anyway (the library of before: never);
+  same          a same-user process that is not the peer reads the key and
+                binds the keyed names: the connections must not pair, must
+                say why (local.declined.squatted) with one notice for the
+                process however many connections meet a squatter;
+  other-public  client and server without a private directory: another
+                user binds the public names, as in "same".
+Every byte must arrive, and the squatter must get nothing (the server
+connects to the name it finds, sees another owner and leaves: no byte, no
+descriptor).
 
 A server and a client under the library; the client makes two sockets,
 reports their cookies, the squatter binds both names, then the client
 connects both and echoes 256 KiB on each.
 
-    lp_announce_squat.py other|same      (ZC_LIB: the library)
+    lp_announce_squat.py other|same|other-public      (ZC_LIB: the library)
 Exit 0 pass, 1 fail."""
 import os
 import socket
 import struct
 import subprocess
 import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+LIB_DIR = os.path.join(HERE, "..", "lib")
+sys.path.insert(0, HERE)
+import lp_mailbox  # noqa: E402  (public_env)
 
 SO_COOKIE = 57
 N = 2
@@ -30,6 +46,7 @@ l = socket.socket(); l.bind(("127.0.0.1", 0)); l.listen(8)
 print(l.getsockname()[1], flush=True)
 def serve(c):
     with c:
+        c.sendall(b"+")     # first: its offer goes before it (a client pairs when it reads it)
         while True:
             b = c.recv(65536)
             if not b:
@@ -55,6 +72,8 @@ data = bytes((i * 13 + 1) & 255 for i in range(256 << 10))
 for s in ss:
     s.settimeout(20)
     s.connect(("127.0.0.1", int(sys.argv[1])))
+    if s.recv(1) != b"+":
+        sys.exit("no greeting")
     s.sendall(data)
     s.shutdown(socket.SHUT_WR)
     got = bytearray()
@@ -72,12 +91,28 @@ print("squatted=%d error=%d paired=%d" % (stat("local.declined.squatted"),
 
 SQUATTER = r"""
 import os, socket, sys
+sys.path.insert(0, sys.argv[2])
+import zc_dir
+victim_dir = zc_dir.private_dir()
 if sys.argv[1] == "other":
     os.setgid(65534); os.setuid(65534)
+names = []
+for c in sys.argv[3:]:
+    try:
+        names.append(zc_dir.rendezvous_name("C", int(c), {"XDG_RUNTIME_DIR": ""}
+                                            if sys.argv[1] == "other" else None))
+    except PermissionError:
+        names.append(None)
+if sys.argv[1] == "other":
+    try:
+        open(victim_dir + "/key", "rb").read()
+        print("the victim's key is readable", flush=True)
+    except OSError:
+        pass
 ls = []
-for c in sys.argv[2:]:
+for c, n in zip(sys.argv[3:], names):
     s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    s.bind(b"\0zcsock/v1/C/%016x" % int(c))
+    s.bind(n or b"\0zcsock/v1/C/%016x" % int(c))
     s.listen(8)
     s.setblocking(False)
     ls.append(s)
@@ -107,8 +142,14 @@ def fail(msg):
 
 def main():
     who = sys.argv[1]
+    public = who.endswith("-public")
     env = dict(os.environ, LD_PRELOAD=os.environ["ZC_LIB"])
     plain = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+    if public:
+        env = lp_mailbox.public_env(env)
+        plain = dict(plain, XDG_RUNTIME_DIR=env["XDG_RUNTIME_DIR"])
+    # only a key no other user can read keeps the names from them
+    blocked = who != "other"
     srv = subprocess.Popen([sys.executable, "-c", SERVER, str(N)], env=env, stdout=subprocess.PIPE,
                            text=True)
     port = srv.stdout.readline().strip()
@@ -117,10 +158,12 @@ def main():
                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                            text=True)
     cookies = cli.stdout.readline().split()
-    sq = subprocess.Popen([sys.executable, "-c", SQUATTER, who] + cookies, env=plain,
+    sq = subprocess.Popen([sys.executable, "-c", SQUATTER, who.split("-")[0], LIB_DIR] + cookies,
+                          env=plain,
                           stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    if sq.stdout.readline().strip() != "bound":
-        fail("the squatter could not bind")
+    said = sq.stdout.readline().strip()
+    if said != "bound":
+        fail("the squatter could not bind (%s)" % said)
     try:
         out, err = cli.communicate("go\n", timeout=60)
     except subprocess.TimeoutExpired:
@@ -130,17 +173,24 @@ def main():
     srv.wait(timeout=30)
     print("client exit %d: %s; squatter: %s" % (cli.returncode, out.strip(), came.strip()))
     notices = [l for l in err.splitlines() if "announcement name" in l]
-    for l in err.splitlines()[-5:]:
+    for l in err.splitlines()[-int(os.environ.get("T_LINES", "5")):]:
         print("  client: " + l)
     if cli.returncode != 0:
         fail("the client failed")
     st = dict(kv.split("=") for kv in out.split())
-    if int(st["squatted"]) != N:
-        fail("local.declined.squatted is %s, not %d (error: %s)" % (st["squatted"], N, st["error"]))
-    if int(st["paired"]) != 0:
-        fail("a connection paired through a squatted name")
-    if len(notices) != 1:
-        fail("%d notices of the squat, not one" % len(notices))
+    if blocked:
+        if int(st["squatted"]) != N:
+            fail("local.declined.squatted is %s, not %d (error: %s)" %
+                 (st["squatted"], N, st["error"]))
+        if int(st["paired"]) != 0:
+            fail("a connection paired through a squatted name")
+        if len(notices) != 1:
+            fail("%d notices of the squat, not one" % len(notices))
+    else:
+        if int(st["paired"]) != N or int(st["squatted"]) != 0 or notices:
+            fail("another user's squat of the public names kept connections from pairing "
+                 "(paired %s of %d, squatted %s, %d notices)" %
+                 (st["paired"], N, st["squatted"], len(notices)))
     if came.strip() != "got=b''":
         fail("the squatter got something (%s)" % came.strip())
     print("ok announce_squat %s" % who)

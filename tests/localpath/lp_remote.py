@@ -32,7 +32,8 @@ NBYTES = 4 << 20
 
 
 def announcements():
-    """This process's announcement sockets (abstract @zcsock/v1/C/...)."""
+    """This process's announcement sockets (abstract @zcsock/v2/C/..., keyed,
+    or @zcsock/v1/C/... without a private directory)."""
     inodes = set()
     for fd in os.listdir("/proc/self/fd"):
         try:
@@ -46,7 +47,8 @@ def announcements():
         next(f)
         for line in f:
             parts = line.split()
-            if len(parts) >= 8 and parts[6] in inodes and parts[7].startswith("@zcsock/v1/C"):
+            if len(parts) >= 8 and parts[6] in inodes and \
+                    parts[7].startswith(("@zcsock/v1/C", "@zcsock/v2/C")):
                 n += 1
     return n
 

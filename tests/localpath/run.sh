@@ -200,10 +200,13 @@ t_run mailbox_sweep "$T" $PY tests/localpath/lp_mailbox.py sweep
 for w in same other other-public; do
   t_run "mailbox_evict/$w" "$T" $PY tests/localpath/lp_mailbox_evict.py "$w"
 done
-# trust: a connection's announcement name bound by another user / a
-# same-user process first: not paired, said (local.declined.squatted, one
-# notice), every byte echoed, the squatter gets nothing (issue 30, item 7)
-for w in other same; do
+# trust: a connection's announcement name bound first, as well as the
+# squatter can know it: another user cannot (the names are keyed by the
+# user's key in the private directory): paired anyway; a same-user process,
+# or another user where there is no private directory (public names): not
+# paired, said (local.declined.squatted, one notice); every byte echoed, the
+# squatter gets nothing (issue 30, item 7)
+for w in other same other-public; do
   t_run "announce_squat/$w" "$T" $PY tests/localpath/lp_announce_squat.py $w
 done
 # a connect whose listener closes before accepting it: counted as

@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "local_pair.h"
+#include "zc_key.h"
 
 #include "pair_util.h"
 
@@ -350,13 +351,46 @@ static int proc_net_unix_has(const char *needle)
     return hit;
 }
 
-static void cookie_hex(int fd, char kind, char *out, size_t cap)
+/* The rendezvous name of cookie c, as local_pair.c makes it: keyed by the
+ * user's key (zcsock/v2) where public is 0 and there is one, else public
+ * (zcsock/v1, the cookie: all another user can know).  Into *u (abstract);
+ * returns the address length. */
+static socklen_t rv_name(char kind, uint64_t c, int public, struct sockaddr_un *u)
+{
+    uint8_t key[ZC_KEY_LEN], in[9];
+    int keyed = !public && zc_key_get(key);
+    int n;
+
+    if (keyed) {
+        in[0] = (uint8_t)kind;
+        for (int i = 0; i < 8; i++)
+            in[1 + i] = (uint8_t)(c >> (8 * i));
+        c = zc_siphash(key, in, sizeof(in));
+    }
+    memset(u, 0, sizeof(*u));
+    u->sun_family = AF_UNIX;
+    n = snprintf(u->sun_path + 1, sizeof(u->sun_path) - 1, "zcsock/v%d/%c/%016llx",
+                 keyed ? 2 : 1, kind, (unsigned long long)c);
+    return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n);
+}
+
+static uint64_t cookie_of(int fd)
 {
     uint64_t c;
     socklen_t l = sizeof(c);
 
     CHECK(getsockopt(fd, SOL_SOCKET, SO_COOKIE, &c, &l) == 0);
-    snprintf(out, cap, "@zcsock/v1/%c/%016llx", kind, (unsigned long long)c);
+    return c;
+}
+
+/* Socket fd's name as /proc/net/unix shows it (@ for the NUL). */
+static void cookie_hex(int fd, char kind, char *out, size_t cap)
+{
+    struct sockaddr_un u;
+    socklen_t n = rv_name(kind, cookie_of(fd), 0, &u);
+
+    snprintf(out, cap, "@%.*s", (int)(n - offsetof(struct sockaddr_un, sun_path) - 1),
+             u.sun_path + 1);
 }
 
 /* SIGKILLed ends leave no names behind; the same port later pairs with
@@ -413,18 +447,13 @@ static int case_crash(void)
 /* Connect to the announcement of client socket fd as a server would. */
 static int ann_dial(int fd)
 {
-    struct sockaddr_un u = { .sun_family = AF_UNIX };
-    uint64_t c;
-    socklen_t l = sizeof(c);
+    struct sockaddr_un u;
+    socklen_t n = rv_name('C', cookie_of(fd), 0, &u);
     int s;
 
-    CHECK(getsockopt(fd, SOL_SOCKET, SO_COOKIE, &c, &l) == 0);
-    int n = snprintf(u.sun_path + 1, sizeof(u.sun_path) - 1, "zcsock/v1/C/%016llx",
-                     (unsigned long long)c);
     s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
     CHECK(s >= 0);
-    if (connect(s, (struct sockaddr *)&u,
-                (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n)) < 0) {
+    if (connect(s, (struct sockaddr *)&u, n) < 0) {
         close(s);
         return -1;
     }
@@ -677,9 +706,13 @@ static int case_fork_requeue(void)
     return 0;
 }
 
-/* Another user squats the client's announcement name: the client cannot
- * announce (declines), the server finds a foreign owner (other_user) and
- * sends it nothing. */
+/* A squatter binds the client's announcement name first, as well as it can
+ * know it.  A same-user process reads the user's key and binds the keyed
+ * name: the client cannot announce (declines), the server finds an owner
+ * that does not hold the client's socket (unverified) and sends it nothing.
+ * Another user cannot read the key: it binds the public name of the
+ * cookie, which the library no longer uses where the user has a key, and
+ * the connection pairs (issue 30, item 7). */
 static int case_squatter(int same_user)
 {
     struct sockaddr_storage ss;
@@ -687,30 +720,37 @@ static int case_squatter(int same_user)
     int lfd, pfd[2];
     end_t c, s;
     uint64_t ck;
-    socklen_t l = sizeof(ck);
+    uint8_t key[ZC_KEY_LEN];
 
     if (!same_user && geteuid() != 0) {
         printf("SKIP: needs root to switch uid\n");
         return 77;
     }
+    if (!zc_key_get(key)) {
+        printf("SKIP: no private directory (the names are public)\n");
+        return 77;
+    }
     lfd = listener(AF_INET, 0, &ss, &len, 1);
     memset(&c, 0, sizeof(c));
     c.fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    CHECK(getsockopt(c.fd, SOL_SOCKET, SO_COOKIE, &ck, &l) == 0);
+    ck = cookie_of(c.fd);
     CHECK(pipe(pfd) == 0);
     pid_t pid = fork();
     if (pid == 0) {
-        struct sockaddr_un u = { .sun_family = AF_UNIX };
-        int n = snprintf(u.sun_path + 1, sizeof(u.sun_path) - 1, "zcsock/v1/C/%016llx",
-                         (unsigned long long)ck);
+        struct sockaddr_un u;
+        socklen_t n;
+
         close(c.fd);        /* a squatter does not hold the client's socket */
         if (!same_user)
             CHECK(setgid(65534) == 0 && setuid(65534) == 0);
+        n = rv_name('C', ck, !same_user, &u);   /* (another user: no key to read) */
         int q = socket(AF_UNIX, SOCK_SEQPACKET, 0);
-        CHECK(bind(q, (struct sockaddr *)&u,
-                   (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n)) == 0);
+        CHECK(bind(q, (struct sockaddr *)&u, n) == 0);
         CHECK(listen(q, 4) == 0);
         CHECK(write(pfd[1], "x", 1) == 1);
+        struct pollfd p = { q, POLLIN, 0 };
+        if (poll(&p, 1, same_user ? 10000 : 500) != 1)
+            _exit(same_user ? 4 : 0);           /* nobody dialled */
         int a = accept(q, NULL, NULL);          /* the server's dial */
         char buf[64];
         union { struct cmsghdr h; char b[CMSG_SPACE(4 * sizeof(int))]; } cm;
@@ -718,20 +758,26 @@ static int case_squatter(int same_user)
         struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.b,
                              .msg_controllen = sizeof(cm.b) };
         ssize_t r = recvmsg(a, &mh, 0);
-        _exit(r == 0 && mh.msg_controllen == 0 ? 0 : 3);   /* nothing, EOF */
+        _exit(r == 0 && mh.msg_controllen == 0 && same_user ? 0 : 3);   /* nothing, EOF */
     }
     char x;
     CHECK(read(pfd[0], &x, 1) == 1);
     c.dec = local_pair_connect_prepare(c.fd, (struct sockaddr *)&ss, len, &c.ann, &c.reason);
-    CHECK(c.dec == LOCAL_PAIR_DECLINED && c.ann < 0);
+    if (same_user)
+        CHECK(c.dec == LOCAL_PAIR_DECLINED && c.ann < 0);
+    else
+        CHECK(c.dec == LOCAL_PAIR_PENDING && c.ann >= 0);
     CHECK(connect(c.fd, (struct sockaddr *)&ss, len) == 0);
     server_accept(&s, lfd, 0, 1);
-    int want = same_user ? LOCAL_PAIR_R_UNVERIFIED : LOCAL_PAIR_R_OTHER_USER;
-    if (s.dec != LOCAL_PAIR_DECLINED || s.reason != want)
+    if (same_user && (s.dec != LOCAL_PAIR_DECLINED || s.reason != LOCAL_PAIR_R_UNVERIFIED))
         FAIL("server: dec %d reason %s", s.dec, local_pair_reason_name(s.reason));
+    if (!same_user && s.dec != LOCAL_PAIR_PAIRED)
+        FAIL("server: dec %d reason %s: another user's squat of the public name kept it "
+             "from pairing", s.dec, local_pair_reason_name(s.reason));
     CHECK(wait_child(pid) == 0);
-    printf("squatter (%s user): client declined (%s), server declined (%s), squatter got "
-           "nothing\n", same_user ? "same" : "other", local_pair_reason_name(c.reason),
+    printf("squatter (%s user): client %s (%s), server %s (%s), squatter got nothing\n",
+           same_user ? "same" : "other", same_user ? "declined" : "announced",
+           local_pair_reason_name(c.reason), same_user ? "declined" : "paired",
            local_pair_reason_name(s.reason));
     return 0;
 }

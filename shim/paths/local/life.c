@@ -1,6 +1,7 @@
 /* The local path: shutdown, close, fork, statistics, initialisation, and
  * the interface tables the shim dispatches through. */
 #include "lp_int.h"
+#include "zc_key.h"
 #include "shim_mem.h"
 #include "zc_sys.h"
 
@@ -218,6 +219,7 @@ void lp_fork_child(void)
     lp_conn_t *c;
 
     lp_tid = 0;
+    zc_key_fork_child();    /* a load another thread of the parent was making */
     lp_pumps_fork_child();
     for (c = lp.head; c; c = c->next) {
         /* the forking thread is the child's only one: a pickup another

@@ -23,6 +23,7 @@
 
 #include "shim_path.h"
 #include "shim_proc.h"
+#include "zc_key.h"
 #include "zc_real.h"
 #include "zc_spin.h"
 
@@ -31,7 +32,8 @@ _Static_assert(sizeof(local_ring_hdr_t) <= LOCAL_PAIR_CTL_OFF,
 _Static_assert(LOCAL_PAIR_CTL_OFF + sizeof(local_pair_ctl_t) <= LOCAL_RING_HDR_SIZE,
                "pairing block outside the header page");
 
-#define LP_PREFIX      "zcsock/v1/"
+#define LP_PREFIX      "zcsock/v1/"  /* public names (no key) */
+#define LP_PREFIX_KEYED "zcsock/v2/" /* keyed names: of the same length */
 #define LP_MSG_MAGIC   LOCAL_PAIR_OFFER_MAGIC
 #define LP_PICKUP_MAX  4                      /* offers examined per call */
 #define LP_ANN_BACKLOG 4
@@ -80,19 +82,32 @@ void local_pair_fd_close(int fd)
 
 /* --- names and small helpers --- */
 
-/* "\0zcsock/v1/<kind>/<16 hex>" into *sun; returns the address length. */
+/* The rendezvous name of cookie (kind 'L' a listener's beacon, 'C' a
+ * client's announcement) into *sun; returns the address length.  With the
+ * user's key (common/zc_key.h) "\0zcsock/v2/<kind>/<16 hex>" of a keyed
+ * hash of kind and cookie, which no other user can know before it is bound;
+ * without one the public "\0zcsock/v1/<kind>/<cookie in 16 hex>". */
 static socklen_t lp_name(struct sockaddr_un *sun, char kind, uint64_t cookie)
 {
     static const char hex[] = "0123456789abcdef";
+    uint8_t key[ZC_KEY_LEN], in[9];
     char *p = sun->sun_path;
+    int keyed = zc_key_get(key);
 
     memset(sun, 0, sizeof(*sun));
     sun->sun_family = AF_UNIX;
     *p++ = '\0';
-    memcpy(p, LP_PREFIX, sizeof(LP_PREFIX) - 1);
+    memcpy(p, keyed ? LP_PREFIX_KEYED : LP_PREFIX, sizeof(LP_PREFIX) - 1);
     p += sizeof(LP_PREFIX) - 1;
     *p++ = kind;
     *p++ = '/';
+    if (keyed) {
+        in[0] = (uint8_t)kind;
+        for (int i = 0; i < 8; i++)
+            in[1 + i] = (uint8_t)(cookie >> (8 * i));
+        cookie = zc_siphash(key, in, sizeof(in));
+        memset(key, 0, sizeof(key));
+    }
     for (int i = 15; i >= 0; i--)
         *p++ = hex[(cookie >> (4 * i)) & 0xf];
     return (socklen_t)(p - (char *)sun);

@@ -5,7 +5,12 @@
  * network namespace, vanish when the last descriptor of their socket closes
  * (so a crashed process leaves nothing behind), and carry socket cookies
  * (SO_COOKIE: 64-bit, never reused while the kernel runs), so a leftover or
- * a recycled inode can never be mistaken for a new socket.
+ * a recycled inode can never be mistaken for a new socket.  Where the user
+ * has a private directory (common/zc_key.h) the names are "zcsock/v2/..."
+ * and carry, instead of the cookie, a keyed hash of the kind and the cookie
+ * (SipHash-2-4 under <private dir>/key): another user, who cannot read the
+ * key, can neither know nor bind first the name of a connection of ours.
+ * The v1 names below, the cookie itself, are the fallback without one.
  *
  *   "\0zcsock/v1/L/<listener cookie, 16 hex>"   beacon (SOCK_DGRAM, never
  *       read).  Bound by local_pair_listen() in each zcsock process that
