@@ -301,7 +301,7 @@ static void lp_conn_final(shim_obj_t *o)
     lp_conn_t *c = (lp_conn_t *)o;
     int last;
 
-    local_pair_fd_close(c->ann);
+    lp_ann_drop(c);
     lp_efd_close(c);
     lp_xchg_close(c);
     local_ring_close(&c->ch, 0);

@@ -283,6 +283,7 @@ typedef struct lp_global {
     int objects;                        /* connection objects not yet final (lp_conn_final) */
     int chans;                          /* ... of them holding a channel's descriptor
                                          * (lp_fd_limited) */
+    int anns;                           /* ... holding an announcement (lp_ann_keep) */
     /* counters by reason, live (zc_stats_aux; lp_stats_init) */
     uint64_t *declined[LOCAL_PAIR_R_COUNT];
     uint64_t *handed_back[LP_HB_COUNT];  /* by reason (lp_handback_count) */
@@ -497,6 +498,9 @@ void lp_fork_child(void);
 void lp_init(void);
 
 /* pairing.c */
+/* A client connection's announcement held / let go (counted: lp_fd_limited). */
+void lp_ann_keep(lp_conn_t *c, int ann);
+void lp_ann_drop(lp_conn_t *c);
 void lp_pickup_done(lp_conn_t *c, int rc, int memfd, int fd);
 void lp_pickup_try(lp_conn_t *c, int fd, int r3);
 void lp_pending_end(lp_conn_t *c);
