@@ -20,7 +20,8 @@
 #
 # Knobs (all optional)
 #   CC, CFLAGS, LDFLAGS  yours; project flags live in ZC_CFLAGS and are merged
-#   SANITIZE=address|undefined|thread  sanitizer build in build/san-<name>/
+#   SANITIZE=address|undefined|thread  sanitizer build in build/san-<name>/,
+#                        a checked one (ZC_CHECKS: invariants abort)
 #   V=1                  show full commands
 #   QUICK=1              shorter benchmark and end-to-end runs
 #   PREFIX, DESTDIR, LIBDIR, BINDIR, INCLUDEDIR
@@ -44,6 +45,9 @@ SAN_FLAGS :=
 else
 BUILD   := build/san-$(SANITIZE)
 SAN_FLAGS := -fsanitize=$(SANITIZE) -fno-omit-frame-pointer
+# checked builds: invariants that count and go on in a release build abort
+# here (ZC_CHECKS: the local path's state table, shim/paths/local/state.c)
+SAN_FLAGS += -DZC_CHECKS
 ifeq ($(SANITIZE),undefined)
 SAN_FLAGS += -fno-sanitize-recover=all
 endif

@@ -8,7 +8,7 @@
 
 # --- shim unit tests: each links the shim's objects, so the binary's own libc
 # calls run through the hooks. ---
-SHIM_UNIT := test_zc_log test_zc_config test_zc_stats test_zc_pool test_zc_spin test_zc_copy test_zc_rent test_zc_key \
+SHIM_UNIT := test_zc_log test_zc_config test_zc_stats test_zc_pool test_zc_spin test_zc_copy test_zc_rent test_zc_key test_lp_state \
              test_shim_hooks
 SHIM_UNIT_BINS := $(SHIM_UNIT:%=$(BUILD)/tests/unit/%)
 UNIT_TESTS += $(SHIM_UNIT_BINS)

@@ -93,6 +93,9 @@ t_run epoll_idle/scan-all "$T" env ZCSOCK_EPOLL_SCAN_MAX=5000 \
 # multi-threaded client, whose announcement waits for a moment when none of
 # its receives is in the kernel); an AF_UNIX stream of 1-byte sends pairs soon
 # after it pays (trickle)
+# issue 32: state changes through the one transition function, counted,
+# none refused (tests/localpath/lp_states.py)
+t_run states "$T" $PY tests/localpath/lp_states.py
 # issue 31, thousands of connections: 10,000 idle connections and 3 busy
 # ones between an epoll server and a client, paired by their traffic (the
 # default ZCSOCK_LOCAL_PAIR_AFTER), costs per paired connection (at most one

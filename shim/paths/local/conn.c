@@ -325,7 +325,7 @@ lp_conn_t *lp_conn_new(int state)
     c->obj.free_fn = lp_conn_final;
     __atomic_add_fetch(&lp.objects, 1, __ATOMIC_ACQ_REL);
     c->refs = 1;
-    c->state = state;
+    lp_state_set(c, state);     /* (from none: pool memory comes zeroed) */
     c->ann = c->memfd = c->efd = c->peer_efd = -1;
     c->fds[0] = c->fds[1] = c->fds[2] = c->fds[3] = -1;
     c->lowat = 1;

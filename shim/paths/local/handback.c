@@ -114,7 +114,7 @@ int lp_bells_take(lp_conn_t *c, int fd, int64_t n)
 void lp_rv_check_done(lp_conn_t *c)
 {
     if (c->rx_plain && !c->tx_ring && c->tx_never && c->state == LP_PAIRED)
-        c->state = LP_PLAIN;
+        lp_state_set(c, LP_PLAIN);
 }
 
 /* A holder of our side in another process finished a direction of the
@@ -1023,7 +1023,7 @@ void lp_revert(lp_conn_t *c, int fd, const char *why)
     c->tx_ring = c->rx_ring = 0;
     c->tx_never = 1;
     c->rx_plain = 1;
-    c->state = LP_PLAIN;
+    lp_state_set(c, LP_PLAIN);
     if (c->bell_push && !c->app_nodelay && !c->is_unix)   /* Nagle as the app had it */
         zc_real.setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &(int){ 0 }, sizeof(int));
     c->bell_push = 0;

@@ -497,6 +497,11 @@ void lp_fork_parent(void);
 void lp_fork_child(void);
 void lp_init(void);
 
+/* state.c: the only writer of lp_conn_t.state (its table of transitions
+ * at the top of the file); 0, or -1 when the table refuses the change */
+int lp_state_set(lp_conn_t *c, int to);
+const char *lp_state_name(int s);
+
 /* pairing.c */
 /* A client connection's announcement held / let go (counted: lp_fd_limited). */
 void lp_ann_keep(lp_conn_t *c, int ann);

@@ -32,7 +32,7 @@ void lp_pickup_done(lp_conn_t *c, int rc, int memfd, int fd)
 {
     lp_ann_drop(c);
     if (rc == 0) {
-        c->state = LP_PAIRED;
+        lp_state_set(c, LP_PAIRED);
         lp_channel_adopt(c, memfd, fd);     /* (plain no more since lp_ann_make) */
         zc_stat_add(ZC_STAT_LOCAL_PAIRED_CLIENT, 1);
     } else {
@@ -40,7 +40,7 @@ void lp_pickup_done(lp_conn_t *c, int rc, int memfd, int fd)
          * an offer whose sender could not be proven to hold the other end
          * (also the honest one of a server that answered and closed before
          * we looked: a connection over before it could pair) */
-        c->state = LP_PLAIN;
+        lp_state_set(c, LP_PLAIN);
         lp_decline_conn(c, rc == -EPERM ? LOCAL_PAIR_R_UNVERIFIED
                         : rc == -ECONNABORTED ? LOCAL_PAIR_R_CLOSED : LOCAL_PAIR_R_NOT_ZCSOCK);
     }
@@ -284,7 +284,6 @@ void path_local_connect_prepare(int fd, const struct sockaddr *addr, socklen_t l
         return;
     }
     lp_ann_keep(c, ann);                    /* held until the pickup */
-    c->state = LP_PENDING;
     lp_claim(fd, c);
 }
 
@@ -301,7 +300,7 @@ void path_local_connect_done(int fd, int rc, int err)
         /* it announces later (lp_ann_due); a connect that failed never */
         if (rc < 0 && err != EINPROGRESS && err != EALREADY && err != EINTR) {
             c->ann_due = 0;
-            c->state = LP_PLAIN;
+            lp_state_set(c, LP_PLAIN);
             lp_decline_conn(c, LOCAL_PAIR_R_CONNECT_FAILED);
         }
         return;
@@ -314,7 +313,7 @@ void path_local_connect_done(int fd, int rc, int err)
     }
     if (rc < 0 || local_pair_connected(fd, c->ann, &reason) != LOCAL_PAIR_PENDING) {
         lp_ann_drop(c);
-        c->state = LP_PLAIN;
+        lp_state_set(c, LP_PLAIN);
         lp_decline_conn(c, rc < 0 ? LOCAL_PAIR_R_CONNECT_FAILED : reason);
     }
 }
@@ -383,7 +382,7 @@ int lp_unclaim_plain(lp_conn_t *c, int fd)
 {
     shim_fd_t *f = shim_fd_get(fd);
 
-    c->state = LP_PLAIN;
+    lp_state_set(c, LP_PLAIN);
     if (c->refs != 1 || !f || !lp_claimed(f) || f->path_ctx != c || c->ch.base ||
         c->ann >= 0 || c->pb_off < c->pb_len)
         return 0;
@@ -713,7 +712,7 @@ static void lp_ann_make(lp_conn_t *c, int fd)
          * looked at again next time; a failed one stays plain */
         if (errno != ENOTCONN || c->pair_calls > 64) {
             c->ann_due = 0;
-            c->state = LP_PLAIN;
+            lp_state_set(c, LP_PLAIN);
             lp_decline_conn(c, LOCAL_PAIR_R_CONNECT_FAILED);
         }
         return;
@@ -738,7 +737,7 @@ static void lp_ann_make(lp_conn_t *c, int fd)
         dec = LOCAL_PAIR_DECLINED;
     }
     if (dec != LOCAL_PAIR_PENDING) {
-        c->state = LP_PLAIN;
+        lp_state_set(c, LP_PLAIN);
         lp_decline_conn(c, reason);
     } else {
         lp_ann_keep(c, ann);
@@ -811,7 +810,7 @@ static int lp_offer_make(lp_conn_t *c, int fd, int *reason_p)
     }
     if (dec == LOCAL_PAIR_PAIRED) {
         lp_channel_adopt(c, memfd, fd);
-        __atomic_store_n(&c->state, LP_PAIRED, __ATOMIC_SEQ_CST);
+        lp_state_set(c, LP_PAIRED);
         shim_ep_plain_end(fd);          /* ready through the ring from now on */
         zc_stat_add(ZC_STAT_LOCAL_PAIRED_SERVER, 1);
     }
@@ -849,7 +848,7 @@ int lp_offer_due(lp_conn_t *c, int fd)
         return 0;
     }
     lp_decline(reason == LP_R_BUSY ? LOCAL_PAIR_R_SHORT : reason);
-    c->state = LP_PLAIN;    /* before a thread waiting above looks */
+    lp_state_set(c, LP_PLAIN);    /* before a thread waiting above looks */
     __atomic_store_n(&c->pickup_busy, 0, __ATOMIC_RELEASE);
     return lp_unclaim_plain(c, fd);
 }
@@ -862,12 +861,12 @@ void lp_offer_cancel(lp_conn_t *c, const char *why)
 {
     if (c->state == LP_PENDING && c->ann_due) {
         c->ann_due = 0;
-        c->state = LP_PLAIN;
+        lp_state_set(c, LP_PLAIN);
         lp_decline(LOCAL_PAIR_R_SHORT);
         return;
     }
     if (c->state == LP_OFFER) {
-        c->state = LP_PLAIN;
+        lp_state_set(c, LP_PLAIN);
         if (c->pair_last)       /* it carried bytes, not yet enough to pay */
             lp_decline(LOCAL_PAIR_R_SHORT);
         else

@@ -1,0 +1,97 @@
+/* The local path: a connection's state and its one transition function.
+ *
+ * STATES (lp_conn_t.state; LP_* in lp_int.h)
+ *   OFFER    accepted by a server of ours: its offer of a channel is due at
+ *            its first data call, or once the connection pays (pairing.c)
+ *   PENDING  a client's: its announcement is out, or due once the
+ *            connection pays (ann_due), and the server's offer may come
+ *   PAIRED   the channel is ours: each direction moves to the ring at its
+ *            switch point (local_pair.h, S1-S3, R1-R3)
+ *   PLAIN    on the kernel for good: declined, cancelled before its offer,
+ *            or handed back (handback.c)
+ *
+ * TRANSITIONS (lp_state_ok): a connection object is made OFFER (accept),
+ * PENDING (connect) or PAIRED (an exec'd image or a receiver adopting a
+ * channel: exec.c); then
+ *   OFFER   -> PAIRED   the offer was made            (lp_offer_make)
+ *   OFFER   -> PLAIN    declined, or it left before   (lp_offer_due, _cancel)
+ *   PENDING -> PAIRED   the offer was taken           (lp_pickup_done)
+ *   PENDING -> PLAIN    declined, or never announced  (connect checks,
+ *                       lp_ann_make, lp_pickup_done, lp_offer_cancel)
+ *   PAIRED  -> PLAIN    handed back to the kernel     (lp_revert,
+ *                       lp_rv_check_done)
+ *   PLAIN   -> PLAIN    a decline said again (lp_unclaim_plain): no change
+ * and nothing else: PLAIN is final, a connection never pairs twice.  Each
+ * change is counted (local.state.<from>_<to>); one the table does not allow
+ * is refused, counted (local.state.refused) and said once, and aborts a
+ * checked build (ZC_CHECKS: the sanitizer builds), so that a path that
+ * would bring a plain connection back to the ring is found by the tests,
+ * never by an application's bytes. */
+#include "lp_int.h"
+
+#include <stdlib.h>
+
+/* LP_* are 1..4; index 0 is "none" (a new object) */
+static const uint8_t lp_state_ok[5][5] = {
+    [0] = { [LP_OFFER] = 1, [LP_PENDING] = 1, [LP_PAIRED] = 1 },
+    [LP_OFFER] = { [LP_PAIRED] = 1, [LP_PLAIN] = 1 },
+    [LP_PENDING] = { [LP_PAIRED] = 1, [LP_PLAIN] = 1 },
+    [LP_PAIRED] = { [LP_PLAIN] = 1 },
+    [LP_PLAIN] = { [LP_PLAIN] = 1 },
+};
+
+const char *lp_state_name(int s)
+{
+    switch (s) {
+    case LP_OFFER: return "offer";
+    case LP_PENDING: return "pending";
+    case LP_PAIRED: return "paired";
+    case LP_PLAIN: return "plain";
+    default: return "none";
+    }
+}
+
+static void lp_state_count(int from, int to)
+{
+    static const struct {
+        uint8_t from, to;
+        unsigned id;
+    } counted[] = {
+        { LP_OFFER, LP_PAIRED, ZC_STAT_LOCAL_STATE_OFFER_PAIRED },
+        { LP_OFFER, LP_PLAIN, ZC_STAT_LOCAL_STATE_OFFER_PLAIN },
+        { LP_PENDING, LP_PAIRED, ZC_STAT_LOCAL_STATE_PENDING_PAIRED },
+        { LP_PENDING, LP_PLAIN, ZC_STAT_LOCAL_STATE_PENDING_PLAIN },
+        { LP_PAIRED, LP_PLAIN, ZC_STAT_LOCAL_STATE_PAIRED_PLAIN },
+    };
+
+    for (size_t i = 0; i < sizeof(counted) / sizeof(counted[0]); i++)
+        if (counted[i].from == from && counted[i].to == to) {
+            zc_stat_add(counted[i].id, 1);
+            return;
+        }
+}
+
+int lp_state_set(lp_conn_t *c, int to)
+{
+    int from = __atomic_load_n(&c->state, __ATOMIC_RELAXED);
+
+    if (from < 0 || from > LP_OFFER || to <= 0 || to > LP_OFFER || !lp_state_ok[from][to]) {
+        static int told;
+
+        zc_stat_add(ZC_STAT_LOCAL_STATE_REFUSED, 1);
+        if (!__atomic_exchange_n(&told, 1, __ATOMIC_RELAXED))
+            zc_log(ZC_LOG_WARN, "local path: a connection's state would go from %s to %s, "
+                   "which is not allowed: it stays %s (local.state.refused; said once)",
+                   lp_state_name(from), lp_state_name(to), lp_state_name(from));
+#ifdef ZC_CHECKS
+        abort();
+#endif
+        return -1;
+    }
+    /* (sequentially consistent: a thread that reads the new state reads
+     * what was set before it, as every store of it always was) */
+    __atomic_store_n(&c->state, to, __ATOMIC_SEQ_CST);
+    if (from != to)
+        lp_state_count(from, to);
+    return 0;
+}
