@@ -52,7 +52,9 @@
     X(pdc_max_entries, UINT, 1024, 1, 16384,                                        \
       "pin-down cache: most registrations kept")                                    \
     X(pdc_send_budget, SIZE, 134217728, 0, 1ULL << 44,                             \
-      "pin-down cache: most bytes referenced by sends in flight (0: unlimited)")    \
+      "pin-down cache: most bytes referenced by sends in flight (0: unlimited); "   \
+      "page exchange: most lent bytes unread, per connection and for the "         \
+      "process's connections together")                                             \
     X(pdc_recv_budget, SIZE, 134217728, 0, 1ULL << 44,                             \
       "pin-down cache: most bytes referenced by receives in flight (0: unlimited)") \
     X(local, BOOL, 1, 0, 1,                                                         \

@@ -176,6 +176,9 @@
     X(LOCAL_XCHG_BUDGET, "local.xchg.budget", "units refused by the cache's limits, for " \
       "want of descriptors, or because ZCSOCK_PDC_SEND_BUDGET bytes lent are unread "    \
       "(sent through the ring)")                                                         \
+    X(LOCAL_XCHG_PROC_BUDGET, "local.xchg.proc_budget", "of them, sends whose units "   \
+      "did not fit because the process's connections together hold "                      \
+      "ZCSOCK_PDC_SEND_BUDGET lent bytes unread (each connection within its own)")        \
     X(LOCAL_XCHG_BUDGET_WAITS, "local.xchg.budget_waits", "naps of blocking sends "   \
       "waiting for the receiver to read lent bytes (ZCSOCK_PDC_SEND_BUDGET)")            \
     X(LOCAL_XCHG_NO_TRANSPORT, "local.xchg.no_transport", "lends given up because the " \

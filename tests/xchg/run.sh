@@ -40,6 +40,8 @@ for fam in tcp unix; do
   xcase "exec/$fam" exec $fam advise 1 local.xchg.bytes_mapped==67108864
   XCHG_ENV="ZCSOCK_PDC_SEND_BUDGET=32M" xcase "budget/$fam" budget $fam advise 1 \
     local.xchg.bytes_lent\>0 local.xchg.budget\>0
+  [ $fam = tcp ] && XCHG_ENV="ZCSOCK_PDC_SEND_BUDGET=32M" xcase "budget_conns" budget_conns tcp \
+    advise 1 local.xchg.bytes_lent\>0 local.xchg.proc_budget\>0
   XCHG_ENV="ZCSOCK_PDC_SEND_BUDGET=32M" xcase "budget_wait/$fam" budget_wait $fam advise 1 \
     local.xchg.bytes_lent\>=100663296 local.xchg.budget_waits\>0
 done

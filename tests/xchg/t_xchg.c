@@ -35,6 +35,12 @@
  *            reads nothing: it gets EAGAIN once ZCSOCK_PDC_SEND_BUDGET (run.sh:
  *            32 MiB) lent bytes and the ring are full, as the kernel's
  *            buffers would stop it; then every byte arrives;
+ *   budget_conns  one sender process with four connections to a receiver
+ *            that reads nothing until the sender is done: the send budget
+ *            (run.sh: 32 MiB) bounds the lent bytes unread of the process's
+ *            connections together, not of each (four of them once held four
+ *            budgets), so the non-blocking sends stop (EAGAIN) after about
+ *            one budget and four rings; then every byte arrives;
  *   budget_wait  the same with a blocking sender of 96 MiB: it waits for the
  *            receiver (naps, counted) instead of copying through the ring;
  *   uring    memory pinned by the kernel (issue 29): after a buffer was lent
@@ -240,6 +246,111 @@ static int t_wait(pid_t pid)
     T_CHECK(waitpid(pid, &st, 0) == pid);
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
+
+/* Like t_pair, n connections (TCP): the child holds their client ends. */
+static pid_t t_pair_n(int n, int *srv, int *cli)
+{
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    socklen_t al = sizeof(a);
+    int ls = socket(AF_INET, SOCK_STREAM, 0);
+    pid_t pid;
+
+    T_CHECK(bind(ls, (struct sockaddr *)&a, sizeof(a)) == 0 && listen(ls, n) == 0);
+    T_CHECK(getsockname(ls, (struct sockaddr *)&a, &al) == 0);
+    pid = fork();
+    T_CHECK(pid >= 0);
+    if (pid == 0) {
+        close(ls);
+        for (int i = 0; i < n; i++) {
+            cli[i] = socket(AF_INET, SOCK_STREAM, 0);
+            T_CHECK(connect(cli[i], (struct sockaddr *)&a, sizeof(a)) == 0);
+        }
+        return 0;
+    }
+    for (int i = 0; i < n; i++) {
+        srv[i] = accept(ls, NULL, NULL);
+        T_CHECK(srv[i] >= 0);
+    }
+    close(ls);
+    return pid;
+}
+
+/* The stream byte of connection k at offset o (budget_conns). */
+static char t_conn_byte(int k, size_t o)
+{
+    return o % 64 ? (char)('a' + k) : (char)(o / 64 * 31 + (size_t)k);
+}
+
+static void t_budget_conns(void)
+{
+    enum { N = 4 };
+    int srv[N], cli[N];
+    pid_t pid = t_pair_n(N, srv, cli);
+
+    if (pid == 0) {
+        size_t sent[N] = { 0 }, total = 0;
+
+        for (int k = 0; k < N; k++) {
+            t_hello_sender(cli[k]);
+            T_CHECK(fcntl(cli[k], F_SETFL, O_NONBLOCK) == 0);
+        }
+        for (int k = 0; k < N; k++) {
+            for (int i = 0; i < 8; i++) {           /* up to 128 MiB a connection */
+                char *b = malloc(SZ);               /* fresh: lent, never a hit */
+                size_t off = 0;
+                ssize_t r = 0;
+
+                T_CHECK(b);
+                for (size_t j = 0; j < SZ; j++)
+                    b[j] = t_conn_byte(k, sent[k] + j);
+                while (off < SZ && (r = send(cli[k], b + off, SZ - off, MSG_NOSIGNAL)) > 0)
+                    off += (size_t)r;
+                T_CHECK(off == SZ || (r < 0 && errno == EAGAIN));
+                sent[k] += off;
+                free(b);
+                if (off < SZ)
+                    break;                          /* full: the next connection */
+            }
+            total += sent[k];
+        }
+        fprintf(stderr, "budget_conns: sent %zu + %zu + %zu + %zu = %zu MiB before EAGAIN\n",
+                sent[0] >> 20, sent[1] >> 20, sent[2] >> 20, sent[3] >> 20, total >> 20);
+        /* one budget lent, and the rings and what a send took before it
+         * met EAGAIN (four budgets when each connection had its own) */
+        T_CHECK(total <= ((size_t)32 << 20) + N * (((size_t)8 << 20) + SZ));
+        for (int k = 0; k < N; k++) {
+            T_CHECK(fcntl(cli[k], F_SETFL, 0) == 0);
+            T_CHECK(send(cli[k], &sent[k], sizeof(sent[k]), MSG_NOSIGNAL) == sizeof(sent[k]));
+            shutdown(cli[k], SHUT_WR);
+        }
+        exit(0);
+    }
+    for (int k = 0; k < N; k++)
+        t_hello_receiver(srv[k]);
+    usleep(500000);                                 /* let the sender fill up */
+    for (int k = 0; k < N; k++) {
+        size_t cap = 8 * SZ + 64, got = 0, want;
+        char *b = malloc(cap);
+        ssize_t r;
+
+        T_CHECK(b);
+        while ((r = recv(srv[k], b + got, cap - got, 0)) > 0)
+            got += (size_t)r;
+        T_CHECK(r == 0 && got >= sizeof(want));
+        /* the stream, then the sender's count of it */
+        memcpy(&want, b + got - sizeof(want), sizeof(want));
+        T_CHECK(want == got - sizeof(want));
+        for (size_t o = 0; o < want; o++)
+            if (b[o] != t_conn_byte(k, o)) {
+                fprintf(stderr, "budget_conns: connection %d byte %zu is %d, want %d\n", k, o,
+                        b[o], t_conn_byte(k, o));
+                exit(1);
+            }
+        free(b);
+    }
+    T_CHECK(t_wait(pid) == 0);
+}
+
 
 /* --- mutate ----------------------------------------------------------------- */
 
@@ -914,6 +1025,15 @@ int main(int argc, char **argv)
         printf("%s: ok\n", mode);
         return 0;
     }
+    if (!strcmp(mode, "budget_conns")) {
+        if (t_unix) {
+            printf("budget_conns: TCP only\n");
+            return 77;
+        }
+        t_budget_conns();
+        printf("%s: ok\n", mode);
+        return 0;
+    }
     pid = t_pair(&srv, &cli);
     if (!strcmp(mode, "uring") || !strcmp(mode, "mapfixed") || !strcmp(mode, "mprotect")) {
         void (*snd)(int) = !strcmp(mode, "uring") ? t_uring_sender
@@ -1221,7 +1341,7 @@ int main(int argc, char **argv)
             T_CHECK(t_wait(pid) == 0);
         }
     } else {
-        fprintf(stderr, "usage: t_xchg mutate|kill|rkill|echo|thread|fork|exec|budget|budget_wait|"
+        fprintf(stderr, "usage: t_xchg mutate|kill|rkill|echo|thread|fork|exec|budget|budget_conns|budget_wait|"
                 "placement|uring|mapfixed|mprotect|threads [unix]\n");
         return 2;
     }

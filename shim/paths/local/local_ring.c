@@ -695,6 +695,11 @@ uint64_t local_ring_unread(local_ring_t *ch, int dir)
     return head - tail > LR_BYTES_CAP ? LR_BYTES_CAP : head - tail;
 }
 
+uint64_t local_ring_bytes_head(local_ring_t *ch, int dir)
+{
+    return LR_LOAD(&ch->hdr->ctl[dir].bytes_head);
+}
+
 uint64_t local_ring_head_pos(local_ring_t *ch, int dir)
 {
     return LR_LOAD(&ch->hdr->ctl[dir].head);

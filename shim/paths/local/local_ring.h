@@ -311,6 +311,10 @@ int local_ring_eof_write(local_ring_t *ch, int dir);
  * (lent units included), at most 2^40 whatever the peer wrote. */
 uint64_t local_ring_unread(local_ring_t *ch, int dir);
 
+/* Producer side: stream bytes of direction dir published so far (lent
+ * units included): the stream position local_ring_unread counts back from. */
+uint64_t local_ring_bytes_head(local_ring_t *ch, int dir);
+
 /* The ring position the next record of direction dir will have (the
  * producer's own head). */
 uint64_t local_ring_head_pos(local_ring_t *ch, int dir);

@@ -177,6 +177,9 @@ typedef struct lp_conn {
     uint8_t x_off;                  /* no transport of ours can be made */
     uint8_t x_why;                  /* the last unit refused: SHIM_XU_WHY_* + 1, 0 none */
     uint64_t x_lent;                /* bytes lent by page exchange (zcsock stat --conns) */
+    uint64_t x_mark;                /* stream position past our last lent record (0: none) */
+    uint64_t x_est;                 /* our part of the process's lent-unread sum (xchg.c,
+                                     * PER-PROCESS BUDGET) */
     lp_xrec_t xr;
     int refs;                       /* descriptors of this process */
     int state;                      /* LP_* */
