@@ -23,7 +23,7 @@ Exit 0 pass, 1 fail."""
 import os
 import sys
 
-from lp_util import run_server_client
+from lp_util import BOUNCE, run_server_client
 
 SERVER = r"""
 import ctypes, select, socket, sys
@@ -83,16 +83,7 @@ import ctypes, random, socket, sys
 def stat(name):
     v = ctypes.c_uint64()
     return v.value if ctypes.CDLL(None).zcsock_stat_get(name.encode(), ctypes.byref(v)) == 0 else -1
-def bounce(s, data):
-    s.sendall(data)
-    got = b""
-    while len(got) < len(data):
-        b = s.recv(len(data) - len(got))
-        if not b:
-            sys.exit("FAIL: client: EOF")
-        got += b
-    if got != data:
-        sys.exit("FAIL: client: a message came back different")
+""" + BOUNCE + r"""
 port, idle, busy, msgs = (int(a) for a in sys.argv[1:5])
 socks = []
 for i in range(idle + busy):           # (the server accepts them all first)

@@ -38,7 +38,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from lp_util import check  # noqa: E402
+from lp_util import BOUNCE, check  # noqa: E402
 
 BUSY, MSGS, LOOKS_MAX, SHM_KIB_MAX = 3, 3000, 40, 16
 
@@ -119,18 +119,8 @@ print("served %d %d %d %d %d %d" % (echoed, resets, eofs, len(extra),
       (waits1 - waits0) if waits0 is not None and waits1 is not None else -1), flush=True)
 """
 
-CLIENT = PRELUDE + r"""
+CLIENT = PRELUDE + BOUNCE + r"""
 port, n, busy, msgs = (int(a) for a in sys.argv[1:5])
-def bounce(s, data):
-    s.sendall(data)
-    got = b""
-    while len(got) < len(data):
-        b = s.recv(len(data) - len(got))
-        if not b:
-            sys.exit("FAIL: client: EOF")
-        got += b
-    if got != data:
-        sys.exit("FAIL: client: a message came back different")
 def ask(s):
     s.sendall(b"?")
     got = b""

@@ -85,6 +85,22 @@ def run_server_client(server_code, server_args, client_code, client_args, env, c
     return cli.returncode, cli.stdout, srv.returncode, out, None
 
 
+# bounce(s, data) for a client's code: send data, read back as many bytes,
+# exit with FAIL unless they are the same.
+BOUNCE = r"""
+def bounce(s, data):
+    s.sendall(data)
+    got = b""
+    while len(got) < len(data):
+        b = s.recv(len(data) - len(got))
+        if not b:
+            sys.exit("FAIL: client: EOF")
+        got += b
+    if got != data:
+        sys.exit("FAIL: client: a message came back different")
+"""
+
+
 CHILD_PRELUDE = r"""
 import ctypes, socket, sys
 def stat(name):
