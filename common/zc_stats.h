@@ -57,14 +57,18 @@
       "ZCSOCK_LOCAL_PAIR_AFTER before pairing: earlier connections to the same "     \
       "destination or through the same listener closed before pairing paid "       \
       "(ZCSOCK_LOCAL_PAIR_LEARN)")                                                   \
-    X(LOCAL_STATE_OFFER_PAIRED, "local.state.offer_paired", "connection state changes "  \
-      "(shim/paths/local/state.c): a server's connection paired by its offer")          \
+    X(LOCAL_STATE_DEFER_PENDING, "local.state.defer_pending", "connection state changes " \
+      "(shim/paths/local/state.c): a client's connection announced once it paid")      \
+    X(LOCAL_STATE_DEFER_PLAIN, "local.state.defer_plain", "a client's connection "        \
+      "declined when it paid, or gone before")                                           \
+    X(LOCAL_STATE_OFFER_PAIRED, "local.state.offer_paired", "a server's connection "      \
+      "paired by its offer")                                                             \
     X(LOCAL_STATE_OFFER_PLAIN, "local.state.offer_plain", "a server's connection "       \
       "declined, or gone before its offer")                                              \
     X(LOCAL_STATE_PENDING_PAIRED, "local.state.pending_paired", "a client's connection " \
       "paired by the offer it took")                                                     \
-    X(LOCAL_STATE_PENDING_PLAIN, "local.state.pending_plain", "a client's connection "   \
-      "declined, or gone before it announced")                                           \
+    X(LOCAL_STATE_PENDING_PLAIN, "local.state.pending_plain", "an announced client's "    \
+      "connection that found no offer, or gave it up")                                   \
     X(LOCAL_STATE_PAIRED_PLAIN, "local.state.paired_plain", "a paired connection "       \
       "handed back to the kernel")                                                       \
     X(LOCAL_STATE_REFUSED, "local.state.refused", "state changes the table does not "    \

@@ -11,8 +11,10 @@ ours):
      client's end is handed back, PAIRED -> PLAIN, and so is the server's
      once it reads; every byte, the urgent one too, arrives in order;
   3. (pair when it pays, ZCSOCK_LOCAL_PAIR_AFTER=2) a connection to a server
-     without the library: PENDING -> PLAIN once it pays and finds no
-     listener of ours (local.declined.not_zcsock);
+     without the library: DEFER -> PLAIN once it pays and finds no listener
+     of ours (local.declined.not_zcsock);
+  4. (the same) a connection to a server under the library: DEFER ->
+     PENDING -> PAIRED once it pays, every byte echoed;
   4. no change the table refuses (local.state.refused 0: a checked build
      would have aborted).
 
@@ -27,7 +29,8 @@ from lp_util import run_child  # noqa: E402
 PRELUDE = r"""
 import os, subprocess, time
 S = ("local.state.offer_paired", "local.state.offer_plain", "local.state.pending_paired",
-     "local.state.pending_plain", "local.state.paired_plain", "local.state.refused")
+     "local.state.pending_plain", "local.state.paired_plain", "local.state.defer_pending",
+     "local.state.defer_plain", "local.state.refused")
 def states():
     return dict((k.split(".")[-1], stat(k)) for k in S)
 def want(what, **kw):
@@ -79,10 +82,26 @@ for m in (b"one", b"two", b"three", b"four", b"five"):   # it pays: it announces
     if p.recv(64) != m:
         sys.exit("FAIL: the plain server's echo differs")
 p.close(); plain.wait(10)
-want("to a server without the library", pending_plain=1, pending_paired=0, refused=0)
+want("to a server without the library", defer_plain=1, defer_pending=0, pending_paired=0,
+     refused=0)
 if stat("local.declined.not_zcsock") != 1:
     sys.exit("FAIL: local.declined.not_zcsock is %d" % stat("local.declined.not_zcsock"))
-print("ok states: declined")
+l = socket.socket(); l.bind(("127.0.0.1", 0)); l.listen(4)
+s = socket.create_connection(l.getsockname()); c, _ = l.accept()
+for i in range(8):                      # it pays (two turns), then it pairs
+    m = b"%d" % i * (i + 1)
+    s.sendall(m)
+    got = b""
+    while len(got) < len(m):
+        got += c.recv(64)
+    c.sendall(got)
+    got = b""
+    while len(got) < len(m):
+        got += s.recv(64)
+    if got != m:
+        sys.exit("FAIL: the echo differs")
+want("deferred, then paired", defer_pending=1, pending_paired=1, offer_paired=1, refused=0)
+print("ok states: declined; deferred, then paired")
 """
 
 sys.exit(run_child(CHILD) or run_child(CHILD_PLAIN, pair_after="2"))

@@ -25,39 +25,44 @@ static lp_conn_t *fresh(void)
 
 static void t_allowed(void **state)
 {
-    static const int paths[][4] = {
+    static const int paths[][5] = {
         { LP_OFFER, LP_PAIRED, LP_PLAIN, 0 },
         { LP_OFFER, LP_PLAIN, LP_PLAIN, 0 },
         { LP_PENDING, LP_PAIRED, LP_PLAIN, 0 },
         { LP_PENDING, LP_PLAIN, 0, 0 },
         { LP_PAIRED, LP_PLAIN, 0, 0 },
+        { LP_DEFER, LP_PENDING, LP_PAIRED, LP_PLAIN, 0 },
+        { LP_DEFER, LP_PLAIN, 0, 0 },
     };
-    uint64_t before[6], after[6];
-    static const unsigned ids[6] = {
+    uint64_t before[8], after[8];
+    static const unsigned ids[8] = {
         ZC_STAT_LOCAL_STATE_OFFER_PAIRED, ZC_STAT_LOCAL_STATE_OFFER_PLAIN,
         ZC_STAT_LOCAL_STATE_PENDING_PAIRED, ZC_STAT_LOCAL_STATE_PENDING_PLAIN,
         ZC_STAT_LOCAL_STATE_PAIRED_PLAIN, ZC_STAT_LOCAL_STATE_REFUSED,
+        ZC_STAT_LOCAL_STATE_DEFER_PENDING, ZC_STAT_LOCAL_STATE_DEFER_PLAIN,
     };
 
     (void)state;
-    for (int i = 0; i < 6; i++)
+    for (int i = 0; i < 8; i++)
         before[i] = zc_stat_read(ids[i]);
     for (size_t p = 0; p < sizeof(paths) / sizeof(paths[0]); p++) {
         lp_conn_t *c = fresh();
 
-        for (int k = 0; k < 4 && paths[p][k]; k++) {
+        for (int k = 0; k < 5 && paths[p][k]; k++) {
             assert_int_equal(lp_state_set(c, paths[p][k]), 0);
             assert_int_equal(c->state, paths[p][k]);
         }
     }
-    for (int i = 0; i < 6; i++)
+    for (int i = 0; i < 8; i++)
         after[i] = zc_stat_read(ids[i]);
     assert_true(after[0] - before[0] == 1);    /* offer -> paired */
     assert_true(after[1] - before[1] == 1);    /* offer -> plain (plain -> plain: no count) */
-    assert_true(after[2] - before[2] == 1);    /* pending -> paired */
+    assert_true(after[2] - before[2] == 2);    /* pending -> paired */
     assert_true(after[3] - before[3] == 1);    /* pending -> plain */
-    assert_true(after[4] - before[4] == 3);    /* paired -> plain */
+    assert_true(after[4] - before[4] == 4);    /* paired -> plain */
     assert_true(after[5] == before[5]);        /* nothing refused */
+    assert_true(after[6] - before[6] == 1);    /* defer -> pending */
+    assert_true(after[7] - before[7] == 1);    /* defer -> plain */
 }
 
 /* c in state from, by allowed changes */
@@ -110,6 +115,10 @@ static void t_refused(void **state)
     refused(LP_PAIRED, LP_PAIRED);
     refused(LP_PENDING, LP_OFFER);
     refused(LP_OFFER, LP_PENDING);
+    refused(LP_DEFER, LP_PAIRED);       /* an offer only to an announced client */
+    refused(LP_DEFER, LP_OFFER);
+    refused(LP_PENDING, LP_DEFER);
+    refused(LP_PLAIN, LP_DEFER);
     refused(LP_OFFER, 0);
     refused(LP_OFFER, 7);
 }

@@ -178,7 +178,7 @@ size_t lp_exec_prepare(const shim_exec_t *e, char *buf, size_t bufsz)
     len = (size_t)zc_fmt(buf, bufsz, "%s", LP_INHERIT_VAR);
     lp_execing = 1;     /* pumps made now outlive this image (lp_pump_spawn) */
     for (c = lp.head; c; c = c->next) {
-        if ((c->state == LP_OFFER || c->ann_due) && lp_exec_survives(c, &x))
+        if ((c->state == LP_OFFER || c->state == LP_DEFER) && lp_exec_survives(c, &x))
             lp_offer_cancel(c, "exec");     /* the next image has it before we offered */
         if (c->state == LP_PAIRED && c->memfd >= 0)
             len = lp_exec_describe(c, &x, loads, vforked, buf, len, bufsz, &handed);

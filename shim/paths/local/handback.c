@@ -971,7 +971,7 @@ void lp_revert(lp_conn_t *c, int fd, const char *why)
     size_t behind;
     int64_t owed;
 
-    if (c->state == LP_PENDING) {
+    if (c->state == LP_PENDING || c->state == LP_DEFER) {
         lp_lock(c, LP_TX);
         lp_pending_end(c);              /* never attach: it is plain TCP for good */
         lp_unlock(c, LP_TX);

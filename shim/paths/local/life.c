@@ -28,7 +28,7 @@ int path_local_shutdown(shim_fd_t *f, int fd, int how)
     if (how == SHUT_RD || c->state == LP_PLAIN)
         return 1;
     lp_lock(c, LP_TX);
-    if (c->state == LP_PENDING) {
+    if (c->state == LP_PENDING || c->state == LP_DEFER) {
         lp_pending_end(c);  /* never attach now: we could not ring a switched peer any more */
     } else if (!c->wr_shut) {
         if (!lp_tx_switch(c) && local_pair_switch_refuse(&c->ch, lp_rxdir(c)) == -EALREADY)
@@ -97,7 +97,7 @@ void lp_conn_release(lp_conn_t *c, int fd)
         lp_side_moved(c, fd);
         return;
     }
-    if ((c->state == LP_OFFER || (c->state == LP_PENDING && c->ann_due)) && c->pair_last)
+    if ((c->state == LP_OFFER || c->state == LP_DEFER) && c->pair_last)
         lp_decline(LOCAL_PAIR_R_SHORT);     /* closed before it paid for pairing */
     lp_life_learn(c);
     if (c->ch.base) {
@@ -203,7 +203,7 @@ void lp_fork_parent(void)
     lp_conn_t *c;
 
     for (c = lp.head; c; c = c->next) {
-        if (c->ann_due)
+        if (c->state == LP_DEFER)
             lp_offer_cancel(c, "fork");     /* not announced: never */
         if (c->state == LP_PENDING || c->state == LP_OFFER) {
             c->forked = 1;
@@ -226,7 +226,7 @@ void lp_fork_child(void)
          * thread of the parent was making (git's sideband reader, while
          * the main thread forks pack-objects) is not under way here */
         c->pickup_busy = 0;
-        if (c->ann_due)
+        if (c->state == LP_DEFER)
             lp_offer_cancel(c, "fork");     /* not announced: never */
         if (c->state == LP_PENDING || c->state == LP_OFFER) {
             c->forked = 1;  /* requeue the pickup / offer only once the parent let go */
@@ -406,9 +406,12 @@ static void lp_process_exposed(const char *why)
  * path (this process's), and why it is not on the ring. */
 static size_t lp_describe(shim_fd_t *f, int fd, char *buf, size_t size)
 {
-    static const char *const states[] = { "?", "pending", "paired", "plain", "offer" };
+    /* (a client that announces once it pays reads as pending, as before
+     * its state of its own) */
+    static const char *const states[LP_STATES] = { "?", "pending", "paired", "plain", "offer",
+                                                   "pending" };
     lp_conn_t *c = lp_conn(f);
-    int st = c->state >= 1 && c->state <= 4 ? c->state : 0;
+    int st = c->state >= 1 && c->state < LP_STATES ? c->state : 0;
     int ring = st == LP_PAIRED && (c->tx_ring || c->rx_ring || !lp_rv(c));
     size_t n;
 
@@ -429,7 +432,7 @@ static size_t lp_describe(shim_fd_t *f, int fd, char *buf, size_t size)
                     shim_mem_ops.xu_why_name(c->x_why - 1));
     if (c->why)
         n += zc_fmt(buf + n, size - n, " why=declined.%s", local_pair_reason_name(c->why));
-    else if (st == LP_OFFER || (st == LP_PENDING && c->ann_due))
+    else if (st == LP_OFFER || st == LP_DEFER)
         n += zc_fmt(buf + n, size - n, " why=not_paid_yet");
     return n;
 }

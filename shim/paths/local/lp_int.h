@@ -77,9 +77,12 @@
 #define LP_TX_RECHECK_MS 2      /* a wait for space with threads looks again (lp_armed_recheck) */
 
 enum { LP_TX = 0, LP_RX = 1 };
-/* Connection states.  LP_OFFER: accepted, the server's offer is due at its
- * first data call on the connection (pairing.c, lp_offer_due). */
-enum { LP_PENDING = 1, LP_PAIRED = 2, LP_PLAIN = 3, LP_OFFER = 4 };
+/* Connection states (state.c has the table of changes).  LP_OFFER:
+ * accepted, the server's offer is due at its first data call on the
+ * connection (pairing.c, lp_offer_due); LP_DEFER: a client that announces
+ * once the connection pays (lp_ann_due), then LP_PENDING. */
+enum { LP_PENDING = 1, LP_PAIRED = 2, LP_PLAIN = 3, LP_OFFER = 4, LP_DEFER = 5 };
+#define LP_STATES 6     /* (0: none, a new object) */
 
 /* Shared, one per side, written only by that side's holders. */
 typedef struct lp_side {
@@ -199,8 +202,6 @@ typedef struct lp_conn {
     unsigned life_after;            /* the turns it waits before pairing (lp_life_begin) */
     unsigned r3_looks;              /* pending client: receives of server bytes so far
                                      * (lp_r3_due) */
-    uint8_t ann_due;                /* pending client that announces only once the
-                                     * connection pays (lp_ann_due) */
     unsigned pair_calls;            /* data calls counted by lp_offer_wait / lp_ann_due */
     unsigned offer_tries;           /* server: offers that found no announcement yet */
     unsigned offer_retry_at;        /* ... the next try at this many calls */

@@ -115,6 +115,10 @@ void lp_pending_end(lp_conn_t *c)
         sched_yield();
     if (c->state == LP_PENDING)
         lp_pickup_done(c, -ECANCELED, -1, -1);
+    else if (c->state == LP_DEFER) {   /* (not announced: nothing to give up but that) */
+        lp_state_set(c, LP_PLAIN);
+        lp_decline_conn(c, LOCAL_PAIR_R_SHORT);
+    }
     __atomic_store_n(&c->pickup_busy, 0, __ATOMIC_RELEASE);
 }
 
@@ -250,12 +254,11 @@ void path_local_connect_prepare(int fd, const struct sockaddr *addr, socklen_t l
             return;
         }
         /* pair when it pays: announce once the connection does (lp_ann_due) */
-        c = lp_conn_new(LP_PENDING);
+        c = lp_conn_new(LP_DEFER);
         if (!c) {
             lp_decline(LOCAL_PAIR_R_ERROR);
             return;
         }
-        c->ann_due = 1;
         lp_life_table();
         lp_life_start(c, lp_life_key(addr, len, -1));
         lp_claim_fresh(fd, c);  /* plain until it announces (lp_ann_make) */
@@ -296,10 +299,9 @@ void path_local_connect_done(int fd, int rc, int err)
     if (!lp_claimed(f))
         return;
     c = lp_conn(f);
-    if (c->state == LP_PENDING && c->ann_due) {
+    if (c->state == LP_DEFER) {
         /* it announces later (lp_ann_due); a connect that failed never */
         if (rc < 0 && err != EINPROGRESS && err != EALREADY && err != EINTR) {
-            c->ann_due = 0;
             lp_state_set(c, LP_PLAIN);
             lp_decline_conn(c, LOCAL_PAIR_R_CONNECT_FAILED);
         }
@@ -493,7 +495,7 @@ int lp_kio_enter(lp_conn_t *c)
     __atomic_add_fetch(&c->kio, 1, __ATOMIC_SEQ_CST);
     if (!__atomic_load_n(&c->offering, __ATOMIC_SEQ_CST) &&
         (__atomic_load_n(&c->state, __ATOMIC_SEQ_CST) == LP_OFFER ||
-         __atomic_load_n(&c->ann_due, __ATOMIC_SEQ_CST)))
+         __atomic_load_n(&c->state, __ATOMIC_SEQ_CST) == LP_DEFER))
         return 1;
     __atomic_sub_fetch(&c->kio, 1, __ATOMIC_SEQ_CST);
     while (__atomic_load_n(&c->offering, __ATOMIC_ACQUIRE))
@@ -711,7 +713,6 @@ static void lp_ann_make(lp_conn_t *c, int fd)
         /* not connected (yet, or any more): a connect still under way is
          * looked at again next time; a failed one stays plain */
         if (errno != ENOTCONN || c->pair_calls > 64) {
-            c->ann_due = 0;
             lp_state_set(c, LP_PLAIN);
             lp_decline_conn(c, LOCAL_PAIR_R_CONNECT_FAILED);
         }
@@ -745,19 +746,19 @@ static void lp_ann_make(lp_conn_t *c, int fd)
          * announced at its connect is from its claim on (PLAIN UNTIL
          * PAIRED; ending it at the pickup instead stalled redis-benchmark) */
         shim_ep_plain_end(fd);
+        lp_state_set(c, LP_PENDING);    /* (its announcement held first) */
     }
-    __atomic_store_n(&c->ann_due, 0, __ATOMIC_SEQ_CST);
 }
 
 void lp_ann_due(lp_conn_t *c, int fd, int is_send, size_t len)
 {
-    if (!c->ann_due || c->state != LP_PENDING)
+    if (c->state != LP_DEFER)
         return;
     if (!lp_pays(c, is_send, len, 0))
         return;
     if (__atomic_exchange_n(&c->pickup_busy, 1, __ATOMIC_ACQUIRE))
         return;         /* another thread announces */
-    if (c->ann_due && c->state == LP_PENDING) {
+    if (c->state == LP_DEFER) {
         __atomic_store_n(&c->offering, 1, __ATOMIC_SEQ_CST);
         if (!__atomic_load_n(&c->kio, __ATOMIC_SEQ_CST))
             lp_ann_make(c, fd);     /* (else a receive in the kernel: next call) */
@@ -859,8 +860,7 @@ int lp_offer_due(lp_conn_t *c, int fd)
  * when one of them paired later). */
 void lp_offer_cancel(lp_conn_t *c, const char *why)
 {
-    if (c->state == LP_PENDING && c->ann_due) {
-        c->ann_due = 0;
+    if (c->state == LP_DEFER) {
         lp_state_set(c, LP_PLAIN);
         lp_decline(LOCAL_PAIR_R_SHORT);
         return;

@@ -723,10 +723,10 @@ ssize_t lp_recvmsg(shim_fd_t *f, int fd, struct msghdr *msg, int flags)
         return n < 0 ? -errno : n;
     }
 again:
-    if (c->ann_due)
+    if (c->state == LP_DEFER)
         lp_ann_due(c, fd, 0, 0);
     lp_connect_check(c, fd);
-    if (c->ann_due && c->state == LP_PENDING && !(flags & MSG_OOB)) {
+    if (c->state == LP_DEFER && !(flags & MSG_OOB)) {
         /* not announced yet: the kernel's, counted (R1) */
         if ((n = lp_rx_kernel_counted(c, f, fd, msg, flags)) == LP_CONTINUE)
             goto again;

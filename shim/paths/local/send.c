@@ -74,7 +74,7 @@ static ssize_t lp_tx_begin(lp_conn_t *c, shim_fd_t *f, int fd, const struct msgh
         lp_kio_exit(c);
         return n;
     }
-    if (c->ann_due)
+    if (c->state == LP_DEFER)
         lp_ann_due(c, fd, 1, lp_iov_total(msg->msg_iov, msg->msg_iovlen));
     if (c->state == LP_OFFER && lp_offer_due(c, fd))
         return lp_send_kernel(f, fd, msg, flags, NULL);     /* the copy path now */
@@ -333,7 +333,7 @@ ssize_t path_local_sendfile(shim_fd_t *f, int out_fd, int in_fd, off_t *offset, 
     if (fstat(in_fd, &st) == 0 && (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode)))
         return -EINVAL;
     lp_turn(c, 1);
-    if (c->ann_due)
+    if (c->state == LP_DEFER)
         lp_ann_due(c, out_fd, 1, count);
     while (c->state == LP_OFFER && lp_offer_wait(c, out_fd, 1, count)) {
         if (!lp_kio_enter(c))

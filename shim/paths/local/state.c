@@ -3,16 +3,21 @@
  * STATES (lp_conn_t.state; LP_* in lp_int.h)
  *   OFFER    accepted by a server of ours: its offer of a channel is due at
  *            its first data call, or once the connection pays (pairing.c)
- *   PENDING  a client's: its announcement is out, or due once the
- *            connection pays (ann_due), and the server's offer may come
+ *   DEFER    a client's whose announcement is due once the connection pays
+ *            (pair when it pays: pairing.c, lp_ann_due)
+ *   PENDING  a client's: its announcement is out, and the server's offer
+ *            may come
  *   PAIRED   the channel is ours: each direction moves to the ring at its
  *            switch point (local_pair.h, S1-S3, R1-R3)
  *   PLAIN    on the kernel for good: declined, cancelled before its offer,
  *            or handed back (handback.c)
  *
  * TRANSITIONS (lp_state_ok): a connection object is made OFFER (accept),
- * PENDING (connect) or PAIRED (an exec'd image or a receiver adopting a
- * channel: exec.c); then
+ * DEFER or PENDING (connect: PENDING when it announced at once) or PAIRED
+ * (an exec'd image or a receiver adopting a channel: exec.c); then
+ *   DEFER   -> PENDING  it paid and announced        (lp_ann_make)
+ *   DEFER   -> PLAIN    declined when it paid, its connect failed, or it
+ *                       left before (fork, exec, SCM_RIGHTS, shutdown)
  *   OFFER   -> PAIRED   the offer was made            (lp_offer_make)
  *   OFFER   -> PLAIN    declined, or it left before   (lp_offer_due, _cancel)
  *   PENDING -> PAIRED   the offer was taken           (lp_pickup_done)
@@ -31,9 +36,10 @@
 
 #include <stdlib.h>
 
-/* LP_* are 1..4; index 0 is "none" (a new object) */
-static const uint8_t lp_state_ok[5][5] = {
-    [0] = { [LP_OFFER] = 1, [LP_PENDING] = 1, [LP_PAIRED] = 1 },
+/* LP_* are 1..5; index 0 is "none" (a new object) */
+static const uint8_t lp_state_ok[LP_STATES][LP_STATES] = {
+    [0] = { [LP_OFFER] = 1, [LP_DEFER] = 1, [LP_PENDING] = 1, [LP_PAIRED] = 1 },
+    [LP_DEFER] = { [LP_PENDING] = 1, [LP_PLAIN] = 1 },
     [LP_OFFER] = { [LP_PAIRED] = 1, [LP_PLAIN] = 1 },
     [LP_PENDING] = { [LP_PAIRED] = 1, [LP_PLAIN] = 1 },
     [LP_PAIRED] = { [LP_PLAIN] = 1 },
@@ -47,6 +53,7 @@ const char *lp_state_name(int s)
     case LP_PENDING: return "pending";
     case LP_PAIRED: return "paired";
     case LP_PLAIN: return "plain";
+    case LP_DEFER: return "defer";
     default: return "none";
     }
 }
@@ -57,6 +64,8 @@ static void lp_state_count(int from, int to)
         uint8_t from, to;
         unsigned id;
     } counted[] = {
+        { LP_DEFER, LP_PENDING, ZC_STAT_LOCAL_STATE_DEFER_PENDING },
+        { LP_DEFER, LP_PLAIN, ZC_STAT_LOCAL_STATE_DEFER_PLAIN },
         { LP_OFFER, LP_PAIRED, ZC_STAT_LOCAL_STATE_OFFER_PAIRED },
         { LP_OFFER, LP_PLAIN, ZC_STAT_LOCAL_STATE_OFFER_PLAIN },
         { LP_PENDING, LP_PAIRED, ZC_STAT_LOCAL_STATE_PENDING_PAIRED },
@@ -75,7 +84,7 @@ int lp_state_set(lp_conn_t *c, int to)
 {
     int from = __atomic_load_n(&c->state, __ATOMIC_RELAXED);
 
-    if (from < 0 || from > LP_OFFER || to <= 0 || to > LP_OFFER || !lp_state_ok[from][to]) {
+    if (from < 0 || from >= LP_STATES || to <= 0 || to >= LP_STATES || !lp_state_ok[from][to]) {
         static int told;
 
         zc_stat_add(ZC_STAT_LOCAL_STATE_REFUSED, 1);
