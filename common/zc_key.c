@@ -142,13 +142,13 @@ static int zc_key_cached(uint32_t euid, uint8_t key[ZC_KEY_LEN])
 
     if (seq & 1)
         return 0;
-    state = __atomic_load_n(&zc_key_cache.state, __ATOMIC_RELAXED);
-    if (__atomic_load_n(&zc_key_cache.euid, __ATOMIC_RELAXED) != euid)
+    /* (acquire loads: the second look at seq cannot come before them) */
+    state = __atomic_load_n(&zc_key_cache.state, __ATOMIC_ACQUIRE);
+    if (__atomic_load_n(&zc_key_cache.euid, __ATOMIC_ACQUIRE) != euid)
         state = 0;
     if (state == 1)
         for (int i = 0; i < ZC_KEY_LEN; i++)
-            key[i] = __atomic_load_n(&zc_key_cache.key[i], __ATOMIC_RELAXED);
-    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+            key[i] = __atomic_load_n(&zc_key_cache.key[i], __ATOMIC_ACQUIRE);
     return __atomic_load_n(&zc_key_cache.seq, __ATOMIC_RELAXED) == seq ? state : 0;
 }
 
@@ -182,12 +182,12 @@ int zc_key_get(uint8_t key[ZC_KEY_LEN])
             zc_log(ZC_LOG_NOTICE, "local path: no key in the private directory (error %d): "
                    "its rendezvous names are public ones, which another user may bind "
                    "first", -rc);
+        /* (release stores: a reader that sees one sees seq odd first) */
         __atomic_store_n(&zc_key_cache.seq, zc_key_cache.seq + 1, __ATOMIC_RELAXED);
-        __atomic_thread_fence(__ATOMIC_RELEASE);
-        __atomic_store_n(&zc_key_cache.euid, euid, __ATOMIC_RELAXED);
-        __atomic_store_n(&zc_key_cache.state, state, __ATOMIC_RELAXED);
+        __atomic_store_n(&zc_key_cache.euid, euid, __ATOMIC_RELEASE);
+        __atomic_store_n(&zc_key_cache.state, state, __ATOMIC_RELEASE);
         for (int i = 0; i < ZC_KEY_LEN; i++)
-            __atomic_store_n(&zc_key_cache.key[i], rc ? 0 : k[i], __ATOMIC_RELAXED);
+            __atomic_store_n(&zc_key_cache.key[i], rc ? 0 : k[i], __ATOMIC_RELEASE);
         __atomic_store_n(&zc_key_cache.seq, zc_key_cache.seq + 1, __ATOMIC_RELEASE);
         if (state == 1)
             memcpy(key, k, ZC_KEY_LEN);
