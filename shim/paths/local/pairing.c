@@ -172,7 +172,7 @@ static int lp_uring_loaded(void)
  * about to be taken: a connection's claim, its announcement, its offer
  * (10,000 connections opened first and paired by their traffic after
  * passed the claim's test all together, and took 9,990 descriptors under a
- * limit of 20,000: case scale/both-limit).  Said once. */
+ * limit of 20,000: case scale/both).  Said once. */
 static int lp_fd_limited(void)
 {
     static int told;
