@@ -316,9 +316,13 @@ static uint64_t lx_est_update(lp_conn_t *c)
     return now;
 }
 
+/* (called with a role lock held: the list lock only when free, as the
+ * lock order has it taken never while holding a role lock; a busy list
+ * leaves the sum as it is, an upper bound) */
 static void lx_est_refresh(void)
 {
-    lp_list_lock();
+    if (__atomic_exchange_n(&lp.list_lock, 1, __ATOMIC_ACQUIRE))
+        return;
     for (lp_conn_t *c = lp.head; c; c = c->next)
         if (__atomic_load_n(&c->x_est, __ATOMIC_RELAXED))
             lx_est_update(c);
