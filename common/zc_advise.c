@@ -58,7 +58,8 @@ static const zc_rule_t zc_rules[] = {
       "(local.mailbox.refused = $(local.mailbox.refused), local.mailbox.evicted = "
       "$(local.mailbox.evicted)): hand-overs still work (evicted ones go back to the kernel, "
       "local.mailbox.handed_back = $(local.mailbox.handed_back)), but look for a process of "
-      "this user flooding the mailbox (ss -xp: <private dir>/mbox/<pid>, or "
+      "this user flooding the mailbox (ss -xp: <private dir>/mbox/k<8 hex>, the pid hidden under "
+      "the user's key, or "
       "\\0zcsock/v1/M/<pid> where there is no private directory, which anyone can reach)." },
 };
 

@@ -63,6 +63,39 @@ uint64_t zc_siphash(const uint8_t k[ZC_KEY_LEN], const void *in, size_t len)
     return v[0] ^ v[1] ^ v[2] ^ v[3];
 }
 
+/* --- a keyed permutation of 32-bit numbers ------------------------------ */
+
+static uint16_t zc_key_round(const uint8_t k[ZC_KEY_LEN], int i, uint16_t x)
+{
+    uint8_t in[4] = { 'P', (uint8_t)i, (uint8_t)x, (uint8_t)(x >> 8) };
+
+    return (uint16_t)zc_siphash(k, in, sizeof(in));
+}
+
+uint32_t zc_key_hide(const uint8_t k[ZC_KEY_LEN], uint32_t v)
+{
+    uint16_t l = (uint16_t)(v >> 16), r = (uint16_t)v, t;
+
+    for (int i = 0; i < 4; i++) {
+        t = r;
+        r = l ^ zc_key_round(k, i, r);
+        l = t;
+    }
+    return (uint32_t)l << 16 | r;
+}
+
+uint32_t zc_key_show(const uint8_t k[ZC_KEY_LEN], uint32_t v)
+{
+    uint16_t l = (uint16_t)(v >> 16), r = (uint16_t)v, t;
+
+    for (int i = 3; i >= 0; i--) {
+        t = l;
+        l = r ^ zc_key_round(k, i, l);
+        r = t;
+    }
+    return (uint32_t)l << 16 | r;
+}
+
 /* --- the key file -------------------------------------------------------- */
 
 /* Read the key at path: -ENOENT when there is none. */

@@ -37,6 +37,15 @@ int zc_key_load(const char *dir, uint8_t key[ZC_KEY_LEN]);
  * key file: said once). Hook-safe. */
 int zc_key_get(uint8_t key[ZC_KEY_LEN]);
 
+/* A keyed permutation of 32-bit numbers (a 4-round Feistel network whose
+ * round function is SipHash-2-4 under k) and its inverse: the local path's
+ * mailbox files are named by zc_key_hide(k, pid), so that the paths every
+ * user sees in /proc/net/unix do not tell which processes use the library,
+ * while the user's own processes find a mailbox by pid and a sweep finds
+ * the pid a file stands for. */
+uint32_t zc_key_hide(const uint8_t k[ZC_KEY_LEN], uint32_t v);
+uint32_t zc_key_show(const uint8_t k[ZC_KEY_LEN], uint32_t v);
+
 /* A fork child: a load another thread of the parent was making is not
  * under way here (its lock is let go; the cache, read under its seqlock,
  * is what the parent had). */

@@ -164,7 +164,21 @@ static void zc_live_aux_named(unsigned i, const char *name)
                ZC_LIVE_NAME_LEN, "%s", name);
 }
 
-void zc_dir_gone_pids(const char *dir, zc_dir_gone_fn fn, void *arg)
+/* A name's pid: <pid> or .<pid>, then anything (*rest); 0 when none. */
+static long zc_dir_decimal(void *arg, const char *name, const char **rest)
+{
+    const char *p = name + (*name == '.');
+    long pid = 0;
+
+    (void)arg;
+    for (; *p >= '0' && *p <= '9' && pid < (1L << 31); p++)
+        pid = pid * 10 + (*p - '0');
+    *rest = p;
+    return pid;
+}
+
+void zc_dir_gone(const char *dir, zc_dir_pid_fn decode, void *darg, zc_dir_gone_fn fn,
+                 void *arg)
 {
     char buf[4096];
     long fd = zc_sys(SYS_openat, AT_FDCWD, dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -177,22 +191,25 @@ void zc_dir_gone_pids(const char *dir, zc_dir_gone_fn fn, void *arg)
     for (off = 0; n > 0 && off < n && looked < 64;) {
         struct { uint64_t ino; int64_t off; unsigned short reclen; unsigned char type;
                  char name[]; } *d = (void *)(buf + off);
-        const char *p = d->name;
-        long pid = 0;
+        const char *rest;
+        long pid;
 
         if (!d->reclen)
             break;
         off += d->reclen;
-        p += *p == '.';
-        for (; *p >= '0' && *p <= '9' && pid < (1L << 31); p++)
-            pid = pid * 10 + (*p - '0');
-        if (!pid)
+        pid = decode(darg, d->name, &rest);
+        if (pid <= 0)
             continue;
         looked++;
         if (zc_sys(SYS_kill, pid, 0, 0) == -ESRCH)
-            fn(arg, (int)fd, d->name, p);
+            fn(arg, (int)fd, d->name, rest);
     }
     zc_sys(SYS_close, fd, 0, 0);
+}
+
+void zc_dir_gone_pids(const char *dir, zc_dir_gone_fn fn, void *arg)
+{
+    zc_dir_gone(dir, zc_dir_decimal, NULL, fn, arg);
 }
 
 /* Files of processes that are gone (killed: no exit ran), published or

@@ -146,6 +146,12 @@ static inline int zc_live_dir(char *buf, unsigned size, int make)
 typedef void (*zc_dir_gone_fn)(void *arg, int dirfd, const char *name, const char *rest);
 void zc_dir_gone_pids(const char *dir, zc_dir_gone_fn fn, void *arg);
 
+/* The same with the names' pids read by decode(darg, name, &rest): the pid
+ * (0: not a name of a process), rest pointing past what named it. */
+typedef long (*zc_dir_pid_fn)(void *darg, const char *name, const char **rest);
+void zc_dir_gone(const char *dir, zc_dir_pid_fn decode, void *darg, zc_dir_gone_fn fn,
+                 void *arg);
+
 /* The library's side (common/zc_live.c). */
 extern zc_live_hdr_t *zc_live;          /* NULL until published */
 

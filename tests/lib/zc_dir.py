@@ -97,3 +97,46 @@ def rendezvous_name(kind, cookie, env=None):
         return b"\0zcsock/v1/%s/%016x" % (kind.encode(), cookie)
     h = _siphash24(key, kind.encode() + cookie.to_bytes(8, "little"))
     return b"\0zcsock/v2/%s/%016x" % (kind.encode(), h)
+
+
+def _pid_hide(key, v):
+    """common/zc_key.c's zc_key_hide: a 4-round Feistel network on 32 bits."""
+    left, right = v >> 16, v & 0xffff
+    for i in range(4):
+        f = _siphash24(key, bytes([ord("P"), i, right & 0xff, right >> 8])) & 0xffff
+        left, right = right, left ^ f
+    return left << 16 | right
+
+
+def mailbox_name(pid, env=None):
+    """The name of pid's mailbox file in <private dir>/mbox, as
+    shim/paths/local/scm.c (lp_mbox_file) makes it: "k" and 8 hex digits of
+    the pid hidden under the user's key, or the pid where there is no key."""
+    try:
+        with open(private_dir(env) + "/key", "rb") as f:
+            key = f.read()
+    except FileNotFoundError:
+        key = b""
+    if len(key) != 16:
+        return "%d" % pid
+    return "k%08x" % _pid_hide(key, pid)
+
+
+def ensure_key(env=None):
+    """Make the user's key as the library would (common/zc_key.c: 16 random
+    bytes written under another name, then linked), unless it exists: so
+    that names computed before any process of the library ran are the
+    ones it will use."""
+    d = private_dir(env, make=True)
+    path = d + "/key"
+    if os.path.exists(path):
+        return
+    tmp = "%s/.key.%d" % (d, os.getpid())
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    os.write(fd, os.urandom(16))
+    os.close(fd)
+    try:
+        os.link(tmp, path)
+    except FileExistsError:
+        pass
+    os.unlink(tmp)

@@ -961,7 +961,8 @@ def mailbox_squatter(pid, who):
     private directory), or None."""
     if not who:
         return None
-    private = private_dir(make=True) + "/mbox/%d" % pid
+    zc_dir.ensure_key()
+    private = private_dir(make=True) + "/mbox/" + zc_dir.mailbox_name(pid)
     r, w = os.pipe()
     child = os.fork()
     if child == 0:

@@ -156,16 +156,33 @@ def fail(msg):
     sys.exit(1)
 
 
+_MBOX_NAMES = {}
+
+
+def mbox_name(pid):
+    """The name of pid's mailbox file, as the library makes it (its pid
+    hidden under the user's key: tests/lib/zc_dir.py).  Another user cannot
+    compute it (it cannot read the key): an attacker of another user asks
+    for it before it leaves our user, as one that learned it somehow."""
+    if pid not in _MBOX_NAMES:
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+        import zc_dir
+        zc_dir.ensure_key()
+        _MBOX_NAMES[pid] = zc_dir.mailbox_name(pid)
+    return _MBOX_NAMES[pid]
+
+
 def mbox_addr(pid):
     """pid's mailbox as /proc/net/unix lists it (visible to every user): in
-    its user's private directory (<dir>/mbox/<pid>), or the public
-    \\0zcsock/v1/M/<pid> where it has none; None while not bound."""
+    its user's private directory (<dir>/mbox/<name>, mbox_name), or the
+    public \\0zcsock/v1/M/<pid> where it has none; None while not bound."""
+    name = "/mbox/" + mbox_name(pid)
     with open("/proc/net/unix") as f:
         for line in f:
             parts = line.split()
             if len(parts) < 8:
                 continue
-            if parts[7].endswith("/mbox/%d" % pid):
+            if parts[7].endswith(name):
                 return parts[7]
             if parts[7] == "@zcsock/v1/M/%d" % pid:
                 return b"\0" + parts[7][1:].encode()
@@ -257,6 +274,7 @@ def attack(kind, pid, keep):
 def attacker_main(kind, who, pid, rounds):
     """Runs as the attacker (setuid nobody for "other"): one attack per line
     read from stdin, "ok" written back; lives until stdin closes."""
+    mbox_name(pid)                  # (learned while still of the victim's user)
     if who == "other":
         os.setgid(65534)
         os.setuid(65534)
@@ -290,7 +308,9 @@ def sweep_main():
     """Case mailbox_sweep: mailbox files of processes that are gone go when
     the next process binds its own, unless someone still listens there
     (another process, or a child holding a dead parent's listener); a stale
-    file of one's own pid (an earlier image's) is taken over."""
+    file of one's own pid (an earlier image's) is taken over; the files are
+    named by their pid hidden under the user's key (k<8 hex>), which the
+    sweep reads back."""
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from lp_handback import private_dir
     d = private_dir(make=True) + "/mbox"
@@ -308,7 +328,7 @@ def sweep_main():
         if listen:
             s.listen(1)
         return s
-    gone, held = "%s/%d" % (d, dead_pid()), "%s/%d" % (d, dead_pid())
+    gone, held = "%s/%s" % (d, mbox_name(dead_pid())), "%s/%s" % (d, mbox_name(dead_pid()))
     bind(gone, False).close()           # the file stays, no one listens
     keep = bind(held, True)             # still listened on
     # a process that bound its own and left, its child still holding the
@@ -316,19 +336,19 @@ def sweep_main():
     rd, wr = os.pipe()
     k = os.fork()
     if k == 0:
-        s = bind("%s/%d" % (d, os.getpid()), True)
+        s = bind("%s/%s" % (d, mbox_name(os.getpid())), True)
         if os.fork() == 0:
             os.read(rd, 1)              # holds s until told
         os._exit(0)
     os.waitpid(k, 0)
-    by_child = "%s/%d" % (d, k)
+    by_child = "%s/%s" % (d, mbox_name(k))
     env = dict(os.environ, LD_PRELOAD=os.environ["ZC_LIB"])
     prog = ("import os, socket, sys; a, b = socket.socketpair(); "
             "print(os.getpid(), flush=True); sys.stdin.readline()")
     p = subprocess.Popen([sys.executable, "-c", prog], env=env, stdin=subprocess.PIPE,
                          stdout=subprocess.PIPE, text=True)
     pid = int(p.stdout.readline())
-    mine = "%s/%d" % (d, pid)
+    mine = "%s/%s" % (d, mbox_name(pid))
     listed = mbox_addr(pid)
     p.stdin.close()
     p.wait(timeout=10)
@@ -337,7 +357,11 @@ def sweep_main():
                       (os.path.exists(held), "a mailbox file still listened on was removed"),
                       (os.path.exists(by_child), "a dead process's mailbox file its child still "
                        "listens on was removed"),
-                      (listed == mine, "the process's mailbox is %r, not %r" % (listed, mine))):
+                      (listed == mine, "the process's mailbox is %r, not %r" % (listed, mine)),
+                      # /proc/net/unix shows every user the path: not the pid
+                      (listed and not listed.endswith("/%d" % pid) and
+                       os.path.basename(listed).startswith("k"),
+                       "the mailbox's path %r names its pid %d" % (listed, pid))):
         if not cond:
             ok = False
             print("FAIL: " + msg, flush=True)
@@ -359,7 +383,7 @@ def sweep_main():
     listed = mbox_addr(pid)
     p.stdin.close()
     p.wait(timeout=10)
-    if listed != "%s/%d" % (d, pid):
+    if listed != "%s/%s" % (d, mbox_name(pid)):
         ok = False
         print("FAIL: after exec the mailbox is %r (the earlier image's file not taken over)"
               % listed, flush=True)

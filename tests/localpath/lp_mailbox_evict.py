@@ -35,7 +35,7 @@ import sys
 import tempfile
 import time
 
-from lp_mailbox import CLIENT, WORKER_HELPERS, post_record, public_env
+from lp_mailbox import CLIENT, WORKER_HELPERS, mbox_name, post_record, public_env
 
 FLOOD = 40          # records per attack, each from its own process
 
@@ -110,6 +110,7 @@ def fail(msg):
 def attacker(who, pid):
     """FLOOD records, each from a process of its own (a table that evicts
     the poster with the most would drop one flooder's own first)."""
+    mbox_name(pid)                  # (learned while still of the victim's user)
     if who == "other":
         os.setgid(65534)
         os.setuid(65534)

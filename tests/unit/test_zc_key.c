@@ -43,6 +43,27 @@ static void t_siphash_vectors(void **state)
         assert_true(zc_siphash(k, m, v[i].len) == v[i].out);
 }
 
+/* The pid permutation: its inverse undoes it, it moves pids, and another
+ * key gives other names. */
+static void t_pid_names(void **state)
+{
+    uint8_t k[ZC_KEY_LEN], k2[ZC_KEY_LEN];
+    int moved = 0, differ = 0;
+
+    (void)state;
+    for (int i = 0; i < ZC_KEY_LEN; i++)
+        k[i] = (uint8_t)(i * 7 + 1), k2[i] = (uint8_t)(i * 7 + 2);
+    for (uint32_t pid = 1; pid < 4194304; pid += 997) {
+        uint32_t h = zc_key_hide(k, pid);
+
+        assert_true(zc_key_show(k, h) == pid);
+        moved += h != pid;
+        differ += zc_key_hide(k2, pid) != h;
+    }
+    assert_true(moved > 4000 && differ > 4000);
+    assert_true(zc_key_show(k, zc_key_hide(k, 0xffffffffu)) == 0xffffffffu);
+}
+
 static char dir[64];
 
 static int mkdir_tmp(void **state)
@@ -153,6 +174,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(t_siphash_vectors),
+        cmocka_unit_test(t_pid_names),
         cmocka_unit_test_setup_teardown(t_made_once, mkdir_tmp, rm_tmp),
         cmocka_unit_test_setup_teardown(t_race, mkdir_tmp, rm_tmp),
         cmocka_unit_test_setup_teardown(t_refused, mkdir_tmp, rm_tmp),

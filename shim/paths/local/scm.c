@@ -2,9 +2,12 @@
  * process keeps its channel.
  *
  * Every process that makes an AF_UNIX socket binds a mailbox, a SOCK_SEQPACKET
- * listener at <private directory>/mbox/<pid>: the directory of the live
+ * listener at <private directory>/mbox/k<8 hex>: the directory of the live
  * statistics (zc_live_dir: 0700, this user's, refused when anyone else made
- * it), so another user can neither reach nor take the name.  Where that
+ * it), so another user can neither reach nor take the name, and the file
+ * is named by the pid hidden under the user's key (lp_mbox_file,
+ * zc_key_hide), so that /proc/net/unix, which shows every user the path,
+ * does not tell which processes use the library.  Where that
  * directory cannot be had, the name is the abstract "\0zcsock/v1/M/<pid>",
  * anyone's to connect to or bind first (said once).  A sender
  * whose SCM_RIGHTS message carries paired sockets first posts, for each, one
@@ -31,6 +34,7 @@
 #include <unistd.h>
 
 #include "lp_int.h"
+#include "zc_key.h"
 #include "zc_live.h"
 
 #define LP_MBOX_MAGIC 0x31786f624d637a5aULL   /* "ZczMbox1" */
@@ -105,17 +109,69 @@ static socklen_t lp_mbox_addr(int pid, struct sockaddr_un *a)
     return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n);
 }
 
-/* pid's mailbox in this user's private directory: <dir>/mbox/<pid>; 0 when
- * there is none to be had (make: create the directories when missing). */
+/* The name of pid's mailbox file: "k" and its pid hidden under the user's
+ * key (8 hex digits, zc_key_hide: the paths /proc/net/unix shows every user
+ * do not tell which processes use the library), or the pid itself where
+ * there is no key.  Its length. */
+static size_t lp_mbox_file(char *buf, size_t size, int pid)
+{
+    static const char hex[] = "0123456789abcdef";
+    uint8_t k[ZC_KEY_LEN];
+    uint32_t v;
+
+    if (size < 10 || !zc_key_get(k))
+        return zc_fmt(buf, size, "%d", pid);
+    v = zc_key_hide(k, (uint32_t)pid);
+    memset(k, 0, sizeof(k));
+    buf[0] = 'k';
+    for (int i = 0; i < 8; i++)
+        buf[1 + i] = hex[(v >> (28 - 4 * i)) & 0xf];
+    buf[9] = 0;
+    return 9;
+}
+
+/* The pid a mailbox file stands for (lp_mbox_file's names; decimal ones
+ * too): for the sweep, zc_dir_gone. */
+static long lp_mbox_pid(void *arg, const char *name, const char **rest)
+{
+    uint8_t k[ZC_KEY_LEN];
+    uint32_t v = 0;
+    long pid;
+
+    (void)arg;
+    if (name[0] != 'k') {
+        pid = 0;
+        for (*rest = name; **rest >= '0' && **rest <= '9' && pid < 1L << 31; (*rest)++)
+            pid = pid * 10 + (**rest - '0');
+        return pid;
+    }
+    for (*rest = name + 1; *rest < name + 9; (*rest)++) {
+        char c = **rest;
+        int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+
+        if (d < 0)
+            return 0;
+        v = v << 4 | (uint32_t)d;
+    }
+    if (!zc_key_get(k))
+        return 0;
+    pid = zc_key_show(k, v);
+    memset(k, 0, sizeof(k));
+    return pid > 0 && pid <= 4194304 ? pid : 0;
+}
+
+/* pid's mailbox in this user's private directory: <dir>/mbox/<name>
+ * (lp_mbox_file); 0 when there is none to be had (make: create the
+ * directories when missing). */
 static socklen_t lp_mbox_path(int pid, struct sockaddr_un *a, int make)
 {
-    char dir[sizeof(a->sun_path)];
+    char dir[sizeof(a->sun_path)], file[16];
     size_t n;
 
     if (zc_live_dir(dir, sizeof(dir), make))
         return 0;
     n = strlen(dir);
-    if (n + sizeof("/mbox/4194304") > sizeof(dir))
+    if (n + sizeof("/mbox/k01234567") > sizeof(dir))
         return 0;
     memcpy(dir + n, "/mbox", sizeof("/mbox"));
     if (make && mkdir(dir, 0700) && errno != EEXIST)
@@ -124,7 +180,8 @@ static socklen_t lp_mbox_path(int pid, struct sockaddr_un *a, int make)
         return 0;
     memset(a, 0, sizeof(*a));
     a->sun_family = AF_UNIX;
-    n = zc_fmt(a->sun_path, sizeof(a->sun_path), "%s/%d", dir, pid);
+    lp_mbox_file(file, sizeof(file), pid);
+    n = zc_fmt(a->sun_path, sizeof(a->sun_path), "%s/%s", dir, file);
     return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n + 1);
 }
 
@@ -193,7 +250,7 @@ static void lp_mbox_sweep(const struct sockaddr_un *mine)
     if (!slash)
         return;
     *slash = 0;
-    zc_dir_gone_pids(dir, lp_mbox_gone, dir);
+    zc_dir_gone(dir, lp_mbox_pid, NULL, lp_mbox_gone, dir);
 }
 
 /* pid's mailbox beside the one named was (its parent's): in the directory
@@ -203,15 +260,17 @@ static void lp_mbox_sweep(const struct sockaddr_un *mine)
 static socklen_t lp_mbox_beside(const char *was, int pid, struct sockaddr_un *a)
 {
     const char *slash = was ? strrchr(was, '/') : NULL;
+    char file[16];
     size_t n;
 
-    if (!slash || (size_t)(slash - was) + sizeof("/4194304") > sizeof(a->sun_path))
+    if (!slash || (size_t)(slash - was) + sizeof("/k01234567") > sizeof(a->sun_path))
         return 0;
     memset(a, 0, sizeof(*a));
     a->sun_family = AF_UNIX;
     n = (size_t)(slash - was);
     memcpy(a->sun_path, was, n);
-    n += zc_fmt(a->sun_path + n, sizeof(a->sun_path) - n, "/%d", pid);
+    lp_mbox_file(file, sizeof(file), pid);
+    n += zc_fmt(a->sun_path + n, sizeof(a->sun_path) - n, "/%s", file);
     return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n + 1);
 }
 
