@@ -164,8 +164,7 @@ static void zc_live_aux_named(unsigned i, const char *name)
                ZC_LIVE_NAME_LEN, "%s", name);
 }
 
-/* A name's pid: <pid> or .<pid>, then anything (*rest); 0 when none. */
-static long zc_dir_decimal(void *arg, const char *name, const char **rest)
+long zc_dir_decimal(void *arg, const char *name, const char **rest)
 {
     const char *p = name + (*name == '.');
     long pid = 0;

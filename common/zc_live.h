@@ -149,6 +149,10 @@ void zc_dir_gone_pids(const char *dir, zc_dir_gone_fn fn, void *arg);
 /* The same with the names' pids read by decode(darg, name, &rest): the pid
  * (0: not a name of a process), rest pointing past what named it. */
 typedef long (*zc_dir_pid_fn)(void *darg, const char *name, const char **rest);
+
+/* zc_dir_gone_pids' decoder: <pid> or .<pid>, then anything (*rest); 0
+ * when the name starts with neither. */
+long zc_dir_decimal(void *arg, const char *name, const char **rest);
 void zc_dir_gone(const char *dir, zc_dir_pid_fn decode, void *darg, zc_dir_gone_fn fn,
                  void *arg);
 

@@ -138,13 +138,8 @@ static long lp_mbox_pid(void *arg, const char *name, const char **rest)
     uint32_t v = 0;
     long pid;
 
-    (void)arg;
-    if (name[0] != 'k') {
-        pid = 0;
-        for (*rest = name; **rest >= '0' && **rest <= '9' && pid < 1L << 31; (*rest)++)
-            pid = pid * 10 + (**rest - '0');
-        return pid;
-    }
+    if (name[0] != 'k')
+        return name[0] == '.' ? 0 : zc_dir_decimal(arg, name, rest);
     for (*rest = name + 1; *rest < name + 9; (*rest)++) {
         char c = **rest;
         int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
