@@ -218,7 +218,7 @@
       "hand-back (too many at once, or the copy of their socket was gone): a socket "   \
       "that still comes reads as a plain one with the ring's bytes stranded")           \
     X(LOCAL_MBOX_SLOW, "local.mailbox.slow", "looks into the mailbox that stopped at " \
-      "their time bound (connections may still wait there)")
+      "their time bound of 100 ms (connections held or waiting for the next look)")
 
 enum {
 #define ZC_STAT_ENUM(id, name, doc) ZC_STAT_##id,

@@ -8,7 +8,8 @@
 #                            tests/summary.sh, return 1 when a test failed
 # Environment: ZC_BUILD (build directory, default build), ZC_LIB (the
 # library under test, default $ZC_BUILD/libzcsock.so: a tier run by hand
-# tests the library, never nothing).
+# tests the library, never nothing); ZC_TEST_ONLY (an extended regex: only
+# the cases whose names match run, for runs by hand).
 ZC_BUILD=${ZC_BUILD:-build}
 ZC_LIB=${ZC_LIB:-$PWD/$ZC_BUILD/libzcsock.so}
 _t_tier= _t_pass=0 _t_fail=0 _t_skip=0
@@ -22,6 +23,11 @@ t_begin() {
 
 t_run() {
   local name=$1 tmo=$2; shift 2
+  # ZC_TEST_ONLY=<extended regex>: only the cases whose names match run
+  # (by hand: ZC_TEST_ONLY='^mailbox' tests/localpath/run.sh ...)
+  if [ -n "${ZC_TEST_ONLY:-}" ] && ! printf '%s\n' "$name" | grep -Eq -- "$ZC_TEST_ONLY"; then
+    return 0
+  fi
   local log=$_t_logdir/${name//\//_}.log start end rc tdir
   # a temporary directory of the test's own (TMPDIR, open to every user as
   # /tmp is: some cases run a second user), removed after it

@@ -194,13 +194,14 @@ t_run peer_words "$T" $PY tests/localpath/lp_peer_words.py
 t_run peer_efd "$T" $PY tests/localpath/lp_peer_efd.py
 # trust: another user / a same-user process that is not the peer floods the
 # mailbox of a worker that receives paired sockets over SCM_RIGHTS, posts
-# records never claimed, posts late, or passes a socket whose close would
+# records never claimed, holds thousands of descriptors in flight before
+# the record (heavy), posts late, or passes a socket whose close would
 # linger: every hand-over is still taken over at once (lp_mailbox.py;
 # issue 30, items 1 and 2).  The mailbox is in the user's private
 # directory: another user is denied outright; "-public": the directory
 # made unusable, the public fallback name holds against the same attacks
-for c in flood/other flood/same records/same late/same linger/other linger/same \
-         flood/other-public linger/other-public records/same-public; do
+for c in flood/other flood/same heavy/other heavy/same records/same late/same linger/other \
+         linger/same flood/other-public heavy/other-public linger/other-public records/same-public; do
   t_run "mailbox_$c" "$T" $PY tests/localpath/lp_mailbox.py "${c%/*}" "${c#*/}"
 done
 # mailbox files: a dead process's goes when the next binds its own, one

@@ -41,10 +41,9 @@
 #define LP_LINGER_MAGIC 0x31676e694c637a5aULL /* "ZczLing1" */
 #define LP_MBOX_PENDING 64     /* records kept for sockets not received yet */
 #define LP_LINGER_KEPT 16
-#define LP_MBOX_DRAIN_MS 100   /* the most one look into the mailbox may take, */
-#define LP_MBOX_WANT_MS 1000   /* or one that has not found the record of a socket
-                                * just received: stopping earlier would read that
-                                * socket as a plain one, its ring bytes stranded */
+#define LP_MBOX_DRAIN_MS 100   /* the most one look into the mailbox reads for */
+#define LP_MBOX_HELD 160       /* connections taken from the queues (two listeners'
+                                * backlogs of 64, and more) not read to their end yet */
 #define LP_MBOX_MSGS 1024      /* messages read from one mailbox connection, at most
                                 * (its sender's buffer holds about 300) */
 #define LP_QUARANTINE 32       /* foreign files whose close could block, kept */
@@ -55,6 +54,16 @@
 /* A record kept for a socket not received yet: the channel memfd and the
  * poster's copy of the very socket (held so that a record dropped from the
  * table can still hand its connection back to the kernel). */
+/* A mailbox connection taken from its listener and not read to its end. */
+typedef struct lp_mbox_held {
+    int fd;
+    int pid;            /* the poster (SO_PEERCRED) */
+    uint8_t mine;       /* of our user */
+    uint8_t shut;       /* shut for reading: it may send nothing more */
+    uint8_t read;       /* its first message was read */
+    uint8_t kept;       /* raised among the library's descriptors */
+} lp_mbox_held_t;
+
 typedef struct lp_mbox_rec {
     path_local_handover_t h;
     int memfd;
@@ -74,6 +83,8 @@ static struct {
     lp_mbox_rec_t pending[LP_MBOX_PENDING];
     int nevicted;       /* dropped from pending: handed back after the look */
     lp_mbox_rec_t evicted[LP_MBOX_PENDING];
+    int nheld;          /* oldest first */
+    lp_mbox_held_t held[LP_MBOX_HELD];
     int nquarantine;    /* lp_fd_drop_foreign */
     int quarantine[LP_QUARANTINE];
     /* Lingering sockets (LINGER in handback.c): a closed peer's socket, by
@@ -90,7 +101,7 @@ static struct {
 } mbox = { .fd = -1, .parent_fd = -1 };
 
 typedef struct lp_mbox_want lp_mbox_want_t;
-static void lp_mbox_collect(int lfd, lp_mbox_want_t *w);
+static void lp_mbox_look(lp_mbox_want_t *w);
 static void lp_recs_close(void);
 
 typedef struct lp_mbox_msg {
@@ -320,8 +331,22 @@ static int lp_mbox_bind(int pid, const char *was, int sweep, int *squat, char *n
     return -1;
 }
 
-/* Held for a look into the mailbox (up to LP_MBOX_WANT_MS when an outsider
- * filled it): a waiter spins briefly, then yields its CPU. */
+/* Held for a look into the mailbox (up to about LP_MBOX_DRAIN_MS when an
+ * outsider filled it): a waiter spins briefly, then yields its CPU. */
+/* The connections held, closed unread: a fork child's copies of its
+ * parent's (the parent reads them; the child's close is not the last). */
+static void lp_held_close(void)
+{
+    while (mbox.nheld) {
+        lp_mbox_held_t *c = &mbox.held[--mbox.nheld];
+
+        if (c->kept)
+            shim_fd_internal_drop(c->fd);
+        else
+            zc_real.close(c->fd);
+    }
+}
+
 static void lp_mbox_lock(void)
 {
     int n = 0;
@@ -356,6 +381,7 @@ void path_local_mbox_ensure(void)
         mbox.path[0] = 0;
         mbox.forked = 0;
         lp_recs_close();                /* the parent's records (our copies) */
+        lp_held_close();                /* and the connections it held */
         /* A forking server's children bound one each, and each swept the
          * whole directory (a kill, and for the last child gone a socket,
          * a connect and an unlink): now they leave their names at exit
@@ -475,6 +501,9 @@ int path_local_mbox_moved(void *ctx, int from, int to)
     for (i = 0; i < mbox.nquarantine; i++)
         if (mbox.quarantine[i] == from)
             mbox.quarantine[i] = to;
+    for (i = 0; i < mbox.nheld; i++)
+        if (mbox.held[i].kept && mbox.held[i].fd == from)
+            mbox.held[i].fd = to;
     for (i = 0; i < mbox.npending; i++)
         if (mbox.pending[i].sock == from)
             mbox.pending[i].sock = to;
@@ -658,10 +687,20 @@ void path_local_scm_send(int fd, const struct msghdr *msg)
  * the peer may connect to it, flood it, post records that are never claimed,
  * or pass descriptors whose close blocks (a TCP socket with a long SO_LINGER
  * and unsent bytes, a FUSE file).  So each look into the mailbox:
- *  - reads every connection waiting (the backlog is 64) and every message of
- *    each, bounded by LP_MBOX_DRAIN_MS (LP_MBOX_WANT_MS while the record of
- *    a socket just received is not found) and LP_MBOX_MSGS, never by a count
- *    an outsider can fill before the record we look for;
+ *  - finds what it looks for first, whatever waits before it: one peek
+ *    (MSG_PEEK, no descriptor received) at the first message of each
+ *    connection held or waiting picks the one that carries the record of
+ *    the socket being received (or a lingering socket: lp_linger_take),
+ *    which is read first.  The record is posted before its descriptor
+ *    leaves, so it waits in a queue of at most 65 when the descriptor
+ *    comes: an outsider's connections that hold thousands of descriptors
+ *    in flight no longer stand before it (they did, and a receive that
+ *    gave up after 1 s read the socket as a plain one, its ring bytes
+ *    stranded);
+ *  - then reads the connections in order, every message of each, for at
+ *    most LP_MBOX_DRAIN_MS; what is not read to its end by then is held
+ *    (LP_MBOX_HELD, raised among the library's descriptors) for the next
+ *    look, never closed unread;
  *  - knows who posted before reading (SO_PEERCRED of the connection); shuts
  *    the connection for reading once its first message is read, so it can
  *    send nothing more, and reads all it had in flight: nothing foreign is
@@ -850,6 +889,7 @@ static void lp_pending_add(const path_local_handover_t *h, int memfd, int sock, 
 
 struct lp_mbox_want {
     uint64_t cookie;            /* the socket being received, 0: none */
+    int linger;                 /* lingering sockets (lp_linger_take) */
     int found;
     path_local_handover_t h;
     int memfd;
@@ -891,21 +931,17 @@ static void lp_mbox_message(const lp_mbox_msg_t *m, ssize_t n, int flags, int *f
         zc_stat_add(ZC_STAT_LOCAL_MBOX_REFUSED, 1);
 }
 
-/* Read one mailbox connection to its end.  It may send nothing more once
- * shut for reading (its sends fail with EPIPE), so reading until the queue
- * is empty leaves no descriptor of anyone's in flight to be released in
- * our close.  With SO_TIMESTAMP every message read carries a timestamp,
- * even an empty one: a read without one is the end.  Lock held. */
-static void lp_mbox_conn(int c, lp_mbox_want_t *w)
+/* Read held connection c toward its end, until `until' (ms; one message at
+ * least, so the first is always read): 1 when it has no more.  It may send
+ * nothing more once shut for reading (its sends fail with EPIPE), so
+ * reading until the queue is empty leaves no descriptor of anyone's in
+ * flight to be released in our close.  With SO_TIMESTAMP every message
+ * read carries a timestamp, even an empty one: a read without one is the
+ * end.  Lock held. */
+static int lp_mbox_conn(lp_mbox_held_t *c, lp_mbox_want_t *w, int64_t until)
 {
-    struct ucred cred = { 0, 0, 0 };
-    socklen_t cl = sizeof(cred);
-    int mine, k, one = 1, shut = 0, first = 1;
+    int k;
 
-    /* who posted, before anything is read */
-    mine = zc_real.getsockopt(c, SOL_SOCKET, SO_PEERCRED, &cred, &cl) == 0 &&
-           cred.uid == geteuid() && cred.pid > 0;
-    (void)zc_real.setsockopt(c, SOL_SOCKET, SO_TIMESTAMP, &one, sizeof(one));
     for (k = 0; k < LP_MBOX_MSGS; k++) {
         union {
             struct cmsghdr h;
@@ -918,50 +954,132 @@ static void lp_mbox_conn(int c, lp_mbox_want_t *w)
         int fds[253], nfd;
         ssize_t n;
 
-        n = zc_real.recvmsg(c, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+        if (k && lp_now_ms() >= until)
+            return 0;
+        n = zc_real.recvmsg(c->fd, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
         if (n < 0 && errno == EINTR)
             continue;
-        if (!shut) {
+        if (!c->shut) {
             /* one record per connection: after the first message (or none
              * yet: an outsider's empty connection, or a poster between its
              * connect and its send, which then tries again) the rest is
              * read only to be dropped */
-            zc_real.shutdown(c, SHUT_RD);
-            shut = 1;
+            zc_real.shutdown(c->fd, SHUT_RD);
+            c->shut = 1;
             if (n < 0)
                 continue;
         }
         if (n < 0 || msg.msg_controllen == 0)
-            return;                         /* the end (or a kernel without stamps) */
+            return 1;                       /* the end (or a kernel without stamps) */
         nfd = lp_mbox_fds(&msg, fds, 253);
         /* the first message read, whenever it came (a poster may send
          * between our first look and the shutdown) */
-        lp_mbox_message(&m, n, msg.msg_flags, fds, nfd, mine && first, (int)cred.pid, w);
-        first = 0;
+        lp_mbox_message(&m, n, msg.msg_flags, fds, nfd, c->mine && !c->read, c->pid, w);
+        c->read = 1;
     }
+    return 1;
 }
 
-/* Read every connection waiting in mailbox lfd (bounded in time): the record
- * for w->cookie into w, others into the pending table.  Lock held. */
-static void lp_mbox_collect(int lfd, lp_mbox_want_t *w)
+/* Take connection fd from a listener into the held set (who posted, known
+ * before anything is read): its index.  Lock held; a free slot. */
+static int lp_mbox_hold(int fd)
 {
-    int64_t t0 = lp_now_ms();
+    lp_mbox_held_t *c = &mbox.held[mbox.nheld];
+    struct ucred cred = { 0, 0, 0 };
+    socklen_t cl = sizeof(cred);
+    int one = 1;
 
-    while (lfd >= 0) {
-        int c = zc_real.accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    memset(c, 0, sizeof(*c));
+    c->fd = fd;
+    c->mine = zc_real.getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) == 0 &&
+              cred.uid == geteuid() && cred.pid > 0;
+    c->pid = (int)cred.pid;
+    (void)zc_real.setsockopt(fd, SOL_SOCKET, SO_TIMESTAMP, &one, sizeof(one));
+    return mbox.nheld++;
+}
 
-        if (c < 0) {
-            if (errno == EINTR || errno == ECONNABORTED)
-                continue;
-            return;
+/* Read held connection k toward its end (lp_mbox_conn); one read to its
+ * end leaves the set.  1 when it did.  Lock held. */
+static int lp_mbox_read(int k, lp_mbox_want_t *w, int64_t until)
+{
+    lp_mbox_held_t c = mbox.held[k];
+
+    if (!lp_mbox_conn(&mbox.held[k], w, until))
+        return 0;
+    if (c.kept)
+        shim_fd_internal_drop(c.fd);
+    else
+        zc_real.close(c.fd);
+    memmove(&mbox.held[k], &mbox.held[k + 1], (size_t)(mbox.nheld - k - 1) * sizeof(c));
+    mbox.nheld--;
+    return 1;
+}
+
+/* Does held connection c carry what w looks for, by one peek at its first
+ * message (no descriptor received: the kernel drops its copies of what a
+ * peek without room for them would carry, never the last reference)? */
+static int lp_mbox_wanted(const lp_mbox_held_t *c, const lp_mbox_want_t *w)
+{
+    lp_mbox_msg_t m;
+    struct iovec iov = { &m, sizeof(m) };
+    struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
+
+    if (!c->mine || c->read || zc_real.recvmsg(c->fd, &msg, MSG_PEEK | MSG_DONTWAIT) !=
+                                   (ssize_t)sizeof(m))
+        return 0;
+    return (m.magic == LP_MBOX_MAGIC && w->cookie && m.h.cookie == w->cookie) ||
+           (m.magic == LP_LINGER_MAGIC && w->linger);
+}
+
+/* A connection from one of our listeners into the held set: its index, -1
+ * when none waits (or the set is full). */
+static int lp_mbox_accept(void)
+{
+    int l, fds[2] = { mbox.fd, mbox.parent_fd };
+
+    for (l = 0; l < 2 && mbox.nheld < LP_MBOX_HELD; l++)
+        while (fds[l] >= 0) {
+            int c = zc_real.accept4(fds[l], NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+
+            if (c >= 0)
+                return lp_mbox_hold(c);
+            if (errno != EINTR && errno != ECONNABORTED)
+                break;
         }
-        lp_mbox_conn(c, w);
-        zc_real.close(c);
-        if (lp_now_ms() - t0 >= (w && !w->found ? LP_MBOX_WANT_MS : LP_MBOX_DRAIN_MS)) {
+    return -1;
+}
+
+/* One look into the mailboxes (ours, and the parent's inherited across
+ * fork): first what w looks for (see above), then every connection in
+ * order for at most LP_MBOX_DRAIN_MS; records go into w or the pending
+ * table.  Lock held. */
+static void lp_mbox_look(lp_mbox_want_t *w)
+{
+    int64_t until = lp_now_ms() + LP_MBOX_DRAIN_MS;
+    int k;
+
+    if (w) {
+        for (k = 0; k < mbox.nheld && !w->found; k++)
+            if (lp_mbox_wanted(&mbox.held[k], w) && lp_mbox_read(k, w, until))
+                k--;
+        while (!w->found && (k = lp_mbox_accept()) >= 0)
+            if (lp_mbox_wanted(&mbox.held[k], w))
+                (void)lp_mbox_read(k, w, until);
+    }
+    for (;;) {
+        if (!mbox.nheld && lp_mbox_accept() < 0)
+            break;
+        if (lp_now_ms() >= until || !lp_mbox_read(0, w, until)) {
             zc_stat_add(ZC_STAT_LOCAL_MBOX_SLOW, 1);
-            return;
+            break;
         }
     }
+    /* what stays held stays out of the application's way */
+    for (k = 0; k < mbox.nheld; k++)
+        if (!mbox.held[k].kept) {
+            mbox.held[k].fd = shim_fd_internal_keep(mbox.held[k].fd, &path_local, &mbox);
+            mbox.held[k].kept = 1;
+        }
 }
 
 /* The record for the socket with this cookie, from the pending table or the
@@ -985,9 +1103,7 @@ static int lp_mbox_find(uint64_t cookie, path_local_handover_t *h, int *memfd)
     for (k = 0; k < mbox.npending; k++)
         if (now - mbox.pending[k].t0 > LP_MBOX_EXPIRE_MS)
             lp_pending_evict(k--);
-    lp_mbox_collect(mbox.fd, &w);
-    if (!w.found)
-        lp_mbox_collect(mbox.parent_fd, &w);
+    lp_mbox_look(&w);
     if (w.found) {
         *h = w.h;
         *memfd = w.memfd;
@@ -1096,8 +1212,9 @@ int lp_linger_take(int memfd)
         return -1;
     lp_mbox_lock();
     if (mbox.pid == (int)getpid()) {
-        lp_mbox_collect(mbox.fd, NULL);
-        lp_mbox_collect(mbox.parent_fd, NULL);
+        lp_mbox_want_t w = { .linger = 1, .memfd = -1 };
+
+        lp_mbox_look(&w);
     }
     for (i = 0; i < mbox.nlinger; i++)
         if (mbox.linger_ino[i] == (uint64_t)st.st_ino)
