@@ -50,6 +50,12 @@ t_run epoll_keep "$T" $PY tests/localpath/lp_epoll_keep.py
 t_run epoll_plain "$T" $PY tests/localpath/lp_epoll_plain.py
 # zero-timeout waits that skip the kernel, a poll set beyond the stack arrays
 t_run poll_nowait "$T" $PY tests/localpath/lp_poll_nowait.py
+# the hand-over mailbox read as untrusted: a same-user process's
+# connections holding millions of descriptors, records never claimed, a
+# lingering socket (lp_mailbox.py)
+for c in heavy records linger; do
+  t_run "mailbox_$c/same" "$T" $PY tests/localpath/lp_mailbox.py $c same
+done
 t_run multi_wait/nospin "$T" env ZCSOCK_SPIN=0 $PY $TL run multi_wait both tcp
 t_run mixed_wait/nospin "$T" env ZCSOCK_SPIN=0 $PY $TL run mixed_wait both tcp
 t_run mixed_wait_tx/nospin "$T" env ZCSOCK_SPIN=0 $PY $TL run mixed_wait_tx both tcp
