@@ -1,6 +1,7 @@
 /* The resolver: fills zc_real from the next object in the lookup order.
  * The only file of the library that calls dlsym. */
 #include "zc_real.h"
+#include "zc_sys.h"
 
 #include <dlfcn.h>
 #include <link.h>
@@ -9,6 +10,15 @@
 #include <sched.h>
 
 zc_real_t zc_real;
+
+/* zc_sys.h: zc_getpid */
+int zc_pid_cached;
+#if defined(__x86_64__)
+int zc_pid_unsure;
+#else
+int zc_pid_unsure = 1;  /* vfork is interposed on x86_64 only (shim/hooks_proc.c) */
+#endif
+int zc_pid_forking;
 
 enum { RESOLVE_NONE, RESOLVE_BUSY, RESOLVE_DONE };
 static int resolve_state;          /* RESOLVE_*, accessed atomically */

@@ -91,6 +91,9 @@
     X(int, __ppoll_chk, (struct pollfd *, nfds_t, const struct timespec *,            \
                          const sigset_t *, size_t), 0)                                \
     X(pid_t, fork, (void), 1)                                                         \
+    X(pid_t, vfork, (void), 0)                                                        \
+    X(pid_t, _Fork, (void), 0)                                                        \
+    X(int, clone, (int (*)(void *), void *, int, void *, ...), 0)                     \
     X(int, execve, (const char *, char *const[], char *const[]), 1)                   \
     X(int, execv, (const char *, char *const[]), 1)                                   \
     X(int, execvp, (const char *, char *const[]), 1)                                  \

@@ -78,4 +78,34 @@ static inline long zc_syscall(long nr, ...)
     return r;
 }
 
+/* This process's id without a system call (the C library keeps no cache
+ * since glibc 2.25, and the library asked about 18 times a connection).
+ * zc_pid_cached is set at initialisation and first thing in a fork child
+ * (the first atfork child handler of the library's); it is not believed
+ * while a fork is under way (zc_pid_forking: the child copies the count,
+ * and a foreign atfork handler that runs before ours asks the kernel) nor
+ * ever again once a child was made that no atfork handler saw
+ * (zc_pid_unsure: vfork, clone, _Fork, a fork, vfork or clone through
+ * syscall(), a pump of the library's): from then on the kernel is asked
+ * each time, as before.  A vfork child shares our memory, so it always
+ * finds zc_pid_unsure set by the vfork that made it. */
+extern int zc_pid_cached;
+extern int zc_pid_unsure;
+extern int zc_pid_forking;
+
+/* 1 when zc_pid_cached may not be this process's id. */
+static inline int zc_pid_stale(void)
+{
+    return __atomic_load_n(&zc_pid_unsure, __ATOMIC_RELAXED) |
+           __atomic_load_n(&zc_pid_forking, __ATOMIC_RELAXED) |
+           !__atomic_load_n(&zc_pid_cached, __ATOMIC_RELAXED);
+}
+
+static inline int zc_getpid(void)
+{
+    if (__builtin_expect(!zc_pid_stale(), 1))
+        return __atomic_load_n(&zc_pid_cached, __ATOMIC_RELAXED);
+    return (int)zc_sys(SYS_getpid, 0, 0, 0);
+}
+
 #endif

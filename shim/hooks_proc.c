@@ -1,10 +1,16 @@
-/* Process hooks: fork, the exec family, _exit and pthread_create.
+/* Process hooks: fork, vfork, _Fork, clone, the exec family, _exit and
+ * pthread_create.
  *
- * vfork is deliberately not interposed: a wrapper would return into its own
- * frame in the child, which shares the parent's stack.  posix_spawn, system
- * and popen use glibc-internal clone and execve, which no hook sees; they
- * need none.  The exec hooks run shim_exec_prepare(), which does nothing in a
- * vfork child (it shares our memory), then the real call. */
+ * vfork (x86_64) is a stub that marks the cached pid unsure and jumps to the
+ * C library's vfork, with no frame of its own: a wrapper that called it
+ * would return into its own frame in the child, which shares the parent's
+ * stack.  _Fork and clone make children no atfork handler sees, so they
+ * mark it unsure too (zc_getpid, zc_sys.h).  posix_spawn, system and popen
+ * use glibc-internal clone and execve, which no hook sees; their children
+ * run none of the library's code.  The exec hooks run shim_exec_prepare(),
+ * which does nothing in a vfork child (it shares our memory), then the real
+ * call. */
+#include <sched.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <sys/single_threaded.h>
@@ -51,6 +57,90 @@ SHIM_EXPORT pid_t fork(void)
         errno = saved;
     }
     return pid;
+}
+
+/* A child made behind the atfork handlers' back: the cached pid is never
+ * believed again in this process (nor in the child, which copies it). */
+void shim_pid_unsure(void)
+{
+    __atomic_store_n(&zc_pid_unsure, 1, __ATOMIC_SEQ_CST);
+}
+
+#if defined(__x86_64__)
+/* The C library's vfork, resolved at the first call (by a call made before
+ * the stub touches the stack: nothing of it is left on the stack when the
+ * jump is made). */
+__attribute__((used)) void *shim_vfork_target;
+void *shim_vfork_resolve(void);
+
+__attribute__((used)) void *shim_vfork_resolve(void)
+{
+    if (!__atomic_load_n(&shim_ready, __ATOMIC_ACQUIRE))
+        shim_init_slow();
+    /* (without the C library's vfork, its fork: a vfork may be a fork) */
+    shim_vfork_target = zc_real.vfork ? (void *)zc_real.vfork : (void *)zc_real.fork;
+    return shim_vfork_target;
+}
+
+__asm__(".text\n"
+        ".globl vfork\n"
+        ".type vfork, @function\n"
+        ".globl __vfork\n"
+        ".type __vfork, @function\n"
+        "vfork:\n"
+        "__vfork:\n"
+        "    endbr64\n"
+        "    movl $1, zc_pid_unsure(%rip)\n"
+        "    mfence\n"
+        "    movq shim_vfork_target(%rip), %rax\n"
+        "    testq %rax, %rax\n"
+        "    jz 1f\n"
+        "    jmp *%rax\n"
+        "1:  subq $8, %rsp\n"          /* (aligned for the call) */
+        "    call shim_vfork_resolve\n"
+        "    addq $8, %rsp\n"
+        "    jmp *%rax\n"
+        ".size vfork, .-vfork\n"
+        ".size __vfork, .-__vfork\n");
+#endif
+
+SHIM_EXPORT pid_t _Fork(void)
+{
+    if (!__atomic_load_n(&shim_ready, __ATOMIC_ACQUIRE))
+        shim_init_slow();
+    if (!zc_real._Fork) {
+        errno = ENOSYS;
+        return -1;
+    }
+    shim_pid_unsure();
+    return zc_real._Fork();
+}
+
+/* The child runs fn on its own stack and never returns through this frame.
+ * The optional arguments are read as the C library reads them (three; the
+ * ones not passed are whatever the caller's frame holds, unused by clone). */
+__attribute__((no_sanitize("address")))
+SHIM_EXPORT int clone(int (*fn)(void *), void *stack, int flags, void *arg, ...)
+{
+    va_list ap;
+    pid_t *ptid;
+    void *tls;
+    pid_t *ctid;
+
+    va_start(ap, arg);
+    ptid = va_arg(ap, pid_t *);
+    tls = va_arg(ap, void *);
+    ctid = va_arg(ap, pid_t *);
+    va_end(ap);
+    if (!__atomic_load_n(&shim_ready, __ATOMIC_ACQUIRE))
+        shim_init_slow();
+    if (!zc_real.clone) {
+        errno = ENOSYS;
+        return -1;
+    }
+    if (!(flags & CLONE_THREAD))
+        shim_pid_unsure();
+    return zc_real.clone(fn, stack, flags, arg, ptid, tls, ctid);
 }
 
 /* Before a process's first thread: its live statistics file is made now,

@@ -75,7 +75,7 @@ static void shim_sig_tramp(int sig, siginfo_t *si, void *uc)
     void (*h)(int, siginfo_t *, void *);
 
     if (shim_sig_crit > 0 && !shim_sig_open && !shim_sig_fault(sig) && uc &&
-        zc_syscall(SYS_rt_tgsigqueueinfo, (long)getpid(), (long)zc_syscall(SYS_gettid), (long)sig,
+        zc_syscall(SYS_rt_tgsigqueueinfo, (long)zc_getpid(), (long)zc_syscall(SYS_gettid), (long)sig,
                 si) == 0) {
         sigaddset(&((ucontext_t *)uc)->uc_sigmask, sig);
         shim_sig_pend |= 1ull << (sig - 1);

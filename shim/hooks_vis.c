@@ -12,6 +12,7 @@
  *                 and close_range (libuv closes through syscall()) keep the
  *                 descriptor table true; other numbers pass straight through */
 #include <linux/seccomp.h>
+#include <sched.h>
 #include <spawn.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -87,6 +88,9 @@ SHIM_EXPORT long syscall(long nr, ...)
     }
     else if (__builtin_expect(nr == SYS_close, 0))
         shim_fd_closing_raw((int)a[0]);
+    else if (__builtin_expect(nr == SYS_fork || nr == SYS_vfork || nr == SYS_clone3 ||
+                              (nr == SYS_clone && !(a[0] & CLONE_THREAD)), 0))
+        shim_pid_unsure();          /* a child no atfork handler sees (zc_getpid) */
     else if (__builtin_expect(nr == SYS_close_range, 0) && zc_real.close_range) {
         zc_stat_add(ZC_STAT_CALLS_close_range, 1);
         return shim_close_range_do((unsigned)a[0], (unsigned)a[1], (int)a[2]);

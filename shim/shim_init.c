@@ -21,7 +21,6 @@
 enum { SHIM_INIT_NONE, SHIM_INIT_BUSY, SHIM_INIT_DONE };
 
 int shim_ready;
-int shim_pid;
 static int shim_init_state;     /* SHIM_INIT_*, atomic */
 static int shim_finished;       /* the destructor ran */
 
@@ -78,12 +77,30 @@ static void shim_report(const char *when)
     zc_log_write_raw(buf, o.len);
 }
 
+/* The library's first atfork handlers (registered before the others, its
+ * child handler runs first and its prepare handler last): the cached pid
+ * is not believed from the last prepare until the child has set its own
+ * (zc_getpid). */
+static void shim_atfork_prepare(void)
+{
+    shim_ep_fork_prepare();
+    __atomic_add_fetch(&zc_pid_forking, 1, __ATOMIC_SEQ_CST);
+}
+
+static void shim_atfork_parent(void)
+{
+    __atomic_sub_fetch(&zc_pid_forking, 1, __ATOMIC_SEQ_CST);
+    shim_ep_fork_parent();
+}
+
 static void shim_atfork_child(void)
 {
-    int live = zc_live_fork_child();    /* before the counts are zeroed: the parent's */
+    int live;
 
+    __atomic_store_n(&zc_pid_cached, (int)zc_sys(SYS_getpid, 0, 0, 0), __ATOMIC_RELAXED);
+    __atomic_store_n(&zc_pid_forking, 0, __ATOMIC_SEQ_CST);
+    live = zc_live_fork_child();    /* before the counts are zeroed: the parent's */
     shim_ep_fork_child();
-    shim_pid = (int)getpid();
     zc_stats_reset();
     if (live)
         zc_live_publish_later();
@@ -102,7 +119,7 @@ static int shim_init_once(void)
     const char *missing = NULL;
     int rc;
 
-    shim_pid = (int)getpid();
+    __atomic_store_n(&zc_pid_cached, (int)zc_sys(SYS_getpid, 0, 0, 0), __ATOMIC_RELAXED);
     zc_config_load(environ, shim_config_warn);
     zc_log_target_set(zc_config.log_file);
     zc_log_level_set((int)zc_config.debug);
@@ -118,7 +135,7 @@ static int shim_init_once(void)
     if (rc)
         zc_log(ZC_LOG_NOTICE, "no descriptor table (%s): every socket counts as untracked",
                strerrordesc_np(-rc));
-    pthread_atfork(shim_ep_fork_prepare, shim_ep_fork_parent, shim_atfork_child);
+    pthread_atfork(shim_atfork_prepare, shim_atfork_parent, shim_atfork_child);
     zc_spin_init();
     shim_paths_init();
     shim_paths_start();
@@ -170,9 +187,16 @@ __attribute__((destructor(101))) static void shim_destructor(void)
     shim_report("exit");
 }
 
+/* A vfork child shares our memory, and finds zc_pid_unsure set by the vfork
+ * that made it (zc_getpid): while nothing made a child behind the atfork
+ * handlers' back, no system call. */
 int shim_vfork_child(void)
 {
-    return (int)zc_syscall(SYS_getpid) != shim_pid;
+    int me = __atomic_load_n(&zc_pid_cached, __ATOMIC_RELAXED);
+
+    if (__builtin_expect(!zc_pid_stale(), 1))
+        return 0;
+    return (int)zc_sys(SYS_getpid, 0, 0, 0) != me;
 }
 
 void shim_exec_prepare(void)

@@ -22,9 +22,9 @@ extern int shim_ready;
  * library's constructor calling into libc).  Returns 0, or -errno when the
  * real functions cannot be resolved yet (a hook re-entered from dlsym). */
 int shim_init_slow(void);
+void shim_pid_unsure(void);
 
 /* Process identity kept for exec and fork decisions. */
-extern int shim_pid;
 
 /* 1 in a vfork child (posix_spawn-like launchers, Python's subprocess): it
  * shares our memory but not our descriptor table, so the descriptor hooks

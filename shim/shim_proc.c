@@ -185,7 +185,7 @@ int shim_proc_holds_socket(int pid, uint64_t ino)
 {
     shim_holds_t h = { .found = -1 };
     char path[40] = "/proc/self/fd";
-    int real = pid > 0 ? pid : (int)getpid(), fd = -1, held;
+    int real = pid > 0 ? pid : zc_getpid(), fd = -1, held;
 
     h.len = (int)zc_fmt(h.want, sizeof(h.want), "socket:[%llu]", (unsigned long long)ino);
     h.pid = real;

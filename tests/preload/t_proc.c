@@ -1,8 +1,16 @@
 /* fork (the child keeps using inherited sockets), the exec family (execve,
  * execv, execvp, execvpe, execl, execlp, execle, fexecve: the new image has
- * the library again when preloaded), vfork + exec, posix_spawn and system. */
+ * the library again when preloaded), vfork + exec, posix_spawn and system;
+ * children made behind the atfork handlers' back (vfork, clone with and
+ * without CLONE_VM, _Fork, fork and vfork through syscall()) that close a
+ * connection of ours: the library must know it is not the parent there (a
+ * vfork child shares the parent's memory: a close there that forgot the
+ * parent's descriptor would break the parent's connection). */
 #include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
 #include <spawn.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 
 #include "t_common.h"
@@ -62,6 +70,40 @@ static int t_exec_variant(int which, int fd)
     return t_wait_ok(pid);
 }
 
+static int t_close_fd(void *arg)
+{
+    close(*(int *)arg);
+    return 0;
+}
+
+/* A child made the way `how' says closes fd and leaves; its pid. */
+static pid_t t_child_closes(int how, int fd)
+{
+    static char stack[64 * 1024] __attribute__((aligned(16)));
+    pid_t pid = -1;
+
+    switch (how) {
+    case 0:
+        pid = vfork();
+        break;
+    case 1:
+        pid = _Fork();
+        break;
+    case 2:
+        pid = (pid_t)syscall(SYS_fork);
+        break;
+    case 3:
+        return clone(t_close_fd, stack + sizeof(stack), SIGCHLD, &fd);
+    case 4:
+        return clone(t_close_fd, stack + sizeof(stack), CLONE_VM | CLONE_VFORK | SIGCHLD, &fd);
+    }
+    if (pid == 0) {
+        close(fd);
+        _exit(0);
+    }
+    return pid;
+}
+
 int t_main(void)
 {
     int c, s, i, status;
@@ -80,6 +122,24 @@ int t_main(void)
     T_CHECK(t_wait_ok(pid) == T_PASS);
     T_CHECK(send(c, "parent", 6, 0) == 6);
     T_CHECK(recv(s, buf, 11, MSG_WAITALL) == 11 && !memcmp(buf, "childparent", 11));
+    /* children behind the atfork handlers' back close c: ours stays (a
+     * table that forgot c would count our calls on it as untracked).  Each
+     * way in a process of its own, before any of them was seen. */
+    for (i = 0; i < 5; i++) {
+        pid = fork();
+        T_CHECK(pid >= 0);
+        if (pid == 0) {
+            uint64_t untracked = t_stat("copy_why.untracked_fd");
+
+            if (t_wait_ok(t_child_closes(i, c)) != T_PASS || send(c, "z", 1, 0) != 1 ||
+                recv(s, buf, 1, 0) != 1 || buf[0] != 'z' || send(s, "w", 1, 0) != 1 ||
+                recv(c, buf, 1, 0) != 1 || buf[0] != 'w' ||
+                t_stat("copy_why.untracked_fd") != untracked)
+                _exit(10 + i);
+            _exit(0);
+        }
+        T_CHECK(t_wait_ok(pid) == T_PASS);
+    }
     /* every exec variant */
     for (i = 0; i < 8; i++) {
         T_CHECK(t_exec_variant(i, c) == T_PASS);

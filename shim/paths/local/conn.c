@@ -46,7 +46,7 @@ static int lp_holder_forged(uint32_t *w, uint32_t cur)
 {
     pid_t tid = (pid_t)(cur & ~LP_LOCK_WAITERS);
 
-    if (tid > 0 && zc_syscall(SYS_tgkill, getpid(), tid, 0) == 0)
+    if (tid > 0 && zc_syscall(SYS_tgkill, zc_getpid(), tid, 0) == 0)
         return 0;
     return __atomic_load_n(w, __ATOMIC_ACQUIRE) == cur;
 }
@@ -479,7 +479,7 @@ void lp_side_moved(lp_conn_t *c, int fd)
         return;
     me = lp_side(c, c->ch.side);
     if (__atomic_load_n(&me->sock_no, __ATOMIC_RELAXED) != fd ||
-        __atomic_load_n(&me->sock_pid, __ATOMIC_ACQUIRE) != (int32_t)zc_syscall(SYS_getpid))
+        __atomic_load_n(&me->sock_pid, __ATOMIC_ACQUIRE) != (int32_t)zc_getpid())
         return;
     for (i = 0; i < 4; i++)
         if (c->fds[i] >= 0) {
@@ -494,7 +494,7 @@ void lp_side_publish(lp_conn_t *c, int fd)
     lp_side_t *me = lp_side(c, c->ch.side);
 
     __atomic_store_n(&me->sock_no, (int32_t)fd, __ATOMIC_RELAXED);
-    __atomic_store_n(&me->sock_pid, (int32_t)zc_syscall(SYS_getpid), __ATOMIC_RELEASE);
+    __atomic_store_n(&me->sock_pid, (int32_t)zc_getpid(), __ATOMIC_RELEASE);
 }
 
 /* Declined, and why, for the connection's own description (lp_describe). */

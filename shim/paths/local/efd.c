@@ -85,7 +85,7 @@ static int lp_efd_wake_fd(lp_conn_t *c)
     gen = __atomic_load_n(&me->efd_gen, __ATOMIC_ACQUIRE) + 1;
     if (!gen)
         gen = 1;
-    __atomic_store_n(&me->efd_pid, (int32_t)LP_SYS(SYS_getpid, 0, 0, 0), __ATOMIC_RELAXED);
+    __atomic_store_n(&me->efd_pid, (int32_t)zc_getpid(), __ATOMIC_RELAXED);
     __atomic_store_n(&me->efd_no, fd, __ATOMIC_RELAXED);
     __atomic_store_n(&me->efd_gen, gen, __ATOMIC_RELEASE);
     c->efd_gen = gen;
@@ -214,7 +214,7 @@ int lp_fetch_fd(int32_t pid, int32_t no, int sock)
     const shim_fd_t *f;
     struct stat st;
 
-    if (pid == (int32_t)LP_SYS(SYS_getpid, 0, 0, 0) &&
+    if (pid == (int32_t)zc_getpid() &&
         (!(f = shim_fd_get(no)) || __atomic_load_n(&f->kind, __ATOMIC_ACQUIRE) != SHIM_FD_INTERNAL) &&
         (!sock || fstat(no, &st) || !S_ISSOCK(st.st_mode)))
         return -1;

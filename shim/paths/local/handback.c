@@ -511,7 +511,7 @@ static int lp_pump_peer(local_ring_t *ch, int dir, int sock, const lp_pump_job_t
             return 0;                   /* the peer is at it */
         zc_real.poll(NULL, 0, 1);
     }
-    __atomic_store_n(&peer->pump_pid, (int32_t)zc_syscall(SYS_getpid), __ATOMIC_RELEASE);
+    __atomic_store_n(&peer->pump_pid, (int32_t)zc_getpid(), __ATOMIC_RELEASE);
     old = __atomic_load_n(&peer->rv, __ATOMIC_SEQ_CST);
     while (job->grace_ms >= 0) {
         if (old & LP_RV_PUMP)
@@ -684,6 +684,9 @@ static int lp_pump_spawn(lp_conn_t *c, int sock, const lp_pump_job_t *job)
         return -errno;
     }
     if (mid == 0) {
+        /* a child no atfork handler saw: its pid is asked (zc_getpid), and
+         * it is the vfork child it was taken for before */
+        __atomic_store_n(&zc_pid_unsure, 1, __ATOMIC_SEQ_CST);
         if (slot >= 0 || zc_syscall(SYS_clone, 0L, NULL, NULL, NULL, 0L) == 0)
             lp_pump_run(&c->ch, lp_rxdir(c), sock, job);
         zc_syscall(SYS_exit, 0);

@@ -26,6 +26,7 @@
 #include "zc_key.h"
 #include "zc_real.h"
 #include "zc_spin.h"
+#include "zc_sys.h"
 
 _Static_assert(sizeof(local_ring_hdr_t) <= LOCAL_PAIR_CTL_OFF,
                "pairing block overlaps the ring header");
@@ -202,7 +203,7 @@ static int lp_nl_open(void)
 static int lp_nl_get(int *cached)
 {
     struct stat st;
-    int pid = (int)getpid(), s;
+    int pid = zc_getpid(), s;
 
     *cached = 0;
     if (__atomic_exchange_n(&lp_nl.busy, 1, __ATOMIC_ACQUIRE))
@@ -243,7 +244,7 @@ void local_pair_idle(void)
     /* ours stays for the process's life (reopening it for every connection
      * of a process that opens them one after the other cost four system
      * calls each, issue 31); a fork child's copy of its parent's goes */
-    if (lp_nl.fd >= 0 && lp_nl.pid != (int)getpid()) {
+    if (lp_nl.fd >= 0 && lp_nl.pid != zc_getpid()) {
         if (fstat(lp_nl.fd, &st) == 0 && (uint64_t)st.st_ino == lp_nl.ino)
             zc_real.close(lp_nl.fd);
         lp_nl.fd = -1;
@@ -255,7 +256,7 @@ void local_pair_idle(void)
 int local_pair_fd_is_internal(int fd)
 {
     return fd >= 0 && fd == __atomic_load_n(&lp_nl.fd, __ATOMIC_RELAXED) &&
-           lp_nl.pid == (int)getpid();
+           lp_nl.pid == zc_getpid();
 }
 
 static int lp_diag_query(void *req, size_t len, uint8_t *buf, size_t bufsz)

@@ -376,7 +376,7 @@ int local_ring_view_init(void *base, size_t map_size, int side, local_ring_t *ch
 
 static void lr_side_mark(local_ring_t *ch, int state)
 {
-    LR_STORE(&ch->hdr->side_pid[ch->side], (int32_t)zc_syscall(SYS_getpid));
+    LR_STORE(&ch->hdr->side_pid[ch->side], (int32_t)zc_getpid());
     __atomic_store_n(&ch->hdr->side_state[ch->side], (uint32_t)state, __ATOMIC_SEQ_CST);
 }
 

@@ -47,6 +47,7 @@
 #include "zc_log.h"
 #include "zc_pool.h"
 #include "zc_spin.h"
+#include "zc_sys.h"
 
 /* System calls of our own: straight to the real syscall() with every
  * argument given (the exported syscall hook reads six). */

@@ -367,7 +367,7 @@ static void lp_mbox_unlock(void)
 void path_local_mbox_ensure(void)
 {
     char name[sizeof(((struct sockaddr_un *)0)->sun_path) + 8], was[sizeof(mbox.path)];
-    int pid = (int)getpid(), s, squat, saved = errno;
+    int pid = zc_getpid(), s, squat, saved = errno;
 
     if (!path_local_enabled() || __atomic_load_n(&mbox.pid, __ATOMIC_ACQUIRE) == pid)
         return;
@@ -412,7 +412,7 @@ void path_local_mbox_ensure(void)
 int path_local_mbox_usable(void)
 {
     path_local_mbox_ensure();
-    return __atomic_load_n(&mbox.pid, __ATOMIC_ACQUIRE) == (int)getpid() && mbox.fd >= 0;
+    return __atomic_load_n(&mbox.pid, __ATOMIC_ACQUIRE) == zc_getpid() && mbox.fd >= 0;
 }
 
 /* A mailbox for SCM_RIGHTS hand-overs (the process made an AF_UNIX socket). */
@@ -441,10 +441,10 @@ void path_local_mbox_idle(void)
         !__atomic_load_n(&mbox.npending, __ATOMIC_RELAXED) &&
         !__atomic_load_n(&mbox.nevicted, __ATOMIC_RELAXED))
         return;
-    if (mbox.pid != (int)getpid())
+    if (mbox.pid != zc_getpid())
         return;
     lp_mbox_lock();
-    if (!mbox.scm && mbox.pid == (int)getpid()) {
+    if (!mbox.scm && mbox.pid == zc_getpid()) {
         for (i = 0; i < mbox.nlinger; i++)
             shim_fd_internal_drop(mbox.linger_sock[i]);
         mbox.nlinger = 0;
@@ -465,7 +465,7 @@ void path_local_mbox_idle(void)
 void path_local_mbox_exit(void)
 {
     if (path_local_enabled() && mbox.path[0] && !mbox.forked && mbox.fd >= 0 &&
-        __atomic_load_n(&mbox.pid, __ATOMIC_ACQUIRE) == (int)getpid())
+        __atomic_load_n(&mbox.pid, __ATOMIC_ACQUIRE) == zc_getpid())
         unlink(mbox.path);
 }
 
@@ -603,7 +603,7 @@ static int lp_scm_receiver(int fd)
     struct ucred cred;
     socklen_t cl = sizeof(cred);
     int64_t t0 = lp_now_ms();
-    int me = (int)getpid();
+    int me = zc_getpid();
 
     if (zc_real.getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) || cred.pid <= 0)
         return -1;
@@ -1130,7 +1130,7 @@ static void lp_mbox_settle(void)
         shim_fd_t *f, was;
 
         lp_mbox_lock();
-        if (!mbox.nevicted || mbox.pid != (int)getpid()) {
+        if (!mbox.nevicted || mbox.pid != zc_getpid()) {
             lp_mbox_unlock();
             return;
         }
@@ -1163,7 +1163,7 @@ void path_local_scm_received(struct msghdr *msg)
     struct cmsghdr *cm;
     int saved = errno;
 
-    if (mbox.fd < 0 || mbox.pid != (int)getpid())
+    if (mbox.fd < 0 || mbox.pid != zc_getpid())
         return;
     for (cm = CMSG_FIRSTHDR(msg); cm; cm = CMSG_NXTHDR(msg, cm)) {
         size_t i, n;
@@ -1211,7 +1211,7 @@ int lp_linger_take(int memfd)
     if (memfd < 0 || fstat(memfd, &st))
         return -1;
     lp_mbox_lock();
-    if (mbox.pid == (int)getpid()) {
+    if (mbox.pid == zc_getpid()) {
         lp_mbox_want_t w = { .linger = 1, .memfd = -1 };
 
         lp_mbox_look(&w);

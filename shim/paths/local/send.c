@@ -38,7 +38,7 @@ int lp_peer_gone(lp_conn_t *c)
 ssize_t lp_epipe(int flags)
 {
     if (!(flags & MSG_NOSIGNAL))
-        zc_syscall(SYS_tgkill, getpid(), lp_gettid(), SIGPIPE);
+        zc_syscall(SYS_tgkill, zc_getpid(), lp_gettid(), SIGPIPE);
     return -EPIPE;
 }
 

@@ -126,7 +126,7 @@ static int lx_transport(lp_conn_t *c)
         gen = __atomic_load_n(&me->xs_gen, __ATOMIC_ACQUIRE) + 1;
         if (!gen)
             gen = 1;
-        __atomic_store_n(&me->xs_pid, (int32_t)LP_SYS(SYS_getpid, 0, 0, 0), __ATOMIC_RELAXED);
+        __atomic_store_n(&me->xs_pid, (int32_t)zc_getpid(), __ATOMIC_RELAXED);
         __atomic_store_n(&me->xs_no, c->x_rx, __ATOMIC_RELAXED);
         __atomic_store_n(&me->xs_gen, gen, __ATOMIC_RELEASE);
         c->x_gen = gen;
@@ -143,7 +143,7 @@ static void lx_publish_in(lp_conn_t *c)
     if (!c->sole)
         return;
     __atomic_store_n(&me->xi_no, c->x_in, __ATOMIC_RELAXED);
-    __atomic_store_n(&me->xi_pid, (int32_t)LP_SYS(SYS_getpid, 0, 0, 0), __ATOMIC_RELEASE);
+    __atomic_store_n(&me->xi_pid, (int32_t)zc_getpid(), __ATOMIC_RELEASE);
 }
 
 /* Fetch the peer's offered transport end when we do not hold that
@@ -641,7 +641,7 @@ void lp_xchg_close(lp_conn_t *c)
     /* (no system call for a connection that never lent: every short one) */
     if (c->ch.base && (c->x_rx >= 0 || c->x_in >= 0) && !shim_vfork_child()) {
         lp_side_t *s = lp_side(c, c->ch.side);
-        int32_t me = (int32_t)LP_SYS(SYS_getpid, 0, 0, 0);
+        int32_t me = (int32_t)zc_getpid();
 
         /* our offer and our copy stop being fetchable: their numbers may be
          * anything once closed */
@@ -671,7 +671,7 @@ void lp_xchg_close(lp_conn_t *c)
 void lp_xchg_exec(lp_conn_t *c, int keep, int xfds[2])
 {
     int flag = keep ? 0 : FD_CLOEXEC;
-    int32_t me = (int32_t)LP_SYS(SYS_getpid, 0, 0, 0);
+    int32_t me = (int32_t)zc_getpid();
     lp_side_t *s = c->ch.base ? lp_side(c, c->ch.side) : NULL;
 
     xfds[0] = xfds[1] = -1;
@@ -697,7 +697,7 @@ void lp_xchg_exec(lp_conn_t *c, int keep, int xfds[2])
 void lp_xchg_inherit(lp_conn_t *c, const int xfds[2])
 {
     lp_side_t *s = lp_side(c, c->ch.side);
-    int32_t me = (int32_t)LP_SYS(SYS_getpid, 0, 0, 0);
+    int32_t me = (int32_t)zc_getpid();
 
     if (lx_is_transport(xfds[0])) {
         c->x_rx = shim_fd_internal_keep(xfds[0], &path_local, c);
