@@ -1,6 +1,19 @@
 /* The local path: shutdown, close, fork, statistics, initialisation, and
  * the interface tables the shim dispatches through. */
 #include "lp_int.h"
+
+/* Wake a futex sleeper that word announces (LOCAL_RING_WAIT_FUTEX, or BOTH:
+ * the kinds that sleep in FUTEX_WAIT on it), after our side's state was
+ * stored as gone (both sequentially consistent): a sleeper that announced
+ * later finds the side gone, one that announced before is seen here.
+ * Nobody announced (the common close): no system call. */
+static void lp_wake_sleeper(uint32_t *word)
+{
+    uint32_t k = __atomic_load_n(word, __ATOMIC_SEQ_CST);
+
+    if (k == LOCAL_RING_WAIT_FUTEX || k == LOCAL_RING_WAIT_BOTH)
+        zc_syscall(SYS_futex, word, FUTEX_WAKE, INT32_MAX, NULL, NULL, 0);
+}
 #include "zc_key.h"
 #include "shim_mem.h"
 #include "zc_sys.h"
@@ -138,10 +151,8 @@ void lp_conn_release(lp_conn_t *c, int fd)
             local_ring_side_gone(&c->ch);
             if (lingers)
                 lp_linger_wake(c, fd);
-            zc_syscall(SYS_futex, local_ring_wait_word(&c->ch, lp_txdir(c), LOCAL_RING_ROLE_CONS),
-                    FUTEX_WAKE, INT32_MAX, NULL, NULL, 0);
-            zc_syscall(SYS_futex, local_ring_wait_word(&c->ch, lp_rxdir(c), LOCAL_RING_ROLE_PROD),
-                    FUTEX_WAKE, INT32_MAX, NULL, NULL, 0);
+            lp_wake_sleeper(local_ring_wait_word(&c->ch, lp_txdir(c), LOCAL_RING_ROLE_CONS));
+            lp_wake_sleeper(local_ring_wait_word(&c->ch, lp_rxdir(c), LOCAL_RING_ROLE_PROD));
         }
     }
     /* The unit transport, the channel's mapping and its memfd (which the
