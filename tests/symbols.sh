@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Tier "symbols": the library exports only what exports.txt files declare
-# and never calls its own exported hooks,
+# and never calls its own exported hooks, the local path's files call no
+# higher layer (scripts/check-layers.py),
 # and the check itself catches an undeclared export.
 . "$(dirname "$0")/lib/harness.sh"
 t_begin symbols
@@ -16,6 +17,14 @@ t_run check-self-calls-catches 60 bash -c '
   printf "int close(int fd) { return fd; }\nint zc_f(int x) { return close(x) + 1; }\n" > "$d/x.c"
   ${CC:-cc} -shared -fPIC -O1 -o "$d/x.so" "$d/x.c" || exit 1
   ! scripts/check-self-calls.sh "$d/x.so"'
+# the local path's layers: no file calls a higher layer
+# (scripts/check-layers.py; issue 32), and the check catches one that does
+t_run check-layers 60 python3 scripts/check-layers.py
+t_run check-layers-catches 60 bash -c '
+  d=$(mktemp -d); trap "rm -rf $d" EXIT
+  printf "int lp_a(void)\n{\n    return lp_b();\n}\n" > "$d/conn.c"
+  printf "int lp_b(void)\n{\n    return 1;\n}\n" > "$d/send.c"
+  ! python3 scripts/check-layers.py "$d"'
 t_run no-undefined-nonlibc 60 bash -c '
   # every undefined symbol must come from libc, libdl, libpthread or the
   # libraries the modules link (liburing, libgcc_s)

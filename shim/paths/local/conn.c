@@ -293,6 +293,27 @@ void lp_list_unlock(void)
     __atomic_store_n(&lp.list_lock, 0, __ATOMIC_RELEASE);
 }
 
+int64_t lp_now_ms(void)
+{
+    return zc_now_us() / 1000;
+}
+
+/* The peer is gone for good (its last holder closed or it crashed): sends
+ * go to the kernel, which answers exactly as it would (EPIPE, SIGPIPE). */
+int lp_peer_gone(lp_conn_t *c)
+{
+    return c->kern_eof || c->kern_err ||
+           local_ring_peer_state(&c->ch) == LOCAL_RING_PEER_GONE;
+}
+
+/* Every part's hook `which' (a member of lp_part_t) on c. */
+#define LP_PARTS_EACH(which, ...)                                               \
+    do {                                                                        \
+        for (const lp_part_t *const *p_ = lp_parts; *p_; p_++)                  \
+            if ((*p_)->which)                                                   \
+                (*p_)->which(__VA_ARGS__);                                      \
+    } while (0)
+
 /* The last pin of a retired connection went (or none was held): what calls
  * in flight might still use goes now: the channel's mapping, the internal
  * descriptors, the object. */
@@ -301,9 +322,7 @@ static void lp_conn_final(shim_obj_t *o)
     lp_conn_t *c = (lp_conn_t *)o;
     int last;
 
-    lp_ann_drop(c);
-    lp_efd_close(c);
-    lp_xchg_close(c);
+    LP_PARTS_EACH(final, c);
     local_ring_close(&c->ch, 0);
     if (c->memfd >= 0)
         __atomic_sub_fetch(&lp.chans, 1, __ATOMIC_RELAXED);
@@ -312,7 +331,7 @@ static void lp_conn_final(shim_obj_t *o)
     last = __atomic_sub_fetch(&lp.objects, 1, __ATOMIC_ACQ_REL) == 0;
     if (last) {
         local_pair_idle();  /* only the sock_diag socket and the mailbox stay */
-        path_local_mbox_idle();
+        LP_PARTS_EACH(idle);
     }
 }
 
@@ -330,7 +349,7 @@ lp_conn_t *lp_conn_new(int state)
     c->fds[0] = c->fds[1] = c->fds[2] = c->fds[3] = -1;
     c->lowat = 1;
     c->life_after = zc_config.local_pair_after;     /* (lp_life_start) */
-    lp_xchg_init(c);
+    LP_PARTS_EACH(made, c);
     lp_list_lock();
     c->next = lp.head;
     if (lp.head)
@@ -354,7 +373,7 @@ void lp_conn_free(lp_conn_t *c)
         c->next->prev = c->prev;
     lp_list_unlock();
     shim_obj_retire(&c->obj);
-    lp_pumps_reap();
+    LP_PARTS_EACH(freed);
 }
 
 void lp_fds_note(lp_conn_t *c, int fd, int add)
@@ -414,7 +433,7 @@ uint32_t lp_holders_add(lp_conn_t *c, int delta)
 
     if (delta > 0) {
         c->sole = 0;            /* another process holds it too, or may */
-        lp_efd_retire(c);       /* ... without our copy of the peer's eventfd */
+        LP_PARTS_EACH(shared, c);   /* (the eventfds: without our copy of the peer's) */
     }
     n = __atomic_add_fetch(&s->holders, (uint32_t)delta, __ATOMIC_ACQ_REL);
 
@@ -461,9 +480,10 @@ void lp_channel_adopt(lp_conn_t *c, int memfd, int fd)
         __atomic_add_fetch(&lp.chans, 1, __ATOMIC_RELAXED);
     lp_holders_add(c, 1);
     c->sole = 1;                /* pairing attaches only a socket no one else holds */
-    lp_xchg_attach(c);
+    LP_PARTS_EACH(adopted, c);  /* (page exchange; the mailbox, bound before the
+                                 * peer can see us: a peer closing with bytes of
+                                 * ours unread leaves its socket there) */
     lp_side_publish(c, fd);
-    path_local_mbox_ensure();
     if (__builtin_expect(__atomic_load_n(&zc_live_waiting, __ATOMIC_RELAXED), 0))
         zc_live_publish();      /* a fork child's first pairing: zcsock stat lists it */
 }

@@ -318,3 +318,7 @@ int lp_wake_fd(shim_fd_t *f, int fd, int unusable)
         return -1;
     return lp_efd_wake_fd(c);
 }
+
+/* PARTS (lp_int.h): a side shared with another process retires its copy of
+ * the peer's eventfd; the object's eventfds close with it. */
+const lp_part_t lp_part_efd = { .shared = lp_efd_retire, .final = lp_efd_close };

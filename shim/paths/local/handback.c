@@ -1037,3 +1037,7 @@ void lp_revert(lp_conn_t *c, int fd, const char *why)
 /* Read doorbell bytes waiting in the kernel socket without blocking (our
  * receiving direction is in the ring, so every kernel byte is one), noting
  * EOF and errors.  Returns bytes drained. */
+
+/* PARTS (lp_int.h): pumps that finished are reaped whenever a connection
+ * leaves. */
+const lp_part_t lp_part_pumps = { .freed = lp_pumps_reap };

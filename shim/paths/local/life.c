@@ -2,6 +2,11 @@
  * the interface tables the shim dispatches through. */
 #include "lp_int.h"
 
+/* PARTS (lp_int.h), in the order their hooks run. */
+const lp_part_t *const lp_parts[] = {
+    &lp_part_pairing, &lp_part_efd, &lp_part_xchg, &lp_part_mbox, &lp_part_pumps, NULL
+};
+
 /* Wake a futex sleeper that word announces (LOCAL_RING_WAIT_FUTEX, or BOTH:
  * the kinds that sleep in FUTEX_WAIT on it), after our side's state was
  * stored as gone (both sequentially consistent): a sleeper that announced

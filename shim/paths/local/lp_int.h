@@ -274,6 +274,24 @@ typedef struct lp_conn {
     local_ring_t ch;
 } lp_conn_t;
 
+/* PARTS: the features that keep something on a connection (wake-up
+ * eventfds, page exchange, the announcement, the mailbox, the pumps) hook
+ * into its life here, and the connection's own code (conn.c) calls them
+ * through lp_parts (life.c), in that order, never by name: the dependency
+ * points from each feature to the connection, not back (check-layers).
+ * Any hook may be NULL. */
+typedef struct lp_part {
+    void (*made)(lp_conn_t *c);     /* a new connection object (lp_conn_new) */
+    void (*adopted)(lp_conn_t *c);  /* its channel became ours (lp_channel_adopt) */
+    void (*shared)(lp_conn_t *c);   /* another process may hold our side now
+                                     * (lp_holders_add) */
+    void (*final)(lp_conn_t *c);    /* the object goes: no call uses it (lp_conn_final) */
+    void (*freed)(void);            /* a connection left the list (lp_conn_free) */
+    void (*idle)(void);             /* the process's last connection object went */
+} lp_part_t;
+extern const lp_part_t *const lp_parts[];
+extern const lp_part_t lp_part_pairing, lp_part_efd, lp_part_xchg, lp_part_mbox, lp_part_pumps;
+
 /* Why connections were handed back to the kernel (local.handed_back.<name>). */
 enum { LP_HB_EXEC, LP_HB_SCM, LP_HB_ANCILLARY, LP_HB_PASSCRED, LP_HB_STDIO, LP_HB_FDOPEN,
        LP_HB_SECCOMP, LP_HB_IO_URING, LP_HB_OOB, LP_HB_SHUT_RD, LP_HB_SPAWN, LP_HB_SHUTDOWN,
@@ -406,6 +424,8 @@ int lp_r3_due(lp_conn_t *c);
 void lp_ann_due(lp_conn_t *c, int fd, int is_send, size_t len);
 
 /* conn.c */
+int64_t lp_now_ms(void);
+int lp_peer_gone(lp_conn_t *c);
 int lp_gettid(void);
 lp_side_t *lp_side(lp_conn_t *c, int side);
 int lp_rv(lp_conn_t *c);
@@ -548,7 +568,6 @@ void path_local_setsockopt(shim_fd_t *f, int fd, int level, int name, const void
 int path_local_getsockopt(shim_fd_t *f, int fd, int level, int name, void *val, socklen_t *len);
 
 /* recv.c */
-int64_t lp_now_ms(void);
 int lp_interrupted(const lp_wait_t *w);
 int lp_sig_interrupts(const lp_wait_t *w);
 /* The slice a wait of role may sleep (ms, the socket's timeout left), or
@@ -565,7 +584,6 @@ ssize_t lp_recvmsg(shim_fd_t *f, int fd, struct msghdr *msg, int flags);
 
 /* send.c */
 void lp_pickup(lp_conn_t *c, int fd);
-int lp_peer_gone(lp_conn_t *c);
 ssize_t lp_epipe(int flags);
 ssize_t lp_send_kernel(shim_fd_t *f, int fd, const struct msghdr *msg, int flags,
                               lp_conn_t *c);

@@ -874,3 +874,6 @@ void lp_offer_cancel(lp_conn_t *c, const char *why)
     }
 }
 
+
+/* PARTS (lp_int.h): an announcement not withdrawn yet goes with the object. */
+const lp_part_t lp_part_pairing = { .final = lp_ann_drop };

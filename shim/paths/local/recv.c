@@ -3,11 +3,6 @@
 #include "lp_int.h"
 #include "zc_sys.h"
 
-int64_t lp_now_ms(void)
-{
-    return zc_now_us() / 1000;
-}
-
 static int lp_any_norestart(const lp_wait_t *w);
 
 /* A wait of ours was interrupted (EINTR): would the application's blocking

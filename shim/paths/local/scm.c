@@ -1232,3 +1232,13 @@ int lp_linger_take(int memfd)
     lp_mbox_settle();
     return sock;
 }
+
+/* PARTS (lp_int.h): a process with a channel has its mailbox; what the
+ * connections kept there goes when the last connection object went. */
+static void lp_mbox_adopted(lp_conn_t *c)
+{
+    (void)c;
+    path_local_mbox_ensure();
+}
+
+const lp_part_t lp_part_mbox = { .adopted = lp_mbox_adopted, .idle = path_local_mbox_idle };

@@ -26,14 +26,6 @@ void lp_pickup(lp_conn_t *c, int fd)
     lp_pickup_try(c, fd, 0);
 }
 
-/* The peer is gone for good (its last holder closed or it crashed): sends
- * go to the kernel, which answers exactly as it would (EPIPE, SIGPIPE). */
-int lp_peer_gone(lp_conn_t *c)
-{
-    return c->kern_eof || c->kern_err ||
-           local_ring_peer_state(&c->ch) == LOCAL_RING_PEER_GONE;
-}
-
 /* A send after shutdown(SHUT_WR): what the kernel answers. */
 ssize_t lp_epipe(int flags)
 {

@@ -732,3 +732,9 @@ int lp_xchg_moved(lp_conn_t *c, int from, int to)
     }
     return 0;
 }
+
+/* PARTS (lp_int.h): page exchange's part of a connection: made with it,
+ * attached to its channel, closed with it. */
+const lp_part_t lp_part_xchg = {
+    .made = lp_xchg_init, .adopted = lp_xchg_attach, .final = lp_xchg_close
+};
