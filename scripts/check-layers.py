@@ -9,7 +9,8 @@ shim/paths/local/ calls which, by layer.
   L2  features      bell.c, efd.c (doorbells, wake-up eventfds), handback.c
                     (hand-back, pumps), scm.c (SCM_RIGHTS, the mailbox),
                     xchg.c (page exchange), pairing.c (announce, offer,
-                    pickup), ready.c (readiness)
+                    pickup), ready.c (readiness), adopt.c (a connection's
+                    description for exec and SCM_RIGHTS, and its adoption)
   L3  entry points  send.c, recv.c (the data calls), life.c (close, fork,
                     the tables the shim dispatches through), exec.c
 
@@ -32,18 +33,14 @@ LAYERS = {
     "local_ring.c": 0, "local_pair.c": 0,
     "conn.c": 1, "state.c": 1,
     "bell.c": 2, "efd.c": 2, "handback.c": 2, "scm.c": 2, "xchg.c": 2, "pairing.c": 2,
+    "adopt.c": 2,
     "ready.c": 2,
     "send.c": 3, "recv.c": 3, "life.c": 3, "exec.c": 3,
 }
 SIBLINGS_GOAL = 3
 # Upward calls known and not undone yet, each with its reason: any other
 # fails the check.
-KNOWN_UP = {
-    # a passed socket's channel is adopted through the hand-over functions
-    # of exec.c (shared with inheritance across exec): to move with the
-    # mailbox's split from the SCM entry points
-    ("scm.c", "exec.c"),
-}
+KNOWN_UP = set()     # ((caller, callee), ...): none left
 
 DEF = re.compile(r"^(static\s+)?(?:inline\s+)?[A-Za-z_][\w \*]*?\b(\w+)\s*\([^;{]*?\)\s*\{",
                  re.M | re.S)

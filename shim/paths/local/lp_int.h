@@ -423,6 +423,20 @@ void lp_kio_exit(lp_conn_t *c);
 int lp_r3_due(lp_conn_t *c);
 void lp_ann_due(lp_conn_t *c, int fd, int is_send, size_t len);
 
+/* adopt.c: the hand-over's description and adoption (exec, SCM_RIGHTS) */
+enum {
+    LP_F_TX_RING = 1, LP_F_RX_RING = 2, LP_F_TX_NEVER = 4, LP_F_WR_SHUT = 8,
+    LP_F_RD_SHUT = 16, LP_F_KERN_SHUT_WR = 32, LP_F_KERN_EOF = 64, LP_F_RX_PLAIN = 128,
+    LP_F_ARMED = 256,   /* 4 bits, [dir][role]: lp_armed_bells */
+};
+unsigned lp_flags(const lp_conn_t *c);
+int lp_inherit_one(const int *fds, int nfds, int memfd, int side, unsigned flags,
+                   const uint64_t v[4], const int xfds[2]);
+int path_local_handover_prepare(shim_fd_t *f, int fd, path_local_handover_t *h, int *memfd_p);
+void path_local_hand_back(shim_fd_t *f, int fd, const char *why);
+void path_local_handover_posted(shim_fd_t *f);
+int path_local_handover_adopt(int fd, const path_local_handover_t *h, int memfd, int counted);
+
 /* conn.c */
 int64_t lp_now_ms(void);
 int lp_peer_gone(lp_conn_t *c);
@@ -464,16 +478,9 @@ int64_t lp_tx_room(lp_conn_t *c);
 size_t lp_tx_want(lp_conn_t *c, size_t want);
 
 /* exec.c */
-unsigned lp_flags(const lp_conn_t *c);
 size_t lp_exec_prepare(const shim_exec_t *e, char *buf, size_t bufsz);
 void path_local_exec_failed(void);
-int lp_inherit_one(const int *fds, int nfds, int memfd, int side, unsigned flags,
-                   const uint64_t v[4], const int xfds[2]);
 void path_local_inherit(void);
-int path_local_handover_prepare(shim_fd_t *f, int fd, path_local_handover_t *h, int *memfd_p);
-void path_local_hand_back(shim_fd_t *f, int fd, const char *why);
-void path_local_handover_posted(shim_fd_t *f);
-int path_local_handover_adopt(int fd, const path_local_handover_t *h, int memfd, int counted);
 
 /* handback.c */
 int64_t lp_rv_owed(lp_conn_t *c);
