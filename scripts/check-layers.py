@@ -17,11 +17,10 @@ shim/paths/local/ calls which, by layer.
 A file may call any file of a lower layer.  A call to a higher layer fails
 the check (but those listed in KNOWN_UP, each with its reason) (a connection that called its features by name is how the mesh
 grew: features hook into its life through lp_parts instead).  Calls between
-files of one layer are counted and shown; the goal (at most three
-siblings each) is reported, not enforced, while the features still call
-one another.
+files of one layer are counted: more than three siblings fails too.
 
-    check-layers.py [DIR]      (default shim/paths/local; exit 1 on an upward call)
+    check-layers.py [DIR]      (default shim/paths/local; exit 1 on an upward
+                               call or a file with more than three siblings)
 Prints one line per file: its layer, the siblings it calls, and any upward
 call with the functions called."""
 import glob
@@ -70,7 +69,7 @@ def main():
                 private[f].add(m.group(2))
             else:
                 public.setdefault(m.group(2), f)
-    bad = 0
+    bad = crowded = 0
     for f in files:
         same, up = set(), {}
         for name, where in public.items():
@@ -85,6 +84,7 @@ def main():
         line = "%-13s L%d  siblings %d%s %s" % (f, LAYERS[f], len(same),
                                                  "*" if len(same) > SIBLINGS_GOAL else " ",
                                                  " ".join(sorted(same)))
+        crowded += len(same) > SIBLINGS_GOAL
         if up:
             known = all((f, w) in KNOWN_UP for w in up)
             bad += 0 if known else 1
@@ -92,10 +92,12 @@ def main():
             line += "; ".join("%s (%s)" % (w, ", ".join(sorted(n)))
                                             for w, n in sorted(up.items()))
         print(line)
-    print("(* more than %d siblings: the goal of issue 32, not enforced yet)" % SIBLINGS_GOAL)
     if bad:
         print("check-layers: %d file(s) call a higher layer" % bad)
-    return 1 if bad else 0
+    if crowded:
+        print("check-layers: %d file(s) (*) call more than %d siblings of their layer"
+              % (crowded, SIBLINGS_GOAL))
+    return 1 if bad or crowded else 0
 
 
 if __name__ == "__main__":

@@ -17,8 +17,9 @@ t_run check-self-calls-catches 60 bash -c '
   printf "int close(int fd) { return fd; }\nint zc_f(int x) { return close(x) + 1; }\n" > "$d/x.c"
   ${CC:-cc} -shared -fPIC -O1 -o "$d/x.so" "$d/x.c" || exit 1
   ! scripts/check-self-calls.sh "$d/x.so"'
-# the local path's layers: no file calls a higher layer
-# (scripts/check-layers.py; issue 32), and the check catches one that does
+# the local path's layers: no file calls a higher layer nor more than three
+# siblings of its own (scripts/check-layers.py; issue 32), and the check
+# catches a file that calls up
 t_run check-layers 60 python3 scripts/check-layers.py
 t_run check-layers-catches 60 bash -c '
   d=$(mktemp -d); trap "rm -rf $d" EXIT

@@ -137,16 +137,6 @@ void lp_wake_ex(lp_conn_t *c, int fd, int flags, uint32_t *word, int tx_held)
     }
 }
 
-/* The channel is unusable (a peer broke the rules): the connection reads as
- * reset, like a TCP connection whose peer misbehaved. */
-ssize_t lp_broken(lp_conn_t *c)
-{
-    zc_stat_add(ZC_STAT_LOCAL_PROTO_ERRORS, 1);
-    c->kern_err = ECONNRESET;
-    return -ECONNRESET;
-}
-
-
 size_t lp_drain_ex(lp_conn_t *c, int fd, int full)
 {
     char buf[256];

@@ -306,6 +306,51 @@ int lp_peer_gone(lp_conn_t *c)
            local_ring_peer_state(&c->ch) == LOCAL_RING_PEER_GONE;
 }
 
+/* The channel is unusable (a peer broke the rules): the connection reads as
+ * reset, like a TCP connection whose peer misbehaved. */
+ssize_t lp_broken(lp_conn_t *c)
+{
+    zc_stat_add(ZC_STAT_LOCAL_PROTO_ERRORS, 1);
+    c->kern_err = ECONNRESET;
+    return -ECONNRESET;
+}
+
+/* The kernel socket's readiness for ev, asked now. */
+int lp_kernel_revents(int fd, short ev)
+{
+    struct pollfd p = { fd, (short)(ev | POLLIN), 0 };
+
+    return zc_real.poll(&p, 1, 0) < 0 ? -1 : p.revents;
+}
+
+/* A copy of descriptor no of process pid (close-on-exec), or -1 (no
+ * ptrace permission over it, gone, a seccomp filter's refusal).  pid and
+ * no come from words the peer can write: in this very process (a
+ * connection to ourselves) only a descriptor of the library's own is
+ * fetched, or with sock a socket (a pump's: the caller then checks it is
+ * the other end of ours; a socket holds no record lock a close of the copy
+ * could drop), never another of the application's, which a check and a
+ * close of the copy would have touched (the POSIX record locks on a file
+ * go with any close of it), or a write into it changed (issue 30, item 4). */
+int lp_fetch_fd(int32_t pid, int32_t no, int sock)
+{
+    int pfd, fd;
+    const shim_fd_t *f;
+    struct stat st;
+
+    if (pid == (int32_t)zc_getpid() &&
+        (!(f = shim_fd_get(no)) || __atomic_load_n(&f->kind, __ATOMIC_ACQUIRE) != SHIM_FD_INTERNAL) &&
+        (!sock || fstat(no, &st) || !S_ISSOCK(st.st_mode)))
+        return -1;
+    pfd = (int)LP_SYS(SYS_pidfd_open, pid, 0, 0);
+
+    if (pfd < 0)
+        return -1;
+    fd = (int)LP_SYS(SYS_pidfd_getfd, pfd, no, 0);
+    LP_SYS(SYS_close, pfd, 0, 0);
+    return fd < 0 ? -1 : fd;
+}
+
 /* Every part's hook `which' (a member of lp_part_t) on c. */
 #define LP_PARTS_EACH(which, ...)                                               \
     do {                                                                        \

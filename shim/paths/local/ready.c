@@ -53,14 +53,6 @@ uint64_t lp_change(shim_fd_t *f, int fd)
            ((uint64_t)(local_ring_peer_state(&c->ch) == LOCAL_RING_PEER_GONE) << 60);
 }
 
-/* The kernel socket's readiness for ev, asked now. */
-int lp_kernel_revents(int fd, short ev)
-{
-    struct pollfd p = { fd, (short)(ev | POLLIN), 0 };
-
-    return zc_real.poll(&p, 1, 0) < 0 ? -1 : p.revents;
-}
-
 /* A poll/epoll waiter announced a wait for space: if the connection was
  * handed back meanwhile the initiator may not have seen the announcement
  * (HAND-BACK 4), so withdraw it and look again soon.  In a process with
