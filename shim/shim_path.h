@@ -186,13 +186,17 @@ typedef struct shim_path {
 /* The registered paths, in order (NULL-terminated); built at init. */
 extern const shim_path_t *shim_paths[];
 
-/* Call lifecycle operation op(args...) of every path that has it. */
-#define SHIM_PATHS_EACH(op, ...)                                                \
+/* Call member op(args...) of every entry of table (a NULL-terminated array
+ * of pointers to tables of operations) that has it. */
+#define SHIM_TABLE_EACH(table, op, ...)                                         \
     do {                                                                        \
-        for (const shim_path_t *const *pp_ = shim_paths; *pp_; pp_++)           \
-            if ((*pp_)->op)                                                     \
-                (*pp_)->op(__VA_ARGS__);                                        \
+        for (__typeof__(*(table)) const *e_ = (table); *e_; e_++)               \
+            if ((*e_)->op)                                                      \
+                (*e_)->op(__VA_ARGS__);                                         \
     } while (0)
+
+/* Call lifecycle operation op(args...) of every path that has it. */
+#define SHIM_PATHS_EACH(op, ...) SHIM_TABLE_EACH(shim_paths, op, __VA_ARGS__)
 
 /* Sort the registered paths into shim_paths[] (init). */
 void shim_paths_init(void);

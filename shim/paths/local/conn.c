@@ -351,13 +351,8 @@ int lp_fetch_fd(int32_t pid, int32_t no, int sock)
     return fd < 0 ? -1 : fd;
 }
 
-/* Every part's hook `which' (a member of lp_part_t) on c. */
-#define LP_PARTS_EACH(which, ...)                                               \
-    do {                                                                        \
-        for (const lp_part_t *const *p_ = lp_parts; *p_; p_++)                  \
-            if ((*p_)->which)                                                   \
-                (*p_)->which(__VA_ARGS__);                                      \
-    } while (0)
+/* Every part's hook `which' (a member of lp_part_t). */
+#define LP_PARTS_EACH(which, ...) SHIM_TABLE_EACH(lp_parts, which, __VA_ARGS__)
 
 /* The last pin of a retired connection went (or none was held): what calls
  * in flight might still use goes now: the channel's mapping, the internal
