@@ -48,25 +48,10 @@ Exit 0 pass, 1 fail."""
 import os
 import sys
 
-from lp_util import run_server_client
+from lp_util import RECV_EXACT, STAT, run_server_client
 
-COMMON = r"""
+COMMON = STAT + RECV_EXACT + r"""
 import ctypes, hashlib, os, random, select, socket, struct, sys, fcntl, termios, time
-def stat(name):
-    v = ctypes.c_uint64()
-    try:
-        get = ctypes.CDLL(None).zcsock_stat_get
-    except AttributeError:
-        return -1           # (without the library)
-    return v.value if get(name.encode(), ctypes.byref(v)) == 0 else -1
-def recv_exact(s, n):
-    out = bytearray()
-    while len(out) < n:
-        b = s.recv(min(n - len(out), 1 << 20))
-        if not b:
-            sys.exit("FAIL: EOF after %d of %d bytes" % (len(out), n))
-        out += b
-    return bytes(out)
 def send_msg(s, b):
     s.sendall(struct.pack("!I", len(b)) + b)
 def recv_msg(s, peek=False):

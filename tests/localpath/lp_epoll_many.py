@@ -19,6 +19,9 @@ import select
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from lp_util import RECV_EXACT  # noqa: E402
+
 SERVER = r"""
 import ctypes, select, socket, sys
 def stat(name):
@@ -62,7 +65,7 @@ def main():
     env = dict(os.environ, LD_PRELOAD=os.environ["ZC_LIB"])
     srv = subprocess.Popen([sys.executable, "-c", SERVER, str(n)], env=env,
                            stdout=subprocess.PIPE, text=True)
-    cli_code = r"""
+    cli_code = RECV_EXACT + r"""
 import ctypes, random, socket, sys
 def stat(name):
     v = ctypes.c_uint64()
@@ -79,13 +82,7 @@ for m in range(msgs):
     data = rnd.randbytes(rnd.choice((1, 100, 4096, 20000, 70000)))
     s = socks[i]
     s.sendall(data)
-    got = b""
-    while len(got) < len(data):
-        b = s.recv(len(data) - len(got))
-        if not b:
-            sys.exit("FAIL: client: EOF on connection %d" % i)
-        got += b
-    if got != data:
+    if recv_exact(s, len(data)) != data:
         sys.exit("FAIL: client: message %d on connection %d came back different" % (m, i))
     used.add(i); total += len(data)
 for s in socks:

@@ -38,21 +38,14 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from lp_util import BOUNCE, check  # noqa: E402
+from lp_util import BOUNCE, STAT, check  # noqa: E402
 
 BUSY, MSGS, LOOKS_MAX, SHM_KIB_MAX = 3, 3000, 40, 16
 
 # What a process holds: its descriptors, its mappings and its resident
 # shared memory in KiB, and the library's counters named.
-PRELUDE = r"""
+PRELUDE = STAT + r"""
 import ctypes, errno, os, random, select, socket, struct, sys
-def stat(name):
-    v = ctypes.c_uint64()
-    try:
-        get = ctypes.CDLL(None).zcsock_stat_get
-    except AttributeError:
-        return -1
-    return v.value if get(name.encode(), ctypes.byref(v)) == 0 else -1
 def holds():
     fds = set(int(f) for f in os.listdir("/proc/self/fd"))
     with open("/proc/self/maps") as f:
@@ -141,13 +134,7 @@ for r in range(3):                      # three round trips each: they pay, and 
     for s, m in zip(socks, msgs_r):
         s.sendall(m)
     for s, m in zip(socks, msgs_r):
-        got = b""
-        while len(got) < len(m):
-            b = s.recv(len(m) - len(got))
-            if not b:
-                sys.exit("FAIL: client: EOF in round %d" % r)
-            got += b
-        if got != m:
+        if recv_exact(s, len(m)) != m:
             sys.exit("FAIL: client: round %d: an echo came back different" % r)
 fds, maps, shm = holds()
 lib = fds - fds0 - set(s.fileno() for s in socks)

@@ -85,18 +85,39 @@ def run_server_client(server_code, server_args, client_code, client_args, env, c
     return cli.returncode, cli.stdout, srv.returncode, out, None
 
 
+# stat(name) for a child's code: the library's counter name, -1 when the
+# library is not loaded (or has no such counter).
+STAT = r"""
+import ctypes
+def stat(name):
+    v = ctypes.c_uint64()
+    try:
+        get = ctypes.CDLL(None).zcsock_stat_get
+    except AttributeError:
+        return -1           # (without the library)
+    return v.value if get(name.encode(), ctypes.byref(v)) == 0 else -1
+"""
+
+# recv_exact(s, n) for a child's code: exactly n bytes of s, or exit with
+# FAIL at an end of stream before them.
+RECV_EXACT = r"""
+import sys
+def recv_exact(s, n):
+    out = bytearray()
+    while len(out) < n:
+        b = s.recv(min(n - len(out), 1 << 20))
+        if not b:
+            sys.exit("FAIL: EOF after %d of %d bytes" % (len(out), n))
+        out += b
+    return bytes(out)
+"""
+
 # bounce(s, data) for a client's code: send data, read back as many bytes,
 # exit with FAIL unless they are the same.
-BOUNCE = r"""
+BOUNCE = RECV_EXACT + r"""
 def bounce(s, data):
     s.sendall(data)
-    got = b""
-    while len(got) < len(data):
-        b = s.recv(len(data) - len(got))
-        if not b:
-            sys.exit("FAIL: client: EOF")
-        got += b
-    if got != data:
+    if recv_exact(s, len(data)) != data:
         sys.exit("FAIL: client: a message came back different")
 """
 
