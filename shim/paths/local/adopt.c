@@ -64,13 +64,10 @@ int lp_inherit_one(const int *fds, int nfds, int memfd, int side, unsigned flags
         local_pair_fd_close(memfd);
         return -1;
     }
-    c->memfd = shim_fd_internal_keep(memfd, &path_local, c);
-    if (c->memfd >= 0)
-        __atomic_add_fetch(&lp.chans, 1, __ATOMIC_RELAXED);
-    zc_real.fcntl(c->memfd, F_SETFD, FD_CLOEXEC);
-    lp_xchg_attach(c);
+    lp_channel_keep(c, memfd);
+    zc_real.fcntl(c->memfd, F_SETFD, FD_CLOEXEC);   /* (an exec'd image's came without) */
+    lp_parts_adopted(c);
     lp_xchg_inherit(c, xfds);
-    path_local_mbox_ensure();   /* for a lingering peer socket (LINGER, handback.c) */
     lp_side_publish(c, fd);
     c->tx_ring = !!(flags & LP_F_TX_RING);
     c->rx_ring = !!(flags & LP_F_RX_RING);

@@ -510,19 +510,32 @@ void lp_cached_set(lp_cached_t *k, int64_t v)
     k->ok = 1;
 }
 
+/* A channel's memfd is c's: kept among the library's descriptors (for exec
+ * and hand-over), counted. */
+void lp_channel_keep(lp_conn_t *c, int memfd)
+{
+    c->memfd = shim_fd_internal_keep(memfd, &path_local, c);
+    if (c->memfd >= 0)
+        __atomic_add_fetch(&lp.chans, 1, __ATOMIC_RELAXED);
+}
+
+/* The parts take up c's channel (page exchange; the mailbox, bound before
+ * the peer can see us: a peer closing with bytes of ours unread leaves its
+ * socket there). */
+void lp_parts_adopted(lp_conn_t *c)
+{
+    LP_PARTS_EACH(adopted, c);
+}
+
 /* A channel is ours (socket fd): keep its memfd (for exec) and count this
  * process as a holder of our side.  Our mailbox must exist: a peer closing
  * with data we have not read leaves its socket there (LINGER, handback.c). */
 void lp_channel_adopt(lp_conn_t *c, int memfd, int fd)
 {
-    c->memfd = shim_fd_internal_keep(memfd, &path_local, c);
-    if (c->memfd >= 0)
-        __atomic_add_fetch(&lp.chans, 1, __ATOMIC_RELAXED);
+    lp_channel_keep(c, memfd);
     lp_holders_add(c, 1);
     c->sole = 1;                /* pairing attaches only a socket no one else holds */
-    LP_PARTS_EACH(adopted, c);  /* (page exchange; the mailbox, bound before the
-                                 * peer can see us: a peer closing with bytes of
-                                 * ours unread leaves its socket there) */
+    lp_parts_adopted(c);
     lp_side_publish(c, fd);
     if (__builtin_expect(__atomic_load_n(&zc_live_waiting, __ATOMIC_RELAXED), 0))
         zc_live_publish();      /* a fork child's first pairing: zcsock stat lists it */

@@ -473,6 +473,8 @@ uint32_t lp_holders_add(lp_conn_t *c, int delta);
 int lp_cached_get(lp_conn_t *c, const lp_cached_t *k, int64_t *v);
 void lp_cached_begin(lp_conn_t *c, lp_cached_t *k);
 void lp_cached_set(lp_cached_t *k, int64_t v);
+void lp_channel_keep(lp_conn_t *c, int memfd);
+void lp_parts_adopted(lp_conn_t *c);
 void lp_channel_adopt(lp_conn_t *c, int memfd, int fd);
 void lp_decline(int reason);
 void lp_decline_conn(lp_conn_t *c, int reason);
