@@ -118,6 +118,9 @@
     X(READY_EP_LOOKS, "ready.ep_looks", "registrations of claimed descriptors "       \
       "an epoll wait asked their path about (all of a small set, the ready list of "  \
       "a large one: ZCSOCK_EPOLL_SCAN_MAX)")                                           \
+    X(READY_EP_SPUN, "ready.ep_spun", "registrations an epoll wait asked again when "  \
+      "its spin ended, to give back wake-ups the spin withdrew (those it withdrew, "    \
+      "not the whole set, unless more than 32)")                                        \
     X(READY_EP_KICKS, "ready.ep_kicks", "epoll sets woken because an ADD or MOD "    \
       "registered a claimed descriptor that was ready where the kernel does not look " \
       "(its ring): a wait already sleeping on the set looks again")                   \

@@ -1157,6 +1157,7 @@ typedef struct shim_ep_ans {
     uint32_t events, rev, kevents;
     int fd, claimed, aux, kev;
     int recheck;                /* the path asked for another look (READY LIST) */
+    int withdrew;               /* a SPIN look withdrew its wake-up */
     int quiet;                  /* edge-triggered, ready, reported already (ARM_NEXT) */
 } shim_ep_ans_t;
 
@@ -1170,6 +1171,7 @@ static void shim_ep_ask(shim_ep_ans_t *a, int arm, int wake, shim_ready_ask_t *a
 
     a->claimed = shim_fd_pin(a->fd, &pin);
     a->aux = -1;
+    a->withdrew = 0;
     if (!a->claimed)
         return;
     f = &pin.f;
@@ -1195,12 +1197,14 @@ static void shim_ep_ask(shim_ep_ans_t *a, int arm, int wake, shim_ready_ask_t *a
     if (ask) {
         ask->wake_listening = a->aux >= 0;
         ask->recheck_ms = 0;
+        ask->withdrew = 0;
     }
     a->rev = (uint16_t)f->path->ops->revents(f, a->fd, (short)(want | EPOLLRDHUP), a->kev, arm,
                                              ask);
     if (ask) {
         ask->wake_listening = 0;
         a->recheck = ask->recheck_ms != 0;
+        a->withdrew = ask->withdrew;
         if (recheck && (!ask->recheck_ms || recheck < ask->recheck_ms))
             ask->recheck_ms = recheck;
     }
@@ -1458,23 +1462,38 @@ static void shim_ep_snap_free(shim_ep_ans_t *a, size_t size)
         zc_pool_free(a, size);
 }
 
-/* The spin of this wait is over: every claimed registration of epfd gets
- * back a wake-up the spin withdrew (SHIM_READY_SPUN). */
-static void shim_ep_spun(int epfd)
+/* The spin of this wait is over: the registrations whose wake-up it
+ * withdrew (ws->withdrew, noted by the SPIN looks) get it back
+ * (SHIM_READY_SPUN); every claimed registration of epfd when more were
+ * withdrawn than the list holds.  A wait over a set of thousands asks the
+ * few it withdrew, not the set. */
+static void shim_ep_spun_one(int fd, uint32_t events)
+{
+    shim_pin_t pin;
+
+    if (shim_fd_pin(fd, &pin)) {
+        pin.f.path->ops->revents(&pin.f, fd, (short)(events & 0xffff), -1, SHIM_READY_SPUN,
+                                 NULL);
+        shim_fd_unpin(&pin);
+    }
+}
+
+static void shim_ep_spun(int epfd, const shim_wait_t *ws)
 {
     shim_ep_ans_t stack[SHIM_EP_SNAP], *a;
     size_t size;
-    int n = shim_ep_snap_set(epfd, stack, SHIM_EP_SNAP, &a, &size, 1), i;
+    int n, i;
 
-    for (i = 0; i < n; i++) {
-        shim_pin_t pin;
-
-        if (shim_fd_pin(a[i].fd, &pin)) {
-            pin.f.path->ops->revents(&pin.f, a[i].fd, (short)(a[i].events & 0xffff), -1,
-                                     SHIM_READY_SPUN, NULL);
-            shim_fd_unpin(&pin);
-        }
+    if (ws->nwithdrew <= SHIM_WAIT_WITHDREW) {
+        zc_stat_add(ZC_STAT_READY_EP_SPUN, (uint64_t)ws->nwithdrew);
+        for (i = 0; i < ws->nwithdrew; i++)
+            shim_ep_spun_one(ws->withdrew[i].fd, ws->withdrew[i].events);
+        return;
     }
+    n = shim_ep_snap_set(epfd, stack, SHIM_EP_SNAP, &a, &size, 1);
+    zc_stat_add(ZC_STAT_READY_EP_SPUN, (uint64_t)n);
+    for (i = 0; i < n; i++)
+        shim_ep_spun_one(a[i].fd, a[i].events);
     shim_ep_snap_free(a, size);
 }
 
@@ -1615,7 +1634,7 @@ void shim_ep_exposed_select(int nfds, const fd_set *r, const fd_set *w, const fd
 /* Look at every claimed registration of epfd (arm: SHIM_READY_*), filling
  * evs up to max from out on. */
 static int shim_ep_look(int epfd, struct epoll_event *evs, int out, int max, int arm,
-                        shim_ready_ask_t *ask, uint64_t wait)
+                        shim_ready_ask_t *ask, uint64_t wait, shim_wait_t *ws)
 {
     shim_ep_ans_t stack[SHIM_EP_SNAP], *a;
     shim_ep_set_t *s;
@@ -1632,8 +1651,21 @@ static int shim_ep_look(int epfd, struct epoll_event *evs, int out, int max, int
         if (f)
             __atomic_store_n(&f->ep_clean, 1, __ATOMIC_RELEASE);
     }
-    for (i = 0; i < n; i++)
+    for (i = 0; i < n; i++) {
         shim_ep_ask(&a[i], arm, arm == SHIM_READY_ARM, ask);
+        if (a[i].withdrew && ws->nwithdrew <= SHIM_WAIT_WITHDREW) {
+            int k;
+
+            for (k = 0; k < ws->nwithdrew && ws->withdrew[k].fd != a[i].fd; k++)
+                ;
+            if (k == ws->nwithdrew && k < SHIM_WAIT_WITHDREW) {
+                ws->withdrew[k].fd = a[i].fd;
+                ws->withdrew[k].events = a[i].events;
+            }
+            if (k == ws->nwithdrew)
+                ws->nwithdrew++;    /* (past the list: the whole set at the end) */
+        }
+    }
     shim_ep_lock();
     s = shim_ep_set(epfd, 0);
     for (i = 0; i < n && out < max; i++) {
@@ -1686,7 +1718,7 @@ static int shim_ep_wait(int epfd, struct epoll_event *evs, int max, int timeout,
         /* look, then look and arm; spinning: one look that may withdraw;
          * a zero timeout only looks (nobody would wait for the wake-up) */
         for (pass = 0; pass < (ws->may_sleep ? 2 - spin : 1) && !out; pass++)
-            out = shim_ep_look(epfd, evs, out, max, spin ? SHIM_READY_SPIN : pass, &ask, wait);
+            out = shim_ep_look(epfd, evs, out, max, spin ? SHIM_READY_SPIN : pass, &ask, wait, ws);
         if (netted && out)
             zc_stat_add(ZC_STAT_READY_NET_RESCUES, 1);     /* a wake-up that never came */
         netted = 0;
@@ -1750,7 +1782,7 @@ int shim_ready_epoll_wait(int epfd, struct epoll_event *evs, int max, int timeou
     if (timeout != 0)
         shim_ep_sleep_leave(epfd);
     if (ws.spun)
-        shim_ep_spun(epfd);
+        shim_ep_spun(epfd, &ws);
     if (n >= 0)
         shim_wait_end(&ws, n);
     errno = saved;
@@ -2006,7 +2038,7 @@ int shim_ep_ctl(int epfd, int op, int fd, struct epoll_event *ev, shim_fd_t *f)
 static int shim_ep_arm_one(int fd, shim_fd_t *f, uint32_t events, int wake)
 {
     uint32_t want = events & ~(uint32_t)SHIM_EP_KERNEL_KEEP;
-    shim_ready_ask_t ask = { 0, wake, 0 };
+    shim_ready_ask_t ask = { .wake_listening = wake };
 
     return ((uint16_t)f->path->ops->revents(f, fd, (short)(want | EPOLLRDHUP), -1,
                                             SHIM_READY_ARM, &ask) &

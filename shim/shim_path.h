@@ -42,6 +42,11 @@ typedef struct shim_ready_ask {
                          * the kernel hearing of it (a paired connection), 2
                          * the kernel follows it alone: a wait spins only
                          * after looks that met a 1 */
+    int withdrew;       /* out, SHIM_READY_SPIN looks: a wake-up of this
+                         * descriptor was withdrawn for the spin, so the end
+                         * of the spin must give it SHIM_READY_SPUN (an
+                         * epoll wait gives SPUN to these only, not to every
+                         * registration of the set) */
 } shim_ready_ask_t;
 
 /* What a readiness look may do besides looking (revents' arm argument). */

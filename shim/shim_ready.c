@@ -108,6 +108,7 @@ void shim_wait_begin(shim_wait_t *w, int may_sleep)
     w->may_sleep = may_sleep;
     w->waited = 0;
     w->spun = 0;
+    w->nwithdrew = 0;
     w->ring = shim_ready_ring;
     w->sig0 = shim_sig_ran;
 }

@@ -24,6 +24,7 @@ int shim_expired(int64_t deadline);
  * arming, ask the kernel with a zero timeout) and, when the round's look
  * found nothing, idle; at the end, whether events were reported (the
  * thread's spin budget learns from the waits that waited). */
+#define SHIM_WAIT_WITHDREW 32
 typedef struct shim_wait {
     int64_t t0, end;
     int64_t kernel_next;    /* spinning: no kernel look before this (us) */
@@ -32,6 +33,11 @@ typedef struct shim_wait {
     int ring;           /* the last look met a descriptor the kernel does not
                          * follow alone (shim_ready_ask_t.ring): spinning may pay */
     unsigned sig0;      /* shim_sig_ran when the wait began */
+    /* epoll: the registrations whose wake-up a SPIN look withdrew
+     * (shim_ready_ask_t.withdrew), which alone get SHIM_READY_SPUN when the
+     * spin ends; more than SHIM_WAIT_WITHDREW: the whole set gets it */
+    int nwithdrew;
+    struct { int fd; uint32_t events; } withdrew[SHIM_WAIT_WITHDREW];
 } shim_wait_t;
 void shim_wait_begin(shim_wait_t *w, int may_sleep);
 int shim_wait_spinning(shim_wait_t *w);

@@ -81,6 +81,7 @@ t_run epoll_many "$T" $PY tests/localpath/lp_epoll_many.py
 # ready list), every byte checked; with the ready list off (every
 # registration asked at every wait) the same check must fail
 t_run epoll_idle "$T" $PY tests/localpath/lp_epoll_idle.py 2000
+t_run epoll_idle/spin "$T" $PY tests/localpath/lp_epoll_idle.py 2000 --spin
 t_run epoll_idle/scan-all "$T" env ZCSOCK_EPOLL_SCAN_MAX=5000 \
   $PY tests/localpath/lp_epoll_idle.py 2000 --expect-scan
 # issue 31, pair when it pays (ZCSOCK_LOCAL_PAIR_AFTER=2): a one-request

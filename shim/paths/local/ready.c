@@ -115,7 +115,7 @@ int lp_rv_progress(lp_conn_t *c, int fd, short ev, int kev, shim_ready_ask_t *as
  * for what it writes meanwhile) and re-armed when the spin ends, unless the
  * ring has bytes by then.  An arming look (the spin gave up) re-arms anyway.
  * RX lock held; empty: nothing to read now. */
-static void lp_spin_arm(lp_conn_t *c, int arm, int empty)
+static void lp_spin_arm(lp_conn_t *c, int arm, int empty, shim_ready_ask_t *ask)
 {
     int dir = lp_rxdir(c);
 
@@ -128,6 +128,8 @@ static void lp_spin_arm(lp_conn_t *c, int arm, int empty)
             local_ring_rx_wait_cancel(&c->ch, dir);
             c->spin_withdrew = 1;
         }
+        if (ask && c->spin_withdrew)
+            ask->withdrew = 1;  /* (the engine gives it SPUN at the end) */
         return;
     }
     if (!c->spin_withdrew)
@@ -232,7 +234,7 @@ short lp_revents(shim_fd_t *f, int fd, short ev, int kev, int arm, shim_ready_as
     else if (rd >= (c->lowat > 0 ? c->lowat : 1) || (rd > 0 && c->rd_shut) || c->rd_shut)
         rev |= ein;
     if (arm != SHIM_READY_LOOK)
-        lp_spin_arm(c, arm, ein && !(rev & ein) && rd == 0);
+        lp_spin_arm(c, arm, ein && !(rev & ein) && rd == 0, ask);
     if (ein && !(rev & ein) && arm == SHIM_READY_ARM) {
         if (rd == 0) {
             if (lp_rx_arm(c, ask && ask->wake_listening) == 0 && c->lowat <= 1)
