@@ -208,6 +208,8 @@ typedef struct lp_conn {
     unsigned offer_retry_at;        /* ... the next try at this many calls */
     uint32_t kio;                   /* offer (server) or announcement (client) due:
                                      * kernel data calls in flight (lp_kio_enter) */
+    uint8_t paid_bytes;             /* lp_pays said yes for the bytes moved, not the
+                                     * turns (the ring's size, lp_ring_for) */
     uint8_t offering;               /* ... the offer or announcement is being made
                                      * (lp_offer_make, lp_ann_due) */
     uint8_t connect_check;          /* non-blocking connect: check once connected */
@@ -403,6 +405,13 @@ static inline int lp_pays_bytes(const lp_conn_t *c, size_t extra)
     return c->rx_kernel + c->tx_kernel + extra >=
            (uint64_t)zc_config.local_pair_after * LP_PAIR_BYTES;
 }
+/* The ring of a connection that paired for its turns, not its bytes: at
+ * most this much a direction (ZCSOCK_LOCAL_RING still caps it).  The
+ * pages a ring touches and the page tables behind its mapping are paid
+ * again at every close (unmapped, with a TLB shootdown to the other CPUs):
+ * 1,000 redis-benchmark connections that paired after a few requests each
+ * cost both ends 40% more CPU with 4 MiB rings than with 256 KiB. */
+#define LP_RING_CHATTY (256u << 10)
 #define LP_R3_PATIENCE 4096u       /* receives a pending client waits for a deferred offer */
 int lp_offer_wait(lp_conn_t *c, int fd, int is_send, size_t len);
 /* Count a data call's turn (a send after a receive is one), paired or not:

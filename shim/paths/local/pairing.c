@@ -523,7 +523,21 @@ static int lp_pays(lp_conn_t *c, int is_send, size_t len, int offer)
     if (!c->pair_calls++)
         lp_life_begin(c);
     lp_turn(c, is_send);
-    return c->pair_turns >= c->life_after + (unsigned)offer || lp_pays_bytes(c, is_send ? len : 0);
+    c->paid_bytes = (uint8_t)lp_pays_bytes(c, is_send ? len : 0);
+    return c->pair_turns >= c->life_after + (unsigned)offer || c->paid_bytes;
+}
+
+/* The ring size of c's channel: ZCSOCK_LOCAL_RING, or for a connection
+ * that waited for its turns and paired for them (ZCSOCK_LOCAL_PAIR_AFTER,
+ * not its bytes) at most LP_RING_CHATTY: a request/response connection
+ * rarely has a ring's worth in flight, and a bulk transfer pays by bytes. */
+static size_t lp_ring_for(const lp_conn_t *c)
+{
+    size_t size = lp.ring_size ? lp.ring_size : LOCAL_RING_SIZE_DEFAULT;
+
+    if (zc_config.local_pair_after && c->pair_calls && !c->paid_bytes && size > LP_RING_CHATTY)
+        size = LP_RING_CHATTY;
+    return size;
 }
 
 /* LEARNED LIFETIMES (issue 31).  Turns alone do not say whether a
@@ -807,7 +821,7 @@ static int lp_offer_make(lp_conn_t *c, int fd, int *reason_p)
         dec = LOCAL_PAIR_DECLINED;
         *reason_p = LOCAL_PAIR_R_MAILBOX;
     } else {
-        dec = local_pair_accepted(-1, fd, lp.ring_size, &c->ch, &memfd, reason_p);
+        dec = local_pair_accepted(-1, fd, lp_ring_for(c), &c->ch, &memfd, reason_p);
     }
     if (dec == LOCAL_PAIR_PAIRED) {
         lp_channel_adopt(c, memfd, fd);
