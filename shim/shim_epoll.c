@@ -221,6 +221,7 @@ typedef struct shim_ep_reg {
     int disabled;               /* EPOLLONESHOT fired */
     int aux;                    /* the path's wake fd registered beside it, -1 */
     int dirty;                  /* on its set's ready list (READY LIST) */
+    int net;                    /* put there by the safety net, not by an event */
     int kept;                   /* deleted by the application, still in the kernel:
                                  * off its set's lists, keeps slot and tag (KEPT
                                  * DELETES) */
@@ -750,7 +751,7 @@ static void shim_ep_clean(shim_ep_reg_t *g)
     if (!g->dirty)
         return;
     SHIM_EP_UNLINK(g->set->dhead, g, dnext, dprev);
-    g->dirty = 0;
+    g->dirty = g->net = 0;
 }
 
 void shim_ep_touched(int fd)
@@ -1159,6 +1160,7 @@ typedef struct shim_ep_ans {
     int recheck;                /* the path asked for another look (READY LIST) */
     int withdrew;               /* a SPIN look withdrew its wake-up */
     int quiet;                  /* edge-triggered, ready, reported already (ARM_NEXT) */
+    int arm;                    /* how its look asks it (shim_ep_look) */
 } shim_ep_ans_t;
 
 /* Ask a's path (a->fd pinned here) with arming arm; wake: the arming look
@@ -1292,6 +1294,7 @@ static void shim_ep_snap(shim_ep_ans_t *a, shim_ep_reg_t *g, int kev)
     a->change = 0;
     a->recheck = 1;
     a->quiet = 0;
+    a->arm = g->net;    /* (shim_ep_look: asked with arming) */
 }
 
 /* --- translating what the kernel reported -------------------------------------- */
@@ -1406,7 +1409,10 @@ static int shim_ep_snap_set(int epfd, shim_ep_ans_t *a, int cap, shim_ep_ans_t *
             if (!s->full_ns) {
                 s->full_ns = now;
                 for (g = s->head; g; g = g->snext)
-                    shim_ep_dirty(g);
+                    if (!g->dirty) {
+                        shim_ep_dirty(g);
+                        g->net = g->dirty;
+                    }
             }
         }
         if (shim_ep_listed(s)) {
@@ -1642,17 +1648,26 @@ static int shim_ep_look(int epfd, struct epoll_event *evs, int out, int max, int
     int n = shim_ep_snap_set(epfd, stack, SHIM_EP_SNAP, &a, &size, 0), i;
 
     zc_stat_add(ZC_STAT_READY_EP_LOOKS, (uint64_t)n);
+    /* A registration the safety net listed (READY LIST) was armed and
+     * quiet before: a look of a wait that may sleep asks it with arming,
+     * so it leaves the list at once unless it is ready.  Asked without,
+     * it stayed listed until a look found nothing ready at all, and a busy
+     * loop's every look found something: after one idle spell of
+     * SHIM_EP_FULL_MS, each wait asked its thousands of idle ones again
+     * (case scale/both, on a loaded machine: 520 asks a wait). */
+    for (i = 0; i < n; i++)
+        a[i].arm = a[i].arm && arm == SHIM_READY_LOOK && ws->may_sleep ? SHIM_READY_ARM : arm;
     /* an arming look may take a registration off the ready list: an
      * operation on its descriptor from now on (another thread's) puts it
      * back, and one that came meanwhile keeps it there (READY LIST) */
-    for (i = 0; arm == SHIM_READY_ARM && i < n; i++) {
-        shim_fd_t *f = shim_fd_get(a[i].fd);
+    for (i = 0; i < n; i++) {
+        shim_fd_t *f = a[i].arm == SHIM_READY_ARM ? shim_fd_get(a[i].fd) : NULL;
 
         if (f)
             __atomic_store_n(&f->ep_clean, 1, __ATOMIC_RELEASE);
     }
     for (i = 0; i < n; i++) {
-        shim_ep_ask(&a[i], arm, arm == SHIM_READY_ARM, ask);
+        shim_ep_ask(&a[i], a[i].arm, a[i].arm == SHIM_READY_ARM, ask);
         if (a[i].withdrew && ws->nwithdrew <= SHIM_WAIT_WITHDREW) {
             int k;
 
@@ -1674,7 +1689,7 @@ static int shim_ep_look(int epfd, struct epoll_event *evs, int out, int max, int
 
         /* armed and not ready, and nothing done to it since: its wake-up
          * brings it back (READY LIST) */
-        if (arm == SHIM_READY_ARM && a[i].claimed && !a[i].rev && !a[i].recheck &&
+        if (a[i].arm == SHIM_READY_ARM && a[i].claimed && !a[i].rev && !a[i].recheck &&
             a[i].g->id == a[i].id && shim_fd_get(a[i].fd) &&
             __atomic_load_n(&shim_fd_get(a[i].fd)->ep_clean, __ATOMIC_ACQUIRE))
             shim_ep_clean(a[i].g);

@@ -45,7 +45,7 @@ BUSY, MSGS, LOOKS_MAX, SHM_KIB_MAX = 3, 3000, 40, 16
 # What a process holds: its descriptors, its mappings and its resident
 # shared memory in KiB, and the library's counters named.
 PRELUDE = STAT + r"""
-import ctypes, errno, os, random, select, socket, struct, sys
+import ctypes, errno, os, random, select, socket, struct, sys, time
 def holds():
     fds = set(int(f) for f in os.listdir("/proc/self/fd"))
     with open("/proc/self/maps") as f:
@@ -143,6 +143,7 @@ mine = "%d %d %d %d %d %d" % (len(fds - fds0), len(lib), maps - maps0, shm - shm
 print("idle client %s server %s" % (mine, ask(socks[0])), flush=True)
 hot, idle = socks[:busy], socks[busy:]
 bounce(hot[0], b"START")
+time.sleep(0.35)                        # the server's wait sleeps past its safety net
 total = 0
 for m in range(msgs):
     data = rnd.randbytes(rnd.choice((2, 100, 4096, 20000)))
