@@ -47,6 +47,10 @@
       "accepted connections paired with a zcsock client")                                \
     X(LOCAL_PAIRED_CLIENT, "local.paired.connected",                                     \
       "connections whose zcsock server's channel this client attached")                  \
+    X(LOCAL_UNMAPS, "local.unmaps", "system calls that unmapped the channels of "     \
+      "closed connections (closed channels wait, up to 32 of them, and neighbours go "   \
+      "in one call)")                                                                    \
+    X(LOCAL_UNMAPPED, "local.unmapped", "channels of closed connections unmapped")       \
     X(LOCAL_DECLINED, "local.declined", "connections that stay on the kernel path "      \
       "(local.declined.<reason> says why)")                                              \
     X(LOCAL_DEST_KNOWN, "local.dest_known", "connections declined without a sock_diag "  \

@@ -84,6 +84,9 @@ t_run epoll_idle "$T" $PY tests/localpath/lp_epoll_idle.py 2000
 t_run epoll_idle/spin "$T" $PY tests/localpath/lp_epoll_idle.py 2000 --spin
 t_run epoll_idle/scan-all "$T" env ZCSOCK_EPOLL_SCAN_MAX=5000 \
   $PY tests/localpath/lp_epoll_idle.py 2000 --expect-scan
+# issue 31: closed channels are unmapped in batches, neighbours together,
+# all of them by the last close (DEFERRED UNMAPS)
+t_run unmap "$T" $PY tests/localpath/lp_unmap.py
 # issue 31, pair when it pays (ZCSOCK_LOCAL_PAIR_AFTER=2): a one-request
 # connection never pairs (local.declined.short); chatty, bulk, both-ways and
 # blocked-receiver connections pair mid-stream, every byte checked; a

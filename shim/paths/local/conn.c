@@ -351,6 +351,94 @@ int lp_fetch_fd(int32_t pid, int32_t no, int sock)
     return fd < 0 ? -1 : fd;
 }
 
+/* DEFERRED UNMAPS (issue 31).  Unmapping a channel costs more than its
+ * system call: the kernel frees the page tables behind the mapping and
+ * shoots the TLB down on the CPUs the process ran on (an inter-processor
+ * interrupt each, dear in a virtual machine).  redis-benchmark closing its
+ * 1,000 paired connections spent 8-28% of its CPU in those unmaps.  So the
+ * mapping of a closed channel waits here, up to LP_GRAVE of them and
+ * LP_GRAVE_BYTES of address space, then they go together, neighbours (the
+ * kernel places consecutive mappings next to each other) in one call
+ * (local.unmaps against local.unmapped).  Nothing reads a waiting mapping
+ * again; the peer may still write into it, which harms nobody.  The close
+ * of the process's last connection empties the list (lp_conn_final), so a
+ * process that closed them all holds none.  Try-lock: a thread that finds
+ * the list busy (another thread; a signal handler that interrupted one; a
+ * fork child of a process whose other thread held it) unmaps its own at
+ * once, so nothing here ever waits. */
+#define LP_GRAVE 32
+#define LP_GRAVE_BYTES (8u << 20)
+typedef struct { void *p; size_t len; } lp_grave_t;
+static lp_grave_t lp_grave[LP_GRAVE];
+static int lp_grave_n;
+static size_t lp_grave_bytes;
+static int lp_grave_busy;
+
+static void lp_grave_unmap(lp_grave_t *g, int n)
+{
+    int i, j, calls = 0;
+
+    for (i = 1; i < n; i++) {           /* by address (n <= LP_GRAVE + 1) */
+        lp_grave_t x = g[i];
+
+        for (j = i; j > 0 && (uintptr_t)g[j - 1].p > (uintptr_t)x.p; j--)
+            g[j] = g[j - 1];
+        g[j] = x;
+    }
+    for (i = 0; i < n; i = j) {
+        size_t len = g[i].len;
+
+        for (j = i + 1; j < n && (char *)g[i].p + len == (char *)g[j].p; j++)
+            len += g[j].len;
+        zc_real.munmap(g[i].p, len);
+        calls++;
+    }
+    zc_stat_add(ZC_STAT_LOCAL_UNMAPS, (uint64_t)calls);
+    zc_stat_add(ZC_STAT_LOCAL_UNMAPPED, (uint64_t)n);
+}
+
+/* Take the list (all of it), adding p/len (when p) first unless flush is
+ * 0 and it has room; unmap what was taken.  Never waits. */
+static void lp_grave_put(void *p, size_t len, int flush)
+{
+    lp_grave_t out[LP_GRAVE + 1];
+    int n = 0;
+
+    if (__atomic_exchange_n(&lp_grave_busy, 1, __ATOMIC_ACQUIRE)) {
+        if (p)
+            lp_grave_unmap(&(lp_grave_t){ p, len }, 1);
+        return;
+    }
+    if (p && !flush && lp_grave_n < LP_GRAVE && lp_grave_bytes + len <= LP_GRAVE_BYTES) {
+        lp_grave[lp_grave_n++] = (lp_grave_t){ p, len };
+        lp_grave_bytes += len;
+        p = NULL;
+    }
+    if (p || flush) {
+        memcpy(out, lp_grave, (size_t)lp_grave_n * sizeof(out[0]));
+        n = lp_grave_n;
+        lp_grave_n = 0;
+        lp_grave_bytes = 0;
+        if (p)
+            out[n++] = (lp_grave_t){ p, len };
+    }
+    __atomic_store_n(&lp_grave_busy, 0, __ATOMIC_RELEASE);
+    if (n)
+        lp_grave_unmap(out, n);
+}
+
+/* Close c's channel, its mapping left to the list. */
+static void lp_channel_close(lp_conn_t *c)
+{
+    void *p = c->ch.owned ? c->ch.base : NULL;
+    size_t len = c->ch.map_size;
+
+    c->ch.owned = 0;            /* (local_ring_close leaves the mapping) */
+    local_ring_close(&c->ch, 0);
+    if (p)
+        lp_grave_put(p, len, 0);
+}
+
 /* Every part's hook `which' (a member of lp_part_t). */
 #define LP_PARTS_EACH(which, ...) SHIM_TABLE_EACH(lp_parts, which, __VA_ARGS__)
 
@@ -363,13 +451,14 @@ static void lp_conn_final(shim_obj_t *o)
     int last;
 
     LP_PARTS_EACH(final, c);
-    local_ring_close(&c->ch, 0);
+    lp_channel_close(c);
     if (c->memfd >= 0)
         __atomic_sub_fetch(&lp.chans, 1, __ATOMIC_RELAXED);
     shim_fd_internal_drop(c->memfd);
     zc_pool_free(c, sizeof(*c));
     last = __atomic_sub_fetch(&lp.objects, 1, __ATOMIC_ACQ_REL) == 0;
     if (last) {
+        lp_grave_put(NULL, 0, 1);       /* no closed channel stays mapped */
         local_pair_idle();  /* only the sock_diag socket and the mailbox stay */
         LP_PARTS_EACH(idle);
     }
