@@ -87,6 +87,9 @@ t_run epoll_idle/scan-all "$T" env ZCSOCK_EPOLL_SCAN_MAX=5000 \
 # issue 31: closed channels are unmapped in batches, neighbours together,
 # all of them by the last close (DEFERRED UNMAPS)
 t_run unmap "$T" $PY tests/localpath/lp_unmap.py
+# issue 31: an exec that takes along connections not paired yet cancels
+# their offers though their socket cookies were never asked for (COOKIES)
+t_run exec_unpaid "$T" $PY tests/localpath/lp_exec_unpaid.py
 # issue 31, pair when it pays (ZCSOCK_LOCAL_PAIR_AFTER=2): a one-request
 # connection never pairs (local.declined.short); chatty, bulk, both-ways and
 # blocked-receiver connections pair mid-stream, every byte checked; a

@@ -526,13 +526,26 @@ static void lp_claim_(int fd, lp_conn_t *c, int fresh)
         return;
     }
     c->is_unix = f->family == AF_UNIX;
+    if (fresh) {
+        shim_fd_claim_plain(fd, &path_local, c);
+    } else {
+        lp_cookie_note(c, fd);
+        shim_fd_claim(fd, &path_local, c);
+    }
+}
+
+/* COOKIES.  c->cookie names c's socket to an exec (which of the
+ * descriptors that survive it are c's).  A fresh claim (an accepted
+ * connection, a client's that waits for its turns) leaves it unknown: a
+ * connection that never pays would spend a getsockopt on it, one system
+ * call in ten of a short HTTP request.  It is noted once the connection
+ * may pair (its offer or announcement, any other claim), and an exec asks
+ * for an unknown one then (lp_exec_survives). */
+void lp_cookie_note(lp_conn_t *c, int fd)
+{
     if (!c->cookie)
         zc_real.getsockopt(fd, SOL_SOCKET, SO_COOKIE, &c->cookie,
                            &(socklen_t){ sizeof(c->cookie) });
-    if (fresh)
-        shim_fd_claim_plain(fd, &path_local, c);
-    else
-        shim_fd_claim(fd, &path_local, c);
 }
 
 void lp_claim(int fd, lp_conn_t *c)

@@ -61,14 +61,26 @@ static int lp_exec_scan_fn(int dirfd, long fd, void *arg)
     return x->n == LP_EXEC_FDS;
 }
 
-/* 1 when a descriptor of c survives the exec. */
+/* 1 when a descriptor of c survives the exec.  A cookie not noted yet
+ * (COOKIES, conn.c) is asked of c's descriptors now and not kept: a vfork
+ * child shares c with its parent, and may have moved numbers around. */
 static int lp_exec_survives(const lp_conn_t *c, const lp_exec_fds_t *x)
 {
-    int j;
+    uint64_t k;
+    int i, j;
 
-    for (j = 0; j < x->n; j++)
-        if (x->cookies[j] == c->cookie)
-            return 1;
+    for (i = 0; i < 4; i++) {
+        k = c->cookie;
+        if (!k && (c->fds[i] < 0 ||
+                   zc_real.getsockopt(c->fds[i], SOL_SOCKET, SO_COOKIE, &k,
+                                      &(socklen_t){ sizeof(k) })))
+            continue;
+        for (j = 0; j < x->n; j++)
+            if (x->cookies[j] == k)
+                return 1;
+        if (c->cookie)
+            break;
+    }
     return 0;
 }
 

@@ -241,7 +241,7 @@ typedef struct lp_conn {
     int pump_q;                     /* ... our socket's send queue then */
     uint8_t is_unix;                /* an AF_UNIX stream (ancillary data possible) */
     uint16_t pb_off, pb_len;        /* pb: peer data a doorbell drain read */
-    uint64_t cookie;                /* SO_COOKIE of the socket (exec finds it by it) */
+    uint64_t cookie;                /* SO_COOKIE of the socket, 0: not noted yet (COOKIES) */
     int vfork_held;                 /* a vfork child's exec counted a holder */
     uint32_t lgen;                  /* bumped by hooked calls that change settings */
     lp_cached_t nonblock, timeo[2]; /* O_NONBLOCK; SO_SNDTIMEO (LP_TX), SO_RCVTIMEO (LP_RX) ms */
@@ -526,6 +526,7 @@ uint32_t lp_bells_send(lp_conn_t *c, int fd);
 /* Whatever the state (offer due, pending, paired): plain from now on. */
 void lp_release_to_kernel(lp_conn_t *c, int fd, const char *why);
 int lp_unclaim_plain(lp_conn_t *c, int fd);
+void lp_cookie_note(lp_conn_t *c, int fd);
 void lp_handback_count(const char *why);
 extern const char *const lp_handback_names[LP_HB_COUNT];
 

@@ -723,6 +723,7 @@ static void lp_ann_make(lp_conn_t *c, int fd)
     socklen_t pl = sizeof(peer);
     int ann = -1, reason = LOCAL_PAIR_R_NONE, dec;
 
+    lp_cookie_note(c, fd);
     if (getpeername(fd, (struct sockaddr *)&peer, &pl) < 0) {
         /* not connected (yet, or any more): a connect still under way is
          * looked at again next time; a failed one stays plain */
@@ -807,6 +808,7 @@ static int lp_offer_make(lp_conn_t *c, int fd, int *reason_p)
 {
     int memfd = -1, dec;
 
+    lp_cookie_note(c, fd);
     __atomic_store_n(&c->offering, 1, __ATOMIC_SEQ_CST);
     if (__atomic_load_n(&c->kio, __ATOMIC_SEQ_CST)) {
         dec = LOCAL_PAIR_DECLINED;      /* (lp_kio_enter) */
