@@ -76,8 +76,9 @@
       "with its fork children) live, and puts pairing off past the lifetime of "    \
       "connections that closed before pairing paid (at most 64 requests; the "      \
       "bytes rule still pairs a bulk transfer at once): a server that answers a "   \
-      "few requests per connection (pgbench -C) stays on the kernel (0: pair at "  \
-      "ZCSOCK_LOCAL_PAIR_AFTER always)")                                            \
+      "few requests per connection (pgbench -C) stays on the kernel; a listener "   \
+      "whose last 8 connections in a row found no announcement at their first "     \
+      "offer offers new ones once (0: pair at ZCSOCK_LOCAL_PAIR_AFTER always)")    \
     X(local_ring, SIZE, 4194304, 65536, 1ULL << 30,                                 \
       "local path: ring bytes per direction of each connection (a power of two)") \
     X(wake_eventfd, BOOL, 1, 0, 1,                                                  \

@@ -61,6 +61,9 @@
       "ZCSOCK_LOCAL_PAIR_AFTER before pairing: earlier connections to the same "     \
       "destination or through the same listener closed before pairing paid "       \
       "(ZCSOCK_LOCAL_PAIR_LEARN)")                                                   \
+    X(LOCAL_OFFER_ONCE, "local.offer_once", "a server's connections that offered once "   \
+      "only: the listener's last 8 connections in a row found no announcement at their "   \
+      "first offer (local clients without the library; ZCSOCK_LOCAL_PAIR_LEARN)")         \
     X(LOCAL_STATE_DEFER_PENDING, "local.state.defer_pending", "connection state changes " \
       "(shim/paths/local/state.c): a client's connection announced once it paid")      \
     X(LOCAL_STATE_DEFER_PLAIN, "local.state.defer_plain", "a client's connection "        \

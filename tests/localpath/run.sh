@@ -90,6 +90,9 @@ t_run unmap "$T" $PY tests/localpath/lp_unmap.py
 # issue 31: an exec that takes along connections not paired yet cancels
 # their offers though their socket cookies were never asked for (COOKIES)
 t_run exec_unpaid "$T" $PY tests/localpath/lp_exec_unpaid.py
+# issue 31: a listener whose last 8 clients in a row ran without the
+# library offers a new connection once; a pairing ends the run
+t_run offer_once "$T" $PY tests/localpath/lp_offer_once.py
 # issue 31, pair when it pays (ZCSOCK_LOCAL_PAIR_AFTER=2): a one-request
 # connection never pairs (local.declined.short); chatty, bulk, both-ways and
 # blocked-receiver connections pair mid-stream, every byte checked; a
