@@ -97,9 +97,12 @@ for kind in ("poll", "select", "epoll"):
             sys.exit("FAIL: %s: round %d: a pipe this thread had just written to was not "
                      "reported readable (%r)" % (kind, rnd, got))
         os.read(r, 10)
-    # 3: another thread's write shows within 50 ms
+    # 3: another thread's write shows within 50 ms of the write (timed from
+    # the write's return, not from the timer's start: the writer thread
+    # waits for the GIL behind this busy loop, 60 ms once under ASan)
     for rnd in range(20):
-        t = threading.Timer(0.002, os.write, (w, b"q"))
+        wrote = []
+        t = threading.Timer(0.002, lambda: (os.write(w, b"q"), wrote.append(time.monotonic())))
         t.start()
         t0 = time.monotonic()
         seen = None
@@ -110,9 +113,9 @@ for kind in ("poll", "select", "epoll"):
         t.join()
         if seen is None:
             sys.exit("FAIL: %s: round %d: another thread's write never showed" % (kind, rnd))
-        if seen - t0 > 0.05 + 0.002:
-            sys.exit("FAIL: %s: round %d: another thread's write showed after %.3f s"
-                     % (kind, rnd, seen - t0))
+        if seen - wrote[0] > 0.05:
+            sys.exit("FAIL: %s: round %d: another thread's write showed %.3f s after it"
+                     % (kind, rnd, seen - wrote[0]))
         os.read(r, 10)
 # 5: a wait with a signal mask always asks the kernel (it applies the mask)
 if WINDOW:
