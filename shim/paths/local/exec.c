@@ -64,23 +64,28 @@ static int lp_exec_scan_fn(int dirfd, long fd, void *arg)
 /* 1 when a descriptor of c survives the exec.  A cookie not noted yet
  * (COOKIES, conn.c) is asked of c's descriptors now and not kept: a vfork
  * child shares c with its parent, and may have moved numbers around. */
+static int lp_exec_has(const lp_exec_fds_t *x, uint64_t cookie)
+{
+    int j;
+
+    for (j = 0; j < x->n; j++)
+        if (x->cookies[j] == cookie)
+            return 1;
+    return 0;
+}
+
 static int lp_exec_survives(const lp_conn_t *c, const lp_exec_fds_t *x)
 {
     uint64_t k;
-    int i, j;
+    int i;
 
-    for (i = 0; i < 4; i++) {
-        k = c->cookie;
-        if (!k && (c->fds[i] < 0 ||
-                   zc_real.getsockopt(c->fds[i], SOL_SOCKET, SO_COOKIE, &k,
-                                      &(socklen_t){ sizeof(k) })))
-            continue;
-        for (j = 0; j < x->n; j++)
-            if (x->cookies[j] == k)
-                return 1;
-        if (c->cookie)
-            break;
-    }
+    if (c->cookie)
+        return lp_exec_has(x, c->cookie);
+    for (i = 0; i < 4; i++)
+        if (c->fds[i] >= 0 &&
+            !zc_real.getsockopt(c->fds[i], SOL_SOCKET, SO_COOKIE, &k, &(socklen_t){ sizeof(k) }) &&
+            lp_exec_has(x, k))
+            return 1;
     return 0;
 }
 

@@ -614,11 +614,18 @@ uint32_t lp_life_key(const struct sockaddr *addr, socklen_t len, int lfd)
     return h ? h : 1;
 }
 
-static uint64_t *lp_life_slot(uint32_t key)
+/* The word of key in half 0 (lifetimes) or 1 (unanswered offers) of the
+ * table; NULL without a table (ZCSOCK_LOCAL_PAIR_LEARN=0) or a key. */
+static uint64_t *lp_tab_slot(uint32_t key, unsigned half)
 {
     uint64_t *t = __atomic_load_n(&lp_life_tab, __ATOMIC_ACQUIRE);
 
-    return t ? &t[key % LP_LIFE_SLOTS] : NULL;
+    return t && key ? &t[half * LP_LIFE_SLOTS + key % LP_LIFE_SLOTS] : NULL;
+}
+
+static uint64_t *lp_life_slot(uint32_t key)
+{
+    return lp_tab_slot(key, 0);
 }
 
 /* UNANSWERED OFFERS.  A server whose clients are local but run without
@@ -639,18 +646,11 @@ static uint64_t *lp_life_slot(uint32_t key)
 #define LP_UNANSWERED 8u
 #define LP_UNANSWERED_MAX 0xffffu
 
-static uint64_t *lp_unans_slot(uint32_t key)
-{
-    uint64_t *t = __atomic_load_n(&lp_life_tab, __ATOMIC_ACQUIRE);
-
-    return t && key ? &t[LP_LIFE_SLOTS + key % LP_LIFE_SLOTS] : NULL;
-}
-
 /* Connections in a row through listener key whose first offer found no
  * announcement (0: none, or no table). */
 static unsigned lp_unans_read(uint32_t key)
 {
-    uint64_t *s = lp_unans_slot(key), w;
+    uint64_t *s = lp_tab_slot(key, 1), w;
 
     if (!s)
         return 0;
@@ -661,22 +661,22 @@ static unsigned lp_unans_read(uint32_t key)
 /* c's offer paired (answered: 1), or its first one found no announcement. */
 static void lp_unans_note(const lp_conn_t *c, int answered)
 {
-    uint64_t *s = lp_unans_slot(c->life_key);
+    uint64_t *s = lp_tab_slot(c->life_key, 1);
     unsigned n;
 
-    if (!s || !zc_config.local_pair_learn)
+    if (!s)
         return;
     n = answered ? 0 : lp_unans_read(c->life_key) + 1;
-    __atomic_store_n(s, (uint64_t)c->life_key << 32 | (n > LP_UNANSWERED_MAX ? LP_UNANSWERED_MAX : n),
-                     __ATOMIC_RELAXED);
+    if (n > LP_UNANSWERED_MAX)
+        n = LP_UNANSWERED_MAX;
+    __atomic_store_n(s, (uint64_t)c->life_key << 32 | n, __ATOMIC_RELAXED);
 }
 
 /* The offers c may make that find no announcement before the one that
  * decides (lp_offer_due). */
 static unsigned lp_offer_tries_max(const lp_conn_t *c)
 {
-    return zc_config.local_pair_learn && lp_unans_read(c->life_key) >= LP_UNANSWERED
-               ? 0 : LP_OFFER_TRIES;
+    return lp_unans_read(c->life_key) >= LP_UNANSWERED ? 0 : LP_OFFER_TRIES;
 }
 
 /* The turns the slot of key says to wait (after: the setting). */
