@@ -23,8 +23,15 @@ void zc_rent_bought(zc_rent_t *r, uint64_t ns, uint64_t copy_ns)
 
 void zc_rent_ring(zc_rent_t *r, uint64_t bytes, uint64_t ns, size_t unit)
 {
-    if (bytes >= unit)
-        zc_rent_avg(&r->rent_ns, (uint64_t)((double)ns * (double)unit / (double)bytes));
+    if (bytes < unit)
+        return;
+    /* the first ring sample starts from the copy's estimate, where there
+     * is one, rather than replacing it: one send slowed by a preemption
+     * or a slow receiver then moves the average a quarter of the way, and
+     * cannot alone make every unit look cheap to buy */
+    if (!LD(r->rent_ns) && LD(r->copy_ns))
+        ST(r->rent_ns, LD(r->copy_ns));
+    zc_rent_avg(&r->rent_ns, (uint64_t)((double)ns * (double)unit / (double)bytes));
 }
 
 static uint64_t zc_rent_buy_ns(const zc_rent_t *r)

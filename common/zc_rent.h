@@ -19,7 +19,10 @@
  * Both costs are measured as the process runs (moving averages of unit
  * files made and of large sends the ring carried alone; until the ring has
  * been timed, a ring pass is taken to cost what copying a unit's bytes into
- * its file did, the ring's two copies running side by side on two CPUs);
+ * its file did, the ring's two copies running side by side on two CPUs,
+ * and the ring's average starts from that copy, so one slow send cannot
+ * alone make buying look cheap; a ring's first pass over its fresh pages
+ * is not timed);
  * until a unit has been bought, units are bought.  A unit's identity is
  * its address and a fingerprint of its bytes (one word of each 4 KiB
  * page), kept in a small table of hints: a wrong hint (a collision, a
