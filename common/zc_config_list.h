@@ -66,7 +66,9 @@
     X(local_pair_after, UINT, 2, 0, 1000,                                          \
       "local path: a server offers the channel only once the connection has "      \
       "answered this many requests (and one more: the client announces at the "    \
-      "request after this many answers) or moved this many times 128 KiB, so that a " \
+      "request after this many answers), moved this many times 128 KiB or made "   \
+      "this many times 512 data calls (the server twice that: a stream of small "  \
+      "messages), so that a "                                                       \
       "connection carrying one request never pays for pairing; its first bytes "    \
       "go through the kernel and the switch happens mid-stream (0: offer at the "  \
       "server's first data call)")                                                  \

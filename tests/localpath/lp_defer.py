@@ -37,6 +37,11 @@ deferring its offer until the connection answered AFTER requests (default
            and must pair soon after, not at the client's next look by its
            1st, 2nd, 4th ... send count (524,288: never); the ring carries
            at least 100,000 of the bytes
+  calls    TCP: the client sends 20,000 bytes one byte a send, the server
+           reads them one byte a receive: no request answered, 20 KB moved,
+           yet the connection pays by its calls (LP_PAIR_CALLS: the client
+           announces at its 1,024th send, the server offers at its 2,048th
+           receive) and the ring carries at least 10,000 of the bytes
 
 Every byte is checked (sha256 / exact echo); the statistics of both ends
 say whether the connection paired and that the ring carried bytes.
@@ -67,6 +72,7 @@ def recv_msg(s, peek=False):
 def blob(seed, n):
     return random.Random(seed).randbytes(n)
 TRICKLE = 400000
+CALLS = 20000
 """
 
 SERVER = COMMON + r"""
@@ -136,6 +142,12 @@ elif mode == "both":
     a.setblocking(True)
     if got.hexdigest() != hashlib.sha256(blob(13, n)).hexdigest():
         sys.exit("FAIL: server: the client's stream came different")
+elif mode == "calls":
+    pat = bytes(range(251)) * (CALLS // 251 + 2)
+    for i in range(CALLS):
+        b = a.recv(1)
+        if b != pat[i:i + 1]:
+            sys.exit("FAIL: server: byte %d came %r" % (i, b))
 elif mode == "trickle":
     n, rcvd = TRICKLE, 0
     pat = bytes(range(251)) * (n // 251 + 2)
@@ -193,9 +205,9 @@ else:
     s = socket.create_connection(("127.0.0.1", int(port)))
 s.settimeout(60)
 rnd = random.Random(31)
-if mode == "trickle":
+if mode in ("trickle", "calls"):
     one = [bytes([i]) for i in range(251)]
-    for i in range(TRICKLE):
+    for i in range(TRICKLE if mode == "trickle" else CALLS):
         s.send(one[i % 251])
 elif mode == "one":
     m = b"GET / HTTP/1.0\r\n\r\n"
@@ -340,7 +352,7 @@ print("client %d %d %d" % (stat("local.paired.connected"), stat("path.local.recv
 
 # mode -> must the connection pair?
 PAIRS = {"one": False, "chatty": True, "bulk": True, "both": True, "blocked": True,
-         "peek": True, "inq": True, "trickle": True}
+         "peek": True, "inq": True, "trickle": True, "calls": True}
 
 
 def main():
@@ -395,6 +407,10 @@ def main():
     if mode == "trickle" and int(c[3]) < 100000:
         print("FAIL: the ring carried %d of the client's 400,000 bytes (at least 100,000: "
               "the client found the offer late)" % int(c[3]))
+        return 1
+    if mode == "calls" and int(c[3]) < 10000:
+        print("FAIL: the ring carried %d of the client's 20,000 one-byte sends (at least "
+              "10,000: the connection pays by its calls)" % int(c[3]))
         return 1
     if PAIRS[mode]:
         if paired_c != 1 or paired_s != 1 or ring <= 0:

@@ -134,7 +134,7 @@ t_run fork_walks "$T" $PY tests/localpath/lp_fork_walks.py
 for m in learn forked off; do
   t_run "learn/$m" "$T" $PY tests/localpath/lp_learn.py $m
 done
-for m in one chatty bulk both blocked peek inq trickle chatty/server-only bulk/server-only inq/server-only \
+for m in one chatty bulk both blocked peek inq trickle calls chatty/server-only bulk/server-only inq/server-only \
          chatty/threaded blocked/threaded both/threaded chatty/threaded-client \
          blocked/threaded-client both/threaded-client; do
   t_run "defer/$m" "$T" $PY tests/localpath/lp_defer.py $m 2

@@ -405,6 +405,19 @@ static inline int lp_pays_bytes(const lp_conn_t *c, size_t extra)
     return c->rx_kernel + c->tx_kernel + extra >=
            (uint64_t)zc_config.local_pair_after * LP_PAIR_BYTES;
 }
+/* Has c made enough data calls on the kernel to pay?  A stream of small
+ * messages in one direction answers no request and moves few bytes (1-byte
+ * sends: 256 KiB after 262,144 of them), yet each call is a system call the
+ * ring would save: LP_PAIR_CALLS calls per ZCSOCK_LOCAL_PAIR_AFTER unit,
+ * twice that for the server (offer: 1), whose offer should find the
+ * client's announcement made (each end counts its own calls; a receiver
+ * that reads several messages at a time makes fewer). */
+#define LP_PAIR_CALLS 512u
+static inline int lp_pays_calls(const lp_conn_t *c, int offer)
+{
+    return (uint64_t)c->pair_calls >=
+           ((uint64_t)zc_config.local_pair_after * LP_PAIR_CALLS << (offer ? 1 : 0));
+}
 /* The ring of a connection that paired for its turns, not its bytes: at
  * most this much a direction (ZCSOCK_LOCAL_RING still caps it).  The
  * pages a ring touches and the page tables behind its mapping are paid

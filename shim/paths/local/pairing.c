@@ -508,8 +508,9 @@ void lp_kio_exit(lp_conn_t *c)
     __atomic_sub_fetch(&c->kio, 1, __ATOMIC_RELEASE);
 }
 
-/* Does the connection pay yet (N requests answered, or N x LP_PAIR_BYTES
- * moved counting len about to be sent)?  Counts this data call.  The
+/* Does the connection pay yet (N requests answered, N x LP_PAIR_BYTES
+ * moved counting len about to be sent, or N x LP_PAIR_CALLS data calls
+ * made, lp_pays_calls)?  Counts this data call.  The
  * server (offer: 1) waits for one turn more than the client: a client
  * announces at its Nth turn, a send that follows the server's Nth reply,
  * so an offer at that reply found no announcement yet, every time (a
@@ -524,7 +525,8 @@ static int lp_pays(lp_conn_t *c, int is_send, size_t len, int offer)
         lp_life_begin(c);
     lp_turn(c, is_send);
     c->paid_bytes = (uint8_t)lp_pays_bytes(c, is_send ? len : 0);
-    return c->pair_turns >= c->life_after + (unsigned)offer || c->paid_bytes;
+    return c->pair_turns >= c->life_after + (unsigned)offer || c->paid_bytes ||
+           lp_pays_calls(c, offer);
 }
 
 /* The ring size of c's channel: ZCSOCK_LOCAL_RING, or for a connection
