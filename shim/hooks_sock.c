@@ -172,7 +172,7 @@ static void shim_fd_release(int fd)
 {
     shim_fd_t *f = shim_fd_get(fd), was;
 
-    if (shim_unlikely(shim_ep_priv_some()))
+    if (shim_unlikely(shim_ep_priv_maybe(fd)))
         shim_ep_priv_gone(fd);      /* (QUIET SETS) */
     if (!f || (f->kind != SHIM_FD_UNKNOWN && shim_vfork_child()))
         return;
@@ -195,7 +195,7 @@ void shim_fd_closing_raw(int fd)
 {
     shim_fd_t *f = shim_fd_get(fd);
 
-    if (shim_unlikely(shim_ep_priv_some()))
+    if (shim_unlikely(shim_ep_priv_maybe(fd)))
         shim_ep_priv_gone(fd);
     if (f && f->kind != SHIM_FD_UNKNOWN && f->kind != SHIM_FD_INTERNAL)
         shim_fd_release(fd);

@@ -292,7 +292,7 @@ static struct {
     char pad[60];
 } shim_ep_sleep[SHIM_EP_SLEEP_SLOTS] __attribute__((aligned(64)));
 static int shim_ep_priv[SHIM_EP_PRIV_MAX];
-int shim_ep_priv_any;                   /* a set was ever made private */
+uint64_t shim_ep_priv_bits;             /* shim_int.h: sets ever made private */
 
 static int shim_ep_nested_any;          /* a set is due (nested_due): NESTED SETS */
 
@@ -328,7 +328,7 @@ void shim_ep_created(int epfd)
 
     if (epfd < 0)
         return;
-    __atomic_store_n(&shim_ep_priv_any, 1, __ATOMIC_RELAXED);
+    __atomic_fetch_or(&shim_ep_priv_bits, 1ull << (epfd & 63), __ATOMIC_SEQ_CST);
     for (i = 0; i < SHIM_EP_PRIV_MAX; i++) {
         int zero = 0;
 
@@ -353,7 +353,7 @@ static int shim_ep_unprivate(int epfd)
 {
     int i, was = 0;
 
-    if (!__atomic_load_n(&shim_ep_priv_any, __ATOMIC_RELAXED) || epfd < 0)
+    if (!shim_ep_priv_maybe(epfd))
         return 0;
     for (i = 0; i < SHIM_EP_PRIV_MAX; i++) {
         int cur = epfd + 1;
@@ -399,7 +399,7 @@ static void shim_ep_all_public_(int locked)
 {
     int i;
 
-    if (!__atomic_load_n(&shim_ep_priv_any, __ATOMIC_RELAXED))
+    if (!shim_ep_priv_some())
         return;
     for (i = 0; i < SHIM_EP_PRIV_MAX; i++)
         __atomic_store_n(&shim_ep_priv[i], 0, __ATOMIC_SEQ_CST);
@@ -1613,6 +1613,10 @@ void shim_ep_exposed_poll(const struct pollfd *fds, nfds_t n)
     nfds_t i;
     int k;
 
+    for (i = 0; i < n && !shim_ep_priv_maybe(fds[i].fd); i++)
+        ;
+    if (i == n)
+        return;     /* (an MPI progress loop polls its sockets, not its set) */
     for (k = 0; k < SHIM_EP_PRIV_MAX; k++) {
         int e = __atomic_load_n(&shim_ep_priv[k], __ATOMIC_RELAXED) - 1;
 
