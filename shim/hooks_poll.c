@@ -137,20 +137,23 @@ SHIM_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
         shim_fd_unpin(&pin);
         return rc;
     }
-    if (shim_unlikely(shim_ep_priv_some()) && op != EPOLL_CTL_DEL)
+    if (shim_unlikely(shim_ep_priv_maybe(fd)) && op != EPOLL_CTL_DEL)
         shim_ep_exposed(fd);        /* a set nested in another */
     shim_ep_unclaimed(epfd, fd);
     rc = zc_real.epoll_ctl(epfd, op, fd, ev);
     if (shim_unlikely(rc < 0) && errno == ELOOP && op != EPOLL_CTL_DEL && shim_ep_wake_strip())
         rc = zc_real.epoll_ctl(epfd, op, fd, ev);   /* (shim_epoll.c, WAKE FDS AND NESTING) */
-    if (rc == 0 && op != EPOLL_CTL_DEL && shim_unlikely(shim_fd_get(fd) &&
-                                                        shim_fd_get(fd)->kind == SHIM_FD_EPOLL))
-        shim_ep_nested(fd);     /* a set of ours in another (NESTED SETS) */
-    if (rc == 0 && shim_unlikely(shim_fd_get(fd) && shim_fd_get(fd)->unconnected)) {
-        int saved = errno;
+    if (rc == 0) {
+        const shim_fd_t *f = shim_fd_get(fd);
 
-        shim_ep_plain_ctl(epfd, op, fd, ev);
-        errno = saved;
+        if (shim_unlikely(f && f->kind == SHIM_FD_EPOLL) && op != EPOLL_CTL_DEL)
+            shim_ep_nested(fd);     /* a set of ours in another (NESTED SETS) */
+        if (shim_unlikely(f && f->unconnected)) {
+            int saved = errno;
+
+            shim_ep_plain_ctl(epfd, op, fd, ev);
+            errno = saved;
+        }
     }
     return rc;
 }
