@@ -58,26 +58,26 @@ const char *lp_state_name(int s)
     }
 }
 
+/* The statistic each counted change adds to (0: not counted), indexed
+ * like lp_state_ok (a lookup: every accepted connection changes state at
+ * least twice) */
+static const uint16_t lp_state_stat[LP_STATES][LP_STATES] = {
+    [LP_DEFER] = { [LP_PENDING] = ZC_STAT_LOCAL_STATE_DEFER_PENDING,
+                   [LP_PLAIN] = ZC_STAT_LOCAL_STATE_DEFER_PLAIN },
+    [LP_OFFER] = { [LP_PAIRED] = ZC_STAT_LOCAL_STATE_OFFER_PAIRED,
+                   [LP_PLAIN] = ZC_STAT_LOCAL_STATE_OFFER_PLAIN },
+    [LP_PENDING] = { [LP_PAIRED] = ZC_STAT_LOCAL_STATE_PENDING_PAIRED,
+                     [LP_PLAIN] = ZC_STAT_LOCAL_STATE_PENDING_PLAIN },
+    [LP_PAIRED] = { [LP_PLAIN] = ZC_STAT_LOCAL_STATE_PAIRED_PLAIN },
+};
+
+_Static_assert(ZC_STAT_LOCAL_STATE_DEFER_PENDING > 0 && ZC_STAT_LOCAL_STATE_PAIRED_PLAIN > 0,
+               "0 means not counted");
+
 static void lp_state_count(int from, int to)
 {
-    static const struct {
-        uint8_t from, to;
-        unsigned id;
-    } counted[] = {
-        { LP_DEFER, LP_PENDING, ZC_STAT_LOCAL_STATE_DEFER_PENDING },
-        { LP_DEFER, LP_PLAIN, ZC_STAT_LOCAL_STATE_DEFER_PLAIN },
-        { LP_OFFER, LP_PAIRED, ZC_STAT_LOCAL_STATE_OFFER_PAIRED },
-        { LP_OFFER, LP_PLAIN, ZC_STAT_LOCAL_STATE_OFFER_PLAIN },
-        { LP_PENDING, LP_PAIRED, ZC_STAT_LOCAL_STATE_PENDING_PAIRED },
-        { LP_PENDING, LP_PLAIN, ZC_STAT_LOCAL_STATE_PENDING_PLAIN },
-        { LP_PAIRED, LP_PLAIN, ZC_STAT_LOCAL_STATE_PAIRED_PLAIN },
-    };
-
-    for (size_t i = 0; i < sizeof(counted) / sizeof(counted[0]); i++)
-        if (counted[i].from == from && counted[i].to == to) {
-            zc_stat_add(counted[i].id, 1);
-            return;
-        }
+    if (lp_state_stat[from][to])
+        zc_stat_add(lp_state_stat[from][to], 1);
 }
 
 int lp_state_set(lp_conn_t *c, int to)
