@@ -117,13 +117,12 @@ static int shim_inline_uring(const struct dl_phdr_info *info)
 #if defined(__x86_64__)
     static const unsigned char nr[] = { 0xb8, 0xa9, 0x01, 0x00, 0x00 };     /* mov $425,%eax */
     static const unsigned char sc[] = { 0x0f, 0x05 };                       /* syscall */
-    enum { RARE = 1 };
 #elif defined(__aarch64__)
     static const unsigned char nr[] = { 0x28, 0x35, 0x80, 0xd2 };           /* mov x8, #425 */
     static const unsigned char sc[] = { 0x01, 0x00, 0x00, 0xd4 };           /* svc #0 */
-    enum { RARE = 1 };
 #endif
 #if defined(__x86_64__) || defined(__aarch64__)
+    enum { RARE = 1 };      /* the needle's rarest byte (0xa9; 0x35 on aarch64) */
     int i;
 
     for (i = 0; i < info->dlpi_phnum; i++) {
