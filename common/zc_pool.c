@@ -43,11 +43,9 @@ static void *zc_pool_map(size_t len)
 
 static unsigned zc_pool_class(size_t size)
 {
-    unsigned shift = ZC_POOL_MIN_SHIFT;
+    unsigned shift = size <= 1 ? 0 : (unsigned)(64 - __builtin_clzll((unsigned long long)size - 1));
 
-    while (((size_t)1 << shift) < size)
-        shift++;
-    return shift - ZC_POOL_MIN_SHIFT;
+    return shift <= ZC_POOL_MIN_SHIFT ? 0 : shift - ZC_POOL_MIN_SHIFT;
 }
 
 /* Carve one block of class c from the current slab; lock held. */
@@ -90,7 +88,7 @@ void *zc_pool_alloc(size_t size)
     }
     zc_pool_unlock();
     if (p)
-        memset(p, 0, (size_t)1 << (c + ZC_POOL_MIN_SHIFT));
+        memset(p, 0, size);     /* what the caller asked for: the class's tail is never read */
     return p;
 }
 

@@ -15,7 +15,8 @@
 
 #include <stddef.h>
 
-/* Allocate size bytes (16-byte aligned, zeroed).  NULL when out of memory. */
+/* Allocate size bytes (16-byte aligned, those size bytes zeroed; the block
+ * is size rounded up to a power of two).  NULL when out of memory. */
 void *zc_pool_alloc(size_t size);
 
 /* Release ptr, which zc_pool_alloc(size) returned (size must match). */
