@@ -2,9 +2,11 @@
 #
 # Targets
 #   all (default)   build/libzcsock.so, build/zcsock (launcher), build/zcbench
-#   test            every test tier (unit, unit under ASan and UBSan, preload
-#                   integration, launcher, symbols, end-to-end transparency);
-#                   closes with one "N passed, N failed, N skipped" line
+#   test            the default run, what CI runs (about half an hour): every
+#                   tier but page exchange's variants on other page kinds, at
+#                   QUICK=1 sizes (QUICK=0: full ones); closes with one
+#                   "N passed, N failed, N skipped" line
+#   test-full       every tier at full sizes and repetitions (about an hour)
 #   test-unit       cmocka unit tests only (honours SANITIZE)
 #   test-<tier>     one tier (ARCHITECTURE.md lists them)
 #   soak            long runs: 32 GiB paired streams, the MPI cases 100 times
@@ -23,7 +25,7 @@
 #   SANITIZE=address|undefined|thread  sanitizer build in build/san-<name>/,
 #                        a checked one (ZC_CHECKS: invariants abort)
 #   V=1                  show full commands
-#   QUICK=1              shorter benchmark and end-to-end runs
+#   QUICK=1              shorter benchmark and test runs (make test's default)
 #   PREFIX, DESTDIR, LIBDIR, BINDIR, INCLUDEDIR
 #   TEST_TIMEOUT=secs    per-test timeout (default 300)
 

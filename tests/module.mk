@@ -38,7 +38,8 @@ $(BUILD)/tests/unit/%: tests/unit/%.c $(SHIM_UNIT_OBJS)
 # or two exchanges: they run with immediate pairing.  The programs tiers
 # (real programs as users run them) and the defer/* cases unset it and run
 # with the default, pair when it pays (ZCSOCK_LOCAL_PAIR_AFTER=2).
-TEST_ENV = ZC_BUILD=$(BUILD) ZC_LIB=$(abspath $(LIB)) TEST_TIMEOUT=$(TEST_TIMEOUT) QUICK=$(QUICK) \
+TEST_ENV = ZC_BUILD=$(BUILD) ZC_LIB=$(abspath $(LIB)) TEST_TIMEOUT=$(TEST_TIMEOUT) \
+	QUICK=$(filter-out 0,$(QUICK)) \
 	ZCSOCK_LOCAL_PAIR_AFTER=0
 
 UNIT_TIER ?= unit
@@ -75,13 +76,31 @@ test-install: all
 
 TEST_TIERS := unit unit-asan unit-ubsan unit-tsan symbols docs install $(TEST_TIERS)
 
-test: all
-	$(Q)rm -rf $(BUILD)/test-results
-	$(Q)status=0; for t in $(TEST_TIERS); do \
-		$(MAKE) --no-print-directory test-$$t || status=1; done; \
-	tests/summary.sh $(BUILD) $(TEST_TIERS) || status=1; exit $$status
+# `make test`, the default run (what CI runs; about half an hour on 2
+# cores): every tier but the variants of LONG_TIERS, at QUICK=1's sizes and
+# repetitions (QUICK=0 for full ones).  `make test-full`: every tier, full
+# sizes and repetitions (about an hour here).  Longer still: `make soak`,
+# `make soak-programs`.  LONG_TIERS are page exchange's variants on other
+# page kinds: the same cases that tiers localpath-xchg and programs-xchg
+# run on the default kind.
+LONG_TIERS := localpath-xchg-hugetlb localpath-xchg-4k programs-xchg-hugetlb
+TEST_QUICK = $(if $(QUICK),$(filter-out 0,$(QUICK)),1)
 
-.PHONY: test-unit test-unit-asan test-unit-ubsan test-unit-tsan test-symbols test-docs test-install
+# run-tiers QUICK TIERS
+define run-tiers
+	$(Q)rm -rf $(BUILD)/test-results
+	$(Q)status=0; for t in $(2); do \
+		$(MAKE) --no-print-directory QUICK=$(1) test-$$t || status=1; done; \
+	tests/summary.sh $(BUILD) $(2) || status=1; exit $$status
+endef
+
+test: all
+	$(call run-tiers,$(TEST_QUICK),$(filter-out $(LONG_TIERS),$(TEST_TIERS)))
+
+test-full: all
+	$(call run-tiers,$(filter-out 0,$(QUICK)),$(TEST_TIERS))
+
+.PHONY: test test-full test-unit test-unit-asan test-unit-ubsan test-unit-tsan test-symbols test-docs test-install
 
 # Long runs kept out of `make test` (tests/soak/run.sh): two-way sha256-checked
 # streams of SOAK_GIB (32) GiB each way, and SOAK_MPI_REPS (100) rounds of each
