@@ -947,6 +947,16 @@ int64_t local_ring_readable(local_ring_t *ch, int dir)
     return (int64_t)(s.bytes_head - s.bytes_tail);
 }
 
+int local_ring_rx_idle(const local_ring_t *ch, int dir)
+{
+    const local_ring_ctl_t *ctl;
+
+    if (lr_check(ch, dir))
+        return 0;
+    ctl = &ch->hdr->ctl[dir];
+    return LR_LOAD_ACQ(&ctl->head) == LR_LOAD(&ctl->tail);
+}
+
 int64_t local_ring_bytes_run(local_ring_t *ch, int dir, uint64_t max)
 {
     local_ring_snap_t s;

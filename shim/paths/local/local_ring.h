@@ -357,6 +357,14 @@ int local_ring_read(local_ring_t *ch, int dir, const struct iovec *iov, int iovc
  * (a window of two stores). */
 int64_t local_ring_readable(local_ring_t *ch, int dir);
 
+/* 1 when direction dir holds no record at all (no data, no end), read
+ * without the consumer's lock and without validating the control words: a
+ * record published a moment later, or a tail another thread of ours moves
+ * meanwhile, answers as a look made a moment earlier would; a peer that
+ * scribbles over head can only hide what it would not have sent.  0 when
+ * there may be something (the validating local_ring_readable tells). */
+int local_ring_rx_idle(const local_ring_t *ch, int dir);
+
 /* Stream bytes readable now from BYTES records alone, up to the first other
  * record (PAGES, a mark, EOF) or the end of what is published: what a read
  * of at least that many bytes will copy out of the ring.  The walk stops
