@@ -953,6 +953,34 @@ static void test_publish_window(void **state)
     t_pair_close(&p);
 }
 
+/* local_ring_rx_idle: 1 only while the direction holds no record at all
+ * (data or end), 0 for a broken or absent channel. */
+static void test_rx_idle(void **state)
+{
+    uint8_t buf[64] = { 1 };
+    t_pair_t p;
+    local_ring_t none = { 0 };
+
+    (void)state;
+    t_pair_open(&p, 4096);
+    assert_int_equal(local_ring_rx_idle(&p.b, AB), 1);
+    assert_int_equal(local_ring_rx_idle(&p.a, BA), 1);
+    assert_int_equal(t_write(&p.a, AB, buf, 1, NULL), 1);
+    assert_int_equal(local_ring_rx_idle(&p.b, AB), 0);
+    assert_int_equal(local_ring_rx_idle(&p.a, BA), 1);     /* the other way stays idle */
+    assert_int_equal(t_read(&p.b, AB, buf, sizeof(buf), LOCAL_RING_PEEK, NULL), 1);
+    assert_int_equal(local_ring_rx_idle(&p.b, AB), 0);      /* a peek leaves it */
+    assert_int_equal(t_read(&p.b, AB, buf, sizeof(buf), 0, NULL), 1);
+    assert_int_equal(local_ring_rx_idle(&p.b, AB), 1);
+    assert_int_equal(local_ring_eof_write(&p.a, AB), 0);
+    assert_int_equal(local_ring_rx_idle(&p.b, AB), 0);      /* an end is a record */
+    assert_int_equal(local_ring_readable(&p.b, AB), 0);
+    p.b.broken = 1;
+    assert_int_equal(local_ring_rx_idle(&p.b, BA), 0);      /* broken: the full look says */
+    assert_int_equal(local_ring_rx_idle(&none, AB), 0);
+    t_pair_close(&p);
+}
+
 /* --- corrupted shared state: a fresh channel, one field spoiled --- */
 
 typedef void t_spoil_func_t(t_pair_t *p);
@@ -1097,6 +1125,7 @@ int main(void)
         cmocka_unit_test(test_pages_read),
         cmocka_unit_test(test_full_partial),
         cmocka_unit_test(test_eof),
+        cmocka_unit_test(test_rx_idle),
         cmocka_unit_test(test_pages),
         cmocka_unit_test(test_frame_next_mid_record),
         cmocka_unit_test(test_mark_quiet),

@@ -28,6 +28,9 @@ shows):
   7. An epoll wait that the ring alone fills (maxevents 1) alternating with
      a quiet set: the quiet set's waits still skip the kernel (>= 1,000 of
      3,000; the full wait does not break the chain).
+  8. The peer's close, or its shutdown for writing, of a connection idle
+     through 1,000 zero-timeout waits: a wait reports it readable within
+     2 s and the receive says end of stream (poll, select, epoll).
 Then, with ZCSOCK_POLL_KERNEL_US=0: step 1 again skips nothing.
 
     lp_poll_nowait.py       (ZC_LIB names the library)
@@ -183,6 +186,44 @@ if WINDOW:
         got = dict(p.poll(0))
         if not got.get(fd, 0) & select.POLLNVAL:
             sys.exit("FAIL: poll %d over a closed descriptor did not say POLLNVAL (%r)" % (i, got))
+# 8: the peer's end (its close, then a shutdown for writing) reaches a
+# loop of zero-timeout waits at a connection idle until then (NOTHING NEW
+# answers its looks without the ring's lock): readable within 2 s, and the
+# receive says end of stream
+if WINDOW:
+    n = 3
+    for kind in ("poll", "select", "epoll"):
+        for how in ("close", "shutdown"):
+            s3, c3 = pair_tcp(l, n)
+            n += 1
+            c3.setblocking(False)
+            if kind == "poll":
+                p3 = select.poll(); p3.register(c3.fileno(), select.POLLIN)
+                wait3 = lambda: bool(p3.poll(0))
+            elif kind == "select":
+                wait3 = lambda: bool(select.select([c3], [], [], 0)[0])
+            else:
+                e3 = select.epoll(); e3.register(c3.fileno(), select.EPOLLIN)
+                wait3 = lambda: bool(e3.poll(0))
+            for i in range(1000):
+                if wait3():
+                    sys.exit("FAIL: end/%s/%s: wait %d reported an idle connection" % (kind, how, i))
+            if how == "close":
+                s3.close()
+            else:
+                s3.shutdown(socket.SHUT_WR)
+            t0 = time.monotonic()
+            while not wait3():
+                if time.monotonic() - t0 > 2:
+                    sys.exit("FAIL: end/%s/%s: the peer's end never showed to zero-timeout waits"
+                             % (kind, how))
+            if c3.recv(10) != b"":
+                sys.exit("FAIL: end/%s/%s: a receive after the end did not say so" % (kind, how))
+            if kind == "epoll":
+                e3.close()
+            c3.close()
+            if how == "shutdown":
+                s3.close()
 print("poll_nowait: ok (window %d us)" % WINDOW)
 """
 
