@@ -18,11 +18,6 @@ int lp_gettid(void)
     return lp_tid;
 }
 
-lp_side_t *lp_side(lp_conn_t *c, int side)
-{
-    return (lp_side_t *)(c->ch.base + LP_SIDE_OFF) + (side & 1);
-}
-
 /* The connection was handed back to the kernel (by either side). */
 int lp_rv(lp_conn_t *c)
 {
@@ -199,21 +194,6 @@ void lp_unlock(lp_conn_t *c, int role)
     lp_unlock_word(c->held[role]);
     __atomic_sub_fetch(&c->inside[role], 1, __ATOMIC_ACQ_REL);
     shim_crit_leave();
-}
-
-int lp_txdir(lp_conn_t *c)
-{
-    return local_ring_dir_tx(&c->ch);
-}
-
-int lp_rxdir(lp_conn_t *c)
-{
-    return local_ring_dir_rx(&c->ch);
-}
-
-lp_conn_t *lp_conn(shim_fd_t *f)
-{
-    return (lp_conn_t *)f->path_ctx;
 }
 
 

@@ -465,7 +465,11 @@ ssize_t lp_broken(lp_conn_t *c);
 int lp_kernel_revents(int fd, short ev);
 int lp_fetch_fd(int32_t pid, int32_t no, int sock);
 int lp_gettid(void);
-lp_side_t *lp_side(lp_conn_t *c, int side);
+/* (called on every look and data call: inline) */
+static inline lp_side_t *lp_side(lp_conn_t *c, int side)
+{
+    return (lp_side_t *)(c->ch.base + LP_SIDE_OFF) + (side & 1);
+}
 int lp_rv(lp_conn_t *c);
 void lp_futex(uint32_t *w, int op, uint32_t val, const struct timespec *ts);
 int lp_lock_word(uint32_t *w, int sole, const uint32_t *inside, const int fds[4]);
@@ -474,9 +478,20 @@ uint32_t *lp_lockp(lp_conn_t *c, int role);
 uint32_t *lp_side_lock(lp_conn_t *c, int side, int role);
 void lp_lock(lp_conn_t *c, int role);
 void lp_unlock(lp_conn_t *c, int role);
-int lp_txdir(lp_conn_t *c);
-int lp_rxdir(lp_conn_t *c);
-lp_conn_t *lp_conn(shim_fd_t *f);
+static inline int lp_txdir(lp_conn_t *c)
+{
+    return local_ring_dir_tx(&c->ch);
+}
+
+static inline int lp_rxdir(lp_conn_t *c)
+{
+    return local_ring_dir_rx(&c->ch);
+}
+
+static inline lp_conn_t *lp_conn(shim_fd_t *f)
+{
+    return (lp_conn_t *)f->path_ctx;
+}
 int lp_nonblocking(lp_conn_t *c, int fd, int flags);
 size_t lp_iov_total(const struct iovec *iov, size_t n);
 int lp_msg_check(const struct msghdr *msg);
@@ -571,7 +586,13 @@ int lp_offer_due(lp_conn_t *c, int fd);
 int lp_offer_defer(lp_conn_t *c, int fd);
 void lp_offer_cancel(lp_conn_t *c, const char *why);
 int lp_handback_reason(const char *why);
-void lp_connect_check(lp_conn_t *c, int fd);
+void lp_connect_check_(lp_conn_t *c, int fd);
+/* (every data call: the flag looked at here, the rest out of line) */
+static inline void lp_connect_check(lp_conn_t *c, int fd)
+{
+    if (c->connect_check)
+        lp_connect_check_(c, fd);
+}
 int path_local_enabled(void);
 int lp_wants_creds(int fd);
 int lp_candidate(int fd);

@@ -324,7 +324,7 @@ void path_local_connect_done(int fd, int rc, int err)
  * check path_local_connect_done could not make then (the server end must
  * be in this namespace: a remote or NAT'd destination never pairs, and its
  * announcement goes away).  Still connecting: look again next time. */
-void lp_connect_check(lp_conn_t *c, int fd)
+void lp_connect_check_(lp_conn_t *c, int fd)
 {
     struct sockaddr_storage a;
     struct tcp_info ti;
