@@ -95,17 +95,21 @@ int lp_lock_word(uint32_t *w, int sole, const uint32_t *inside, const int fds[4]
     /* (sleeps of LP_LOCK_CHECK_MS until the check, 20 ms after it) */
     struct timespec ts = { 0, (fds ? LP_LOCK_CHECK_MS : 20) * 1000 * 1000 };
     int64_t t0 = 0;
-    int i, checked = 0;
+    int i, checked = 0, saved = 0;
 
     for (i = 0;; i++) {
         cur = 0;
-        if (__atomic_compare_exchange_n(w, &cur, me, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+        if (__atomic_compare_exchange_n(w, &cur, me, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
+            if (i > 64)
+                errno = saved;  /* (the waits below set it) */
             return 0;
+        }
         if (i < 64) {
             __builtin_ia32_pause();
             continue;
         }
         if (i == 64) {
+            saved = errno;      /* the fast path leaves it untouched: kept from here */
             t0 = lp_now_ms();
             if (sole && !shim_vfork_child() &&
                 ((cur & ~LP_LOCK_WAITERS) == me || lp_holder_forged(w, cur) ||
@@ -133,6 +137,7 @@ int lp_lock_word(uint32_t *w, int sole, const uint32_t *inside, const int fds[4]
         }
     }
     __atomic_store_n(w, me, __ATOMIC_SEQ_CST);
+    errno = saved;
     return 1;
 }
 
@@ -164,7 +169,6 @@ uint32_t *lp_lockp(lp_conn_t *c, int role)
  * releases. */
 void lp_lock(lp_conn_t *c, int role)
 {
-    int saved = errno;
     uint32_t *w = lp_lockp(c, role);
 
     shim_crit_enter();          /* SIGDEFER: no handler of ours runs while we hold it */
@@ -179,14 +183,16 @@ void lp_lock(lp_conn_t *c, int role)
     if (w != &c->plock[role] &&
         lp_lock_word(w, c->ch.base && c->sole, &c->inside[role], c->fds) && c->ch.base) {
         /* a peer that wedges its lock loses the channel */
+        int saved = errno;
+
         __atomic_store_n(&c->ch.broken, 1, __ATOMIC_RELEASE);
         zc_log(ZC_LOG_NOTICE, "local path: a lock word of a channel held by no thread of ours "
                "or past %d ms: channel broken, the connection reads as reset", LP_LOCK_MAX_MS);
         c->kern_err = ECONNRESET;
         zc_stat_add(ZC_STAT_LOCAL_PROTO_ERRORS, 1);
+        errno = saved;
     }
     c->held[role] = w;
-    errno = saved;
 }
 
 void lp_unlock(lp_conn_t *c, int role)
