@@ -57,6 +57,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../lib/zc_test.h"
+
 #define T_MAXFD 256
 
 #define T_CHECK(c)                                                                      \
@@ -206,17 +208,12 @@ static void t_allocate(void)
  * ends pair (the client attaches after the server's first bytes). */
 static void t_connection(int *l, int *c, int *a)
 {
-    struct sockaddr_in sin = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-    socklen_t len = sizeof(sin);
+    struct sockaddr_in sin;
     char buf[4096];
 
-    *l = socket(AF_INET, SOCK_STREAM, 0);
-    T_CHECK(*l >= 0 && bind(*l, (struct sockaddr *)&sin, sizeof(sin)) == 0);
-    T_CHECK(listen(*l, 4) == 0 && getsockname(*l, (struct sockaddr *)&sin, &len) == 0);
-    *c = socket(AF_INET, SOCK_STREAM, 0);
-    T_CHECK(*c >= 0 && connect(*c, (struct sockaddr *)&sin, sizeof(sin)) == 0);
-    *a = accept(*l, NULL, NULL);
-    T_CHECK(*a >= 0);
+    *l = zt_listen_lo(4, &sin);
+    T_CHECK(*l >= 0);
+    T_CHECK(zt_accept_pair(*l, &sin, c, a) == 0);
     for (int round = 0; round < 2; round++) {
         memset(buf, 'a' + round, sizeof(buf));
         T_CHECK(send(*c, buf, sizeof(buf), 0) == (ssize_t)sizeof(buf));

@@ -35,6 +35,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "../lib/zc_test.h"
+
 #define UNIT (2u << 20)
 #define ROUNDS 24
 
@@ -148,16 +150,11 @@ int main(int argc, char **argv)
         return 2;
     }
 
-    int l = socket(AF_INET, SOCK_STREAM, 0), c = socket(AF_INET, SOCK_STREAM, 0), s;
-    struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-    socklen_t sl = sizeof sa;
+    int c, s;
     pthread_t th;
 
-    if (l < 0 || c < 0 || bind(l, (void *)&sa, sizeof sa) || listen(l, 1) ||
-        getsockname(l, (void *)&sa, &sl) || connect(c, (void *)&sa, sizeof sa))
+    if (zt_tcp_pair(&c, &s))
         die("loopback pair");
-    if ((s = accept(l, NULL, NULL)) < 0)
-        die("accept");
     if (pthread_create(&th, NULL, reader, &s))
         die("pthread_create");
     send_rounds(c, buf, step, 0);

@@ -32,6 +32,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../lib/zc_test.h"
+
 static int fail(const char *what)
 {
     fprintf(stderr, "FAIL: %s\n", what);
@@ -61,8 +63,7 @@ static void one_byte(int from, int to, char b)
 
 int main(int argc, char **argv)
 {
-    struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-    socklen_t al = sizeof(a);
+    struct sockaddr_in a;
     struct pollfd set[4];
     /* a count the compiler cannot bound: the fortified poll calls __poll_chk */
     nfds_t n = (nfds_t)strtoul(argc > 1 ? argv[1] : "1", NULL, 10);
@@ -72,16 +73,11 @@ int main(int argc, char **argv)
     char b;
 
     alarm(30);
-    l = socket(AF_INET, SOCK_STREAM, 0);
-    if (l < 0 || bind(l, (struct sockaddr *)&a, sizeof(a)) || listen(l, 1) ||
-        getsockname(l, (struct sockaddr *)&a, &al))
+    l = zt_listen_lo(1, &a);
+    if (l < 0)
         fail("listen");
-    c = socket(AF_INET, SOCK_STREAM, 0);
-    if (c < 0 || connect(c, (struct sockaddr *)&a, sizeof(a)))
+    if (zt_accept_pair(l, &a, &c, &s))
         fail("connect");
-    s = accept(l, NULL, NULL);
-    if (s < 0)
-        fail("accept");
     one_byte(s, c, 'h');        /* the server's first data call offers */
     one_byte(c, s, 'a');        /* both directions now on the ring */
     one_byte(s, c, 'b');

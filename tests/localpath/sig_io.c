@@ -24,6 +24,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../lib/zc_test.h"
+
 static int cfd;
 static volatile sig_atomic_t nb, nfail;
 static uint64_t got_a, got_b, got_other;
@@ -122,8 +124,7 @@ static uint64_t stat_of(const char *name)
 int main(int argc, char **argv)
 {
     uint64_t total = (uint64_t)(argc > 1 ? atoi(argv[1]) : 64) << 20, sent = 0;
-    struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-    socklen_t al = sizeof(a);
+    struct sockaddr_in a;
     struct itimerval it = { { 0, 50 }, { 0, 50 } }, off = { { 0, 0 }, { 0, 0 } };
     struct sigaction sa;
     sigset_t alrm;
@@ -135,12 +136,10 @@ int main(int argc, char **argv)
 
     if (!dispositions_kept())
         return 1;
-    lfd = socket(AF_INET, SOCK_STREAM, 0);
-    if (lfd < 0 || bind(lfd, (struct sockaddr *)&a, sizeof(a)) || listen(lfd, 1) ||
-        getsockname(lfd, (struct sockaddr *)&a, &al))
+    lfd = zt_listen_lo(1, &a);
+    if (lfd < 0)
         return perror("sig_io: listen"), 2;
-    cfd = socket(AF_INET, SOCK_STREAM, 0);
-    if (connect(cfd, (struct sockaddr *)&a, sizeof(a)) || (sfd = accept(lfd, NULL, NULL)) < 0)
+    if (zt_accept_pair(lfd, &a, &cfd, &sfd))
         return perror("sig_io: connect"), 2;
     /* a first exchange pairs the connection before the signals start */
     if (send(cfd, "E", 1, 0) != 1 || recv(sfd, chunk, 1, 0) != 1)

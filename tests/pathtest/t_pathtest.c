@@ -33,6 +33,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../lib/zc_test.h"
+
 static int mode_path;
 
 #define CHECK(c)                                                                  \
@@ -73,23 +75,12 @@ static int app_fionread(int fd)
 /* A connected TCP pair on 127.0.0.1: *c client, *s server. */
 static void tcp_pair(int *c, int *s)
 {
-    struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-    socklen_t al = sizeof(a);
-    int l = socket(AF_INET, SOCK_STREAM, 0);
-
-    CHECK(l >= 0 && bind(l, (struct sockaddr *)&a, sizeof(a)) == 0 && listen(l, 4) == 0);
-    CHECK(getsockname(l, (struct sockaddr *)&a, &al) == 0);
-    *c = socket(AF_INET, SOCK_STREAM, 0);
-    CHECK(*c >= 0 && connect(*c, (struct sockaddr *)&a, sizeof(a)) == 0);
-    *s = accept(l, NULL, NULL);
-    CHECK(*s >= 0);
-    close(l);
+    CHECK(zt_tcp_pair(c, s) == 0);
 }
 
 static void fill(char *b, size_t n, int seed)
 {
-    for (size_t i = 0; i < n; i++)
-        b[i] = (char)(seed + i * 7);
+    zt_fill(b, n, (unsigned)seed);
 }
 
 /* Wait until the kernel has delivered n bytes to fd (raw FIONREAD), at most

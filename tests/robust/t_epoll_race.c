@@ -34,6 +34,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../lib/zc_test.h"
+
 #define NCONN 48
 #define DATA_MAGIC 0x00ab0000u    /* every data word we register: MAGIC | index */
 
@@ -59,20 +61,14 @@ static void die(const char *what)
 /* NCONN loopback connections whose server ends hold one unread byte. */
 static void conns(void)
 {
-    struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-    socklen_t al = sizeof(a);
-    int l = socket(AF_INET, SOCK_STREAM, 0), i;
+    struct sockaddr_in a;
+    int l = zt_listen_lo(NCONN, &a), i;
 
-    if (l < 0 || bind(l, (struct sockaddr *)&a, sizeof(a)) || listen(l, NCONN) ||
-        getsockname(l, (struct sockaddr *)&a, &al))
+    if (l < 0)
         die("listener");
     for (i = 0; i < NCONN; i++) {
-        cli[i] = socket(AF_INET, SOCK_STREAM, 0);
-        if (cli[i] < 0 || connect(cli[i], (struct sockaddr *)&a, sizeof(a)))
+        if (zt_accept_pair(l, &a, &cli[i], &srv[i]))
             die("connect");
-        srv[i] = accept(l, NULL, NULL);
-        if (srv[i] < 0)
-            die("accept");
         /* the client's byte: a kernel byte (the server never offered) */
         if (send(cli[i], "x", 1, 0) != 1)
             die("send");

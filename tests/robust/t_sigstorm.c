@@ -29,6 +29,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../lib/zc_test.h"
+
 static volatile sig_atomic_t handled;
 
 static void on_usr1(int sig)
@@ -90,16 +92,14 @@ int main(int argc, char **argv)
     int window = argc > 2 ? atoi(argv[2]) : 4;
     double secs = argc > 3 ? atof(argv[3]) : 3;
     int aligned = argc > 4 && !strcmp(argv[4], "aligned");
-    struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-    socklen_t al = sizeof(a);
+    struct sockaddr_in a;
     struct sigaction sa = { .sa_handler = on_usr1, .sa_flags = SA_RESTART };
-    int ls = socket(AF_INET, SOCK_STREAM, 0), big = 4 << 20, st;
+    int ls = zt_listen_lo(1, &a), big = 4 << 20, st;
     pid_t rpid, kpid, me = getpid();
 
     setvbuf(stdout, NULL, _IONBF, 0);
     sigaction(SIGUSR1, &sa, NULL);
-    if (ls < 0 || bind(ls, (struct sockaddr *)&a, sizeof(a)) || listen(ls, 1) ||
-        getsockname(ls, (struct sockaddr *)&a, &al))
+    if (ls < 0)
         FAIL("listener: %s\n", strerror(errno));
     rpid = fork();
     if (rpid == 0) {                                /* the receiver */

@@ -81,6 +81,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../lib/zc_test.h"
+
 #define U ((size_t)2 << 20)
 #define SZ (8 * U)
 
@@ -164,7 +166,7 @@ static void t_recv_all(int s, char *b, size_t n)
 /* A connected pair: *srv in the parent, *cli in the child (fork). */
 static pid_t t_pair(int *srv, int *cli)
 {
-    int ls, one = 1;
+    int ls;
     pid_t pid;
 
     if (t_unix) {
@@ -182,18 +184,15 @@ static pid_t t_pair(int *srv, int *cli)
             return 0;
         }
     } else {
-        struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-        socklen_t al = sizeof(a);
+        struct sockaddr_in a;
 
-        ls = socket(AF_INET, SOCK_STREAM, 0);
-        setsockopt(ls, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-        T_CHECK(bind(ls, (struct sockaddr *)&a, sizeof(a)) == 0 && listen(ls, 1) == 0);
-        T_CHECK(getsockname(ls, (struct sockaddr *)&a, &al) == 0);
+        ls = zt_listen_lo(1, &a);
+        T_CHECK(ls >= 0);
         pid = fork();
         T_CHECK(pid >= 0);
         if (pid == 0) {
-            *cli = socket(AF_INET, SOCK_STREAM, 0);
-            T_CHECK(connect(*cli, (struct sockaddr *)&a, sizeof(a)) == 0);
+            *cli = zt_connect_lo(&a);
+            T_CHECK(*cli >= 0);
             close(ls);
             return 0;
         }
@@ -250,20 +249,18 @@ static int t_wait(pid_t pid)
 /* Like t_pair, n connections (TCP): the child holds their client ends. */
 static pid_t t_pair_n(int n, int *srv, int *cli)
 {
-    struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-    socklen_t al = sizeof(a);
-    int ls = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a;
+    int ls = zt_listen_lo(n, &a);
     pid_t pid;
 
-    T_CHECK(bind(ls, (struct sockaddr *)&a, sizeof(a)) == 0 && listen(ls, n) == 0);
-    T_CHECK(getsockname(ls, (struct sockaddr *)&a, &al) == 0);
+    T_CHECK(ls >= 0);
     pid = fork();
     T_CHECK(pid >= 0);
     if (pid == 0) {
         close(ls);
         for (int i = 0; i < n; i++) {
-            cli[i] = socket(AF_INET, SOCK_STREAM, 0);
-            T_CHECK(connect(cli[i], (struct sockaddr *)&a, sizeof(a)) == 0);
+            cli[i] = zt_connect_lo(&a);
+            T_CHECK(cli[i] >= 0);
         }
         return 0;
     }
