@@ -2,7 +2,7 @@
 #
 # Targets
 #   all (default)   build/libzcsock.so, build/zcsock (launcher), build/zcbench
-#   test            the default run, what CI runs (about half an hour): every
+#   test            the default run, what CI runs (21 minutes here): every
 #                   tier but page exchange's variants on other page kinds, at
 #                   QUICK=1 sizes (QUICK=0: full ones); closes with one
 #                   "N passed, N failed, N skipped" line

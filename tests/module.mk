@@ -76,8 +76,8 @@ test-install: all
 
 TEST_TIERS := unit unit-asan unit-ubsan unit-tsan symbols docs install $(TEST_TIERS)
 
-# `make test`, the default run (what CI runs; about half an hour on 2
-# cores): every tier but the variants of LONG_TIERS, at QUICK=1's sizes and
+# `make test`, the default run (what CI runs; 21 minutes on this 2-core
+# machine): every tier but the variants of LONG_TIERS, at QUICK=1's sizes and
 # repetitions (QUICK=0 for full ones).  `make test-full`: every tier, full
 # sizes and repetitions (about an hour here).  Longer still: `make soak`,
 # `make soak-programs`.  LONG_TIERS are page exchange's variants on other
