@@ -592,6 +592,18 @@ static shim_ep_reg_t *shim_ep_new(int epfd, int fd)
     return g;
 }
 
+/* s's count of tagged registrations moves by d (lock held); the set's
+ * descriptor says whether it has any, so a wait asks without the lock
+ * (shim_ep_has). */
+static void shim_ep_ntagged(shim_ep_set_t *s, int d)
+{
+    shim_fd_t *e = shim_fd_get(s->epfd);
+
+    s->ntagged += d;
+    if (e)      /* (read only while the number is an epoll set of ours) */
+        __atomic_store_n(&e->ep_tagged, s->ntagged > 0, __ATOMIC_RELEASE);
+}
+
 /* Give g a slot (pref when it is one: a parked wake fd's, free) and a
  * tag, in epfd's set.  0 or -ENOMEM. */
 static int shim_ep_tag(shim_ep_reg_t *g, uint32_t pref)
@@ -628,7 +640,7 @@ static int shim_ep_tag(shim_ep_reg_t *g, uint32_t pref)
     g->tag = SHIM_EP_TAG | (shim_ep.gen << 24) | shim_ep_check(shim_ep.gen, slot) | slot;
     g->set = s;
     SHIM_EP_LINK(s->head, g, snext, sprev);
-    s->ntagged++;
+    shim_ep_ntagged(s, 1);
     shim_ep.slots[slot] = g;
     shim_ep_dirty(g);
     __atomic_store_n(&shim_ep.ever_tagged, 1, __ATOMIC_RELEASE);
@@ -811,7 +823,7 @@ static void shim_ep_unlink(shim_ep_reg_t *g)
 {
     shim_ep_clean(g);
     SHIM_EP_UNLINK(g->set->head, g, snext, sprev);
-    g->set->ntagged--;
+    shim_ep_ntagged(g->set, -1);
 }
 
 /* forking: in a fork's prepare handler, where the allocator's lock is
@@ -876,7 +888,7 @@ static void shim_ep_unkeep(shim_ep_reg_t *g)
     g->kept = 0;
     __atomic_sub_fetch(&shim_ep.nkept, 1, __ATOMIC_RELAXED);
     SHIM_EP_LINK(s->head, g, snext, sprev);
-    s->ntagged++;
+    shim_ep_ntagged(s, 1);
 }
 
 /* Kept g is deleted from the kernel after all, and forgotten. */
@@ -1832,16 +1844,10 @@ int shim_ep_wait_rest(int epfd, struct epoll_event *evs, int max, int timeout_ms
 int shim_ep_has(int epfd)
 {
     shim_fd_t *e = shim_fd_get(epfd);
-    shim_ep_set_t *s;
-    int n;
 
-    if (!e || e->kind != SHIM_FD_EPOLL)
-        return 0;
-    shim_ep_lock();
-    s = shim_ep_set(epfd, 0);
-    n = s ? s->ntagged : 0;
-    shim_ep_unlock();
-    return n > 0;
+    /* (the count read under the lock could change the moment after as
+     * well: a wait that races an epoll_ctl of another thread gets either) */
+    return e && e->kind == SHIM_FD_EPOLL && __atomic_load_n(&e->ep_tagged, __ATOMIC_ACQUIRE);
 }
 
 /* --- epoll_ctl ------------------------------------------------------------------- */

@@ -65,6 +65,9 @@ typedef struct shim_fd {
                         * now: its epoll registrations stay the application's
                         * own, recorded, until the path ends it
                         * (shim_ep_plain_end, shim_epoll.c PLAIN UNTIL PAIRED) */
+    uint8_t ep_tagged; /* an epoll set of ours with a tagged registration: its
+                        * waits go through the engine (shim_ep_has; kept with
+                        * the set's count, under the engine's lock) */
     const struct shim_path *path;   /* the path that claims or watches it, or NULL;
                                      * for SHIM_FD_INTERNAL, the path keeping it */
     void *path_ctx;    /* that path's state for it */
