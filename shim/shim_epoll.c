@@ -1940,9 +1940,7 @@ int shim_ep_ctl(int epfd, int op, int fd, struct epoll_event *ev, shim_fd_t *f)
 {
     shim_ep_reg_t *g;
     struct epoll_event kev;
-    int rc, created = 0, w = -1, revive = 0;
-    int keep = op == EPOLL_CTL_DEL && zc_config.epoll_keep && f->path->ops->kernel_quiet &&
-               f->path->ops->kernel_quiet(f);
+    int rc, created = 0, w = -1, revive = 0, keep;
 
     if (shim_unlikely(__atomic_load_n(&shim_fd_get(fd)->ep_plain, __ATOMIC_ACQUIRE))) {
         if (op != EPOLL_CTL_DEL && (ev->events & (EPOLLONESHOT | EPOLLEXCLUSIVE)))
@@ -1950,6 +1948,9 @@ int shim_ep_ctl(int epfd, int op, int fd, struct epoll_event *ev, shim_fd_t *f)
         else if (shim_ep_plain_ctl_(epfd, op, fd, ev, &rc))
             return rc;
     }
+    /* (asked before the lock, as the wake fd is: the path takes its own) */
+    keep = op == EPOLL_CTL_DEL && zc_config.epoll_keep && f->path->ops->kernel_quiet &&
+           f->path->ops->kernel_quiet(f);
     if (op != EPOLL_CTL_DEL && f->path->ops->wake_fd)
         w = f->path->ops->wake_fd(f, fd, 0);    /* a wake fd the path has: heard here too */
     shim_ep_mark(epfd);
