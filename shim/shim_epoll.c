@@ -469,23 +469,30 @@ static unsigned shim_ep_fdv_n;
  * connections none of which paired). */
 static uint8_t *shim_ep_fdv_has;
 
-static shim_ep_fdl_t **shim_ep_fdv_at(int fd)
+static __attribute__((noinline)) void shim_ep_fdv_map(void)
 {
-    if (!shim_ep_fdv && !shim_ep_fdv_n) {
-        size_t n = shim_fd_table_size ? shim_fd_table_size : 1024;
-        void *p = zc_real.mmap(NULL, n * (sizeof(*shim_ep_fdv) + 1), PROT_READ | PROT_WRITE,
-                               MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    size_t n = shim_fd_table_size ? shim_fd_table_size : 1024;
+    void *p = zc_real.mmap(NULL, n * (sizeof(*shim_ep_fdv) + 1), PROT_READ | PROT_WRITE,
+                           MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 
-        shim_ep_fdv_n = (unsigned)n;
-        if (p != MAP_FAILED) {
-            shim_ep_fdv_has = (uint8_t *)p + n * sizeof(*shim_ep_fdv);
-            __atomic_store_n(&shim_ep_fdv, (shim_ep_fdl_t **)p, __ATOMIC_RELEASE);
-        }
+    shim_ep_fdv_n = (unsigned)n;
+    if (p != MAP_FAILED) {
+        shim_ep_fdv_has = (uint8_t *)p + n * sizeof(*shim_ep_fdv);
+        __atomic_store_n(&shim_ep_fdv, (shim_ep_fdl_t **)p, __ATOMIC_RELEASE);
     }
+}
+
+/* (inline: every epoll_ctl and look asks it several times) */
+static inline shim_ep_fdl_t **shim_ep_fdv_at(int fd)
+{
+    if (shim_unlikely(!shim_ep_fdv && !shim_ep_fdv_n))
+        shim_ep_fdv_map();
     return shim_ep_fdv && (unsigned)fd < shim_ep_fdv_n ? &shim_ep_fdv[fd] : NULL;
 }
 
-static shim_ep_fdl_t *shim_ep_fdl(int fd, int create)
+static shim_ep_fdl_t *shim_ep_fdl_new(int fd, shim_ep_fdl_t **at);
+
+static inline shim_ep_fdl_t *shim_ep_fdl(int fd, int create)
 {
     shim_ep_fdl_t **at = shim_ep_fdv_at(fd), *l;
 
@@ -495,7 +502,14 @@ static shim_ep_fdl_t *shim_ep_fdl(int fd, int create)
         HASH_FIND_INT(shim_ep.fds, &fd, l);
     if (l || !create)
         return l;
-    l = zc_pool_alloc(sizeof(*l));
+    return shim_ep_fdl_new(fd, at);
+}
+
+/* A new empty list for fd (at: its place in the vector, or NULL). */
+static __attribute__((noinline)) shim_ep_fdl_t *shim_ep_fdl_new(int fd, shim_ep_fdl_t **at)
+{
+    shim_ep_fdl_t *l = zc_pool_alloc(sizeof(*l));
+
     if (!l)
         return NULL;
     l->fd = fd;
