@@ -78,17 +78,12 @@ static inline int zt_tcp_pair(int *c, int *s)
     return rc;
 }
 
-static inline unsigned char zt_byte(size_t i, unsigned seed)
-{
-    return (unsigned char)(seed * 131u + i * 7u + (i >> 13));
-}
-
 static inline void zt_fill(void *p, size_t n, unsigned seed)
 {
     unsigned char *b = p;
 
     for (size_t i = 0; i < n; i++)
-        b[i] = zt_byte(i, seed);
+        b[i] = (unsigned char)(seed * 131u + i * 7u + (i >> 13));
 }
 
 #endif

@@ -78,11 +78,6 @@ static void tcp_pair(int *c, int *s)
     CHECK(zt_tcp_pair(c, s) == 0);
 }
 
-static void fill(char *b, size_t n, int seed)
-{
-    zt_fill(b, n, (unsigned)seed);
-}
-
 /* Wait until the kernel has delivered n bytes to fd (raw FIONREAD), at most
  * 5 s: loopback delivers at once, but not in the same instant. */
 static void settle(int fd, int n)
@@ -100,7 +95,7 @@ static void t_forms(int c, int s)
     struct iovec rv[2] = { { in, 10 }, { in + 10, 990 } };
     struct msghdr rm = { .msg_iov = rv, .msg_iovlen = 2 };
 
-    fill(out, sizeof(out), 1);
+    zt_fill(out, sizeof(out), 1);
     CHECK(send(c, out, 1000, 0) == 1000);
     settle(s, 1000);
     CHECK(recv(s, in, 10, 0) == 10 && !memcmp(in, out, 10));
@@ -137,7 +132,7 @@ static void t_readiness(int c, int s)
     struct epoll_event ev = { .events = EPOLLIN, .data.u64 = 77 }, got[4];
     int lt = epoll_create1(0), et = epoll_create1(0);
 
-    fill(out, sizeof(out), 2);
+    zt_fill(out, sizeof(out), 2);
     CHECK(poll(&p, 1, 0) == 0);
     CHECK(epoll_ctl(lt, EPOLL_CTL_ADD, s, &ev) == 0);
     ev.events = EPOLLIN | EPOLLET;
@@ -174,7 +169,7 @@ static void t_sendfile_splice(int c, int s)
     int f = mkstemp(path), pp[2];
     off_t off = 0;
 
-    fill(buf, sizeof(buf), 3);
+    zt_fill(buf, sizeof(buf), 3);
     CHECK(f >= 0 && write(f, buf, sizeof(buf)) == (ssize_t)sizeof(buf));
     unlink(path);
     size_t done = 0;
@@ -206,7 +201,7 @@ static void t_dup_fork_shutdown(int c, int s)
     int d, st;
     pid_t pid;
 
-    fill(out, sizeof(out), 4);
+    zt_fill(out, sizeof(out), 4);
     CHECK(send(c, out, 100, 0) == 100);
     settle(s, 100);
     d = dup(s);
