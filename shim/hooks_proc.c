@@ -140,6 +140,12 @@ SHIM_EXPORT int clone(int (*fn)(void *), void *stack, int flags, void *arg, ...)
     }
     if (!(flags & CLONE_THREAD))
         shim_pid_unsure();
+    /* A thread the C library does not know of (clone with CLONE_VM, no
+     * vfork-style suspension of this one): the process is no longer
+     * single-threaded, which glibc's pthread_create alone would have said
+     * (__libc_single_threaded; the local path's ALONE rules, conn.c). */
+    if ((flags & CLONE_VM) && !(flags & CLONE_VFORK))
+        __libc_single_threaded = 0;
     return zc_real.clone(fn, stack, flags, arg, ptid, tls, ctid);
 }
 
