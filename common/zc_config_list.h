@@ -81,6 +81,13 @@
       "few requests per connection (pgbench -C) stays on the kernel; a listener "   \
       "whose last 8 connections in a row found no announcement at their first "     \
       "offer offers new ones once (0: pair at ZCSOCK_LOCAL_PAIR_AFTER always)")    \
+    X(local_short_sample, UINT, 8, 0, 1000,                                          \
+      "local path, with ZCSOCK_LOCAL_PAIR_LEARN: once the last 32 connections in a "  \
+      "row to a destination (or through a listener, shared with its fork "           \
+      "children) closed before they paid for pairing, only every this-many-th new "  \
+      "one is tracked for pairing; the others stay the application's own kernel "    \
+      "sockets, costing what they cost without the library, until a tracked one "   \
+      "pairs (0: every connection is tracked)")                                        \
     X(local_ring, SIZE, 4194304, 65536, 1ULL << 30,                                 \
       "local path: ring bytes per direction of each connection (a power of two)") \
     X(wake_eventfd, BOOL, 1, 0, 1,                                                  \

@@ -16,8 +16,9 @@
 # load, mode both) also needs P % of the connections that could pair to
 # have paired: local.paired.connected against it plus every decline but
 # "closed" (the server answered and closed before the client looked: a
-# connection over before it could pair, which a retry would meet too) and
-# "short" (pair when it pays, the default: it ended before it paid).
+# connection over before it could pair, which a retry would meet too),
+# "short" (pair when it pays, the default: it ended before it paid) and
+# "learned_short" (left alone after a run of such connections).
 # Usage: one.sh CASE MODE EXPECT     (exit 0 pass, 77 skip, else fail)
 set -u
 case_=$1 mode=$2 expect=$3
@@ -57,7 +58,7 @@ esac
 if [ -f "$P_ART/pair_min" ]; then
   min=$(cat "$P_ART/pair_min")
   rate=$(echo "$con $dec" | awk '{ e = $1; for (i = 2; i <= NF; i++) { split($i, kv, "=");
-    if (kv[1] !~ /^(closed|short|never_paired\..*|handed_back\..*)$/) e += kv[2] }
+    if (kv[1] !~ /^(closed|short|learned_short|never_paired\..*|handed_back\..*)$/) e += kv[2] }
     printf "%.2f", e ? 100 * $1 / e : 0 }')
   echo "pairing: $rate % of the connections that could pair paired (at least $min % needed)"
   awk -v r="$rate" -v m="$min" 'BEGIN { exit !(r >= m) }' ||

@@ -66,6 +66,7 @@ static const char *const lp_reason_names[LOCAL_PAIR_R_COUNT] = {
     [LOCAL_PAIR_R_SQUATTED] = "squatted",
     [LOCAL_PAIR_R_SHORT] = "short",
     [LOCAL_PAIR_R_FD_LIMIT] = "fd_limit",
+    [LOCAL_PAIR_R_LEARNED_SHORT] = "learned_short",
 };
 
 const char *local_pair_reason_name(int reason)

@@ -167,6 +167,9 @@ enum {
     LOCAL_PAIR_R_FD_LIMIT,      /* the process's paired connections already hold
                                  * a quarter of its RLIMIT_NOFILE in descriptors
                                  * of the library's */
+    LOCAL_PAIR_R_LEARNED_SHORT, /* the connections before it to the same place
+                                 * closed before they paid, 32 in a row: not
+                                 * tracked (ZCSOCK_LOCAL_SHORT_SAMPLE) */
     LOCAL_PAIR_R_COUNT
 };
 

@@ -213,6 +213,26 @@ int lp_candidate(int fd)
     return 1;
 }
 
+static int lp_short_skip(uint32_t key);
+
+/* LEARNED SHORT: a TCP connection (fd, its slot key) that the run of short
+ * ones before it leaves untracked: 1, counted, and nothing of ours is made
+ * for it (asked before lp_candidate's own checks, the loaded objects among
+ * them: a connection left alone costs what the hooks cost). */
+static int lp_short_left(int fd, uint32_t key)
+{
+    const shim_fd_t *f = shim_fd_get(fd);
+
+    if (!lp.enabled || fd <= 2 || !f || f->kind != SHIM_FD_SOCKET || !f->stream || f->claim ||
+        !(f->family == AF_INET || f->family == AF_INET6) || !zc_config.local_short_sample)
+        return 0;
+    lp_life_table();
+    if (!lp_short_skip(key))
+        return 0;
+    lp_decline(LOCAL_PAIR_R_LEARNED_SHORT);
+    return 1;
+}
+
 void path_local_listened(int fd)
 {
     shim_fd_t *f = shim_fd_get(fd);
@@ -244,6 +264,13 @@ void path_local_connect_prepare(int fd, const struct sockaddr *addr, socklen_t l
     shim_fd_t *f = shim_fd_get(fd);
     lp_conn_t *c;
 
+    /* a socket's first connect only: after it, one not claimed is never
+     * claimed (shim_fd_connected forgets its epoll records), and a second
+     * call (a non-blocking connect asked again) must not decide again */
+    if (!f || !f->unconnected)
+        return;
+    if (zc_config.local_pair_after && lp_short_left(fd, lp_life_key(addr, len, -1)))
+        return;
     if (!lp_candidate(fd))
         return;
     if (zc_config.local_pair_after && (f->family == AF_INET || f->family == AF_INET6)) {
@@ -359,6 +386,8 @@ void path_local_accepted(int lfd, int fd)
     shim_fd_t *l = shim_fd_get(lfd);
     lp_conn_t *c;
 
+    if (zc_config.local_pair_after && lp_short_left(fd, lp_life_key(NULL, 0, lfd)))
+        return;
     if (!lp_candidate(fd))
         return;
     if (l && l->kind == SHIM_FD_SOCKET && l->claim == SHIM_CLAIM_NONE && l->family != AF_UNIX)
@@ -570,7 +599,7 @@ static size_t lp_ring_for(const lp_conn_t *c)
 #define LP_LIFE_LONG 16u        /* turns past the pairing point that show it paid */
 #define LP_LIFE_MAX 64u         /* the longest wait learned */
 
-#define LP_LIFE_WORDS (2 * LP_LIFE_SLOTS)  /* lifetimes, then unanswered offers */
+#define LP_LIFE_WORDS (3 * LP_LIFE_SLOTS)  /* lifetimes, unanswered offers, short runs */
 
 static uint64_t *lp_life_tab;   /* LP_LIFE_WORDS words, shared with fork children */
 
@@ -681,6 +710,73 @@ static unsigned lp_offer_tries_max(const lp_conn_t *c)
     return lp_unans_read(c->life_key) >= LP_UNANSWERED ? 0 : LP_OFFER_TRIES;
 }
 
+/* LEARNED SHORT.  Learned lifetimes keep a connection that closes after a
+ * request or two from pairing, but not from what tracking it costs: a
+ * connection object, its claim, the engine's record of each epoll_ctl, the
+ * path's bookkeeping on each call (ApacheBench without -k against nginx,
+ * both under the library: 5,000 instructions of the library's a request
+ * where the hooks alone take 1,700; 0.88-0.95x the kernel's rate).  So each
+ * destination, and each listener (slot key: its life_key), also counts its
+ * connections in a row that closed before they paid for pairing (still
+ * waiting for their offer or announcement: local.declined.short); once
+ * LP_SHORT_RUN did, only every ZCSOCK_LOCAL_SHORT_SAMPLE-th new connection
+ * is tracked, and the others are left alone from their accept or connect:
+ * the application's own kernel sockets, which the hooks pass straight
+ * through (local.declined.learned_short), exactly what a peer without the
+ * library sees of them.  A tracked connection that pays (it announced, was
+ * offered or paired) ends the run, so a listener whose connections turn
+ * long is tracked again within a few connections; a long-lived one that
+ * came meanwhile stays on the kernel for its life (never slower than the
+ * kernel, not faster either).  One word a slot: key, a count of the
+ * connections seen past the run (which one is tracked), the run; a lost
+ * update only moves which connection is tracked. */
+#define LP_SHORT_RUN 32u
+
+static uint64_t *lp_short_slot(uint32_t key)
+{
+    return lp_tab_slot(key, 2);
+}
+
+static int lp_short_skip(uint32_t key)
+{
+    unsigned n = zc_config.local_short_sample, run, seq;
+    uint64_t *s, w;
+
+    if (n <= 1 || !zc_config.local_pair_learn || !zc_config.local_pair_after ||
+        !(s = lp_short_slot(key)))
+        return 0;
+    w = __atomic_load_n(s, __ATOMIC_RELAXED);
+    run = (unsigned)w & 0xffffu;
+    if ((uint32_t)(w >> 32) != key || run < LP_SHORT_RUN)
+        return 0;
+    seq = (((unsigned)w >> 16) + 1) & 0xffffu;
+    __atomic_store_n(s, (uint64_t)key << 32 | (uint64_t)seq << 16 | run, __ATOMIC_RELAXED);
+    return seq % n != 0;
+}
+
+/* c ends in this process: a connection that carried bytes and was still
+ * waiting to pay lengthens its key's run; one that paid ends it. */
+static void lp_short_learn(const lp_conn_t *c)
+{
+    uint64_t *s = lp_short_slot(c->life_key), w;
+    unsigned run;
+
+    if (!s || !c->pair_last)
+        return;     /* no data call: it teaches nothing */
+    w = __atomic_load_n(s, __ATOMIC_RELAXED);
+    run = (uint32_t)(w >> 32) == c->life_key ? (unsigned)w & 0xffffu : 0;
+    if (c->state == LP_OFFER || c->state == LP_DEFER)
+        run += run < 0xffffu;
+    else if (c->state == LP_PAIRED || c->state == LP_PENDING || c->ch.base)
+        run = 0;
+    else
+        return;     /* plain for another reason (a peer without the library) */
+    if ((uint32_t)(w >> 32) != c->life_key || run != ((unsigned)w & 0xffffu))
+        __atomic_store_n(s, (uint64_t)c->life_key << 32 |
+                                ((uint32_t)(w >> 32) == c->life_key ? w & 0xffff0000u : 0) | run,
+                         __ATOMIC_RELAXED);
+}
+
 /* The turns the slot of key says to wait (after: the setting). */
 static unsigned lp_life_read(uint32_t key, unsigned after)
 {
@@ -723,6 +819,8 @@ void lp_life_learn(lp_conn_t *c)
     unsigned after = zc_config.local_pair_after, at, t = c->pair_turns, n;
     uint64_t *s;
 
+    if (c->life_key)
+        lp_short_learn(c);
     if (!c->life_key || !c->pair_last || !(s = lp_life_slot(c->life_key)))
         return;
     n = at = lp_life_read(c->life_key, after);
