@@ -122,7 +122,10 @@ def main():
             conversation(port, 100 + i, 20)
             got.append(paired() - b)
         check(sum(got[-4:]) == 4, "24 connections of 20 turns after them: paired %s, wanted "
-              "the last four paired" % got)
+              "the last four paired (left alone: %d here, %d in the server; states here: %s)" %
+              (got, left(), server_left(port),
+               {k: zc_stat("local.state." + k) for k in ("defer_pending", "pending_paired",
+                                                         "paired_plain", "pending_plain")}))
     finally:
         srv.kill()
         srv.wait()

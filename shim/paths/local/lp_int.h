@@ -252,6 +252,8 @@ typedef struct lp_conn {
     int kern_err;                   /* kernel error seen (ECONNRESET ...) */
     uint8_t err_told;               /* kern_err returned to the application */
     uint8_t fork_shared;            /* forked while pending: attach only as the sole holder */
+    uint8_t went_far;               /* it was PENDING or PAIRED once: it paid
+                                     * (LEARNED SHORT, lp_short_learn) */
     uint8_t spin_withdrew;          /* a readiness spin withdrew our receive
                                      * announcement (ready.c, lp_spin_arm) */
     uint8_t sole;                   /* paired here, never shared since (no fork, exec,

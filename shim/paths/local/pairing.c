@@ -765,10 +765,10 @@ static void lp_short_learn(const lp_conn_t *c)
         return;     /* no data call: it teaches nothing */
     w = __atomic_load_n(s, __ATOMIC_RELAXED);
     run = (uint32_t)(w >> 32) == c->life_key ? (unsigned)w & 0xffffu : 0;
-    if (c->state == LP_OFFER || c->state == LP_DEFER)
+    if (c->went_far || c->ch.base)
+        run = 0;    /* (paired or announced once: a hand-back may have made it plain) */
+    else if (c->state == LP_OFFER || c->state == LP_DEFER)
         run += run < 0xffffu;
-    else if (c->state == LP_PAIRED || c->state == LP_PENDING || c->ch.base)
-        run = 0;
     else
         return;     /* plain for another reason (a peer without the library) */
     if ((uint32_t)(w >> 32) != c->life_key || run != ((unsigned)w & 0xffffu))

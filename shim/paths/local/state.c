@@ -100,6 +100,8 @@ int lp_state_set(lp_conn_t *c, int to)
     /* (sequentially consistent: a thread that reads the new state reads
      * what was set before it, as every store of it always was) */
     __atomic_store_n(&c->state, to, __ATOMIC_SEQ_CST);
+    if (to == LP_PENDING || to == LP_PAIRED)
+        c->went_far = 1;
     if (from != to)
         lp_state_count(from, to);
     return 0;
