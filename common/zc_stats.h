@@ -53,6 +53,10 @@
     X(LOCAL_UNMAPPED, "local.unmapped", "channels of closed connections unmapped")       \
     X(LOCAL_DECLINED, "local.declined", "connections that stay on the kernel path "      \
       "(local.declined.<reason> says why)")                                              \
+    X(LOCAL_SHORT_BULK, "local.short_bulk", "connections left to the kernel after a run "  \
+      "of short ones (local.declined.learned_short) that moved 64 KiB or more in one call: " \
+      "each ends its destination's or listener's run, so the next connections are tracked "  \
+      "for pairing again (ZCSOCK_LOCAL_SHORT_SAMPLE)")                                        \
     X(LOCAL_DEST_KNOWN, "local.dest_known", "connections declined without a sock_diag "  \
       "query or beacon probe (plain from their connect when made after): a connection "   \
       "of this process to the same destination found it not local, another user's or "   \

@@ -24,6 +24,12 @@ void shim_copy_account(shim_fd_t *f, int is_send, ssize_t n, int must_be_socket)
     zc_stat_add(is_send ? ZC_STAT_COPY_SEND_CALLS : ZC_STAT_COPY_RECV_CALLS, 1);
     if (n > 0)
         zc_stat_add(is_send ? ZC_STAT_COPY_SEND_BYTES : ZC_STAT_COPY_RECV_BYTES, (uint64_t)n);
+    if (shim_unlikely(f && f->left_key) && n >= SHIM_BULK_CALL) {
+        uint32_t key = __atomic_exchange_n(&f->left_key, 0, __ATOMIC_RELAXED);
+
+        if (key)
+            SHIM_PATHS_EACH(left_bulk, key);
+    }
 }
 
 static ssize_t shim_path_send(shim_fd_t *f, int fd, const struct iovec *iov, size_t iovcnt,

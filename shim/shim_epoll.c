@@ -2196,8 +2196,8 @@ void shim_ep_fd_closed(int fd)
     shim_ep_fdl_t *l;
     int saved = errno;
 
-    if (!__atomic_load_n(&shim_ep.fds, __ATOMIC_RELAXED))
-        return;
+    if (!__atomic_load_n(&shim_ep.fds, __ATOMIC_RELAXED) || !shim_ep_fd_may_have(fd))
+        return;     /* (most closes: no lock) */
     shim_ep_lock();
     while ((l = shim_ep_fdl(fd, 0)) && l->head) {
         if (l->head->kept) {

@@ -53,6 +53,7 @@ void shim_fd_socket_track(int fd, int family, int type)
     f->stream = type == SOCK_STREAM;
     f->copy_why = f->stream ? ZC_STAT_WHY_NO_FAST_PATH : ZC_STAT_WHY_NOT_STREAM;
     f->unconnected = f->stream;
+    f->left_key = 0;
     shim_fd_claim_clear(f);
     __atomic_store_n(&f->kind, SHIM_FD_SOCKET, __ATOMIC_RELEASE);
     if (shim_unlikely(!zc_live))
@@ -113,6 +114,7 @@ static void shim_fd_clear_locked(shim_fd_t *f)
     __atomic_store_n(&f->claim, SHIM_CLAIM_NONE, __ATOMIC_RELEASE);
     f->kind = SHIM_FD_UNKNOWN;
     f->family = f->stream = f->copy_why = f->unconnected = 0;
+    f->left_key = 0;
     __atomic_store_n(&f->ep_plain, 0, __ATOMIC_RELEASE);
     __atomic_store_n(&f->ep_nested, 0, __ATOMIC_RELAXED);
     f->path = NULL;
@@ -171,6 +173,7 @@ void shim_fd_copy(int oldfd, int newfd)
     to->stream = pin.f.stream;
     to->copy_why = pin.f.copy_why;
     to->unconnected = 0;            /* one number is enough to follow a connect */
+    to->left_key = pin.f.left_key;
     __atomic_store_n(&to->ep_plain, 0, __ATOMIC_RELEASE);
     to->path = pin.f.path;
     to->path_ctx = pin.f.path_ctx;

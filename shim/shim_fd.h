@@ -24,6 +24,11 @@
 
 #define SHIM_FD_TABLE_MAX (1u << 22)
 
+/* One copied data call this large is bulk traffic (shim_fd_t.left_key):
+ * no request or answer of a request/response protocol that opens a
+ * connection per request comes in one call of 64 KiB. */
+#define SHIM_BULK_CALL (64 << 10)
+
 typedef enum {
     SHIM_FD_UNKNOWN = 0,
     SHIM_FD_SOCKET = 1,
@@ -68,6 +73,11 @@ typedef struct shim_fd {
     uint8_t ep_tagged; /* an epoll set of ours with a tagged registration: its
                         * waits go through the engine (shim_ep_has; kept with
                         * the set's count, under the engine's lock) */
+    uint32_t left_key; /* a path left this socket to the kernel from its start
+                        * for a reason bulk traffic undoes (the local path's
+                        * LEARNED SHORT: its learning key); a copied data
+                        * call of SHIM_BULK_CALL bytes or more tells it once
+                        * (shim_path_t.left_bulk); 0: none */
     const struct shim_path *path;   /* the path that claims or watches it, or NULL;
                                      * for SHIM_FD_INTERNAL, the path keeping it */
     void *path_ctx;    /* that path's state for it */

@@ -149,6 +149,9 @@ typedef struct shim_path {
     void (*connect_before)(int fd, const struct sockaddr *addr, socklen_t len);
     void (*connect_after)(int fd, int rc, int err);
     void (*accepted)(int lfd, int fd);
+    /* a socket the path left to the kernel with key (shim_fd_t.left_key)
+     * moved SHIM_BULK_CALL bytes or more in one copied call (once a socket) */
+    void (*left_bulk)(uint32_t key);
     /* sendmsg with SCM_RIGHTS on any socket, before the real call / recvmsg
      * that received descriptors, after it. */
     void (*fds_passing)(int fd, const struct msghdr *msg);

@@ -13,14 +13,20 @@ library, ZCSOCK_LOCAL_PAIR_AFTER=2, every byte of every connection checked:
      alone (local.declined.learned_short 7: connections 33-40, the 40th
      tracked), the server about as many (its count comes from its own
      closes, which may trail the client's by a connection);
-  2. then 24 connections of 20 turns: the first tracked ones pay, the run
-     ends, and the last four all pair (local.paired.connected);
-  3. the same 40 short connections with ZCSOCK_LOCAL_SHORT_SAMPLE=0 in
+  2. one connection that carries 1 MiB each way, left alone at the client
+     (the 10th past the run): a call of 64 KiB or more on it ends the run
+     there (local.short_bulk 1);
+  3. then 24 connections of 20 turns: the run ended (at the server too,
+     by the bulk connection or by the first tracked ones that pay), and the
+     last four all pair (local.paired.connected);
+  4. the same 40 short connections with ZCSOCK_LOCAL_SHORT_SAMPLE=0 in
      both (a second server and a client of its own): none left alone.
 
     lp_short.py            (ZC_LIB names the library)
 Exit 0 pass, 1 fail."""
+import ctypes
 import os
+import signal
 import socket
 import struct
 import subprocess
@@ -76,12 +82,23 @@ def server_left(port):
 
 
 def start_server(sample):
+    # (it dies with us: a failed check ends this process with os._exit)
     srv = subprocess.Popen([sys.executable, "-c", SERVER],
                            env=dict(os.environ, ZCSOCK_LOCAL_SHORT_SAMPLE=sample),
-                           stdout=subprocess.PIPE, text=True)
+                           stdout=subprocess.PIPE, text=True,
+                           preexec_fn=lambda: ctypes.CDLL(None).prctl(1, signal.SIGKILL))
     line = srv.stdout.readline().strip()
     check(line.isdigit(), "the server did not listen")
     return srv, int(line)
+
+
+def bulk(port):
+    """One turn of 1 MiB each way, every byte checked."""
+    body = os.urandom(1 << 20)
+    s = socket.create_connection(("127.0.0.1", port), timeout=20)
+    with s:
+        s.sendall(len(body).to_bytes(4, "big") + body)
+        check(recv_exact(s, 4 + len(body))[4:] == body[::-1], "the bulk answer came back wrong")
 
 
 def left():
@@ -102,7 +119,8 @@ def main():
             if rc:
                 sys.exit(rc)
         print("short: 40 connections of one turn, 7 of the last 8 left to the kernel at "
-              "both ends; 24 of 20 turns after them, the last four paired; with "
+              "both ends; a bulk one left alone ends the run; 24 of 20 turns after them, "
+              "the last four paired; with "
               "ZCSOCK_LOCAL_SHORT_SAMPLE=0 none left; every byte checked")
         return
     srv, port = start_server(os.environ["ZCSOCK_LOCAL_SHORT_SAMPLE"])
@@ -116,6 +134,11 @@ def main():
             return
         check(n == 7, "40 short connections: the client left %d alone, wanted 7" % n)
         check(5 <= s <= 8, "40 short connections: the server left %d alone, wanted 5-8" % s)
+        bulk(port)
+        check(left() == 9 and zc_stat("local.short_bulk") == 1,
+              "a bulk connection after them (and the query of the server's count): left "
+              "alone %d (wanted 9), its run ended %s times "
+              "(wanted 1)" % (left(), zc_stat("local.short_bulk")))
         got = []
         for i in range(24):
             b = paired()

@@ -484,6 +484,7 @@ const shim_path_t path_local = {
     .connect_before = path_local_connect_prepare,
     .connect_after = path_local_connect_done,
     .accepted = path_local_accepted,
+    .left_bulk = lp_short_bulk,
     .fds_passing = path_local_scm_send,
     .fds_received = lp_fds_received,
     .fork_hold = lp_fork_hold,

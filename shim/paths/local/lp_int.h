@@ -438,6 +438,7 @@ static inline void lp_turn(lp_conn_t *c, int is_send)
     c->pair_last = is_send ? 2 : 1;
 }
 uint32_t lp_life_key(const struct sockaddr *addr, socklen_t len, int lfd);
+void lp_short_bulk(uint32_t key);
 void lp_life_start(lp_conn_t *c, uint32_t key);
 void lp_life_learn(lp_conn_t *c);
 void lp_life_table(void);

@@ -230,6 +230,7 @@ static int lp_short_left(int fd, uint32_t key)
     if (!lp_short_skip(key))
         return 0;
     lp_decline(LOCAL_PAIR_R_LEARNED_SHORT);
+    __atomic_store_n(&shim_fd_get(fd)->left_key, key, __ATOMIC_RELAXED);  /* (lp_short_bulk) */
     return 1;
 }
 
@@ -262,6 +263,7 @@ void path_local_connect_prepare(int fd, const struct sockaddr *addr, socklen_t l
 {
     int ann = -1, reason = LOCAL_PAIR_R_NONE, dec;
     shim_fd_t *f = shim_fd_get(fd);
+    uint32_t key;
     lp_conn_t *c;
 
     /* a socket's first connect only: after it, one not claimed is never
@@ -269,7 +271,8 @@ void path_local_connect_prepare(int fd, const struct sockaddr *addr, socklen_t l
      * call (a non-blocking connect asked again) must not decide again */
     if (!f || !f->unconnected)
         return;
-    if (zc_config.local_pair_after && lp_short_left(fd, lp_life_key(addr, len, -1)))
+    key = zc_config.local_pair_after ? lp_life_key(addr, len, -1) : 0;
+    if (key && lp_short_left(fd, key))
         return;
     if (!lp_candidate(fd))
         return;
@@ -287,7 +290,7 @@ void path_local_connect_prepare(int fd, const struct sockaddr *addr, socklen_t l
             return;
         }
         lp_life_table();
-        lp_life_start(c, lp_life_key(addr, len, -1));
+        lp_life_start(c, key);
         lp_claim_fresh(fd, c);  /* plain until it announces (lp_ann_make) */
         return;
     }
@@ -384,9 +387,10 @@ void lp_connect_check_(lp_conn_t *c, int fd)
 void path_local_accepted(int lfd, int fd)
 {
     shim_fd_t *l = shim_fd_get(lfd);
+    uint32_t key = zc_config.local_pair_after ? lp_life_key(NULL, 0, lfd) : 0;
     lp_conn_t *c;
 
-    if (zc_config.local_pair_after && lp_short_left(fd, lp_life_key(NULL, 0, lfd)))
+    if (key && lp_short_left(fd, key))
         return;
     if (!lp_candidate(fd))
         return;
@@ -398,7 +402,7 @@ void path_local_accepted(int lfd, int fd)
         return;
     }
     lp_life_table();    /* (made at listen; not when the listener came with exec) */
-    lp_life_start(c, lp_life_key(NULL, 0, lfd));
+    lp_life_start(c, key ? key : lp_life_key(NULL, 0, lfd));
     lp_claim_fresh(fd, c);
 }
 
@@ -723,8 +727,8 @@ static unsigned lp_offer_tries_max(const lp_conn_t *c)
  * is tracked, and the others are left alone from their accept or connect:
  * the application's own kernel sockets, which the hooks pass straight
  * through (local.declined.learned_short), exactly what a peer without the
- * library sees of them.  A tracked connection that pays (it announced, was
- * offered or paired) ends the run, so a listener whose connections turn
+ * library sees of them.  A tracked connection that pays (it announced or
+ * paired, went_far) ends the run, so a listener whose connections turn
  * long is tracked again within a few connections; a long-lived one that
  * came meanwhile stays on the kernel for its life (never slower than the
  * kernel, not faster either).  One word a slot: key, a count of the
@@ -752,6 +756,24 @@ static int lp_short_skip(uint32_t key)
     seq = (((unsigned)w >> 16) + 1) & 0xffffu;
     __atomic_store_n(s, (uint64_t)key << 32 | (uint64_t)seq << 16 | run, __ATOMIC_RELAXED);
     return seq % n != 0;
+}
+
+/* A connection left alone during key's run moved 64 KiB in one call
+ * (SHIM_BULK_CALL: the hooks see its copied calls): bulk traffic, which a
+ * tracked connection would have paired for by its bytes.  It stays on the
+ * kernel, but the run ends, so the next connections are tracked (a server
+ * whose clients download after a burst of short requests pairs the
+ * downloads that follow; case short). */
+void lp_short_bulk(uint32_t key)
+{
+    uint64_t *s = lp_short_slot(key), w;
+
+    if (!s)
+        return;
+    w = __atomic_load_n(s, __ATOMIC_RELAXED);
+    if ((uint32_t)(w >> 32) == key)
+        __atomic_store_n(s, w & ~(uint64_t)0xffffu, __ATOMIC_RELAXED);
+    zc_stat_add(ZC_STAT_LOCAL_SHORT_BULK, 1);
 }
 
 /* c ends in this process: a connection that carried bytes and was still
