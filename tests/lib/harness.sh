@@ -33,8 +33,14 @@ t_run() {
   # /tmp is: some cases run a second user), removed after it
   tdir=$(mktemp -d "${TMPDIR:-/tmp}/zct.XXXXXX") && chmod 1777 "$tdir" || tdir=
   start=$(date +%s.%N)
-  ${tdir:+env TMPDIR="$tdir"} timeout --kill-after=10 "$tmo" "$@" >"$log" 2>&1 </dev/null
+  # timeout leads a process group of its own: whatever the case left
+  # running in it (a server of a case that failed early) is stopped when
+  # the case ends, so it cannot reach the cases after it
+  ${tdir:+env TMPDIR="$tdir"} timeout --kill-after=10 "$tmo" "$@" >"$log" 2>&1 </dev/null &
+  local tpid=$!
+  wait "$tpid"
   rc=$?
+  kill -KILL -- "-$tpid" 2>/dev/null
   end=$(date +%s.%N)
   [ -n "$tdir" ] && rm -rf "$tdir"
   local secs; secs=$(awk -v a="$start" -v b="$end" 'BEGIN{printf "%.1f", b-a}')
