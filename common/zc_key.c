@@ -9,6 +9,7 @@
 #include "zc_live.h"
 #include "zc_log.h"
 #include "zc_sys.h"
+#include "zc_real.h"
 
 /* --- SipHash-2-4 (Aumasson and Bernstein, 2012) -------------------------- */
 
@@ -230,11 +231,12 @@ int zc_key_get(uint8_t key[ZC_KEY_LEN])
     return state == 1;
 }
 
-void zc_key_fork_child(void)
+ZC_FORK_CODE void zc_key_fork_child(void)
 {
     if (zc_key_cache.seq & 1) {     /* an interrupted write: load again */
         zc_key_cache.state = 0;
         zc_key_cache.seq++;
     }
-    __atomic_store_n(&zc_key_cache.lock, 0, __ATOMIC_RELEASE);
+    if (__atomic_load_n(&zc_key_cache.lock, __ATOMIC_RELAXED))   /* (FORK PAGES) */
+        __atomic_store_n(&zc_key_cache.lock, 0, __ATOMIC_RELEASE);
 }

@@ -31,9 +31,10 @@ static char zc_live_path[200], zc_live_tmp[220];
 /* Made but not yet published (zc_live_stage: before a process's first
  * thread, so that its counters can live in the file from the start). */
 static zc_live_hdr_t *zc_live_staged;
-static int zc_live_lock, zc_live_off, zc_live_sealed;
+ZC_FORK_DATA static int zc_live_lock;
+static int zc_live_off, zc_live_sealed;
 static int zc_live_mapped;              /* the store is the file's (store_live) */
-static int zc_live_child;               /* a fork child (zc_live_fork_child) */
+ZC_FORK_DATA static int zc_live_child;  /* a fork child (zc_live_fork_child) */
 #define ZC_LIVE_SWEEP_EVERY 16
 int (*zc_live_seccomp_mode)(void);
 /* The file's layout as we made it: never read back from the file, which
@@ -296,7 +297,8 @@ static long zc_live_stage_locked(void)
     }
     zc_sys(SYS_fchmod, fd, 0600, 0);
     /* the blocks reserved now: a full tmpfs fails here, never as a SIGBUS
-     * when a count or a key first touches a page of the mapping */
+     * when a count or a key first touches a page of the mapping (nor in a
+     * reader: a read fault on a hole of a tmpfs mapping takes a page too) */
     rc = zc_sys6(SYS_fallocate, fd, 0, 0, (long)size, 0, 0);
     if (rc == -EOPNOTSUPP)
         rc = zc_sys(SYS_ftruncate, fd, size, 0);
@@ -394,9 +396,9 @@ out:
     __atomic_store_n(&zc_live_lock, 0, __ATOMIC_RELEASE);
 }
 
-int zc_live_waiting;
+ZC_FORK_DATA int zc_live_waiting;
 
-void zc_live_publish_later(void)
+ZC_FORK_CODE void zc_live_publish_later(void)
 {
     if (!__atomic_load_n(&zc_live_sealed, __ATOMIC_ACQUIRE))
         __atomic_store_n(&zc_live_waiting, 1, __ATOMIC_RELAXED);
@@ -449,7 +451,7 @@ void zc_live_seal(void)
     __atomic_store_n(&zc_live_sealed, 1, __ATOMIC_RELEASE);
 }
 
-void zc_live_exit(void)
+ZC_FORK_CODE void zc_live_exit(void)
 {
     char conns[230];
 
@@ -477,7 +479,7 @@ void zc_live_exec_failed(void)
         zc_live_stage();
 }
 
-int zc_live_fork_child(void)
+ZC_FORK_CODE int zc_live_fork_child(void)
 {
     int was = zc_live != NULL || zc_live_waiting;
 

@@ -20,7 +20,7 @@ static struct {
     int lock;                                        /* protects everything below */
     zc_pool_free_node_t *free[ZC_POOL_CLASSES];
     char *slab_cur, *slab_end;
-} zc_pool;
+} zc_pool ZC_FORK_DATA;
 
 static void zc_pool_lock(void)
 {
@@ -134,7 +134,7 @@ void zc_pool_fork_parent(void)
     zc_pool_unlock();
 }
 
-void zc_pool_fork_child(void)
+ZC_FORK_CODE void zc_pool_fork_child(void)
 {
     zc_pool_unlock();
 }

@@ -12,13 +12,13 @@
 zc_real_t zc_real;
 
 /* zc_sys.h: zc_getpid */
-int zc_pid_cached;
+ZC_FORK_DATA int zc_pid_cached;
 #if defined(__x86_64__)
-int zc_pid_unsure;
+ZC_FORK_DATA int zc_pid_unsure;
 #else
-int zc_pid_unsure = 1;  /* vfork is interposed on x86_64 only (shim/hooks_proc.c) */
+ZC_FORK_DATA int zc_pid_unsure = 1;  /* vfork is interposed on x86_64 only (shim/hooks_proc.c) */
 #endif
-int zc_pid_forking;
+ZC_FORK_DATA int zc_pid_forking;
 
 enum { RESOLVE_NONE, RESOLVE_BUSY, RESOLVE_DONE };
 static int resolve_state;          /* RESOLVE_*, accessed atomically */

@@ -98,14 +98,18 @@ int zc_stats_source_add(const zc_stats_source_t *src)
     return 0;
 }
 
-void zc_stats_reset(void)
+ZC_FORK_CODE void zc_stats_reset(void)
 {
     unsigned i, b, n = zc_stats_blocks_count();
 
+    /* (only the counts that are not zero: a page with none is not
+     * copied for a fork child, FORK PAGES in zc_real.h) */
     for (i = 0; i < ZC_STAT_COUNT; i++) {
-        __atomic_store_n(&zc_stats[i], 0, __ATOMIC_RELAXED);
+        if (__atomic_load_n(&zc_stats[i], __ATOMIC_RELAXED))
+            __atomic_store_n(&zc_stats[i], 0, __ATOMIC_RELAXED);
         for (b = 0; b < n; b++)
-            __atomic_store_n(&zc_stats_blocks[b].v[i], 0, __ATOMIC_RELAXED);
+            if (__atomic_load_n(&zc_stats_blocks[b].v[i], __ATOMIC_RELAXED))
+                __atomic_store_n(&zc_stats_blocks[b].v[i], 0, __ATOMIC_RELAXED);
     }
 }
 

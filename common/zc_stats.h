@@ -269,7 +269,9 @@ typedef struct zc_stats_store {
     uint32_t blocks_used __attribute__((aligned(64)));  /* claimed so far (may exceed) */
     uint32_t naux;                                      /* aux slots named */
     uint64_t aux[ZC_STATS_AUX] __attribute__((aligned(64)));
-    zc_stats_block_t blocks[ZC_STATS_BLOCKS];
+    /* (from a page of their own: a fork child that zeroes the first
+     * thread's counts copies that page only, FORK PAGES in zc_real.h) */
+    zc_stats_block_t blocks[ZC_STATS_BLOCKS] __attribute__((aligned(4096)));
 } zc_stats_store_t;
 
 #define ZC_STATS_STORE_SIZE ((sizeof(zc_stats_store_t) + 4095) & ~(size_t)4095)

@@ -53,10 +53,10 @@ static char *mh_arena_slot(int i)
 {
     return (char *)mh_arena_lo + (size_t)i * MH_ARENA_SIZE;
 }
-static pthread_mutex_t mh_arena_lock = PTHREAD_MUTEX_INITIALIZER;
+ZC_FORK_DATA static pthread_mutex_t mh_arena_lock = PTHREAD_MUTEX_INITIALIZER;
 static mh_arena_cfg_t mh_arena_cfg;
 static int mh_arena_tlb_used;          /* the one hugetlb arena was made */
-static int mh_arena_fork_ok;           /* prepare made every copy */
+ZC_FORK_DATA static int mh_arena_fork_ok;  /* prepare made every copy */
 
 static void mh_arena_pool_recount(void);
 static void mh_units_restore(mh_arena_t *a, size_t idx, size_t units);
@@ -731,7 +731,7 @@ static void mh_arena_drop_free_lists(mh_arena_t *a)
 }
 
 /* pool_bytes from the free lists of shared arenas.  Lock held. */
-static void mh_arena_pool_recount(void)
+ZC_FORK_CODE static void mh_arena_pool_recount(void)
 {
     uint64_t bytes = 0;
 
@@ -743,7 +743,10 @@ static void mh_arena_pool_recount(void)
                 if (a->meta[i - 1].flags & MH_BLK_DIRTY)
                     bytes += mh_class_units(c) << a->shift;
     }
-    __atomic_store_n(&mh_st_pool_bytes, bytes, __ATOMIC_RELAXED);
+    /* (only when it changed: a forking server's child writes no page of
+     * ours it need not, FORK PAGES in zc_real.h) */
+    if (__atomic_load_n(&mh_st_pool_bytes, __ATOMIC_RELAXED) != bytes)
+        __atomic_store_n(&mh_st_pool_bytes, bytes, __ATOMIC_RELAXED);
 }
 
 /* Copy the data segments of [off, off+len) of a's memfd into dst. */
@@ -862,7 +865,7 @@ static void mh_arena_clean_free_lists(mh_arena_t *a)
  * works the child maps the parent's memfd privately (a snapshot that may
  * still see the parent's later writes to pages the child never wrote) and
  * stops placing. */
-void mh_arena_fork_child(void)
+ZC_FORK_CODE void mh_arena_fork_child(void)
 {
     for (int i = 0; i < mh_arena_n; i++) {
         mh_arena_t *a = &mh_arenas[i];

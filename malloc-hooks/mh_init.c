@@ -190,16 +190,19 @@ void mh_fork_parent(void)
     int saved = errno;
 
     mh_arena_fork_parent();
-    errno = saved;
+    if (errno != saved)     /* (a write that changes nothing copies a page: FORK PAGES) */
+        errno = saved;
 }
 
-void mh_fork_child(void)
+ZC_FORK_CODE void mh_fork_child(void)
 {
     int saved = errno;
 
-    mh_tls_guard = 0;
+    if (mh_tls_guard)
+        mh_tls_guard = 0;
     mh_arena_fork_child();
-    errno = saved;
+    if (errno != saved)
+        errno = saved;
 }
 
 /* See mh_int.h. */

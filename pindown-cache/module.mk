@@ -10,7 +10,7 @@ LIB_OBJS += $(PDC_OBJS)
 # liburing linked in, hidden: with no liburing.so of ours in the process, an
 # application's own dlopen of it (an FFI binding) is a new object the local
 # path sees (pairing.c, lp_uring_loaded)
-LIB_LIBS += -Wl,-Bstatic -luring -Wl,-Bdynamic -Wl,--exclude-libs,liburing.a -lgcc_s
+LIB_LIBS += -Wl,-Bstatic -luring -Wl,-Bdynamic -Wl,--exclude-libs,liburing.a -static-libgcc
 
 PDC_FAKE_OBJ := $(BUILD)/obj/pindown-cache/tests/pdc_fake.o
 PDC_TESTS := test_pdc_range test_pdc_cache test_pdc_stress test_pdc_uring

@@ -8,7 +8,10 @@
 # Allowed, by design, as "CALLER SYMBOL" pairs: an exported alias or
 # fortified entry forwarding to its hook (mmap64, __poll_chk, ...), and
 # allocations that go to the application's allocator through malloc-hooks'
-# own interposed entry (its realloc fallbacks, liburing's probe buffers).
+# own interposed entry (its realloc fallbacks, liburing's probe buffers, the
+# statically linked unwinder's legacy frame registry, __register_frame* and
+# the sorting in search_object, which nothing of ours calls: frame_dummy
+# registers nothing where objects carry PT_GNU_EH_FRAME).
 # usage: scripts/check-self-calls.sh LIB
 set -euo pipefail
 lib=$1
@@ -22,7 +25,13 @@ mh_realloc_slow malloc
 mh_realloc_slow free
 io_uring_get_probe_ring calloc
 io_uring_get_probe_ring free
-io_uring_free_probe free"
+io_uring_free_probe free
+search_object malloc
+search_object free
+__register_frame malloc
+__register_frame_table malloc
+__deregister_frame free
+__deregister_frame_info_bases free"
 exported=$(nm -D --defined-only "$lib" | awk '{print $3}' | sed 's/@.*//' | sort -u)
 # every call or jump through a PLT slot, with the function it is in
 calls=$(objdump -d --no-show-raw-insn "$lib" | awk '

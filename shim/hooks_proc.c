@@ -42,7 +42,7 @@ SHIM_EXPORT void _Exit(int status)
     shim_exit_now(status);
 }
 
-SHIM_EXPORT pid_t fork(void)
+ZC_FORK_CODE SHIM_EXPORT pid_t fork(void)
 {
     pid_t pid;
 

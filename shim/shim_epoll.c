@@ -272,7 +272,7 @@ static struct {
     int nplain;                 /* plain records (atomic) */
     int nparked;                /* parked wake fd registrations (PARKED WAKE FDS) */
     int nkept;                  /* kept registrations (KEPT DELETES) */
-} shim_ep;
+} shim_ep ZC_FORK_DATA;
 
 static void shim_ep_lock(void)
 {
@@ -436,7 +436,7 @@ void shim_ep_fork_parent(void)
     shim_ep_unlock();
 }
 
-void shim_ep_fork_child(void)
+ZC_FORK_CODE void shim_ep_fork_child(void)
 {
     shim_ep_unlock();
 }

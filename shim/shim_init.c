@@ -22,7 +22,8 @@ enum { SHIM_INIT_NONE, SHIM_INIT_BUSY, SHIM_INIT_DONE };
 
 int shim_ready;
 static int shim_init_state;     /* SHIM_INIT_*, atomic */
-static int shim_finished;       /* the destructor ran */
+ZC_FORK_DATA static int shim_finished;  /* the destructor ran (a forking server's
+                                             * children all run it: FORK PAGES) */
 
 extern char **environ;
 
@@ -93,7 +94,7 @@ static void shim_atfork_parent(void)
     shim_ep_fork_parent();
 }
 
-static void shim_atfork_child(void)
+ZC_FORK_CODE static void shim_atfork_child(void)
 {
     int live;
 
@@ -176,7 +177,7 @@ __attribute__((constructor(101))) static void shim_constructor(void)
     shim_init_slow();
 }
 
-__attribute__((destructor(101))) static void shim_destructor(void)
+ZC_FORK_CODE __attribute__((destructor(101))) static void shim_destructor(void)
 {
     if (__atomic_exchange_n(&shim_finished, 1, __ATOMIC_ACQ_REL))
         return;

@@ -29,7 +29,7 @@ static pdc_uring_t *shim_uring;
 static pdc_ops_t shim_uring_ops;
 static int shim_mem_events;         /* malloc-hooks delivers events: a cache may be made */
 static int shim_mem_cache_tried;    /* shim_mem_cache_start ran (once per process image) */
-static pthread_mutex_t shim_mem_lock = PTHREAD_MUTEX_INITIALIZER;  /* making the cache */
+ZC_FORK_DATA static pthread_mutex_t shim_mem_lock = PTHREAD_MUTEX_INITIALIZER;  /* making the cache */
 
 static void shim_mem_on_event(unsigned kind, void *addr, size_t len, void *arg)
 {
@@ -86,7 +86,7 @@ static void shim_mem_fork_parent(void)
     pthread_mutex_unlock(&shim_mem_lock);
 }
 
-static void shim_mem_fork_child(void)
+ZC_FORK_CODE static void shim_mem_fork_child(void)
 {
     zc_pool_fork_child();
     shim_xu_fork_child();

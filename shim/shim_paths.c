@@ -228,7 +228,7 @@ static void shim_paths_fork_parent(void)
             (*pp)->fork_parent();
 }
 
-static void shim_paths_fork_child(void)
+ZC_FORK_CODE static void shim_paths_fork_child(void)
 {
     const shim_path_t *const *pp = shim_paths;
 
@@ -314,7 +314,7 @@ void shim_fd_exposed(int fd, const char *why)
     errno = saved;
 }
 
-void shim_process_exit(void)
+ZC_FORK_CODE void shim_process_exit(void)
 {
     int saved = errno;
 

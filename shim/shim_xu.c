@@ -609,7 +609,7 @@ void shim_xu_fork_parent(void)
         pdc_fork_parent(xu.pdc);
 }
 
-void shim_xu_fork_child(void)
+ZC_FORK_CODE void shim_xu_fork_child(void)
 {
     if (__atomic_load_n(&xu.state, __ATOMIC_ACQUIRE) > 0)
         pdc_fork_child(xu.pdc);

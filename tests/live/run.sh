@@ -9,7 +9,7 @@ cd "$(dirname "$0")/../.." || exit 1
 T=${TEST_TIMEOUT:-120}; [ "$T" -gt 120 ] && T=120
 PY=${PYTHON:-python3}
 t_begin live
-for c in stream threads top conns many redis mpi fork fork_short shm_small exit scribble off other private advise advise_fd advise_untracked advise_xchg xchg advise_pages; do
+for c in stream threads top conns many redis mpi fork fork_short shm_small shm_full exit scribble off other private advise advise_fd advise_untracked advise_xchg xchg advise_pages; do
   t_run "$c" "$T" $PY tests/live/t_live.py "$c"
 done
 t_end

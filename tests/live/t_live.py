@@ -33,6 +33,12 @@
   shm_small  in a mount namespace whose /dev/shm is a 64 MiB tmpfs (a
              container's): the file goes to /tmp/zcsock-UID, and zcsock stat
              run there finds it (root: unshare -m, else a skip)
+  shm_full   in a mount namespace whose /dev/shm (1 GiB, a private
+             directory there) has 52 KiB left: the file (412 KiB, reserved
+             whole: a page taken at a count's or a reader's first touch would
+             be a SIGBUS on a full tmpfs) is not made, which the process says
+             once, and 40 threads then count 200 sockets exactly, the process
+             unharmed (root, else a skip)
   exit       the file goes at exit(), at _exit(), at exec; one left by
              SIGKILL is removed (and said) by the next `zcsock stat`, or
              by the next process to publish
@@ -526,6 +532,60 @@ def case_shm_small():
           "in /tmp %s, in /dev/shm %s" % tuple(out[:2]))
     check(out[2] == "0", "zcsock stat did not find it there (exit %s)" % out[2])
     print("a 64 MiB /dev/shm: the file in /tmp/zcsock-UID, zcsock stat found it")
+
+
+SHM_FULL = r"""
+import ctypes, os, socket, sys, threading
+def stat(name):
+    v = ctypes.c_uint64()
+    if ctypes.CDLL(None).zcsock_stat_get(name.encode(), ctypes.byref(v)) != 0:
+        sys.exit("no counter " + name)
+    return v.value
+s = socket.socket()     # the first socket: the file is made
+path = "/dev/shm/zcsock-%d/%d" % (os.geteuid(), os.getpid())
+print(os.path.exists(path), flush=True)
+before = stat("calls.socket")
+def work():
+    for i in range(5):
+        socket.socket().close()
+ts = [threading.Thread(target=work) for i in range(40)]
+for t in ts:
+    t.start()
+for t in ts:
+    t.join()
+print(stat("calls.socket") - before, flush=True)
+"""
+
+
+def case_shm_full():
+    if os.geteuid() != 0 or not shutil.which("unshare") or not shutil.which("fallocate"):
+        print("skip: needs root, unshare and fallocate (a mount namespace of its own)")
+        sys.exit(77)
+    if os.path.isdir("/run/user/0"):
+        print("skip: the file would go to /run/user/0, not the tmpfs this case fills")
+        sys.exit(77)
+    env = dict(ENV, XDG_RUNTIME_DIR="", ZCSOCK_DEBUG="1")   # (notices said)
+    # 1 GiB (the least a /dev/shm the library uses), all but 13 pages taken;
+    # the private directory and its key made first (one page)
+    cmd = ("mount -t tmpfs -o size=1g,mode=1777 tmpfs /dev/shm && mkdir -m 0700 /dev/shm/zcsock-0 "
+           "&& head -c 16 /dev/urandom > /dev/shm/zcsock-0/key && chmod 0600 /dev/shm/zcsock-0/key "
+           "&& fallocate -l $((1024 * 1024 * 1024 - 56 * 1024)) /dev/shm/fill "
+           "&& exec \"$0\" -c \"$1\"")
+    r = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", cmd,
+                        sys.executable, SHM_FULL], env=env, capture_output=True,
+                       text=True, timeout=60)
+    if r.returncode != 0 and "mount" in r.stderr:
+        print("skip: cannot mount a tmpfs here: %s" % r.stderr.strip()[-200:])
+        sys.exit(77)
+    out = r.stdout.split()
+    check(r.returncode == 0 and len(out) == 2,
+          "the program failed (exit %d, a SIGBUS is -7): %r %s" % (r.returncode, r.stdout,
+                                                                 r.stderr[-300:]))
+    check(out[0] == "False", "a file was made with 52 KiB left: the case tests nothing")
+    check(r.stderr.count("cannot write its file") == 1,
+          "the missing file was not said once: %r" % r.stderr[-400:])
+    check(out[1] == "200", "40 threads made 200 sockets, the counters say %s" % out[1])
+    print("52 KiB left: no file, said once; 200 sockets counted by 40 threads")
 
 
 def case_exit():

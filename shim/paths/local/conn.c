@@ -7,7 +7,7 @@
 
 #include <sys/stat.h>
 
-lp_global_t lp = { .enabled = 1 };
+ZC_FORK_DATA lp_global_t lp = { .enabled = 1 };
 __thread int lp_tid;
 
 
@@ -274,7 +274,7 @@ void lp_list_lock(void)
         __builtin_ia32_pause();
 }
 
-void lp_list_unlock(void)
+ZC_FORK_CODE void lp_list_unlock(void)
 {
     __atomic_store_n(&lp.list_lock, 0, __ATOMIC_RELEASE);
 }

@@ -586,8 +586,8 @@ static void lp_pump_run(local_ring_t *ch, int dir, int sock, const lp_pump_job_t
  * library reaps them (lp_pumps_reap: at each connection's end, each new
  * pump, the process's exit).  0: a free slot, -1: one being filled. */
 #define LP_PUMPS 16
-static int lp_pumps[LP_PUMPS];
-static int lp_pumps_lock, lp_pumps_n;
+ZC_FORK_DATA static int lp_pumps[LP_PUMPS];
+ZC_FORK_DATA static int lp_pumps_lock, lp_pumps_n;
 __thread int lp_execing;    /* lp_exec_prepare is handing connections back */
 
 static void lp_pumps_take_lock(void)
@@ -621,7 +621,7 @@ void lp_pumps_reap(void)
 
 /* fork child: the parent's pumps are not its children (and a lock another
  * thread held at the fork is nobody's). */
-void lp_pumps_fork_child(void)
+ZC_FORK_CODE void lp_pumps_fork_child(void)
 {
     memset(lp_pumps, 0, sizeof(lp_pumps));
     lp_pumps_n = 0;

@@ -230,7 +230,7 @@ void lp_fork_parent(void)
     path_local_mbox_fork_parent();
 }
 
-void lp_fork_child(void)
+ZC_FORK_CODE void lp_fork_child(void)
 {
     lp_conn_t *c;
 

@@ -462,7 +462,7 @@ void path_local_mbox_idle(void)
  * child come here), or the path is off for the process: under a seccomp
  * filter an unlink kills it (sshd's sandboxed preauth child, SIGSYS), and
  * the name is left to a sweep. */
-void path_local_mbox_exit(void)
+ZC_FORK_CODE void path_local_mbox_exit(void)
 {
     if (path_local_enabled() && mbox.path[0] && !mbox.forked && mbox.fd >= 0 &&
         __atomic_load_n(&mbox.pid, __ATOMIC_ACQUIRE) == zc_getpid())
@@ -472,14 +472,15 @@ void path_local_mbox_exit(void)
 /* fork parent: the child holds our mailbox too. */
 void path_local_mbox_fork_parent(void)
 {
-    if (mbox.fd >= 0)
+    if (mbox.fd >= 0 && !mbox.forked)
         mbox.forked = 1;
 }
 
 /* fork child: its own mailbox (its pid names it) if the parent had one. */
-void path_local_mbox_fork_child(void)
+ZC_FORK_CODE void path_local_mbox_fork_child(void)
 {
-    mbox.lock = 0;
+    if (mbox.lock)      /* (FORK PAGES, zc_real.h: no write that changes nothing) */
+        mbox.lock = 0;
     if (mbox.fd >= 0)
         path_local_mbox_ensure();
 }
