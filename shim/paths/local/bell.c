@@ -132,8 +132,13 @@ void lp_wake_ex(lp_conn_t *c, int fd, int flags, uint32_t *word, int tx_held)
     if (flags & LOCAL_RING_F_EVENTFD)
         lp_efd_ring(c, tx_held && !c->tx_ring ? -1 : fd);
     if (flags & LOCAL_RING_F_FUTEX) {
-        zc_syscall(SYS_futex, word, FUTEX_WAKE, INT32_MAX, NULL, NULL, 0);
-        zc_stat_add(ZC_STAT_LOCAL_FUTEX_WAKES, 1);
+        /* (SPINNING WAITERS, local_ring.h: read after the claim) */
+        uint32_t *spinning = word ? local_ring_spinning(&c->ch, word) : NULL;
+
+        if (!spinning || !__atomic_load_n(spinning, __ATOMIC_SEQ_CST)) {
+            zc_syscall(SYS_futex, word, FUTEX_WAKE, INT32_MAX, NULL, NULL, 0);
+            zc_stat_add(ZC_STAT_LOCAL_FUTEX_WAKES, 1);
+        }
     }
 }
 

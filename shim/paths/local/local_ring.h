@@ -149,13 +149,15 @@ typedef struct local_ring_ctl {
     uint64_t bytes_head;
     uint32_t prod_waiting;      /* producer sleeps for space (consumer clears) */
     uint32_t prod_want;         /* ... until this many bytes are free */
-    uint8_t  pad0[64 - 24];
+    uint32_t prod_spinning;     /* ... spinning before it sleeps (local_ring_spinning) */
+    uint8_t  pad0[64 - 28];
     /* consumer line: written by the consumer only */
     uint64_t tail;
     uint64_t bytes_tail;
     uint32_t rec_left;
     uint32_t cons_waiting;      /* consumer sleeps for data (producer clears) */
-    uint8_t  pad1[64 - 24];
+    uint32_t cons_spinning;     /* ... spinning before it sleeps (local_ring_spinning) */
+    uint8_t  pad1[64 - 28];
 } local_ring_ctl_t;
 
 typedef struct local_ring_hdr {
@@ -416,6 +418,25 @@ static inline uint32_t *local_ring_wait_word(local_ring_t *ch, int dir, int role
 {
     return role == LOCAL_RING_ROLE_CONS ? &ch->hdr->ctl[dir].cons_waiting
                                         : &ch->hdr->ctl[dir].prod_waiting;
+}
+/* SPINNING WAITERS: the word beside a wait word that says its one waiter
+ * (a side with one thread, lp_alone) still spins and has not slept: the
+ * side that claims its announcement then makes no FUTEX_WAKE (a streaming
+ * receiver that spins made its sender wake it for every message, a system
+ * call each).  The waiter clears it (sequentially consistent) before its
+ * FUTEX_WAIT, which then finds the word claimed; the claimer reads it
+ * after its claim (sequentially consistent): seen set, the waiter has not
+ * slept yet and will see the claim.  A peer of an older build never sets
+ * it (its sender always wakes) and never reads it. */
+static inline uint32_t *local_ring_spinning(local_ring_t *ch, const uint32_t *word)
+{
+    for (int d = 0; d < 2; d++) {
+        if (word == &ch->hdr->ctl[d].cons_waiting)
+            return &ch->hdr->ctl[d].cons_spinning;
+        if (word == &ch->hdr->ctl[d].prod_waiting)
+            return &ch->hdr->ctl[d].prod_spinning;
+    }
+    return NULL;
 }
 int local_ring_rx_wait_cancel(local_ring_t *ch, int dir);
 /* Withdraw our consumer announcement of dir only while the word still

@@ -149,6 +149,7 @@ int lp_sleep(lp_conn_t *c, int fd, int role, lp_wait_t *w)
     long ms = lp_slice_ms(c, fd, role, w);
     struct timespec ts = { 0, ms * 1000000L };
     unsigned spin;
+    uint32_t *spinning;
     int64_t t0;
     long r;
 
@@ -158,11 +159,21 @@ int lp_sleep(lp_conn_t *c, int fd, int role, lp_wait_t *w)
         return 0;
     t0 = zc_now_us();
     spin = zc_spin_for(&c->spin[role]);
+    /* SPINNING WAITERS (local_ring.h): only where no other waiter of ours
+     * can stand in this announcement */
+    spinning = spin && kind == LOCAL_RING_WAIT_FUTEX && lp_alone(c)
+                   ? local_ring_spinning(&c->ch, word) : NULL;
+    if (spinning)
+        __atomic_store_n(spinning, 1, __ATOMIC_SEQ_CST);
     if (spin && lp_spin(word, kind, spin)) {
+        if (spinning)
+            __atomic_store_n(spinning, 0, __ATOMIC_RELAXED);
         zc_stat_add(ZC_STAT_LOCAL_SPINS_PAID, 1);
         zc_spin_learn(&c->spin[role], t0);
         return 0;
     }
+    if (spinning)       /* before the FUTEX_WAIT: a claim from now on wakes */
+        __atomic_store_n(spinning, 0, __ATOMIC_SEQ_CST);
     if (spin)
         zc_stat_add(ZC_STAT_LOCAL_SPINS_SLEPT, 1);
     if (lp_sig_interrupts(w))
