@@ -106,6 +106,9 @@ t_run offer_once "$T" $PY tests/localpath/lp_offer_once.py
 # issue 32: state changes through the one transition function, counted,
 # none refused (tests/localpath/lp_states.py)
 t_run states "$T" $PY tests/localpath/lp_states.py
+# a spinning blocking receiver costs its sender no FUTEX_WAKE
+# (tests/localpath/lp_spin_wake.py)
+t_run spin_wake "$T" $PY tests/localpath/lp_spin_wake.py
 # issue 31, thousands of connections: 10,000 idle connections and 3 busy
 # ones between an epoll server and a client, paired by their traffic (the
 # default ZCSOCK_LOCAL_PAIR_AFTER), costs per paired connection (at most one
