@@ -50,11 +50,8 @@ print(int(out[0]), stat("local.spins_paid") - spins0)
 """ % (N, SIZE)
 
 CLIENT = r'''
-import ctypes, socket, sys, time
+import socket, sys, time
 N, SIZE = %d, %d
-def stat(name):
-    v = ctypes.c_uint64()
-    return v.value if ctypes.CDLL(None).zcsock_stat_get(name.encode(), ctypes.byref(v)) == 0 else -1
 s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
 w0 = stat("local.futex_wakes")
 for i in range(N):
@@ -72,7 +69,8 @@ from lp_util import CHILD_PRELUDE  # noqa: E402
 
 def run(extra):
     env = dict(os.environ, LD_PRELOAD=os.environ["ZC_LIB"], ZCSOCK_LOCAL_PAIR_AFTER="0", **extra)
-    code = CHILD_PRELUDE + "CLIENT = %r\n" % CLIENT + SERVER
+    # (the client's counters through the same stat() as the server's)
+    code = CHILD_PRELUDE + "CLIENT = %r\n" % (CHILD_PRELUDE + CLIENT) + SERVER
     r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                        timeout=120)
     out = r.stdout.split()
