@@ -133,7 +133,7 @@
       "or any before they pair) cost what the kernel's do; they become the "        \
       "library's at the offer or announcement (an EPOLLONESHOT or EPOLLEXCLUSIVE "  \
       "one and a dup'ed descriptor's at once) (0: the library's from the claim on)") \
-    X(poll_kernel_us, UINT, 8, 0, 1000,                                            \
+    X(poll_kernel_us, UINT, 50, 0, 1000,                                          \
       "a zero-timeout poll, select or epoll wait over a set holding a paired "      \
       "connection, repeated by a thread that called nothing else of the library "   \
       "in between (an MPI progress loop), asks the kernel about the set's other "   \
