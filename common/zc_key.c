@@ -188,9 +188,13 @@ static int zc_key_cached(uint32_t euid, uint8_t key[ZC_KEY_LEN])
 
 int zc_key_get(uint8_t key[ZC_KEY_LEN])
 {
+    return zc_key_get_for((uint32_t)geteuid(), key);
+}
+
+int zc_key_get_for(uint32_t euid, uint8_t key[ZC_KEY_LEN])
+{
     char dir[sizeof(((struct sockaddr_un *)0)->sun_path)];
     uint8_t k[ZC_KEY_LEN];
-    uint32_t euid = (uint32_t)geteuid();
     int state, rc;
 
     /* Loaded once; a thread (or a signal handler) that finds the load under

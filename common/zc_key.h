@@ -36,6 +36,10 @@ int zc_key_load(const char *dir, uint8_t key[ZC_KEY_LEN]);
  * filled, 0 when there is none to be had (no private directory, or a bad
  * key file: said once). Hook-safe. */
 int zc_key_get(uint8_t key[ZC_KEY_LEN]);
+/* The same for effective user euid, which the caller read (geteuid) for
+ * the operation the key serves: one system call per pairing, not one per
+ * name. */
+int zc_key_get_for(uint32_t euid, uint8_t key[ZC_KEY_LEN]);
 
 /* A keyed permutation of 32-bit numbers (a 4-round Feistel network whose
  * round function is SipHash-2-4 under k) and its inverse: the local path's

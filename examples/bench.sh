@@ -276,9 +276,17 @@ stop_server() {
 alt_rounds() {
   local fn=$1 r k z ks=() zs=() ratios=()
   shift
+  # kernel first in odd rounds, zcsock first in even ones (ABBA): what a
+  # run leaves behind for the next (60 s of TIME_WAIT sockets after a
+  # connection per request: the port search slows) weighs on both alike
   for ((r = 1; r <= PROBE_ROUNDS; r++)); do
-    k=$("$fn" "" "$@")
-    z=$("$fn" "$ZC_LIB" "$@")
+    if ((r % 2)); then
+      k=$("$fn" "" "$@")
+      z=$("$fn" "$ZC_LIB" "$@")
+    else
+      z=$("$fn" "$ZC_LIB" "$@")
+      k=$("$fn" "" "$@")
+    fi
     ks+=("$k"); zs+=("$z")
     ratios+=("$(awk -v a="$z" -v b="$k" 'BEGIN {printf "%.3f", (b > 0 ? a / b : 0)}')")
   done

@@ -149,10 +149,12 @@ static int shim_holds_fn(int dirfd, long num, void *arg)
  * walk.  A process that opens connections one after the other gets the
  * lowest free number again (short connections: the same one; a growing
  * set: the next), so the proof costs one readlink there instead of a walk
- * of every descriptor the process holds (issue 31). */
+ * of every descriptor the process holds (issue 31).  The step between the
+ * last two found is tried first: a process that holds its connections
+ * open finds the next number at once, one that closes them the same. */
 #define SHIM_HINTS 64
 static struct {
-    int pid, fd;
+    int pid, fd, step;
 } shim_hint[SHIM_HINTS];
 
 static int shim_holds_hinted(int pid, const shim_holds_t *h, int *fd_p)
@@ -160,16 +162,17 @@ static int shim_holds_hinted(int pid, const shim_holds_t *h, int *fd_p)
     unsigned slot = (unsigned)pid % SHIM_HINTS;
     int hpid = __atomic_load_n(&shim_hint[slot].pid, __ATOMIC_RELAXED);
     int last = __atomic_load_n(&shim_hint[slot].fd, __ATOMIC_RELAXED);
+    int step = __atomic_load_n(&shim_hint[slot].step, __ATOMIC_RELAXED);
     static const int delta[] = { 0, 1, 2, -1, 3 };
     char path[48], target[40];
     long n;
 
     if (hpid != pid)
         return 0;
-    for (unsigned i = 0; i < sizeof(delta) / sizeof(delta[0]); i++) {
-        int fd = last + delta[i];
+    for (unsigned i = 0; i <= sizeof(delta) / sizeof(delta[0]); i++) {
+        int fd = i ? last + delta[i - 1] : last + step;
 
-        if (fd < 0)
+        if (fd < 0 || (i && delta[i - 1] == step))
             continue;
         zc_fmt(path, sizeof(path), "/proc/%d/fd/%d", pid, fd);
         n = zc_syscall(SYS_readlinkat, AT_FDCWD, path, target, sizeof(target));
@@ -207,7 +210,13 @@ int shim_proc_holds_socket(int pid, uint64_t ino)
     }
     if (held) {
         unsigned slot = (unsigned)real % SHIM_HINTS;
+        int last = __atomic_load_n(&shim_hint[slot].fd, __ATOMIC_RELAXED);
+        int same = __atomic_load_n(&shim_hint[slot].pid, __ATOMIC_RELAXED) == real;
 
+        /* (a step outside the deltas' span is not kept: 0) */
+        __atomic_store_n(&shim_hint[slot].step,
+                         same && fd - last >= -1 && fd - last <= 3 ? fd - last : 0,
+                         __ATOMIC_RELAXED);
         __atomic_store_n(&shim_hint[slot].pid, real, __ATOMIC_RELAXED);
         __atomic_store_n(&shim_hint[slot].fd, fd, __ATOMIC_RELAXED);
     }

@@ -15,6 +15,7 @@ static const char S_TCP[] = "server-bytes-before-the-switch";
 
 typedef struct end {
     int fd, ann, memfd, dec, reason;
+    uint64_t cookie;            /* its socket cookie once a pairing step asked (0: not yet) */
     local_ring_t ch;
     uint64_t tx, rx;            /* app bytes sent / consumed on the kernel stream */
 } end_t;
@@ -110,7 +111,7 @@ static void client_connect(end_t *e, const struct sockaddr_storage *ss, socklen_
     e->fd = socket(ss->ss_family, SOCK_STREAM | SOCK_CLOEXEC | (nonblock ? SOCK_NONBLOCK : 0), 0);
     CHECK(e->fd >= 0);
     if (zcsock)
-        e->dec = local_pair_connect_prepare(e->fd, (const struct sockaddr *)ss, len, &e->ann,
+        e->dec = local_pair_connect_prepare(e->fd, (const struct sockaddr *)ss, len, &e->cookie, &e->ann,
                                             &e->reason);
     rc = connect(e->fd, (const struct sockaddr *)ss, len);
     if (rc < 0 && nonblock && errno == EINPROGRESS) {
@@ -123,7 +124,7 @@ static void client_connect(end_t *e, const struct sockaddr_storage *ss, socklen_
     if (nonblock)
         CHECK(fcntl(e->fd, F_SETFL, 0) == 0);
     if (zcsock && e->dec == LOCAL_PAIR_PENDING) {
-        e->dec = local_pair_connected(e->fd, e->ann, &e->reason);
+        e->dec = local_pair_connected(e->fd, e->ann, NULL, 0, &e->reason);
         if (e->dec != LOCAL_PAIR_PENDING) {
             local_pair_fd_close(e->ann);
             e->ann = -1;
@@ -138,7 +139,7 @@ static void server_accept(end_t *e, int lfd, int use_accept4, int zcsock)
     e->fd = use_accept4 ? accept4(lfd, NULL, NULL, SOCK_CLOEXEC) : accept(lfd, NULL, NULL);
     CHECK(e->fd >= 0);
     if (zcsock)
-        e->dec = local_pair_accepted(lfd, e->fd, 1 << 16, &e->ch, &e->memfd, &e->reason);
+        e->dec = local_pair_accepted(lfd, e->fd, &e->cookie, 1 << 16, &e->ch, &e->memfd, &e->reason);
 }
 
 /* Receive exactly n stream bytes in direction dir (R1/R2 of local_pair.h). */
@@ -173,7 +174,7 @@ static void stream_recv(end_t *e, int dir, char *buf, size_t n)
         if (r <= 0)
             FAIL("read: %zd %s", r, strerror(errno));
         if (e->ann >= 0 && !e->ch.base) {          /* R3: pending client */
-            int rc = local_pair_channel_recv(e->fd, e->ann, 0, &e->ch, &e->memfd);
+            int rc = local_pair_channel_recv(e->fd, e->ann, 0, &e->cookie, &e->ch, &e->memfd);
             local_pair_fd_close(e->ann);
             e->ann = -1;
             if (rc == 0)
@@ -221,7 +222,7 @@ static void client_paired_flow(end_t *e)
     write_all(e->fd, C_TCP, sizeof(C_TCP));             /* before the channel */
     e->tx += sizeof(C_TCP);
     for (;;) {                                          /* test only: wait */
-        int rc = local_pair_channel_recv(e->fd, e->ann, 0, &e->ch, &e->memfd);
+        int rc = local_pair_channel_recv(e->fd, e->ann, 0, &e->cookie, &e->ch, &e->memfd);
         if (rc == 0)
             break;
         CHECK(rc == -EAGAIN);

@@ -268,7 +268,7 @@ static int case_self(void)
 
     memset(&c, 0, sizeof(c));
     c.fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
-    c.dec = local_pair_connect_prepare(c.fd, (struct sockaddr *)&ss, len, &c.ann, &c.reason);
+    c.dec = local_pair_connect_prepare(c.fd, (struct sockaddr *)&ss, len, &c.cookie, &c.ann, &c.reason);
     CHECK(c.dec == LOCAL_PAIR_PENDING);
     CHECK(connect(c.fd, (struct sockaddr *)&ss, len) == 0 || errno == EINPROGRESS);
     server_accept(&s, lfd, 1, 1);
@@ -276,8 +276,8 @@ static int case_self(void)
     struct pollfd p = { c.fd, POLLOUT, 0 };
     CHECK(poll(&p, 1, 5000) == 1);
     fcntl(c.fd, F_SETFL, 0);
-    CHECK(local_pair_connected(c.fd, c.ann, &c.reason) == LOCAL_PAIR_PENDING);
-    CHECK(local_pair_channel_recv(c.fd, c.ann, 0, &c.ch, &c.memfd) == 0);
+    CHECK(local_pair_connected(c.fd, c.ann, NULL, 0, &c.reason) == LOCAL_PAIR_PENDING);
+    CHECK(local_pair_channel_recv(c.fd, c.ann, 0, &c.cookie, &c.ch, &c.memfd) == 0);
     CHECK(local_pair_peer_attached(&s.ch));
     ring_send(&c, LOCAL_RING_BA, C_RING, sizeof(C_RING));
     stream_recv(&s, LOCAL_RING_BA, buf, sizeof(C_RING));
@@ -320,7 +320,7 @@ static int case_other_user(void)
         write_all(u.fd, "U", 1);
         char x;
         CHECK(read(u.fd, &x, 1) == 1 && x == 'V');
-        CHECK(local_pair_channel_recv(u.fd, u.ann, 0, &u.ch, &u.memfd) == -EAGAIN);
+        CHECK(local_pair_channel_recv(u.fd, u.ann, 0, &u.cookie, &u.ch, &u.memfd) == -EAGAIN);
         _exit(0);
     }
     server_accept(&s, lfd, 0, 1);
@@ -546,14 +546,14 @@ static int case_forged_offer(void)
     int s = accept(lfd, NULL, NULL);
     int memfd = forged_channel(&c, s, &o, &ch);
     forge_from_child(&c, s, o, memfd, (uint64_t)s, 1);
-    CHECK(local_pair_channel_recv(c.fd, c.ann, 0, &c.ch, &c.memfd) == -EPERM);
+    CHECK(local_pair_channel_recv(c.fd, c.ann, 0, &c.cookie, &c.ch, &c.memfd) == -EPERM);
     forge_from_child(&c, s, o, memfd, (uint64_t)c.fd, 1);
-    CHECK(local_pair_channel_recv(c.fd, c.ann, 0, &c.ch, &c.memfd) == -EPERM);
+    CHECK(local_pair_channel_recv(c.fd, c.ann, 0, &c.cookie, &c.ch, &c.memfd) == -EPERM);
     forge_from_child(&c, s, o, memfd, (uint64_t)s, 2);
-    CHECK(local_pair_channel_recv(c.fd, c.ann, 0, &c.ch, &c.memfd) == -EPROTO);
+    CHECK(local_pair_channel_recv(c.fd, c.ann, 0, &c.cookie, &c.ch, &c.memfd) == -EPROTO);
     /* a forged re-queue: its second descriptor is not our socket */
     forge_from_child(&c, s, o, memfd, LOCAL_PAIR_HINT_REQUEUE, 2);
-    CHECK(local_pair_channel_recv(c.fd, c.ann, 0, &c.ch, &c.memfd) == -EPERM);
+    CHECK(local_pair_channel_recv(c.fd, c.ann, 0, &c.cookie, &c.ch, &c.memfd) == -EPERM);
     CHECK(!local_pair_peer_attached(&ch));
     local_ring_close(&ch, 1);
     close(memfd);
@@ -562,7 +562,7 @@ static int case_forged_offer(void)
     client_connect(&c, &ss, len, 0, 1);
     server_accept(&srv, lfd, 0, 1);
     CHECK(srv.dec == LOCAL_PAIR_PAIRED);
-    CHECK(local_pair_channel_recv(c.fd, c.ann, 0, &c.ch, &c.memfd) == 0);
+    CHECK(local_pair_channel_recv(c.fd, c.ann, 0, &c.cookie, &c.ch, &c.memfd) == 0);
     printf("forged offer from a process holding neither end: -EPERM (server's or client's "
            "descriptor number as hint), -EPROTO (two descriptors); the real server's offer "
            "pairs\n");
@@ -589,9 +589,9 @@ static int case_late_offer(void)
     int s = accept(lfd, NULL, NULL);
     int d = ann_dial(c.fd);
     CHECK(d >= 0);
-    CHECK(local_pair_channel_recv(c.fd, c.ann, 0, &c.ch, &c.memfd) == -EAGAIN);
+    CHECK(local_pair_channel_recv(c.fd, c.ann, 0, &c.cookie, &c.ch, &c.memfd) == -EAGAIN);
     CHECK(!is_listener(c.ann));                 /* the connection took its place */
-    CHECK(local_pair_channel_recv(c.fd, c.ann, 0, &c.ch, &c.memfd) == -EAGAIN);
+    CHECK(local_pair_channel_recv(c.fd, c.ann, 0, &c.cookie, &c.ch, &c.memfd) == -EAGAIN);
     /* a valid offer, built by hand from the documented format */
     int memfd = local_ring_create(1 << 14, &ch);
     CHECK(memfd >= 0);
@@ -605,7 +605,7 @@ static int case_late_offer(void)
     o.fd_hint = (uint64_t)s;
     CHECK(offer_send(d, &o, &memfd, 1) == sizeof(o));
     close(d);
-    CHECK(local_pair_channel_recv(c.fd, c.ann, 0, &c.ch, &c.memfd) == 0);
+    CHECK(local_pair_channel_recv(c.fd, c.ann, 0, &c.cookie, &c.ch, &c.memfd) == 0);
     CHECK(local_pair_peer_attached(&ch));
     struct stat a, b;
     CHECK(fstat(c.memfd, &a) == 0 && fstat(memfd, &b) == 0 && a.st_ino == b.st_ino);
@@ -614,9 +614,9 @@ static int case_late_offer(void)
     CHECK(c2.dec == LOCAL_PAIR_PENDING);
     d = ann_dial(c2.fd);
     CHECK(d >= 0);
-    CHECK(local_pair_channel_recv(c2.fd, c2.ann, 0, &c2.ch, &c2.memfd) == -EAGAIN);
+    CHECK(local_pair_channel_recv(c2.fd, c2.ann, 0, &c2.cookie, &c2.ch, &c2.memfd) == -EAGAIN);
     close(d);
-    CHECK(local_pair_channel_recv(c2.fd, c2.ann, 0, &c2.ch, &c2.memfd) == -ECONNRESET);
+    CHECK(local_pair_channel_recv(c2.fd, c2.ann, 0, &c2.cookie, &c2.ch, &c2.memfd) == -ECONNRESET);
     printf("late offer: connection kept in place of the listener, offer taken later; "
            "closed without offer -> ECONNRESET\n");
     return 0;
@@ -642,13 +642,13 @@ static int case_closed_offer(void)
     CHECK(c.dec == LOCAL_PAIR_PENDING);
     int s = accept(lfd, NULL, NULL);
     CHECK(s >= 0);
-    CHECK(local_pair_accepted(lfd, s, 1 << 16, &ch, &memfd, &reason) == LOCAL_PAIR_PAIRED);
+    CHECK(local_pair_accepted(lfd, s, &(uint64_t){ 0 }, 1 << 16, &ch, &memfd, &reason) == LOCAL_PAIR_PAIRED);
     CHECK(write(s, "answer", 6) == 6);
     close(s);
     local_ring_close(&ch, 1);
     close(memfd);
     CHECK(read(c.fd, b, sizeof(b)) == 6);
-    CHECK(local_pair_channel_recv(c.fd, c.ann, 0, &c.ch, &c.memfd) == -ECONNABORTED);
+    CHECK(local_pair_channel_recv(c.fd, c.ann, 0, &c.cookie, &c.ch, &c.memfd) == -ECONNABORTED);
     close(c.fd);
 
     client_connect(&c, &ss, len, 0, 1);
@@ -656,7 +656,7 @@ static int case_closed_offer(void)
     s = accept(lfd, NULL, NULL);
     CHECK(s >= 0);
     close(c.fd);
-    CHECK(local_pair_accepted(lfd, s, 1 << 16, &ch, &memfd, &reason) == LOCAL_PAIR_DECLINED);
+    CHECK(local_pair_accepted(lfd, s, &(uint64_t){ 0 }, 1 << 16, &ch, &memfd, &reason) == LOCAL_PAIR_DECLINED);
     CHECK(reason == LOCAL_PAIR_R_CLOSED);
     printf("closed offer: the client declines -ECONNABORTED (closed), the server of a client "
            "that closed first declines closed\n");
@@ -684,7 +684,7 @@ static int case_fork_requeue(void)
         char x;
         end_t k = c;
         CHECK(read(pfd[0], &x, 1) == 1);        /* parent picked up */
-        CHECK(local_pair_channel_recv(k.fd, k.ann, LOCAL_PAIR_F_REQUEUE, &k.ch, &k.memfd) == 0);
+        CHECK(local_pair_channel_recv(k.fd, k.ann, LOCAL_PAIR_F_REQUEUE, &k.cookie, &k.ch, &k.memfd) == 0);
         CHECK(fstat(k.memfd, &a) == 0);
         ino_t ino = a.st_ino;
         CHECK(write(pfd[1], &ino, sizeof(ino)) == sizeof(ino));
@@ -692,7 +692,7 @@ static int case_fork_requeue(void)
     }
     server_accept(&s, lfd, 0, 1);
     CHECK(s.dec == LOCAL_PAIR_PAIRED);
-    CHECK(local_pair_channel_recv(c.fd, c.ann, LOCAL_PAIR_F_REQUEUE, &c.ch, &c.memfd) == 0);
+    CHECK(local_pair_channel_recv(c.fd, c.ann, LOCAL_PAIR_F_REQUEUE, &c.cookie, &c.ch, &c.memfd) == 0);
     local_pair_fd_close(c.ann);
     close(c.fd);
     close(s.fd);
@@ -762,7 +762,7 @@ static int case_squatter(int same_user)
     }
     char x;
     CHECK(read(pfd[0], &x, 1) == 1);
-    c.dec = local_pair_connect_prepare(c.fd, (struct sockaddr *)&ss, len, &c.ann, &c.reason);
+    c.dec = local_pair_connect_prepare(c.fd, (struct sockaddr *)&ss, len, &c.cookie, &c.ann, &c.reason);
     if (same_user)
         CHECK(c.dec == LOCAL_PAIR_DECLINED && c.ann < 0);
     else
@@ -851,27 +851,28 @@ static int case_timing(void)
             double t0 = now_us();
             end_t c, s;
             memset(&c, 0, sizeof(c));
+            memset(&s, 0, sizeof(s));
             c.ann = -1;
             c.fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
             a = now_us();
             if (mode)
-                c.dec = local_pair_connect_prepare(c.fd, (struct sockaddr *)&ss, len, &c.ann,
+                c.dec = local_pair_connect_prepare(c.fd, (struct sockaddr *)&ss, len, &c.cookie, &c.ann,
                                                    &c.reason);
             ph[0] += now_us() - a;
             CHECK(connect(c.fd, (struct sockaddr *)&ss, len) == 0);
             a = now_us();
             if (mode)
-                c.dec = local_pair_connected(c.fd, c.ann, &c.reason);
+                c.dec = local_pair_connected(c.fd, c.ann, NULL, 0, &c.reason);
             ph[1] += now_us() - a;
             s.fd = accept(lfd, NULL, NULL);
             a = now_us();
             if (mode)
-                s.dec = local_pair_accepted(lfd, s.fd, 1 << 16, &s.ch, &s.memfd, &s.reason);
+                s.dec = local_pair_accepted(lfd, s.fd, &s.cookie, 1 << 16, &s.ch, &s.memfd, &s.reason);
             ph[2] += now_us() - a;
             a = now_us();
             if (mode) {
                 CHECK(c.dec == LOCAL_PAIR_PENDING && s.dec == LOCAL_PAIR_PAIRED);
-                CHECK(local_pair_channel_recv(c.fd, c.ann, 0, &c.ch, &c.memfd) == 0);
+                CHECK(local_pair_channel_recv(c.fd, c.ann, 0, &c.cookie, &c.ch, &c.memfd) == 0);
             }
             ph[3] += now_us() - a;
             t[mode] += now_us() - t0;

@@ -88,13 +88,14 @@ void local_pair_fd_close(int fd)
  * client's announcement) into *sun; returns the address length.  With the
  * user's key (common/zc_key.h) "\0zcsock/v2/<kind>/<16 hex>" of a keyed
  * hash of kind and cookie, which no other user can know before it is bound;
- * without one the public "\0zcsock/v1/<kind>/<cookie in 16 hex>". */
-static socklen_t lp_name(struct sockaddr_un *sun, char kind, uint64_t cookie)
+ * without one the public "\0zcsock/v1/<kind>/<cookie in 16 hex>".  euid:
+ * our effective user, read once by the pairing step that asks. */
+static socklen_t lp_name(struct sockaddr_un *sun, char kind, uint64_t cookie, uint32_t euid)
 {
     static const char hex[] = "0123456789abcdef";
     uint8_t key[ZC_KEY_LEN], in[9];
     char *p = sun->sun_path;
-    int keyed = zc_key_get(key);
+    int keyed = zc_key_get_for(euid, key);
 
     memset(sun, 0, sizeof(*sun));
     sun->sun_family = AF_UNIX;
@@ -133,6 +134,20 @@ static int lp_cookie(int fd, uint64_t *c)
     return 0;
 }
 
+/* fd's cookie: *known when the caller has it (nonzero), else asked once
+ * and kept there. */
+static int lp_cookie_of(int fd, uint64_t *known, uint64_t *c)
+{
+    if (!*known) {
+        int rc = lp_cookie(fd, known);
+
+        if (rc)
+            return rc;
+    }
+    *c = *known;
+    return 0;
+}
+
 static int lp_peer_cred(int s, struct ucred *cr)
 {
     socklen_t l = sizeof(*cr);
@@ -140,16 +155,6 @@ static int lp_peer_cred(int s, struct ucred *cr)
     if (zc_real.getsockopt(s, SOL_SOCKET, SO_PEERCRED, cr, &l) < 0)
         return -errno;
     return 0;
-}
-
-static int lp_peer_uid(int s, uint32_t *uid)
-{
-    struct ucred cr;
-    int rc = lp_peer_cred(s, &cr);
-
-    if (!rc)
-        *uid = cr.uid;
-    return rc;
 }
 
 /* Kind of socket: AF_INET/AF_INET6 for TCP stream, AF_UNIX for unix stream,
@@ -379,20 +384,42 @@ static int lp_inet_lookup(const lp_ep_t *src, const lp_ep_t *dst, lp_peer_t *p)
 }
 
 /* The peer socket of connected TCP socket fd (the other end's local address
- * is our remote one). */
-static int lp_inet_peer(int fd, lp_peer_t *p)
+ * is our remote one); its remote address (getpeername) in b when the caller
+ * has it (lb > 0), else asked. */
+static int lp_inet_peer_at(int fd, const struct sockaddr *b, socklen_t lb, lp_peer_t *p)
 {
-    struct sockaddr_storage a, b;
-    socklen_t la = sizeof(a), lb = sizeof(b);
+    struct sockaddr_storage a, bb;
+    socklen_t la = sizeof(a);
     lp_ep_t self, peer;
 
-    if (getsockname(fd, (struct sockaddr *)&a, &la) < 0 ||
-        getpeername(fd, (struct sockaddr *)&b, &lb) < 0)
+    if (getsockname(fd, (struct sockaddr *)&a, &la) < 0)
         return -errno;
+    if (!b || !lb) {
+        lb = sizeof(bb);
+        b = (struct sockaddr *)&bb;
+        if (getpeername(fd, (struct sockaddr *)&bb, &lb) < 0)
+            return -errno;
+    }
     if (lp_ep_from((struct sockaddr *)&a, la, &self) ||
-        lp_ep_from((struct sockaddr *)&b, lb, &peer) || self.family != peer.family)
+        lp_ep_from(b, lb, &peer) || self.family != peer.family)
         return -EAFNOSUPPORT;
     return lp_inet_lookup(&peer, &self, p);
+}
+
+static int lp_inet_peer(int fd, lp_peer_t *p)
+{
+    return lp_inet_peer_at(fd, NULL, 0, p);
+}
+
+/* A loopback address (127.0.0.0/8, ::1, a v4-mapped 127.0.0.0/8): whatever
+ * holds the other end of a connection to it lives in this namespace. */
+static int lp_ep_loopback(const lp_ep_t *ep)
+{
+    static const uint8_t one6[16] = { [15] = 1 };
+
+    if (ep->family == AF_INET)
+        return ((const uint8_t *)ep->addr)[0] == 127;
+    return ep->family == AF_INET6 && !memcmp(ep->addr, one6, sizeof(one6));
 }
 
 /* unix_diag of socket inode ino: its cookie and uid, and with want_peer its
@@ -493,7 +520,7 @@ int local_pair_listen(int fd, int *beacon_p)
     rc = lp_cookie(fd, &cookie);
     if (rc)
         return rc;
-    len = lp_name(&sun, 'L', cookie);
+    len = lp_name(&sun, 'L', cookie, (uint32_t)geteuid());
     s = zc_real.socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (s < 0)
         return -errno;
@@ -514,7 +541,7 @@ int local_pair_listen(int fd, int *beacon_p)
 static uint64_t lp_beacon_seen[LP_BEACON_CACHE];
 
 /* Is there a beacon for listener cookie c?  1 yes, 0 no, -errno. */
-static int lp_beacon_probe(uint64_t c)
+static int lp_beacon_probe(uint64_t c, uint32_t euid)
 {
     uint64_t *slot = &lp_beacon_seen[c % LP_BEACON_CACHE];
     struct sockaddr_un sun;
@@ -523,7 +550,7 @@ static int lp_beacon_probe(uint64_t c)
 
     if (c && __atomic_load_n(slot, __ATOMIC_RELAXED) == c)
         return 1;
-    len = lp_name(&sun, 'L', c);
+    len = lp_name(&sun, 'L', c, euid);
     s = zc_real.socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     if (s < 0)
         return -errno;
@@ -610,18 +637,18 @@ void local_pair_dest_note(const struct sockaddr *addr, socklen_t len, int reason
     __atomic_store_n(&d->seq, seq + 2, __ATOMIC_RELEASE);
 }
 
-/* Bind and listen on the announcement of socket fd. */
-static int lp_announce(int fd, int *ann_p)
+/* Bind and listen on the announcement of socket fd (cookie: lp_cookie_of). */
+static int lp_announce(int fd, uint64_t *known, uint32_t euid, int *ann_p)
 {
     struct sockaddr_un sun;
     socklen_t len;
     uint64_t cookie;
     int s, rc;
 
-    rc = lp_cookie(fd, &cookie);
+    rc = lp_cookie_of(fd, known, &cookie);
     if (rc)
         return rc;
-    len = lp_name(&sun, 'C', cookie);
+    len = lp_name(&sun, 'C', cookie, euid);
     s = zc_real.socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (s < 0)
         return -errno;
@@ -642,8 +669,9 @@ static int lp_decline(int *reason_p, int reason)
 }
 
 int local_pair_connect_prepare(int fd, const struct sockaddr *addr, socklen_t len,
-                               int *ann_p, int *reason_p)
+                               uint64_t *cookie, int *ann_p, int *reason_p)
 {
+    uint32_t euid = (uint32_t)geteuid();
     lp_ep_t dst, any;
     lp_peer_t l;
     int kind, rc;
@@ -663,33 +691,46 @@ int local_pair_connect_prepare(int fd, const struct sockaddr *addr, socklen_t le
             return lp_decline(reason_p, LOCAL_PAIR_R_NOT_LOCAL);
         if (rc)
             return lp_decline(reason_p, LOCAL_PAIR_R_ERROR);
-        if (l.uid != geteuid())
+        if (l.uid != euid)
             return lp_decline(reason_p, LOCAL_PAIR_R_OTHER_USER);
-        rc = lp_beacon_probe(l.cookie);
+        rc = lp_beacon_probe(l.cookie, euid);
         if (rc <= 0)
             return lp_decline(reason_p, rc == 0 ? LOCAL_PAIR_R_NOT_ZCSOCK : LOCAL_PAIR_R_ERROR);
     }
-    rc = lp_announce(fd, ann_p);
+    rc = lp_announce(fd, cookie, euid, ann_p);
     if (rc)     /* a name taken: cookies are never reused, so it is a squatter's */
         return lp_decline(reason_p, rc == -EADDRINUSE ? LOCAL_PAIR_R_SQUATTED
                                                       : LOCAL_PAIR_R_ERROR);
     return LOCAL_PAIR_PENDING;
 }
 
-int local_pair_connected(int fd, int ann, int *reason_p)
+int local_pair_connected(int fd, int ann, const struct sockaddr *peer, socklen_t peer_len,
+                         int *reason_p)
 {
     struct sockaddr_storage a;
     socklen_t al = sizeof(a);
+    lp_ep_t ep;
     lp_peer_t p;
     int kind = lp_kind(fd), rc;
 
     *reason_p = LOCAL_PAIR_R_NONE;
     if (ann < 0 || kind < 0)
         return lp_decline(reason_p, LOCAL_PAIR_R_UNSUPPORTED);
-    /* connected?  (not SO_ERROR: that would take an error from the app) */
-    if (getpeername(fd, (struct sockaddr *)&a, &al) < 0)
-        return lp_decline(reason_p, LOCAL_PAIR_R_ERROR);
+    /* connected?  (not SO_ERROR: that would take an error from the app);
+     * a caller that just read the peer's address knows */
+    if (!peer || !peer_len) {
+        if (getpeername(fd, (struct sockaddr *)&a, &al) < 0)
+            return lp_decline(reason_p, LOCAL_PAIR_R_ERROR);
+        peer = (struct sockaddr *)&a;
+        peer_len = al;
+    }
     if (kind == AF_UNIX)
+        return LOCAL_PAIR_PENDING;
+    /* A loopback destination's server end is in this namespace: only the
+     * lookup below's other findings (a SYN-cookie handshake, NAT) would
+     * decline it early, and the server checks everything anyway (five
+     * system calls a pairing, issue 31). */
+    if (!lp_ep_from(peer, peer_len, &ep) && lp_ep_loopback(&ep))
         return LOCAL_PAIR_PENDING;
     /* The server end must be in this namespace: once our connect completed
      * it exists as a request socket or as the accepted child.  The lookup
@@ -697,7 +738,7 @@ int local_pair_connected(int fd, int ann, int *reason_p)
      * the port of a remote destination) means "not local"; so does a
      * SYN-cookie handshake, whose child may not exist yet (a missed pairing,
      * never a wrong one: the server then finds no announcement). */
-    rc = lp_inet_peer(fd, &p);
+    rc = lp_inet_peer_at(fd, peer, peer_len, &p);
     if (rc == -ENOENT || (rc == 0 && p.state == TCP_LISTEN))
         return lp_decline(reason_p, LOCAL_PAIR_R_NOT_LOCAL);
     if (rc)
@@ -765,10 +806,10 @@ static int lp_announcer_holds(int pid, uint64_t ino)
  * user, and with ino != 0 a process that holds socket inode ino, or a child
  * of it that does (the name is public and could be bound first by anyone
  * of the same user). */
-static int lp_ann_connect(uint64_t c, uint32_t ino, int *s_p, int *reason_p)
+static int lp_ann_connect(uint64_t c, uint32_t ino, uint32_t euid, int *s_p, int *reason_p)
 {
     struct sockaddr_un sun;
-    socklen_t len = lp_name(&sun, 'C', c);
+    socklen_t len = lp_name(&sun, 'C', c, euid);
     struct ucred cr;
     int s;
 
@@ -783,7 +824,7 @@ static int lp_ann_connect(uint64_t c, uint32_t ino, int *s_p, int *reason_p)
         zc_real.close(s);
         return -1;
     }
-    if (lp_peer_cred(s, &cr) || cr.uid != geteuid()) {
+    if (lp_peer_cred(s, &cr) || cr.uid != euid) {
         *reason_p = LOCAL_PAIR_R_OTHER_USER;
         zc_real.close(s);
         return -1;
@@ -797,10 +838,11 @@ static int lp_ann_connect(uint64_t c, uint32_t ino, int *s_p, int *reason_p)
     return 0;
 }
 
-int local_pair_accepted(int listen_fd, int fd, size_t ring_size, local_ring_t *ch,
-                        int *memfd_p, int *reason_p)
+int local_pair_accepted(int listen_fd, int fd, uint64_t *cookie, size_t ring_size,
+                        local_ring_t *ch, int *memfd_p, int *reason_p)
 {
     lp_offer_t o = { .magic = LP_MSG_MAGIC };
+    uint32_t euid = (uint32_t)geteuid();
     lp_peer_t p;
     int kind, s = -1, memfd, rc;
 
@@ -817,14 +859,14 @@ int local_pair_accepted(int listen_fd, int fd, size_t ring_size, local_ring_t *c
         return lp_decline(reason_p, LOCAL_PAIR_R_NOT_LOCAL);
     if (rc)
         return lp_decline(reason_p, LOCAL_PAIR_R_ERROR);
-    if (p.uid != geteuid())
+    if (p.uid != euid)
         return lp_decline(reason_p, LOCAL_PAIR_R_OTHER_USER);
     o.client_cookie = p.cookie;
-    if (lp_cookie(fd, &o.server_cookie))
+    if (lp_cookie_of(fd, cookie, &o.server_cookie))
         return lp_decline(reason_p, LOCAL_PAIR_R_ERROR);
     if (!p.ino)     /* no file holds the client's socket: it closed already */
         return lp_decline(reason_p, LOCAL_PAIR_R_CLOSED);
-    if (lp_ann_connect(p.cookie, p.ino, &s, reason_p))
+    if (lp_ann_connect(p.cookie, p.ino, euid, &s, reason_p))
         return LOCAL_PAIR_DECLINED;
     memfd = local_ring_create(ring_size, ch);
     if (memfd < 0) {
@@ -901,7 +943,8 @@ static int lp_requeue(int fd, uint64_t client_cookie, const lp_offer_t *o, int m
 
     if (fstat(fd, &st) < 0)
         return -errno;
-    if (lp_ann_connect(client_cookie, own_listener ? 0 : (uint32_t)st.st_ino, &s, &reason))
+    if (lp_ann_connect(client_cookie, own_listener ? 0 : (uint32_t)st.st_ino,
+                       (uint32_t)geteuid(), &s, &reason))
         return reason == LOCAL_PAIR_R_NOT_ZCSOCK ? 0 : -EPERM;
     /* A fellow holder re-queues it, with our socket as proof: that one does
      * not depend on the re-queuer (or the server) still being alive when the
@@ -920,19 +963,19 @@ static int lp_requeue(int fd, uint64_t client_cookie, const lp_offer_t *o, int m
  * it open while it waits (a close would then not reset or end the
  * connection); a re-queue may pass ours, whose listener closes with the
  * last holder. */
-static int lp_offer_proved(int fd, int c, int sock, const lp_offer_t *o)
+static int lp_offer_proved(int fd, int c, int sock, const lp_offer_t *o, uint64_t mine,
+                           int pid)
 {
-    struct ucred cr;
+    struct ucred cr = { .pid = pid };
     lp_peer_t p;
-    uint64_t mine, theirs;
+    uint64_t theirs;
     int kind = lp_kind(fd);
 
     if (kind < 0)
         return -EPERM;
     if (o->fd_hint & LOCAL_PAIR_HINT_REQUEUE)
-        return sock >= 0 && !lp_cookie(sock, &theirs) && !lp_cookie(fd, &mine) &&
-               theirs == mine ? 0 : -EPERM;
-    if (lp_peer_cred(c, &cr) || cr.pid <= 0 || o->fd_hint > INT32_MAX)
+        return sock >= 0 && !lp_cookie(sock, &theirs) && theirs == mine ? 0 : -EPERM;
+    if ((!pid && lp_peer_cred(c, &cr)) || cr.pid <= 0 || o->fd_hint > INT32_MAX)
         return -EPERM;
     if (lp_peer_of(kind, fd, &p))
         return -EPERM;
@@ -951,10 +994,10 @@ static int lp_offer_proved(int fd, int c, int sock, const lp_offer_t *o)
  * given its number to the next connection, and leaves its socket to
  * TIME_WAIT, so the proof then fails in any of its steps.  A forger that
  * exited leaves the connection alive: -EPERM. */
-static int lp_offer_proof(int fd, int c, int sock, const lp_offer_t *o)
+static int lp_offer_proof(int fd, int c, int sock, const lp_offer_t *o, uint64_t mine, int pid)
 {
     struct pollfd pfd = { fd, POLLRDHUP, 0 };
-    int rc = lp_offer_proved(fd, c, sock, o), kind;
+    int rc = lp_offer_proved(fd, c, sock, o, mine, pid), kind;
     lp_peer_t p;
 
     if (rc != -EPERM)
@@ -973,11 +1016,12 @@ static int lp_offer_proof(int fd, int c, int sock, const lp_offer_t *o)
 }
 
 /* Receive, validate and attach the offer on connection c (accepted from the
- * announcement, or ann itself once it became a connection).  -EAGAIN: the
+ * announcement, or ann itself once it became a connection; pid: c's peer
+ * process when the caller asked already, else 0).  -EAGAIN: the
  * server connected but has not sent yet; -ECONNRESET: it closed without an
  * offer (none will come); -EPROTO: invalid offer (discarded). */
-static int lp_offer_take(int fd, int c, int flags, int own_listener, local_ring_t *ch,
-                         int *memfd_p)
+static int lp_offer_take(int fd, int c, int pid, int flags, int own_listener, uint64_t *cookie,
+                         local_ring_t *ch, int *memfd_p)
 {
     const local_pair_ctl_t *ctl;
     lp_offer_t o;
@@ -988,9 +1032,9 @@ static int lp_offer_take(int fd, int c, int flags, int own_listener, local_ring_
     if (rc)
         return rc;
     rc = -EPROTO;
-    if (lp_cookie(fd, &mine) || o.client_cookie != mine)
+    if (lp_cookie_of(fd, cookie, &mine) || o.client_cookie != mine)
         goto err;
-    rc = lp_offer_proof(fd, c, sock, &o);
+    rc = lp_offer_proof(fd, c, sock, &o, mine, pid);
     if (sock >= 0)
         zc_real.close(sock);
     if (rc)
@@ -1016,25 +1060,26 @@ err:
     return rc;
 }
 
-int local_pair_channel_recv(int fd, int ann, int flags, local_ring_t *ch, int *memfd_p)
+int local_pair_channel_recv(int fd, int ann, int flags, uint64_t *cookie, local_ring_t *ch,
+                            int *memfd_p)
 {
-    uint32_t uid;
+    struct ucred cr;
     int acc = 0, rc = -EAGAIN;
 
     *memfd_p = -1;
     if (lp_kind(fd) < 0 || ann < 0 || lp_sockopt_int(ann, SOL_SOCKET, SO_ACCEPTCONN, &acc))
         return -EINVAL;
     if (!acc)                           /* ann is the server's connection now */
-        return lp_offer_take(fd, ann, flags, 0, ch, memfd_p);
+        return lp_offer_take(fd, ann, 0, flags, 0, cookie, ch, memfd_p);
     for (int i = 0; i < LP_PICKUP_MAX; i++) {
         int c = zc_real.accept4(ann, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
 
         if (c < 0)
             return errno == EAGAIN || errno == EWOULDBLOCK ? rc : -errno;
-        if (lp_peer_uid(c, &uid) || uid != geteuid()) {
+        if (lp_peer_cred(c, &cr) || cr.uid != geteuid()) {
             rc = -EPERM;
         } else {
-            rc = lp_offer_take(fd, c, flags, 1, ch, memfd_p);
+            rc = lp_offer_take(fd, c, cr.pid, flags, 1, cookie, ch, memfd_p);
             if (rc == -EAGAIN) {
                 /* Connected, offer still on its way: this connection takes
                  * the listener's place (only its offer can be valid now). */

@@ -224,7 +224,10 @@ typedef struct local_pair_offer {
  * listener (returns -ENOTSUP then).  Returns 0 or -errno. */
 int local_pair_listen(int fd, int *beacon_p);
 
-/* Client: before the real connect(fd, addr, len).  TCP: announces only
+/* COOKIES: the steps below take fd's socket cookie as *cookie when the
+ * caller knows it (nonzero), else ask the kernel and leave it there.
+ *
+ * Client: before the real connect(fd, addr, len).  TCP: announces only
  * when a listener on addr exists in this namespace, has a beacon and has
  * our owner uid; AF_UNIX stream: always announces.  On LOCAL_PAIR_PENDING,
  * *ann_p is the announcement descriptor (the caller keeps it until the
@@ -232,7 +235,7 @@ int local_pair_listen(int fd, int *beacon_p);
  * *reason_p says why.  Returns the decision (>= 0); never fails the
  * application's call. */
 int local_pair_connect_prepare(int fd, const struct sockaddr *addr, socklen_t len,
-                               int *ann_p, int *reason_p);
+                               uint64_t *cookie, int *ann_p, int *reason_p);
 
 /* Client, a connection that connected and pays (ZCSOCK_LOCAL_PAIR_AFTER):
  * destinations a connection of this process found, within the last
@@ -249,10 +252,13 @@ int local_pair_dest_known(const struct sockaddr *addr, socklen_t len, int *reaso
 void local_pair_dest_note(const struct sockaddr *addr, socklen_t len, int reason);
 
 /* Client: the connect completed (blocking success, or SO_ERROR == 0 after
- * EINPROGRESS).  Checks the connection is established and local.  Returns
+ * EINPROGRESS).  Checks the connection is established (peer: its address
+ * when the caller just read it with getpeername, else NULL) and local (at
+ * once for a loopback peer).  Returns
  * LOCAL_PAIR_PENDING, or LOCAL_PAIR_DECLINED (then close *ann_p with
  * local_pair_fd_close; *reason_p says why). */
-int local_pair_connected(int fd, int ann, int *reason_p);
+int local_pair_connected(int fd, int ann, const struct sockaddr *peer, socklen_t peer_len,
+                         int *reason_p);
 
 /* Server: fd was just accepted from listen_fd (accept or accept4, before
  * returning to the application).  On LOCAL_PAIR_PAIRED *ch is the channel
@@ -261,8 +267,8 @@ int local_pair_connected(int fd, int ann, int *reason_p);
  * used yet (the shim calls local_pair_listen on a listener it inherited
  * and holds no beacon for).  Never sends anything to a peer that did not
  * announce. */
-int local_pair_accepted(int listen_fd, int fd, size_t ring_size, local_ring_t *ch,
-                        int *memfd_p, int *reason_p);
+int local_pair_accepted(int listen_fd, int fd, uint64_t *cookie, size_t ring_size,
+                        local_ring_t *ch, int *memfd_p, int *reason_p);
 
 /* Client: pick up the server's offer for connection fd from announcement
  * ann without waiting.  Returns 0 (attached: *ch side B, *memfd_p its memfd),
@@ -271,7 +277,8 @@ int local_pair_accepted(int listen_fd, int fd, size_t ring_size, local_ring_t *c
  * come), -EPROTO/-EPERM (an invalid or foreign offer was discarded), other
  * -errno.  Under R3 (after kernel bytes arrived) anything but 0 means "no
  * offer": close ann and stay on the kernel stream. */
-int local_pair_channel_recv(int fd, int ann, int flags, local_ring_t *ch, int *memfd_p);
+int local_pair_channel_recv(int fd, int ann, int flags, uint64_t *cookie, local_ring_t *ch,
+                            int *memfd_p);
 
 /* The control block of a mapped channel, or NULL when its magic is wrong. */
 local_pair_ctl_t *local_pair_ctl(local_ring_t *ch);

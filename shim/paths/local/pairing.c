@@ -90,8 +90,8 @@ void lp_pickup_try(lp_conn_t *c, int fd, int r3)
                  (uint32_t)lp_gettid()) ||
          __atomic_compare_exchange_n(&c->plock[other], &zero, (uint32_t)lp_gettid(), 0,
                                      __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))) {
-        rc = local_pair_channel_recv(fd, c->ann, c->forked ? LOCAL_PAIR_F_REQUEUE : 0, &c->ch,
-                                     &memfd);
+        rc = local_pair_channel_recv(fd, c->ann, c->forked ? LOCAL_PAIR_F_REQUEUE : 0,
+                                     &c->cookie, &c->ch, &memfd);
         /* (a server that defers its offer may still make it: R3 waits
          * for it up to LP_R3_PATIENCE receives, lp_r3_due) */
         if (rc != -EAGAIN ||
@@ -261,6 +261,7 @@ static int lp_dest_known(const struct sockaddr *addr, socklen_t len, int *reason
 
 void path_local_connect_prepare(int fd, const struct sockaddr *addr, socklen_t len)
 {
+    uint64_t cookie = 0;
     int ann = -1, reason = LOCAL_PAIR_R_NONE, dec;
     shim_fd_t *f = shim_fd_get(fd);
     uint32_t key;
@@ -294,7 +295,7 @@ void path_local_connect_prepare(int fd, const struct sockaddr *addr, socklen_t l
         lp_claim_fresh(fd, c);  /* plain until it announces (lp_ann_make) */
         return;
     }
-    dec = local_pair_connect_prepare(fd, addr, len, &ann, &reason);
+    dec = local_pair_connect_prepare(fd, addr, len, &cookie, &ann, &reason);
     if (dec == LOCAL_PAIR_PENDING && !path_local_mbox_usable()) {
         local_pair_fd_close(ann);
         dec = LOCAL_PAIR_DECLINED;
@@ -316,6 +317,7 @@ void path_local_connect_prepare(int fd, const struct sockaddr *addr, socklen_t l
         lp_decline(LOCAL_PAIR_R_ERROR);
         return;
     }
+    c->cookie = cookie;                     /* (lp_claim would ask again) */
     lp_ann_keep(c, ann);                    /* held until the pickup */
     lp_claim(fd, c);
 }
@@ -343,7 +345,7 @@ void path_local_connect_done(int fd, int rc, int err)
         c->connect_check = 1;   /* checked at the first data call once connected */
         return;
     }
-    if (rc < 0 || local_pair_connected(fd, c->ann, &reason) != LOCAL_PAIR_PENDING) {
+    if (rc < 0 || local_pair_connected(fd, c->ann, NULL, 0, &reason) != LOCAL_PAIR_PENDING) {
         lp_ann_drop(c);
         lp_state_set(c, LP_PLAIN);
         lp_decline_conn(c, rc < 0 ? LOCAL_PAIR_R_CONNECT_FAILED : reason);
@@ -924,7 +926,8 @@ static void lp_ann_make(lp_conn_t *c, int fd)
     } else if (lp_dest_known((struct sockaddr *)&peer, pl, &reason)) {
         dec = LOCAL_PAIR_DECLINED;      /* asked within LOCAL_PAIR_DEST_MS */
     } else {
-        dec = local_pair_connect_prepare(fd, (struct sockaddr *)&peer, pl, &ann, &reason);
+        dec = local_pair_connect_prepare(fd, (struct sockaddr *)&peer, pl, &c->cookie, &ann,
+                                         &reason);
         if (dec == LOCAL_PAIR_DECLINED)
             local_pair_dest_note((struct sockaddr *)&peer, pl, reason);
     }
@@ -933,7 +936,8 @@ static void lp_ann_make(lp_conn_t *c, int fd)
         dec = LOCAL_PAIR_DECLINED;
         reason = LOCAL_PAIR_R_MAILBOX;
     }
-    if (dec == LOCAL_PAIR_PENDING && local_pair_connected(fd, ann, &reason) != LOCAL_PAIR_PENDING) {
+    if (dec == LOCAL_PAIR_PENDING &&
+        local_pair_connected(fd, ann, (struct sockaddr *)&peer, pl, &reason) != LOCAL_PAIR_PENDING) {
         local_pair_fd_close(ann);
         dec = LOCAL_PAIR_DECLINED;
     }
@@ -1008,7 +1012,7 @@ static int lp_offer_make(lp_conn_t *c, int fd, int *reason_p)
         dec = LOCAL_PAIR_DECLINED;
         *reason_p = LOCAL_PAIR_R_MAILBOX;
     } else {
-        dec = local_pair_accepted(-1, fd, lp_ring_for(c), &c->ch, &memfd, reason_p);
+        dec = local_pair_accepted(-1, fd, &c->cookie, lp_ring_for(c), &c->ch, &memfd, reason_p);
     }
     if (dec == LOCAL_PAIR_PAIRED || (*reason_p == LOCAL_PAIR_R_NOT_ZCSOCK && !c->offer_tries))
         lp_unans_note(c, dec == LOCAL_PAIR_PAIRED);
