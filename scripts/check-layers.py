@@ -17,7 +17,11 @@ shim/paths/local/ calls which, by layer.
 A file may call any file of a lower layer.  A call to a higher layer fails
 the check (but those listed in KNOWN_UP, each with its reason) (a connection that called its features by name is how the mesh
 grew: features hook into its life through lp_parts instead).  Calls between
-files of one layer are counted: more than three siblings fails too.
+files of one layer are counted: more than three siblings fails too.  Each
+feature's functions are declared in its own header (bell.h for bell.c ...;
+the connection's in lp_int.h): a file includes the headers of the files it
+calls and no other (an include of a file it does not call, or of a higher
+layer's, fails).
 
     check-layers.py [DIR]      (default shim/paths/local; exit 1 on an upward
                                call or a file with more than three siblings)
@@ -52,6 +56,13 @@ def strip(text):
     return re.sub(r'"(?:\\.|[^"\\])*"', '""', text)
 
 
+def declared(d, h):
+    """The names header h.h of folder d declares that lp_int.h does not."""
+    names = lambda t: set(re.findall(r"\b(?:lp|LP|path_local)_\w+", strip(t)))
+    return (names(open(os.path.join(d, h + ".h")).read()) -
+            names(open(os.path.join(d, "lp_int.h")).read()) - {"LP_%s_H" % h.upper()})
+
+
 def main():
     d = sys.argv[1] if len(sys.argv) > 1 else "shim/paths/local"
     files = sorted(os.path.basename(p) for p in glob.glob(os.path.join(d, "*.c")))
@@ -69,14 +80,15 @@ def main():
                 private[f].add(m.group(2))
             else:
                 public.setdefault(m.group(2), f)
-    bad = crowded = 0
+    bad = crowded = stale = 0
     for f in files:
-        same, up = set(), {}
+        same, up, called = set(), {}, set()
         for name, where in public.items():
             if where == f or name in private[f]:
                 continue
             if not re.search(r"\b%s\s*\(" % re.escape(name), code[f]):
                 continue
+            called.add(where)
             if LAYERS[where] == LAYERS[f]:
                 same.add(where)
             elif LAYERS[where] > LAYERS[f]:
@@ -91,13 +103,24 @@ def main():
             line += "  UPWARD%s: " % (" (known)" if known else "")
             line += "; ".join("%s (%s)" % (w, ", ".join(sorted(n)))
                                             for w, n in sorted(up.items()))
+        raw = open(os.path.join(d, f)).read()
+        for h in re.findall(r'^#include "(\w+)\.h"', raw, re.M):
+            hc = h + ".c"
+            if hc == f or hc not in LAYERS or LAYERS[hc] < 2:
+                continue    # its own, not the path's, or the leaves' and the connection's
+            if LAYERS[hc] > LAYERS[f] or not (declared(d, h) & set(re.findall(r"\w+", code[f]))):
+                line += "  INCLUDES %s.h (uses nothing of it%s)" % (
+                    h, ", a higher layer's" if LAYERS[hc] > LAYERS[f] else "")
+                stale += 1
         print(line)
+    if stale:
+        print("check-layers: %d include(s) of a header whose file is not called" % stale)
     if bad:
         print("check-layers: %d file(s) call a higher layer" % bad)
     if crowded:
         print("check-layers: %d file(s) (*) call more than %d siblings of their layer"
               % (crowded, SIBLINGS_GOAL))
-    return 1 if bad or crowded else 0
+    return 1 if bad or crowded or stale else 0
 
 
 if __name__ == "__main__":

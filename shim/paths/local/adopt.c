@@ -3,6 +3,9 @@
  * that description and the channel's memfd.  A feature (layer L2,
  * scripts/check-layers.py): exec.c and scm.c call it, it calls neither. */
 #include "lp_int.h"
+#include "adopt.h"
+#include "handback.h"
+#include "xchg.h"
 
 /* Which of our announcements may be out with a doorbell byte to come when
  * claimed (socket kind): a bit per [dir][role] from LP_F_ARMED.  The next

@@ -2,6 +2,9 @@
  * waiting in poll/epoll, a futex wake for one blocked in a call), and
  * draining the doorbells owed to us. */
 #include "lp_int.h"
+#include "bell.h"
+#include "efd.h"
+#include "handback.h"
 #include "zc_sys.h"
 
 /* Our sending direction to the ring, when rule S1 allows.  TX lock held. */

@@ -460,10 +460,10 @@ lp_conn_t *lp_conn_new(int state)
     __atomic_add_fetch(&lp.objects, 1, __ATOMIC_ACQ_REL);
     c->refs = 1;
     lp_state_set(c, state);     /* (from none: pool memory comes zeroed) */
-    c->ann = c->memfd = c->efd = c->peer_efd = -1;
+    c->pair.ann = c->memfd = c->efd.fd = c->efd.peer = -1;
     c->fds[0] = c->fds[1] = c->fds[2] = c->fds[3] = -1;
     c->lowat = 1;
-    c->life_after = zc_config.local_pair_after;     /* (lp_life_start) */
+    c->pair.life_after = zc_config.local_pair_after;     /* (lp_life_start) */
     LP_PARTS_EACH(made, c);
     lp_list_lock();
     c->next = lp.head;

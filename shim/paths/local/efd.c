@@ -54,6 +54,8 @@
  * epoll watches running out) never acknowledges, and the peer keeps
  * announcing doorbell bytes. */
 #include "lp_int.h"
+#include "efd.h"
+#include "bell.h"
 
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -69,18 +71,18 @@ static int lp_efd_wake_fd(lp_conn_t *c)
     uint32_t gen;
     int fd;
 
-    if (c->efd >= 0)
-        return c->efd;
-    if (c->efd_off || !zc_config.wake_eventfd || c->state != LP_PAIRED || !c->ch.base ||
+    if (c->efd.fd >= 0)
+        return c->efd.fd;
+    if (c->efd.off || !zc_config.wake_eventfd || c->state != LP_PAIRED || !c->ch.base ||
         !c->sole || lp_rv(c) || c->rv_seen || shim_vfork_child())
         return -1;
     fd = (int)LP_SYS(SYS_epoll_create1, EPOLL_CLOEXEC, 0, 0);
     if (fd < 0) {
-        c->efd_off = 1;
+        c->efd.off = 1;
         return -1;
     }
     fd = shim_fd_internal_keep(fd, &path_local, c);
-    c->efd = fd;
+    c->efd.fd = fd;
     me = lp_side(c, c->ch.side);
     gen = __atomic_load_n(&me->efd_gen, __ATOMIC_ACQUIRE) + 1;
     if (!gen)
@@ -88,7 +90,7 @@ static int lp_efd_wake_fd(lp_conn_t *c)
     __atomic_store_n(&me->efd_pid, (int32_t)zc_getpid(), __ATOMIC_RELAXED);
     __atomic_store_n(&me->efd_no, fd, __ATOMIC_RELAXED);
     __atomic_store_n(&me->efd_gen, gen, __ATOMIC_RELEASE);
-    c->efd_gen = gen;
+    c->efd.gen = gen;
     return fd;
 }
 
@@ -98,9 +100,9 @@ static int lp_efd_wake_fd(lp_conn_t *c)
  * waits, 1), else a doorbell byte. */
 static int lp_efd_kind(lp_conn_t *c, int listening)
 {
-    if (c->efd < 0 || c->efd_off || !listening || !c->sole)
+    if (c->efd.fd < 0 || c->efd.off || !listening || !c->sole)
         return LOCAL_RING_WAIT_SOCKET;
-    if (__atomic_load_n(&lp_side(c, !c->ch.side)->efd_ack, __ATOMIC_ACQUIRE) != c->efd_gen)
+    if (__atomic_load_n(&lp_side(c, !c->ch.side)->efd_ack, __ATOMIC_ACQUIRE) != c->efd.gen)
         return LOCAL_RING_WAIT_SOCKET;
     return LOCAL_RING_WAIT_EVENTFD;
 }
@@ -133,7 +135,7 @@ int lp_rx_arm_ex(lp_conn_t *c, int listening, int next)
     if (rc != 1 || local_ring_rx_wait_kind(&c->ch, dir) != LOCAL_RING_WAIT_EVENTFD)
         return rc;
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
-    if (__atomic_load_n(&lp_side(c, !c->ch.side)->efd_ack, __ATOMIC_ACQUIRE) == c->efd_gen)
+    if (__atomic_load_n(&lp_side(c, !c->ch.side)->efd_ack, __ATOMIC_ACQUIRE) == c->efd.gen)
         return rc;
     /* the peer retired its copy meanwhile: a doorbell byte from now on */
     local_ring_rx_wait_cancel(&c->ch, dir);
@@ -144,7 +146,7 @@ int lp_rx_arm_ex(lp_conn_t *c, int listening, int next)
  * from sleeping); called with nothing to read on c.  Returns it, or -1. */
 int lp_efd_reset(lp_conn_t *c)
 {
-    int efd = c->efd;
+    int efd = c->efd.fd;
 
     if (efd >= 0)
         shim_wake_drain(efd);
@@ -169,9 +171,9 @@ void lp_efd_offered(lp_conn_t *c)
     gen = __atomic_load_n(&peer->efd_gen, __ATOMIC_ACQUIRE);
     /* (the vfork check, a system call, only when there is something to do:
      * every doorbell comes here) */
-    if (!gen || gen == c->peer_efd_gen || shim_vfork_child())
+    if (!gen || gen == c->efd.peer_gen || shim_vfork_child())
         return;
-    c->peer_efd_gen = gen;
+    c->efd.peer_gen = gen;
     pid = __atomic_load_n(&peer->efd_pid, __ATOMIC_RELAXED);
     no = __atomic_load_n(&peer->efd_no, __ATOMIC_RELAXED);
     if (pid <= 0 || no < 0 || pid != __atomic_load_n(&c->ch.hdr->side_pid[!c->ch.side],
@@ -191,9 +193,9 @@ void lp_efd_offered(lp_conn_t *c)
             LP_SYS(SYS_close, ev, 0, 0);
         return;
     }
-    if (c->peer_efd >= 0)
-        shim_fd_internal_drop(c->peer_efd);
-    c->peer_efd = shim_fd_internal_keep(ev, &path_local, c);
+    if (c->efd.peer >= 0)
+        shim_fd_internal_drop(c->efd.peer);
+    c->efd.peer = shim_fd_internal_keep(ev, &path_local, c);
     me = lp_side(c, c->ch.side);
     __atomic_store_n(&me->efd_ack, gen, __ATOMIC_SEQ_CST);
     zc_stat_add(ZC_STAT_LOCAL_EFD_FETCHED, 1);
@@ -208,7 +210,7 @@ void lp_efd_ring(lp_conn_t *c, int fd)
 {
     uint64_t one = 1;
 
-    if (c->peer_efd >= 0 && LP_SYS(SYS_write, c->peer_efd, &one, sizeof(one)) == sizeof(one)) {
+    if (c->efd.peer >= 0 && LP_SYS(SYS_write, c->efd.peer, &one, sizeof(one)) == sizeof(one)) {
         zc_stat_add(ZC_STAT_LOCAL_EFD_WAKES, 1);
         return;
     }
@@ -223,7 +225,7 @@ void lp_efd_retire(lp_conn_t *c)
 {
     lp_side_t *me;
 
-    if (!c->ch.base || c->peer_efd < 0)
+    if (!c->ch.base || c->efd.peer < 0)
         return;
     me = lp_side(c, c->ch.side);
     if (!__atomic_load_n(&me->efd_ack, __ATOMIC_ACQUIRE))
@@ -238,25 +240,25 @@ void lp_efd_retire(lp_conn_t *c)
 /* The connection leaves this process. */
 void lp_efd_close(lp_conn_t *c)
 {
-    if (c->efd >= 0)
-        shim_fd_internal_drop(c->efd);
-    if (c->peer_efd >= 0)
-        shim_fd_internal_drop(c->peer_efd);
-    c->efd = c->peer_efd = -1;
+    if (c->efd.fd >= 0)
+        shim_fd_internal_drop(c->efd.fd);
+    if (c->efd.peer >= 0)
+        shim_fd_internal_drop(c->efd.peer);
+    c->efd.fd = c->efd.peer = -1;
 }
 
 /* One of our wake-up descriptors moved to another number (lp_internal_moved): 1 when it
  * was one. */
 int lp_efd_moved(lp_conn_t *c, int from, int to)
 {
-    if (c->efd == from) {
-        c->efd = to;
+    if (c->efd.fd == from) {
+        c->efd.fd = to;
         if (c->ch.base && c->sole)
             __atomic_store_n(&lp_side(c, c->ch.side)->efd_no, to, __ATOMIC_RELEASE);
         return 1;
     }
-    if (c->peer_efd == from) {
-        c->peer_efd = to;
+    if (c->efd.peer == from) {
+        c->efd.peer = to;
         return 1;
     }
     return 0;
@@ -270,7 +272,7 @@ int lp_wake_fd(shim_fd_t *f, int fd, int unusable)
 
     (void)fd;
     if (unusable) {
-        c->efd_off = 1;     /* a waiter could not listen: no wake-up announcements */
+        c->efd.off = 1;     /* a waiter could not listen: no wake-up announcements */
         if (c->ch.base) {
             /* and one standing goes back to a doorbell byte (a wake fd
              * taken out of the sets, shim_ep_wake_strip: nobody may hear it) */
@@ -283,10 +285,10 @@ int lp_wake_fd(shim_fd_t *f, int fd, int unusable)
         }
         return -1;
     }
-    if (c->efd_off)
+    if (c->efd.off)
         return -1;          /* (no announcement of the wake-up kind is made) */
-    if (c->efd >= 0)
-        return c->efd;      /* every wait listens once it exists */
+    if (c->efd.fd >= 0)
+        return c->efd.fd;      /* every wait listens once it exists */
     if (!c->rx_ring)
         return -1;
     return lp_efd_wake_fd(c);

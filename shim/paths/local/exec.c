@@ -2,6 +2,11 @@
  * described to the next image in ZCSOCK_INHERIT, or handed back to the
  * kernel when it will not load the library. */
 #include "lp_int.h"
+#include "exec.h"
+#include "adopt.h"
+#include "handback.h"
+#include "pairing.h"
+#include "xchg.h"
 #include "zc_sys.h"
 
 #define LP_INHERIT_VAR "ZCSOCK_INHERIT="

@@ -1,5 +1,9 @@
 /* The local path: handing a connection back to the kernel (HAND-BACK below). */
 #include "lp_int.h"
+#include "handback.h"
+#include "bell.h"
+#include "pairing.h"
+#include "scm.h"
 
 #include <linux/sockios.h>
 #include <sys/mman.h>
@@ -57,10 +61,10 @@ size_t lp_rv_keep(lp_conn_t *c, const char *buf, size_t n)
     size_t bells = owed <= 0 ? 0 : (uint64_t)owed < n ? (size_t)owed : n;
 
     c->bells_drained += bells;
-    if (bells < n && c->pb_off >= c->pb_len) {
-        memcpy(c->pb, buf + bells, n - bells);
-        c->pb_off = 0;
-        c->pb_len = (uint16_t)(n - bells);
+    if (bells < n && c->hb.pb_off >= c->hb.pb_len) {
+        memcpy(c->hb.pb, buf + bells, n - bells);
+        c->hb.pb_off = 0;
+        c->hb.pb_len = (uint16_t)(n - bells);
     }
     return bells;
 }
@@ -68,10 +72,10 @@ size_t lp_rv_keep(lp_conn_t *c, const char *buf, size_t n)
 /* Copy kept bytes into msg's iovecs from byte skip on (consume unless peek). */
 size_t lp_pb_take(lp_conn_t *c, struct msghdr *msg, size_t skip, int peek)
 {
-    size_t done = shim_msg_fill(msg, skip, c->pb + c->pb_off, (size_t)(c->pb_len - c->pb_off));
+    size_t done = shim_msg_fill(msg, skip, c->hb.pb + c->hb.pb_off, (size_t)(c->hb.pb_len - c->hb.pb_off));
 
     if (!peek)
-        c->pb_off = (uint16_t)(c->pb_off + done);
+        c->hb.pb_off = (uint16_t)(c->hb.pb_off + done);
     return done;
 }
 
@@ -145,7 +149,7 @@ void lp_rv_rx_done(lp_conn_t *c, int fd)
     zc_log(ZC_LOG_TRACE, "local path: fd %d reads the kernel stream after %lld owed doorbell(s)"
            " (claimed %llu, read %llu, kept %d)", fd, (long long)owed,
            (unsigned long long)c->ch.bells_claimed, (unsigned long long)c->bells_drained,
-           c->pb_len - c->pb_off);
+           c->hb.pb_len - c->hb.pb_off);
     if (owed > 0 && lp_bells_take(c, fd, owed) < 0 && !c->kern_eof && !c->kern_err)
         zc_log(ZC_LOG_WARN, "local path: fd %d handed back with %lld doorbell(s) that did not "
                "come", fd, (long long)(c->ch.bells_claimed - c->bells_drained));
@@ -252,12 +256,12 @@ static int lp_rv_pump_wait(lp_conn_t *c, int fd, int wait_ms)
         if (local_ring_ctl_snap(&c->ch, lp_txdir(c), LOCAL_RING_ROLE_PROD, &sn))
             return (int)lp_broken(c);
         zc_syscall(SYS_ioctl, fd, SIOCOUTQ, &nq);
-        if (!c->pump_moved || sn.tail != c->pump_tail || nq != c->pump_q ||
+        if (!c->hb.pump_moved || sn.tail != c->hb.pump_tail || nq != c->hb.pump_q ||
             !(lp_kernel_revents(fd, POLLOUT) & POLLOUT)) {
-            c->pump_tail = sn.tail;     /* moving, or the kernel has no room for it */
-            c->pump_q = nq;
-            c->pump_moved = lp_now_ms();
-        } else if (lp_now_ms() - c->pump_moved > LP_PUMP_STALL_MS) {
+            c->hb.pump_tail = sn.tail;     /* moving, or the kernel has no room for it */
+            c->hb.pump_q = nq;
+            c->hb.pump_moved = lp_now_ms();
+        } else if (lp_now_ms() - c->hb.pump_moved > LP_PUMP_STALL_MS) {
             zc_log(ZC_LOG_NOTICE, "local path: fd %d: the peer's pump moved nothing for %d ms: "
                    "the connection reads as reset", fd, LP_PUMP_STALL_MS);
             return (int)lp_broken(c);
@@ -783,7 +787,7 @@ static void lp_peer_pump(lp_conn_t *c, int fd, int64_t unread, size_t behind)
 
     if (!zc_config.local_pump_ms)
         why = "ZCSOCK_LOCAL_PUMP_MS=0";
-    else if (!c->pump_claimed && (__atomic_load_n(&peer->rv, __ATOMIC_SEQ_CST) & LP_RV_PUMP))
+    else if (!c->hb.pump_claimed && (__atomic_load_n(&peer->rv, __ATOMIC_SEQ_CST) & LP_RV_PUMP))
         why = "the peer gives them itself";
     else if (!behind && lp_rv_owed(c) > 0)
         why = "doorbells of the peer's still to come";
@@ -795,8 +799,8 @@ static void lp_peer_pump(lp_conn_t *c, int fd, int64_t unread, size_t behind)
         why = "its socket cannot be fetched";
     else if (!lp_linger_is_peer(c, fd, sock))
         why = "the socket named is not the peer's";
-    else if (behind && !c->pump_claimed &&
-             !(c->pump_claimed = (uint8_t)lp_pump_claim(&peer->rv, LP_RV_PUMP | LP_RV_PUMP_PEER)))
+    else if (behind && !c->hb.pump_claimed &&
+             !(c->hb.pump_claimed = (uint8_t)lp_pump_claim(&peer->rv, LP_RV_PUMP | LP_RV_PUMP_PEER)))
         why = "the peer gives them itself";
     if (!why && behind) {               /* the job is ours: the prefix goes first */
         job.grace_ms = -1;
@@ -810,11 +814,11 @@ static void lp_peer_pump(lp_conn_t *c, int fd, int64_t unread, size_t behind)
             lp_lost(fd, (int64_t)job.plen, "read before the peer's switch-over, and no pump "
                     "process to give them back");
     }
-    if (why && c->pump_claimed) {       /* the job goes back to the peer */
+    if (why && c->hb.pump_claimed) {       /* the job goes back to the peer */
         __atomic_or_fetch(&peer->rv, LP_RV_PUMPED, __ATOMIC_SEQ_CST);
         zc_syscall(SYS_futex, &peer->rv, FUTEX_WAKE, INT32_MAX, NULL, NULL, 0);
     }
-    c->pump_claimed = 0;
+    c->hb.pump_claimed = 0;
     if (pre)
         zc_syscall(SYS_munmap, pre, behind);
     if (sock >= 0)
@@ -851,9 +855,9 @@ static void lp_linger_pump(lp_conn_t *c, int fd, size_t behind)
             lp_peer_pump(c, fd, unread, behind);
             return;
         }
-        if (c->pump_claimed) {          /* gone since: nobody waits for the job */
+        if (c->hb.pump_claimed) {          /* gone since: nobody waits for the job */
             __atomic_or_fetch(theirs, LP_RV_PUMPED, __ATOMIC_SEQ_CST);
-            c->pump_claimed = 0;
+            c->hb.pump_claimed = 0;
         }
         if (behind)
             lp_behind_warn(c, fd, "the peer is gone");
@@ -862,7 +866,7 @@ static void lp_linger_pump(lp_conn_t *c, int fd, size_t behind)
                     "any more");
         return;
     }
-    if (!c->pump_claimed && !lp_pump_claim(theirs, LP_RV_PUMP)) {
+    if (!c->hb.pump_claimed && !lp_pump_claim(theirs, LP_RV_PUMP)) {
         if (behind)
             lp_behind_warn(c, fd, "the peer gives its ring itself");
         return;         /* the peer saw our hand-back first and gives them itself */
@@ -913,7 +917,7 @@ void lp_linger_drop(lp_conn_t *c)
     if (!c->ch.base || !(__atomic_load_n(&lp_side(c, !c->ch.side)->rv, __ATOMIC_ACQUIRE) &
                          LP_RV_LINGER))
         return;
-    c->linger_dropped = 1;
+    c->hb.linger_dropped = 1;
     sock = lp_linger_take(c->memfd);
     if (sock >= 0)
         zc_real.close(sock);
@@ -999,7 +1003,7 @@ void lp_revert(lp_conn_t *c, int fd, const char *why)
             local_ring_peer_state(&c->ch) == LOCAL_RING_PEER_ATTACHED &&
             !(__atomic_load_n(&lp_side(c, !c->ch.side)->rv, __ATOMIC_SEQ_CST) & LP_RV_LINGER))
             /* PREFIX: the job is ours before the peer hears of the hand-back */
-            c->pump_claimed = (uint8_t)lp_pump_claim(&lp_side(c, !c->ch.side)->rv,
+            c->hb.pump_claimed = (uint8_t)lp_pump_claim(&lp_side(c, !c->ch.side)->rv,
                                                      LP_RV_PUMP | LP_RV_PUMP_PEER);
         __atomic_or_fetch(&me->rv, LP_RV_REQ | LP_RV_TX | LP_RV_RX, __ATOMIC_SEQ_CST); /* 3 */
         c->rv_seen = 1;

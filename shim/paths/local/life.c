@@ -1,6 +1,17 @@
 /* The local path: shutdown, close, fork, statistics, initialisation, and
  * the interface tables the shim dispatches through. */
 #include "lp_int.h"
+#include "life.h"
+#include "bell.h"
+#include "efd.h"
+#include "exec.h"
+#include "handback.h"
+#include "pairing.h"
+#include "ready.h"
+#include "recv.h"
+#include "scm.h"
+#include "send.h"
+#include "xchg.h"
 
 /* PARTS (lp_int.h), in the order their hooks run. */
 const lp_part_t *const lp_parts[] = {
@@ -115,7 +126,7 @@ void lp_conn_release(lp_conn_t *c, int fd)
         lp_side_moved(c, fd);
         return;
     }
-    if ((c->state == LP_OFFER || c->state == LP_DEFER) && c->pair_last)
+    if ((c->state == LP_OFFER || c->state == LP_DEFER) && c->pair.last)
         lp_decline(LOCAL_PAIR_R_SHORT);     /* closed before it paid for pairing */
     lp_life_learn(c);
     if (c->ch.base) {
@@ -222,7 +233,7 @@ void lp_fork_parent(void)
         if (c->state == LP_DEFER)
             lp_offer_cancel(c, "fork");     /* not announced: never */
         if (c->state == LP_PENDING || c->state == LP_OFFER) {
-            c->forked = 1;
+            c->pair.forked = 1;
             c->fork_shared = c->state == LP_PENDING;
         }
     }
@@ -241,11 +252,11 @@ ZC_FORK_CODE void lp_fork_child(void)
         /* the forking thread is the child's only one: a pickup another
          * thread of the parent was making (git's sideband reader, while
          * the main thread forks pack-objects) is not under way here */
-        c->pickup_busy = 0;
+        c->pair.pickup_busy = 0;
         if (c->state == LP_DEFER)
             lp_offer_cancel(c, "fork");     /* not announced: never */
         if (c->state == LP_PENDING || c->state == LP_OFFER) {
-            c->forked = 1;  /* requeue the pickup / offer only once the parent let go */
+            c->pair.forked = 1;  /* requeue the pickup / offer only once the parent let go */
             c->fork_shared = c->state == LP_PENDING;
         }
     }
@@ -433,19 +444,19 @@ static size_t lp_describe(shim_fd_t *f, int fd, char *buf, size_t size)
 
     (void)fd;
     n = zc_fmt(buf, size, " path=%s state=%s kernel_tx=%llu kernel_rx=%llu",
-               ring ? (c->x_lent ? "exchange" : "ring") : "kernel", st == LP_PAIRED && lp_rv(c) ? "handed_back" : states[st],
+               ring ? (c->x.lent ? "exchange" : "ring") : "kernel", st == LP_PAIRED && lp_rv(c) ? "handed_back" : states[st],
                (unsigned long long)c->tx_kernel, (unsigned long long)c->rx_kernel);
     if (c->ch.base)
         n += zc_fmt(buf + n, size - n, " ring_tx=%llu ring_rx=%llu",
                     (unsigned long long)c->ch.stats.bytes_in,
                     (unsigned long long)c->ch.stats.bytes_out);
-    if (c->x_lent)
-        n += zc_fmt(buf + n, size - n, " lent=%llu", (unsigned long long)c->x_lent);
-    if (c->x_off && c->ch.base)
+    if (c->x.lent)
+        n += zc_fmt(buf + n, size - n, " lent=%llu", (unsigned long long)c->x.lent);
+    if (c->x.off && c->ch.base)
         n += zc_fmt(buf + n, size - n, " exchange=unavailable");
-    else if (c->x_why)
+    else if (c->x.why)
         n += zc_fmt(buf + n, size - n, " exchange_refused=%s",
-                    shim_mem_ops.xu_why_name(c->x_why - 1));
+                    shim_mem_ops.xu_why_name(c->x.why - 1));
     if (c->why)
         n += zc_fmt(buf + n, size - n, " why=declined.%s", local_pair_reason_name(c->why));
     else if (st == LP_OFFER || st == LP_DEFER)

@@ -1,6 +1,9 @@
 /* The local path's internal header: every file of shim/paths/local/ shares
- * the connection object, the locks and the functions below (README.md in
- * this folder has the files, invariants and lock order).
+ * the connection object, the locks, the connection's functions (conn.c)
+ * and its state (state.c) below; each feature's functions are in its own
+ * header beside its file (bell.h, efd.h, pairing.h, ...), included only by
+ * the files that call it (README.md in this folder has the files,
+ * invariants and lock order).
  *
  * One lp_conn_t per connection in this process.  Its fields are guarded by
  * two locks in the channel's header page (so forked holders serialise too):
@@ -168,42 +171,50 @@ typedef struct lp_cached {
     int ok;
 } lp_cached_t;
 
-typedef struct lp_conn {
-    shim_obj_t obj;                 /* first: pinned by calls in flight (PINS, shim_path.h) */
-    struct lp_conn *next, *prev;    /* all connections (fork) */
-    uint8_t closed;                 /* its last descriptor closed: a call still in
-                                     * flight (another thread's) ends with EBADF */
-    /* page exchange (xchg.c) */
-    int x_tx, x_rx;                 /* our unit transport's ends, -1 */
-    uint32_t x_gen;                 /* ... the generation our side words offer */
-    int x_in;                       /* the peer's transport (receiving end), -1 */
-    uint32_t x_in_gen;
-    uint8_t x_off;                  /* no transport of ours can be made */
-    uint8_t x_why;                  /* the last unit refused: SHIM_XU_WHY_* + 1, 0 none */
-    uint64_t x_lent;                /* bytes lent by page exchange (zcsock stat --conns) */
-    uint64_t x_mark;                /* stream position past our last lent record (0: none) */
-    uint64_t x_est;                 /* our part of the process's lent-unread sum (xchg.c,
+/* PARTS OF A CONNECTION: what a feature keeps on each connection, in its
+ * own member of lp_conn_t, written by that feature's file only (the rest
+ * of the path reads a few of them). */
+
+/* Page exchange's (xchg.c). */
+typedef struct lp_xchg_part {
+    int tx, rx;                     /* our unit transport's ends, -1 */
+    uint32_t gen;                   /* ... the generation our side words offer */
+    int in;                         /* the peer's transport (receiving end), -1 */
+    uint32_t in_gen;
+    uint8_t off;                    /* no transport of ours can be made */
+    uint8_t why;                    /* the last unit refused: SHIM_XU_WHY_* + 1, 0 none */
+    uint64_t lent;                  /* bytes lent by page exchange (zcsock stat --conns) */
+    uint64_t mark;                  /* stream position past our last lent record (0: none) */
+    uint64_t est;                   /* our part of the process's lent-unread sum (xchg.c,
                                      * PER-PROCESS BUDGET) */
-    lp_xrec_t xr;
-    int refs;                       /* descriptors of this process */
-    int state;                      /* LP_* */
-    uint8_t why;                    /* LOCAL_PAIR_R_* that kept it plain (zcsock stat --conns) */
+    lp_xrec_t rec;                  /* the PAGES record being read */
+} lp_xchg_part_t;
+
+/* The wake-up descriptors' (efd.c). */
+typedef struct lp_efd_part {
+    int fd;                         /* our wake-up eventfd for poll/epoll waits, -1 */
+    uint32_t gen;                   /* its generation as offered (lp_side_t) */
+    int peer;                       /* the peer's, fetched (pidfd_getfd), -1 */
+    uint32_t peer_gen;              /* its generation, acknowledged in our side */
+    uint8_t off;                    /* no eventfd for this connection (refused, no room) */
+} lp_efd_part_t;
+
+/* Pairing's (pairing.c): pair when it pays, the announcement and the offer. */
+typedef struct lp_pair_part {
     int ann;                        /* announcement (pending client), -1 */
-    int memfd;                      /* the channel (kept for exec), -1 */
-    int fds[4];                     /* descriptors referring to it (first few) */
     int forked;                     /* pending (requeue) or offer due across a fork */
     unsigned offer_defers;          /* receives that left a shared offer due (lp_offer_defer) */
     unsigned alone_gen;             /* lp.share_gen + 1 when lp_held_elsewhere last said no */
-    unsigned pair_turns;            /* requests answered in this process (a send after
+    unsigned turns;                 /* requests answered in this process (a send after
                                      * a receive, lp_turn): when it pairs, what it learns */
-    uint8_t pair_last;              /* ... the last data call: 1 receive, 2 send (0: none
+    uint8_t last;                   /* ... the last data call: 1 receive, 2 send (0: none
                                      * yet, nothing to learn at its close) */
     uint32_t life_key;              /* its destination (client) or listener (server),
                                      * hashed: the learned lifetime's slot; 0 none */
     unsigned life_after;            /* the turns it waits before pairing (lp_life_begin) */
     unsigned r3_looks;              /* pending client: receives of server bytes so far
                                      * (lp_r3_due) */
-    unsigned pair_calls;            /* data calls counted by lp_offer_wait / lp_ann_due */
+    unsigned calls;                 /* data calls counted by lp_offer_wait / lp_ann_due */
     unsigned offer_tries;           /* server: offers that found no announcement yet */
     unsigned offer_retry_at;        /* ... the next try at this many calls */
     uint32_t kio;                   /* offer (server) or announcement (client) due:
@@ -218,6 +229,30 @@ typedef struct lp_conn {
     int pickup_busy;                /* a thread is looking for the offer (lp_pickup_try) */
     int pickup_owed;                /* an offer found while the other role's lock was held:
                                      * the next call of either role looks again (atomic) */
+} lp_pair_part_t;
+
+/* Hand-back's, lingering sockets' and pumps' (handback.c). */
+typedef struct lp_hb_part {
+    uint8_t linger_dropped;         /* the peer's lingering socket let go (lp_linger_drop) */
+    uint8_t pump_claimed;           /* our hand-back holds the peer's ring job (PREFIX) */
+    int64_t pump_moved;             /* the peer's pump last seen moving (ms), 0: not yet */
+    uint64_t pump_tail;             /* ... our ring's read position then */
+    int pump_q;                     /* ... our socket's send queue then */
+    uint16_t pb_off, pb_len;        /* pb: peer data a doorbell drain read */
+    uint8_t pb[256];
+} lp_hb_part_t;
+
+typedef struct lp_conn {
+    shim_obj_t obj;                 /* first: pinned by calls in flight (PINS, shim_path.h) */
+    struct lp_conn *next, *prev;    /* all connections (fork) */
+    uint8_t closed;                 /* its last descriptor closed: a call still in
+                                     * flight (another thread's) ends with EBADF */
+    lp_xchg_part_t x;               /* page exchange's (xchg.c) */
+    int refs;                       /* descriptors of this process */
+    int state;                      /* LP_* */
+    uint8_t why;                    /* LOCAL_PAIR_R_* that kept it plain (zcsock stat --conns) */
+    int memfd;                      /* the channel (kept for exec), -1 */
+    int fds[4];                     /* descriptors referring to it (first few) */
     uint32_t plock[2];              /* before the channel exists */
     uint32_t *held[2];              /* the lock word each role holds now */
     uint32_t inside[2];             /* threads of ours taking or holding each
@@ -233,19 +268,12 @@ typedef struct lp_conn {
     uint8_t app_nodelay;            /* TCP_NODELAY as the application set it */
     uint8_t rx_plain;               /* handed back: every kernel byte is data */
     uint8_t rv_seen;                /* handed back (by either side) */
-    uint8_t linger_dropped;         /* the peer's lingering socket let go (lp_linger_drop) */
-    uint8_t pump_claimed;           /* our hand-back holds the peer's ring job (PREFIX) */
     int64_t kern_look_us;           /* the kernel socket last drained (zc_now_us) */
-    int64_t pump_moved;             /* the peer's pump last seen moving (ms), 0: not yet */
-    uint64_t pump_tail;             /* ... our ring's read position then */
-    int pump_q;                     /* ... our socket's send queue then */
     uint8_t is_unix;                /* an AF_UNIX stream (ancillary data possible) */
-    uint16_t pb_off, pb_len;        /* pb: peer data a doorbell drain read */
     uint64_t cookie;                /* SO_COOKIE of the socket, 0: not noted yet (COOKIES) */
     int vfork_held;                 /* a vfork child's exec counted a holder */
     uint32_t lgen;                  /* bumped by hooked calls that change settings */
     lp_cached_t nonblock, timeo[2]; /* O_NONBLOCK; SO_SNDTIMEO (LP_TX), SO_RCVTIMEO (LP_RX) ms */
-    uint8_t pb[256];
     uint32_t sndcap;                /* SO_SNDBUF the application set (the kernel's
                                      * doubled value), 0: the whole ring */
     int kern_eof;                   /* kernel stream ended (peer closed) */
@@ -265,11 +293,9 @@ typedef struct lp_conn {
     uint64_t tx_kernel, rx_kernel;  /* application bytes on the kernel stream */
     uint64_t bells_drained;         /* doorbell bytes read from the kernel stream */
     zc_spin_t spin[2];              /* adaptive spin per role (lp_sleep) */
-    int efd;                        /* our wake-up eventfd for poll/epoll waits, -1 */
-    uint32_t efd_gen;               /* its generation as offered (lp_side_t) */
-    int peer_efd;                   /* the peer's, fetched (pidfd_getfd), -1 */
-    uint32_t peer_efd_gen;          /* its generation, acknowledged in our side */
-    uint8_t efd_off;                /* no eventfd for this connection (refused, no room) */
+    lp_efd_part_t efd;              /* the wake-up descriptors' (efd.c) */
+    lp_pair_part_t pair;            /* pairing's (pairing.c) */
+    lp_hb_part_t hb;                /* hand-back's, lingering sockets' and pumps' (handback.c) */
     uint8_t bell_kept;              /* a doorbell left in the socket for other waiters
                                      * (ready.c): drained when the ring empties */
     uint32_t bells_unsent;          /* doorbells owed to the peer that the kernel
@@ -376,91 +402,6 @@ static inline void lp_ring_others(lp_conn_t *c)
 {
     c->ch.others = !(__libc_single_threaded && c->sole);
 }
-
-/* efd.c: wake-up eventfds for poll/epoll waiters */
-int lp_rx_arm(lp_conn_t *c, int listening);
-/* next: announced even with bytes in the ring (SHIM_READY_ARM_NEXT). */
-int lp_rx_arm_ex(lp_conn_t *c, int listening, int next);
-int lp_wake_fd(shim_fd_t *f, int fd, int unusable);
-void lp_efd_offered(lp_conn_t *c);
-int lp_efd_reset(lp_conn_t *c);
-void lp_efd_ring(lp_conn_t *c, int fd);
-void lp_efd_retire(lp_conn_t *c);
-void lp_efd_close(lp_conn_t *c);
-int lp_efd_moved(lp_conn_t *c, int from, int to);
-
-/* bell.c */
-int lp_tx_switch(lp_conn_t *c);
-void lp_bell(lp_conn_t *c, int fd);
-void lp_wake(lp_conn_t *c, int fd, int flags, uint32_t *word);
-void lp_wake_ex(lp_conn_t *c, int fd, int flags, uint32_t *word, int tx_held);
-size_t lp_drain_ex(lp_conn_t *c, int fd, int full);
-size_t lp_drain(lp_conn_t *c, int fd);
-int lp_rx_catch_up(lp_conn_t *c);
-
-/* pairing.c: pair when it pays (issue 31) */
-#define LP_PAIR_BYTES (128u << 10)    /* moved bytes per ZCSOCK_LOCAL_PAIR_AFTER unit */
-/* Has c moved enough bytes through the kernel to pay (extra: a send's
- * bytes about to go)?  Both ends count alike (lp_pays, lp_pickup). */
-static inline int lp_pays_bytes(const lp_conn_t *c, size_t extra)
-{
-    return c->rx_kernel + c->tx_kernel + extra >=
-           (uint64_t)zc_config.local_pair_after * LP_PAIR_BYTES;
-}
-/* Has c made enough data calls on the kernel to pay?  A stream of small
- * messages in one direction answers no request and moves few bytes (1-byte
- * sends: 256 KiB after 262,144 of them), yet each call is a system call the
- * ring would save: LP_PAIR_CALLS calls per ZCSOCK_LOCAL_PAIR_AFTER unit,
- * twice that for the server (offer: 1), whose offer should find the
- * client's announcement made (each end counts its own calls; a receiver
- * that reads several messages at a time makes fewer). */
-#define LP_PAIR_CALLS 512u
-static inline int lp_pays_calls(const lp_conn_t *c, int offer)
-{
-    return (uint64_t)c->pair_calls >=
-           ((uint64_t)zc_config.local_pair_after * LP_PAIR_CALLS << (offer ? 1 : 0));
-}
-/* The ring of a connection that paired for its turns, not its bytes: at
- * most this much a direction (ZCSOCK_LOCAL_RING still caps it).  The
- * pages a ring touches and the page tables behind its mapping are paid
- * again at every close (unmapped, with a TLB shootdown to the other CPUs):
- * 1,000 redis-benchmark connections that paired after a few requests each
- * cost both ends 40% more CPU with 4 MiB rings than with 256 KiB. */
-#define LP_RING_CHATTY (256u << 10)
-#define LP_R3_PATIENCE 4096u       /* receives a pending client waits for a deferred offer */
-int lp_offer_wait(lp_conn_t *c, int fd, int is_send, size_t len);
-/* Count a data call's turn (a send after a receive is one), paired or not:
- * the learned lifetime counts every connection's turns (lp_life_learn). */
-static inline void lp_turn(lp_conn_t *c, int is_send)
-{
-    if (is_send && c->pair_last == 1)
-        c->pair_turns++;
-    c->pair_last = is_send ? 2 : 1;
-}
-uint32_t lp_life_key(const struct sockaddr *addr, socklen_t len, int lfd);
-void lp_short_bulk(uint32_t key);
-void lp_life_start(lp_conn_t *c, uint32_t key);
-void lp_life_learn(lp_conn_t *c);
-void lp_life_table(void);
-int lp_kio_enter(lp_conn_t *c);
-void lp_kio_exit(lp_conn_t *c);
-int lp_r3_due(lp_conn_t *c);
-void lp_ann_due(lp_conn_t *c, int fd, int is_send, size_t len);
-
-/* adopt.c: the hand-over's description and adoption (exec, SCM_RIGHTS) */
-enum {
-    LP_F_TX_RING = 1, LP_F_RX_RING = 2, LP_F_TX_NEVER = 4, LP_F_WR_SHUT = 8,
-    LP_F_RD_SHUT = 16, LP_F_KERN_SHUT_WR = 32, LP_F_KERN_EOF = 64, LP_F_RX_PLAIN = 128,
-    LP_F_ARMED = 256,   /* 4 bits, [dir][role]: lp_armed_bells */
-};
-unsigned lp_flags(const lp_conn_t *c);
-int lp_inherit_one(const int *fds, int nfds, int memfd, int side, unsigned flags,
-                   const uint64_t v[4], const int xfds[2]);
-int path_local_handover_prepare(shim_fd_t *f, int fd, path_local_handover_t *h, int *memfd_p);
-void path_local_hand_back(shim_fd_t *f, int fd, const char *why);
-void path_local_handover_posted(shim_fd_t *f);
-int path_local_handover_adopt(int fd, const path_local_handover_t *h, int memfd, int counted);
-
 /* conn.c */
 int64_t lp_now_ms(void);
 int lp_peer_gone(lp_conn_t *c);
@@ -520,174 +461,13 @@ void lp_decline(int reason);
 void lp_decline_conn(lp_conn_t *c, int reason);
 int64_t lp_tx_room(lp_conn_t *c);
 size_t lp_tx_want(lp_conn_t *c, size_t want);
-
-/* exec.c */
-size_t lp_exec_prepare(const shim_exec_t *e, char *buf, size_t bufsz);
-void path_local_exec_failed(void);
-void path_local_inherit(void);
-
-/* handback.c */
-int64_t lp_rv_owed(lp_conn_t *c);
-void lp_pumps_reap(void);
-void lp_pumps_exit(void);
-void lp_pumps_fork_child(void);
-extern __thread int lp_execing;
-size_t lp_rv_keep(lp_conn_t *c, const char *buf, size_t n);
-size_t lp_pb_take(lp_conn_t *c, struct msghdr *msg, size_t skip, int peek);
-int lp_bells_take(lp_conn_t *c, int fd, int64_t n);
-void lp_rv_check_done(lp_conn_t *c);
-int lp_rv_sibling(lp_conn_t *c, int role);
-void lp_rv_rx_done(lp_conn_t *c, int fd);
-int lp_rv_take_mark(lp_conn_t *c, int fd);
-int lp_rv_tx(lp_conn_t *c, int fd, int wait_ms);
-int lp_linger_offer(lp_conn_t *c, int fd);
-void lp_linger_wake(lp_conn_t *c, int fd);
-void lp_linger_drop(lp_conn_t *c);
-int lp_peer_lingers(lp_conn_t *c);
 void lp_side_publish(lp_conn_t *c, int fd);
 void lp_side_moved(lp_conn_t *c, int fd);
-void lp_wait_fd(int fd, short ev, int ms);
-int lp_rv_peer_pumping(lp_conn_t *c);
-void lp_revert(lp_conn_t *c, int fd, const char *why);
-/* Send the doorbells the kernel refused earlier, waiting (bounded) for
- * room: before anything of ours that is not a doorbell enters the kernel
- * stream.  0, or -1 (the connection is then broken). */
-int lp_bells_flush(lp_conn_t *c, int fd);
-uint32_t lp_bells_send(lp_conn_t *c, int fd);
-/* Whatever the state (offer due, pending, paired): plain from now on. */
-void lp_release_to_kernel(lp_conn_t *c, int fd, const char *why);
-int lp_unclaim_plain(lp_conn_t *c, int fd);
 void lp_cookie_note(lp_conn_t *c, int fd);
-void lp_handback_count(const char *why);
-extern const char *const lp_handback_names[LP_HB_COUNT];
-
-/* life.c */
-int path_local_shutdown(shim_fd_t *f, int fd, int how);
-void lp_bells_settle(lp_conn_t *c, int fd);
-void lp_conn_release(lp_conn_t *c, int fd);
-void lp_forget(shim_fd_t *f, int fd);
-void lp_dup(shim_fd_t *f, int fd);
-void lp_fork_hold(int delta);
-void lp_fork_prepare(void);
-void lp_fork_parent(void);
-void lp_fork_child(void);
-void lp_init(void);
 
 /* state.c: the only writer of lp_conn_t.state (its table of transitions
  * at the top of the file); 0, or -1 when the table refuses the change */
 int lp_state_set(lp_conn_t *c, int to);
 const char *lp_state_name(int s);
-
-/* pairing.c */
-/* A client connection's announcement held / let go (counted: lp_fd_limited). */
-void lp_ann_keep(lp_conn_t *c, int ann);
-void lp_ann_drop(lp_conn_t *c);
-void lp_pickup_done(lp_conn_t *c, int rc, int memfd, int fd);
-void lp_pickup_try(lp_conn_t *c, int fd, int r3);
-void lp_pending_end(lp_conn_t *c);
-int lp_offer_due(lp_conn_t *c, int fd);
-int lp_offer_defer(lp_conn_t *c, int fd);
-void lp_offer_cancel(lp_conn_t *c, const char *why);
-int lp_handback_reason(const char *why);
-void lp_connect_check_(lp_conn_t *c, int fd);
-/* (every data call: the flag looked at here, the rest out of line) */
-static inline void lp_connect_check(lp_conn_t *c, int fd)
-{
-    if (c->connect_check)
-        lp_connect_check_(c, fd);
-}
-int path_local_enabled(void);
-int lp_wants_creds(int fd);
-int lp_candidate(int fd);
-void path_local_listened(int fd);
-void path_local_connect_prepare(int fd, const struct sockaddr *addr, socklen_t len);
-void path_local_connect_done(int fd, int rc, int err);
-void path_local_accepted(int lfd, int fd);
-
-/* ready.c */
-/* The bytes the application can read next (FIONREAD's answer): the kernel's
- * data before the switch point, the ring's from it; *kernel the kernel's
- * queue length when known (a TCP_CM_INQ count), else NULL (asked); *ring
- * (when not NULL) set to 1 when the ring's bytes were counted.  -1 when the
- * kernel cannot say.  Takes the RX lock. */
-int lp_rx_avail(lp_conn_t *c, int fd, const int *kernel, int *ring);
-short lp_kernel_events(shim_fd_t *f, short ev);
-int lp_kernel_quiet(shim_fd_t *f);
-uint64_t lp_change(shim_fd_t *f, int fd);
-void lp_armed_recheck(lp_conn_t *c, shim_ready_ask_t *ask);
-int lp_rv_progress(lp_conn_t *c, int fd, short ev, int kev, shim_ready_ask_t *ask);
-short lp_revents(shim_fd_t *f, int fd, short ev, int kev, int arm, shim_ready_ask_t *ask);
-int path_local_ioctl(shim_fd_t *f, int fd, unsigned long req, void *arg, int *rc);
-void path_local_settings_changed(shim_fd_t *f);
-void path_local_setsockopt(shim_fd_t *f, int fd, int level, int name, const void *val,
-                           socklen_t len);
-int path_local_getsockopt(shim_fd_t *f, int fd, int level, int name, void *val, socklen_t *len);
-
-/* recv.c */
-int lp_interrupted(const lp_wait_t *w);
-int lp_sig_interrupts(const lp_wait_t *w);
-/* The slice a wait of role may sleep (ms, the socket's timeout left), or
- * -EAGAIN when that timeout passed. */
-long lp_slice_ms(lp_conn_t *c, int fd, int role, lp_wait_t *w);
-void lp_kernel_look(lp_conn_t *c, int fd, int role);
-int lp_sleep(lp_conn_t *c, int fd, int role, lp_wait_t *w);
-ssize_t lp_recv_kernel(lp_conn_t *c, shim_fd_t *f, int fd, struct msghdr *msg, int flags,
-                              int *again);
-ssize_t lp_recv_ring(lp_conn_t *c, int fd, struct msghdr *msg, int flags, size_t skip,
-                            int *eof);
-int lp_rv_return(lp_conn_t *c, int fd, int flags, lp_wait_t *w);
-ssize_t lp_recvmsg(shim_fd_t *f, int fd, struct msghdr *msg, int flags);
-
-/* send.c */
-void lp_pickup(lp_conn_t *c, int fd);
-ssize_t lp_epipe(int flags);
-ssize_t lp_send_kernel(shim_fd_t *f, int fd, const struct msghdr *msg, int flags,
-                              lp_conn_t *c);
-ssize_t lp_sendmsg(shim_fd_t *f, int fd, const struct msghdr *msg, int flags);
-size_t lp_send_room(lp_conn_t *c, int fd, int flags, size_t want);
-ssize_t path_local_sendfile(shim_fd_t *f, int out_fd, int in_fd, off_t *offset, size_t count);
-ssize_t path_local_splice(int fd_in, loff_t *off_in, int fd_out, loff_t *off_out, size_t len,
-                          unsigned flags);
-
-/* scm.c */
-void path_local_mbox_ensure(void);
-int path_local_mbox_usable(void);
-void path_local_mbox_ensure_scm(void);
-void path_local_mbox_idle(void);
-/* Post our socket sock, lingering after our close, to process pid's mailbox
- * with the channel memfd as proof (0 or -errno); take the lingering socket
- * posted for the channel memfd serves (-1: none came). */
-int lp_linger_post(int pid, int memfd, int sock);
-int lp_linger_take(int memfd);
-void path_local_mbox_fork_child(void);
-void path_local_mbox_fork_parent(void);
-void path_local_mbox_exit(void);
-int path_local_mbox_moved(void *ctx, int from, int to);
-void path_local_scm_send(int fd, const struct msghdr *msg);
-void path_local_scm_received(struct msghdr *msg);
-
-/* Page exchange (xchg.c). */
-void lp_xchg_init(lp_conn_t *c);
-void lp_xchg_attach(lp_conn_t *c);
-void lp_xchg_offered(lp_conn_t *c);
-/* A ring receive into win[0..n) is about to copy: units received earlier
- * and mapped in place there that the ring's bytes will overwrite whole get
- * their own memory back first (shim_xu_reclaim).  RX lock held. */
-void lp_xchg_rx_reclaim(lp_conn_t *c, const struct iovec *win, int n);
-/* Lend the whole 2 MiB units at stream byte `sent` of msg (TX lock held):
- * the bytes lent (one PAGES record, *flags_p its ring flags), 0 when none
- * (the ring window is then cut to *lim_p: up to the next unit, or the one
- * refused; *over_p: refused because the send budget is spent, which a
- * blocking send waits out rather than copying), or -errno (the channel
- * broke). */
-/* A send of LP_XCHG_SMALL bytes or more but under a unit, where exchange
- * could lend: counted and charged to its call site as too_small. */
-void lp_xchg_small(lp_conn_t *c);
-ssize_t lp_xchg_send(lp_conn_t *c, const struct msghdr *msg, size_t sent, size_t *lim_p,
-                     int *flags_p, int *over_p);
-void lp_xchg_close(lp_conn_t *c);
-void lp_xchg_exec(lp_conn_t *c, int keep, int xfds[2]);
-void lp_xchg_inherit(lp_conn_t *c, const int xfds[2]);
-int lp_xchg_moved(lp_conn_t *c, int from, int to);
 
 #endif

@@ -3,6 +3,9 @@
 #include <sys/mman.h>
 
 #include "lp_int.h"
+#include "pairing.h"
+#include "handback.h"
+#include "scm.h"
 #include "zc_fd.h"
 
 #include <stddef.h>
@@ -14,17 +17,17 @@ static int lp_held_elsewhere(lp_conn_t *c, int fd);
  * lp_fd_limited. */
 void lp_ann_keep(lp_conn_t *c, int ann)
 {
-    c->ann = shim_fd_internal_raise(ann);
-    if (c->ann >= 0)
+    c->pair.ann = shim_fd_internal_raise(ann);
+    if (c->pair.ann >= 0)
         __atomic_add_fetch(&lp.anns, 1, __ATOMIC_RELAXED);
 }
 
 void lp_ann_drop(lp_conn_t *c)
 {
-    if (c->ann < 0)
+    if (c->pair.ann < 0)
         return;
-    local_pair_fd_close(c->ann);
-    c->ann = -1;
+    local_pair_fd_close(c->pair.ann);
+    c->pair.ann = -1;
     __atomic_sub_fetch(&lp.anns, 1, __ATOMIC_RELAXED);
 }
 
@@ -65,7 +68,7 @@ void lp_pickup_try(lp_conn_t *c, int fd, int r3)
      * stream, and the offer waits. */
     if (c->fork_shared && lp_held_elsewhere(c, fd))
         return;
-    while (__atomic_exchange_n(&c->pickup_busy, 1, __ATOMIC_ACQUIRE)) {
+    while (__atomic_exchange_n(&c->pair.pickup_busy, 1, __ATOMIC_ACQUIRE)) {
         if (!r3)
             return;
         sched_yield();
@@ -84,34 +87,34 @@ void lp_pickup_try(lp_conn_t *c, int fd, int r3)
      * channel.  And only while this thread is the only one in its own
      * role: a private word taken by force (LP_LOCK_MAX_MS) may have a
      * second holder. */
-    if (c->state == LP_PENDING && c->ann >= 0 &&
+    if (c->state == LP_PENDING && c->pair.ann >= 0 &&
         __atomic_load_n(&c->inside[other ^ 1], __ATOMIC_ACQUIRE) == 1 &&
         ((mine = (__atomic_load_n(&c->plock[other], __ATOMIC_RELAXED) & ~LP_LOCK_WAITERS) ==
                  (uint32_t)lp_gettid()) ||
          __atomic_compare_exchange_n(&c->plock[other], &zero, (uint32_t)lp_gettid(), 0,
                                      __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))) {
-        rc = local_pair_channel_recv(fd, c->ann, c->forked ? LOCAL_PAIR_F_REQUEUE : 0,
+        rc = local_pair_channel_recv(fd, c->pair.ann, c->pair.forked ? LOCAL_PAIR_F_REQUEUE : 0,
                                      &c->cookie, &c->ch, &memfd);
         /* (a server that defers its offer may still make it: R3 waits
          * for it up to LP_R3_PATIENCE receives, lp_r3_due) */
         if (rc != -EAGAIN ||
-            (r3 && (!zc_config.local_pair_after || c->r3_looks >= LP_R3_PATIENCE)))
+            (r3 && (!zc_config.local_pair_after || c->pair.r3_looks >= LP_R3_PATIENCE)))
             lp_pickup_done(c, rc, memfd, fd);
-        __atomic_store_n(&c->pickup_owed, 0, __ATOMIC_RELAXED);
+        __atomic_store_n(&c->pair.pickup_owed, 0, __ATOMIC_RELAXED);
         if (!mine)
             lp_unlock_word(&c->plock[other]);
-    } else if (c->state == LP_PENDING && c->ann >= 0) {
+    } else if (c->state == LP_PENDING && c->pair.ann >= 0) {
         zc_stat_add(ZC_STAT_LOCAL_PICKUP_DEFERRED, 1);
-        __atomic_store_n(&c->pickup_owed, 1, __ATOMIC_RELAXED);
+        __atomic_store_n(&c->pair.pickup_owed, 1, __ATOMIC_RELAXED);
     }
-    __atomic_store_n(&c->pickup_busy, 0, __ATOMIC_RELEASE);
+    __atomic_store_n(&c->pair.pickup_busy, 0, __ATOMIC_RELEASE);
 }
 
 /* A pending client gives up the offer for good (shutdown, hand-back): plain
  * TCP, after any pickup in progress in another thread. */
 void lp_pending_end(lp_conn_t *c)
 {
-    while (__atomic_exchange_n(&c->pickup_busy, 1, __ATOMIC_ACQUIRE))
+    while (__atomic_exchange_n(&c->pair.pickup_busy, 1, __ATOMIC_ACQUIRE))
         sched_yield();
     if (c->state == LP_PENDING)
         lp_pickup_done(c, -ECANCELED, -1, -1);
@@ -119,7 +122,7 @@ void lp_pending_end(lp_conn_t *c)
         lp_state_set(c, LP_PLAIN);
         lp_decline_conn(c, LOCAL_PAIR_R_SHORT);
     }
-    __atomic_store_n(&c->pickup_busy, 0, __ATOMIC_RELEASE);
+    __atomic_store_n(&c->pair.pickup_busy, 0, __ATOMIC_RELEASE);
 }
 
 
@@ -339,13 +342,13 @@ void path_local_connect_done(int fd, int rc, int err)
         }
         return;
     }
-    if (c->state != LP_PENDING || c->ann < 0)
+    if (c->state != LP_PENDING || c->pair.ann < 0)
         return;
     if (rc < 0 && (err == EINPROGRESS || err == EALREADY || err == EINTR)) {
-        c->connect_check = 1;   /* checked at the first data call once connected */
+        c->pair.connect_check = 1;   /* checked at the first data call once connected */
         return;
     }
-    if (rc < 0 || local_pair_connected(fd, c->ann, NULL, 0, &reason) != LOCAL_PAIR_PENDING) {
+    if (rc < 0 || local_pair_connected(fd, c->pair.ann, NULL, 0, &reason) != LOCAL_PAIR_PENDING) {
         lp_ann_drop(c);
         lp_state_set(c, LP_PLAIN);
         lp_decline_conn(c, rc < 0 ? LOCAL_PAIR_R_CONNECT_FAILED : reason);
@@ -363,7 +366,7 @@ void lp_connect_check_(lp_conn_t *c, int fd)
     socklen_t al = sizeof(a), tl = sizeof(ti);
     int saved = errno;
 
-    if (!c->connect_check || c->state != LP_PENDING || c->ann < 0)
+    if (!c->pair.connect_check || c->state != LP_PENDING || c->pair.ann < 0)
         return;
     /* Not SO_ERROR: reading it would take a failed connect's error from
      * the application.  Connected, still connecting (SYN_SENT), or not. */
@@ -373,10 +376,10 @@ void lp_connect_check_(lp_conn_t *c, int fd)
             errno = saved;
             return;
         }
-        c->connect_check = 0;
+        c->pair.connect_check = 0;
         path_local_connect_done(fd, -1, ECONNREFUSED);
     } else {
-        c->connect_check = 0;
+        c->pair.connect_check = 0;
         path_local_connect_done(fd, 0, 0);
     }
     errno = saved;
@@ -421,7 +424,7 @@ int lp_unclaim_plain(lp_conn_t *c, int fd)
 
     lp_state_set(c, LP_PLAIN);
     if (c->refs != 1 || !f || !lp_claimed(f) || f->path_ctx != c || c->ch.base ||
-        c->ann >= 0 || c->pb_off < c->pb_len)
+        c->pair.ann >= 0 || c->hb.pb_off < c->hb.pb_len)
         return 0;
     if (c->why)
         f->copy_why = ZC_STAT_WHY_DECLINED;     /* its copied calls say so */
@@ -444,7 +447,7 @@ static int lp_held_elsewhere(lp_conn_t *c, int fd)
     int kids[64], n, i;
     struct stat st;
 
-    if (__atomic_load_n(&c->alone_gen, __ATOMIC_RELAXED) == gen + 1)
+    if (__atomic_load_n(&c->pair.alone_gen, __ATOMIC_RELAXED) == gen + 1)
         return 0;
     if (fstat(fd, &st))
         return 1;
@@ -455,7 +458,7 @@ static int lp_held_elsewhere(lp_conn_t *c, int fd)
         if (shim_proc_holds_socket(kids[i], (uint64_t)st.st_ino))
             return 1;
     /* (a fork since gen was read bumped it: this answer then never counts) */
-    __atomic_store_n(&c->alone_gen, gen + 1, __ATOMIC_RELAXED);
+    __atomic_store_n(&c->pair.alone_gen, gen + 1, __ATOMIC_RELAXED);
     return 0;
 }
 
@@ -469,7 +472,7 @@ void lp_shared_again(void)
  * two processes reading one stream cannot both follow the switch-over. */
 static int lp_offer_shared(lp_conn_t *c, int fd)
 {
-    return c->forked && lp_held_elsewhere(c, fd);
+    return c->pair.forked && lp_held_elsewhere(c, fd);
 }
 
 /* A receive on a connection whose offer is due, shared with the process it
@@ -482,17 +485,17 @@ static int lp_offer_shared(lp_conn_t *c, int fd)
 #define LP_OFFER_DEFER_MAX 64
 int lp_offer_defer(lp_conn_t *c, int fd)
 {
-    if (!c->forked || c->offer_defers >= LP_OFFER_DEFER_MAX)
+    if (!c->pair.forked || c->pair.offer_defers >= LP_OFFER_DEFER_MAX)
         return 0;
     /* pair when it pays: no offer before the connection pays, so no look
      * at who else holds it either (lp_offer_wait reads the kernel stream
      * meanwhile): a PostgreSQL backend whose connections live too short to
      * pair (learned lifetimes) walked its parent's descriptors for nothing */
-    if (zc_config.local_pair_after && c->pair_turns < c->life_after + 1 && !lp_pays_bytes(c, 0))
+    if (zc_config.local_pair_after && c->pair.turns < c->pair.life_after + 1 && !lp_pays_bytes(c, 0))
         return 0;
     if (!lp_held_elsewhere(c, fd))
         return 0;
-    c->offer_defers++;
+    c->pair.offer_defers++;
     return 1;
 }
 
@@ -511,7 +514,7 @@ int lp_offer_defer(lp_conn_t *c, int fd)
  * fork counts the same way (a server that forks per connection, rsync's
  * daemon, offers from the child) and still offers only while no other
  * process holds it (lp_offer_shared).  With more than one thread, the
- * kernel calls made while the offer waits are counted in flight (c->kio,
+ * kernel calls made while the offer waits are counted in flight (c->pair.kio,
  * lp_kio_enter) and an offer is made only while none is (lp_offer_make):
  * the stream positions it records then add up; one that finds a call in
  * flight (another thread in a blocking receive) tries again at the next
@@ -527,20 +530,20 @@ int lp_offer_defer(lp_conn_t *c, int fd)
  * call in flight, or this call sees the offer. */
 int lp_kio_enter(lp_conn_t *c)
 {
-    __atomic_add_fetch(&c->kio, 1, __ATOMIC_SEQ_CST);
-    if (!__atomic_load_n(&c->offering, __ATOMIC_SEQ_CST) &&
+    __atomic_add_fetch(&c->pair.kio, 1, __ATOMIC_SEQ_CST);
+    if (!__atomic_load_n(&c->pair.offering, __ATOMIC_SEQ_CST) &&
         (__atomic_load_n(&c->state, __ATOMIC_SEQ_CST) == LP_OFFER ||
          __atomic_load_n(&c->state, __ATOMIC_SEQ_CST) == LP_DEFER))
         return 1;
-    __atomic_sub_fetch(&c->kio, 1, __ATOMIC_SEQ_CST);
-    while (__atomic_load_n(&c->offering, __ATOMIC_ACQUIRE))
+    __atomic_sub_fetch(&c->pair.kio, 1, __ATOMIC_SEQ_CST);
+    while (__atomic_load_n(&c->pair.offering, __ATOMIC_ACQUIRE))
         sched_yield();
     return 0;
 }
 
 void lp_kio_exit(lp_conn_t *c)
 {
-    __atomic_sub_fetch(&c->kio, 1, __ATOMIC_RELEASE);
+    __atomic_sub_fetch(&c->pair.kio, 1, __ATOMIC_RELEASE);
 }
 
 /* Does the connection pay yet (N requests answered, N x LP_PAIR_BYTES
@@ -556,11 +559,11 @@ static void lp_life_begin(lp_conn_t *c);
 
 static int lp_pays(lp_conn_t *c, int is_send, size_t len, int offer)
 {
-    if (!c->pair_calls++)
+    if (!c->pair.calls++)
         lp_life_begin(c);
     lp_turn(c, is_send);
-    c->paid_bytes = (uint8_t)lp_pays_bytes(c, is_send ? len : 0);
-    return c->pair_turns >= c->life_after + (unsigned)offer || c->paid_bytes ||
+    c->pair.paid_bytes = (uint8_t)lp_pays_bytes(c, is_send ? len : 0);
+    return c->pair.turns >= c->pair.life_after + (unsigned)offer || c->pair.paid_bytes ||
            lp_pays_calls(c, offer);
 }
 
@@ -572,7 +575,7 @@ static size_t lp_ring_for(const lp_conn_t *c)
 {
     size_t size = lp.ring_size ? lp.ring_size : LOCAL_RING_SIZE_DEFAULT;
 
-    if (zc_config.local_pair_after && c->pair_calls && !c->paid_bytes && size > LP_RING_CHATTY)
+    if (zc_config.local_pair_after && c->pair.calls && !c->pair.paid_bytes && size > LP_RING_CHATTY)
         size = LP_RING_CHATTY;
     return size;
 }
@@ -698,22 +701,22 @@ static unsigned lp_unans_read(uint32_t key)
 /* c's offer paired (answered: 1), or its first one found no announcement. */
 static void lp_unans_note(const lp_conn_t *c, int answered)
 {
-    uint64_t *s = lp_tab_slot(c->life_key, 1);
+    uint64_t *s = lp_tab_slot(c->pair.life_key, 1);
     unsigned n;
 
     if (!s)
         return;
-    n = answered ? 0 : lp_unans_read(c->life_key) + 1;
+    n = answered ? 0 : lp_unans_read(c->pair.life_key) + 1;
     if (n > LP_UNANSWERED_MAX)
         n = LP_UNANSWERED_MAX;
-    __atomic_store_n(s, (uint64_t)c->life_key << 32 | n, __ATOMIC_RELAXED);
+    __atomic_store_n(s, (uint64_t)c->pair.life_key << 32 | n, __ATOMIC_RELAXED);
 }
 
 /* The offers c may make that find no announcement before the one that
  * decides (lp_offer_due). */
 static unsigned lp_offer_tries_max(const lp_conn_t *c)
 {
-    return lp_unans_read(c->life_key) >= LP_UNANSWERED ? 0 : LP_OFFER_TRIES;
+    return lp_unans_read(c->pair.life_key) >= LP_UNANSWERED ? 0 : LP_OFFER_TRIES;
 }
 
 /* LEARNED SHORT.  Learned lifetimes keep a connection that closes after a
@@ -782,22 +785,22 @@ void lp_short_bulk(uint32_t key)
  * waiting to pay lengthens its key's run; one that paid ends it. */
 static void lp_short_learn(const lp_conn_t *c)
 {
-    uint64_t *s = lp_short_slot(c->life_key), w;
+    uint64_t *s = lp_short_slot(c->pair.life_key), w;
     unsigned run;
 
-    if (!s || !c->pair_last)
+    if (!s || !c->pair.last)
         return;     /* no data call: it teaches nothing */
     w = __atomic_load_n(s, __ATOMIC_RELAXED);
-    run = (uint32_t)(w >> 32) == c->life_key ? (unsigned)w & 0xffffu : 0;
+    run = (uint32_t)(w >> 32) == c->pair.life_key ? (unsigned)w & 0xffffu : 0;
     if (c->went_far || c->ch.base)
         run = 0;    /* (paired or announced once: a hand-back may have made it plain) */
     else if (c->state == LP_OFFER || c->state == LP_DEFER)
         run += run < 0xffffu;
     else
         return;     /* plain for another reason (a peer without the library) */
-    if ((uint32_t)(w >> 32) != c->life_key || run != ((unsigned)w & 0xffffu))
-        __atomic_store_n(s, (uint64_t)c->life_key << 32 |
-                                ((uint32_t)(w >> 32) == c->life_key ? w & 0xffff0000u : 0) | run,
+    if ((uint32_t)(w >> 32) != c->pair.life_key || run != ((unsigned)w & 0xffffu))
+        __atomic_store_n(s, (uint64_t)c->pair.life_key << 32 |
+                                ((uint32_t)(w >> 32) == c->pair.life_key ? w & 0xffff0000u : 0) | run,
                          __ATOMIC_RELAXED);
 }
 
@@ -820,34 +823,34 @@ static unsigned lp_life_read(uint32_t key, unsigned after)
  * first data call, lp_life_begin). */
 void lp_life_start(lp_conn_t *c, uint32_t key)
 {
-    c->life_key = key;
+    c->pair.life_key = key;
 }
 
-/* c's first data call: the turns it waits (c->life_after), read now rather
+/* c's first data call: the turns it waits (c->pair.life_after), read now rather
  * than at its accept, so that a forking server's child sees what the child
  * before it learned at its close, which comes after the client's. */
 static void lp_life_begin(lp_conn_t *c)
 {
     unsigned after = zc_config.local_pair_after;
 
-    if (!c->life_key || !zc_config.local_pair_learn)
+    if (!c->pair.life_key || !zc_config.local_pair_learn)
         return;
-    c->life_after = lp_life_read(c->life_key, after);
-    if (c->life_after > after)
+    c->pair.life_after = lp_life_read(c->pair.life_key, after);
+    if (c->pair.life_after > after)
         zc_stat_add(ZC_STAT_LOCAL_PAIR_LEARNED, 1);
 }
 
 /* c closes for good in this process after pair_turns turns: learn from it. */
 void lp_life_learn(lp_conn_t *c)
 {
-    unsigned after = zc_config.local_pair_after, at, t = c->pair_turns, n;
+    unsigned after = zc_config.local_pair_after, at, t = c->pair.turns, n;
     uint64_t *s;
 
-    if (c->life_key)
+    if (c->pair.life_key)
         lp_short_learn(c);
-    if (!c->life_key || !c->pair_last || !(s = lp_life_slot(c->life_key)))
+    if (!c->pair.life_key || !c->pair.last || !(s = lp_life_slot(c->pair.life_key)))
         return;
-    n = at = lp_life_read(c->life_key, after);
+    n = at = lp_life_read(c->pair.life_key, after);
     if (t < at)
         return;     /* ended before its pairing point: it cost nothing */
     if (t < at + LP_LIFE_PAYBACK)
@@ -856,8 +859,8 @@ void lp_life_learn(lp_conn_t *c)
         n = at - (at + 3) / 4 > after ? at - (at + 3) / 4 : after;
     if (n > LP_LIFE_MAX)
         n = LP_LIFE_MAX;
-    if (n != at || (uint32_t)(__atomic_load_n(s, __ATOMIC_RELAXED) >> 32) != c->life_key)
-        __atomic_store_n(s, (uint64_t)c->life_key << 32 | n, __ATOMIC_RELAXED);
+    if (n != at || (uint32_t)(__atomic_load_n(s, __ATOMIC_RELAXED) >> 32) != c->pair.life_key)
+        __atomic_store_n(s, (uint64_t)c->pair.life_key << 32 | n, __ATOMIC_RELAXED);
 }
 
 static int lp_offer_try(lp_conn_t *c, int fd, int *reason_p);
@@ -872,10 +875,10 @@ int lp_offer_wait(lp_conn_t *c, int fd, int is_send, size_t len)
         return 1;
     /* it pays: offer now, or (a client that announces late has not yet)
      * again at the 2nd, 4th, 8th ... call from here, LP_OFFER_TRIES times */
-    if (c->offer_tries && c->pair_calls < c->offer_retry_at)
+    if (c->pair.offer_tries && c->pair.calls < c->pair.offer_retry_at)
         return 1;
-    if (c->offer_tries >= lp_offer_tries_max(c)) {
-        if (!c->offer_tries)
+    if (c->pair.offer_tries >= lp_offer_tries_max(c)) {
+        if (!c->pair.offer_tries)
             zc_stat_add(ZC_STAT_LOCAL_OFFER_ONCE, 1);
         return 0;
     }
@@ -885,8 +888,8 @@ int lp_offer_wait(lp_conn_t *c, int fd, int is_send, size_t len)
         return 1;       /* another thread's kernel call in flight: next call */
     if (reason != LOCAL_PAIR_R_NOT_ZCSOCK)
         return 0;       /* lp_offer_due decides */
-    c->offer_tries++;
-    c->offer_retry_at = c->pair_calls + (1u << c->offer_tries);
+    c->pair.offer_tries++;
+    c->pair.offer_retry_at = c->pair.calls + (1u << c->pair.offer_tries);
     return 1;
 }
 
@@ -901,7 +904,7 @@ int lp_offer_wait(lp_conn_t *c, int fd, int is_send, size_t len)
  * but the hooks: no sock_diag query, no announcement.  A server that found
  * no announcement offers again later (lp_offer_wait).  With more than one
  * thread, the announcement waits for a moment when no receive of ours is
- * in the kernel (c->kio, the server's handshake with "offering" standing
+ * in the kernel (c->pair.kio, the server's handshake with "offering" standing
  * for "announcing"): a thread parked in a kernel receive would stay there
  * once the server's bytes went to the ring.  Declined: plain for good. */
 static void lp_ann_make(lp_conn_t *c, int fd)
@@ -914,7 +917,7 @@ static void lp_ann_make(lp_conn_t *c, int fd)
     if (getpeername(fd, (struct sockaddr *)&peer, &pl) < 0) {
         /* not connected (yet, or any more): a connect still under way is
          * looked at again next time; a failed one stays plain */
-        if (errno != ENOTCONN || c->pair_calls > 64) {
+        if (errno != ENOTCONN || c->pair.calls > 64) {
             lp_state_set(c, LP_PLAIN);
             lp_decline_conn(c, LOCAL_PAIR_R_CONNECT_FAILED);
         }
@@ -960,15 +963,15 @@ void lp_ann_due(lp_conn_t *c, int fd, int is_send, size_t len)
         return;
     if (!lp_pays(c, is_send, len, 0))
         return;
-    if (__atomic_exchange_n(&c->pickup_busy, 1, __ATOMIC_ACQUIRE))
+    if (__atomic_exchange_n(&c->pair.pickup_busy, 1, __ATOMIC_ACQUIRE))
         return;         /* another thread announces */
     if (c->state == LP_DEFER) {
-        __atomic_store_n(&c->offering, 1, __ATOMIC_SEQ_CST);
-        if (!__atomic_load_n(&c->kio, __ATOMIC_SEQ_CST))
+        __atomic_store_n(&c->pair.offering, 1, __ATOMIC_SEQ_CST);
+        if (!__atomic_load_n(&c->pair.kio, __ATOMIC_SEQ_CST))
             lp_ann_make(c, fd);     /* (else a receive in the kernel: next call) */
-        __atomic_store_n(&c->offering, 0, __ATOMIC_RELEASE);
+        __atomic_store_n(&c->pair.offering, 0, __ATOMIC_RELEASE);
     }
-    __atomic_store_n(&c->pickup_busy, 0, __ATOMIC_RELEASE);
+    __atomic_store_n(&c->pair.pickup_busy, 0, __ATOMIC_RELEASE);
 }
 
 /* Rule R3 for a pending client that received server bytes: look for the
@@ -980,9 +983,9 @@ int lp_r3_due(lp_conn_t *c)
 {
     unsigned k;
 
-    if (!zc_config.local_pair_after || __atomic_load_n(&c->pickup_owed, __ATOMIC_RELAXED))
+    if (!zc_config.local_pair_after || __atomic_load_n(&c->pair.pickup_owed, __ATOMIC_RELAXED))
         return 1;
-    k = ++c->r3_looks;
+    k = ++c->pair.r3_looks;
     return (k & (k - 1)) == 0 || k >= LP_R3_PATIENCE;
 }
 
@@ -998,8 +1001,8 @@ static int lp_offer_make(lp_conn_t *c, int fd, int *reason_p)
     int memfd = -1, dec;
 
     lp_cookie_note(c, fd);
-    __atomic_store_n(&c->offering, 1, __ATOMIC_SEQ_CST);
-    if (__atomic_load_n(&c->kio, __ATOMIC_SEQ_CST)) {
+    __atomic_store_n(&c->pair.offering, 1, __ATOMIC_SEQ_CST);
+    if (__atomic_load_n(&c->pair.kio, __ATOMIC_SEQ_CST)) {
         dec = LOCAL_PAIR_DECLINED;      /* (lp_kio_enter) */
         *reason_p = LP_R_BUSY;
     } else if (lp_offer_shared(c, fd)) {
@@ -1014,7 +1017,7 @@ static int lp_offer_make(lp_conn_t *c, int fd, int *reason_p)
     } else {
         dec = local_pair_accepted(-1, fd, &c->cookie, lp_ring_for(c), &c->ch, &memfd, reason_p);
     }
-    if (dec == LOCAL_PAIR_PAIRED || (*reason_p == LOCAL_PAIR_R_NOT_ZCSOCK && !c->offer_tries))
+    if (dec == LOCAL_PAIR_PAIRED || (*reason_p == LOCAL_PAIR_R_NOT_ZCSOCK && !c->pair.offer_tries))
         lp_unans_note(c, dec == LOCAL_PAIR_PAIRED);
     if (dec == LOCAL_PAIR_PAIRED) {
         lp_channel_adopt(c, memfd, fd);
@@ -1022,7 +1025,7 @@ static int lp_offer_make(lp_conn_t *c, int fd, int *reason_p)
         shim_ep_plain_end(fd);          /* ready through the ring from now on */
         zc_stat_add(ZC_STAT_LOCAL_PAIRED_SERVER, 1);
     }
-    __atomic_store_n(&c->offering, 0, __ATOMIC_RELEASE);
+    __atomic_store_n(&c->pair.offering, 0, __ATOMIC_RELEASE);
     return dec;
 }
 
@@ -1032,12 +1035,12 @@ static int lp_offer_try(lp_conn_t *c, int fd, int *reason_p)
     int dec = LOCAL_PAIR_DECLINED;
 
     *reason_p = LP_R_BUSY;      /* another thread offers: look again next call */
-    if (__atomic_exchange_n(&c->pickup_busy, 1, __ATOMIC_ACQUIRE))
+    if (__atomic_exchange_n(&c->pair.pickup_busy, 1, __ATOMIC_ACQUIRE))
         return dec;
     *reason_p = LOCAL_PAIR_R_ERROR;
     if (c->state == LP_OFFER)
         dec = lp_offer_make(c, fd, reason_p);
-    __atomic_store_n(&c->pickup_busy, 0, __ATOMIC_RELEASE);
+    __atomic_store_n(&c->pair.pickup_busy, 0, __ATOMIC_RELEASE);
     return dec;
 }
 
@@ -1045,19 +1048,19 @@ int lp_offer_due(lp_conn_t *c, int fd)
 {
     int reason = LOCAL_PAIR_R_NONE;
 
-    while (__atomic_exchange_n(&c->pickup_busy, 1, __ATOMIC_ACQUIRE))
+    while (__atomic_exchange_n(&c->pair.pickup_busy, 1, __ATOMIC_ACQUIRE))
         sched_yield();
     if (c->state != LP_OFFER) {
-        __atomic_store_n(&c->pickup_busy, 0, __ATOMIC_RELEASE);
+        __atomic_store_n(&c->pair.pickup_busy, 0, __ATOMIC_RELEASE);
         return 0;
     }
     if (lp_offer_make(c, fd, &reason) == LOCAL_PAIR_PAIRED) {
-        __atomic_store_n(&c->pickup_busy, 0, __ATOMIC_RELEASE);
+        __atomic_store_n(&c->pair.pickup_busy, 0, __ATOMIC_RELEASE);
         return 0;
     }
     lp_decline(reason == LP_R_BUSY ? LOCAL_PAIR_R_SHORT : reason);
     lp_state_set(c, LP_PLAIN);    /* before a thread waiting above looks */
-    __atomic_store_n(&c->pickup_busy, 0, __ATOMIC_RELEASE);
+    __atomic_store_n(&c->pair.pickup_busy, 0, __ATOMIC_RELEASE);
     return lp_unclaim_plain(c, fd);
 }
 
@@ -1074,7 +1077,7 @@ void lp_offer_cancel(lp_conn_t *c, const char *why)
     }
     if (c->state == LP_OFFER) {
         lp_state_set(c, LP_PLAIN);
-        if (c->pair_last)       /* it carried bytes, not yet enough to pay */
+        if (c->pair.last)       /* it carried bytes, not yet enough to pay */
             lp_decline(LOCAL_PAIR_R_SHORT);
         else
             __atomic_add_fetch(lp.never_paired[lp_handback_reason(why)], 1, __ATOMIC_RELAXED);

@@ -1,6 +1,10 @@
 /* The local path: readiness for the engine (revents, kernel events, the
  * change counter), FIONREAD, socket options. */
 #include "lp_int.h"
+#include "ready.h"
+#include "bell.h"
+#include "efd.h"
+#include "handback.h"
 
 #include <sys/single_threaded.h>
 
@@ -136,7 +140,7 @@ static void lp_spin_arm(lp_conn_t *c, int arm, int empty, shim_ready_ask_t *ask)
         return;
     c->spin_withdrew = 0;
     if (arm == SHIM_READY_SPUN && empty)
-        lp_rx_arm(c, c->efd >= 0);                  /* withdraws itself if bytes came */
+        lp_rx_arm(c, c->efd.fd >= 0);                  /* withdraws itself if bytes came */
 }
 
 /* SHIM_READY_ARM_NEXT: an edge-triggered waiter that reported the bytes in
@@ -167,7 +171,7 @@ static void lp_arm_next(lp_conn_t *c, short ev, shim_ready_ask_t *ask)
 static int lp_rx_idle(lp_conn_t *c, int kev)
 {
     return kev <= 0 && c->state == LP_PAIRED && c->rx_ring && !c->rv_seen &&
-           c->pb_off >= c->pb_len && !c->kern_err && !c->kern_eof && !c->rd_shut &&
+           c->hb.pb_off >= c->hb.pb_len && !c->kern_err && !c->kern_eof && !c->rd_shut &&
            local_ring_rx_idle(&c->ch, lp_rxdir(c)) && !lp_rv(c) && !lp_peer_lingers(c);
 }
 
@@ -193,7 +197,7 @@ short lp_revents(shim_fd_t *f, int fd, short ev, int kev, int arm, shim_ready_as
     else if (c->rv_seen && kev < 0)
         kev = lp_kernel_revents(fd, ev);        /* its epoll registration may be stale */
     lp_rx_catch_up(c);
-    if (c->pb_off < c->pb_len)
+    if (c->hb.pb_off < c->hb.pb_len)
         rev |= ein;
     if (c->state != LP_PAIRED || !c->rx_ring) {
         /* Receiving in the kernel: its readiness is the truth, except for
@@ -299,7 +303,7 @@ int lp_rx_avail(lp_conn_t *c, int fd, const int *kernel, int *ring)
         }
     }
     if (c->rx_plain) {
-        rd = (int64_t)k + c->pb_len - c->pb_off;
+        rd = (int64_t)k + c->hb.pb_len - c->hb.pb_off;
         lp_unlock(c, LP_RX);
         return rd > INT32_MAX ? INT32_MAX : (int)rd;
     }
@@ -324,7 +328,7 @@ int path_local_ioctl(shim_fd_t *f, int fd, unsigned long req, void *arg, int *rc
     lp_conn_t *c = lp_conn(f);
     int n;
 
-    if (req != FIONREAD || !arg || (c->state != LP_PAIRED && c->pb_off >= c->pb_len))
+    if (req != FIONREAD || !arg || (c->state != LP_PAIRED && c->hb.pb_off >= c->hb.pb_len))
         return 0;
     if ((n = lp_rx_avail(c, fd, NULL, NULL)) < 0)
         return 0;       /* the kernel's own answer (and error) */

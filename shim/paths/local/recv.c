@@ -1,6 +1,13 @@
 /* The local path: receiving (ring mode, kernel mode before the switch point,
  * blocking sleeps on the futex word). */
 #include "lp_int.h"
+#include "recv.h"
+#include "bell.h"
+#include "efd.h"
+#include "handback.h"
+#include "pairing.h"
+#include "ready.h"
+#include "xchg.h"
 #include "zc_sys.h"
 
 static int lp_any_norestart(const lp_wait_t *w);
@@ -233,7 +240,7 @@ static ssize_t lp_recv_plain(lp_conn_t *c, shim_fd_t *f, int fd, struct msghdr *
 {
     ssize_t n;
 
-    if (c->pb_off < c->pb_len) {
+    if (c->hb.pb_off < c->hb.pb_len) {
         n = (ssize_t)lp_pb_take(c, msg, 0, flags & MSG_PEEK);
         msg->msg_flags = 0;
         msg->msg_controllen = 0;
@@ -739,8 +746,8 @@ again:
         return n;
     }
     if ((flags & MSG_OOB) ||    /* urgent data: the kernel's */
-        (c->state == LP_PLAIN && c->pb_off >= c->pb_len) ||
-        (!c->rx_ring && c->state == LP_PENDING && c->ann < 0)) {
+        (c->state == LP_PLAIN && c->hb.pb_off >= c->hb.pb_len) ||
+        (!c->rx_ring && c->state == LP_PENDING && c->pair.ann < 0)) {
         n = shim_kernel_recvmsg(fd, msg, flags);
         n = n < 0 ? -errno : n;
         if (!(flags & MSG_OOB))

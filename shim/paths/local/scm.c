@@ -34,6 +34,10 @@
 #include <unistd.h>
 
 #include "lp_int.h"
+#include "scm.h"
+#include "adopt.h"
+#include "handback.h"
+#include "pairing.h"
 #include "zc_key.h"
 #include "zc_live.h"
 

@@ -1,12 +1,19 @@
 /* The local path: sending, and sendfile/splice through a bounce buffer. */
 #include "lp_int.h"
+#include "send.h"
+#include "bell.h"
+#include "handback.h"
+#include "life.h"
+#include "pairing.h"
+#include "recv.h"
+#include "xchg.h"
 #include "shim_mem.h"
 #include "zc_sys.h"
 
 /* Pending client: look for the server's offer without waiting. */
 void lp_pickup(lp_conn_t *c, int fd)
 {
-    if (c->state != LP_PENDING || c->ann < 0)
+    if (c->state != LP_PENDING || c->pair.ann < 0)
         return;
     /* Look at the 1st, 2nd, 4th, 8th ... send: a client that streams
      * before the server accepted finds the offer soon, one that never gets
@@ -16,12 +23,12 @@ void lp_pickup(lp_conn_t *c, int fd)
      * starts again (an AF_UNIX stream of 1-byte sends, announced at its
      * connect, was offered at its 262,144th send and looked next at its
      * 524,288th, while the server peeked at every receive meanwhile). */
-    if (zc_config.local_pair_after && !c->pickup_rebased && lp_pays_bytes(c, 0)) {
-        c->pickup_rebased = 1;
-        c->pickups = 0;
+    if (zc_config.local_pair_after && !c->pair.pickup_rebased && lp_pays_bytes(c, 0)) {
+        c->pair.pickup_rebased = 1;
+        c->pair.pickups = 0;
     }
-    c->pickups++;
-    if ((c->pickups & (c->pickups - 1)) && !__atomic_load_n(&c->pickup_owed, __ATOMIC_RELAXED))
+    c->pair.pickups++;
+    if ((c->pair.pickups & (c->pair.pickups - 1)) && !__atomic_load_n(&c->pair.pickup_owed, __ATOMIC_RELAXED))
         return;
     lp_pickup_try(c, fd, 0);
 }
@@ -39,7 +46,7 @@ ssize_t lp_send_kernel(shim_fd_t *f, int fd, const struct msghdr *msg, int flags
 {
     ssize_t n;
 
-    if (c && !c->linger_dropped && lp_peer_lingers(c))
+    if (c && !c->hb.linger_dropped && lp_peer_lingers(c))
         lp_linger_drop(c);      /* its socket closes: the kernel resets our send */
     n = shim_kernel_sendmsg(fd, msg, flags);
     shim_copy_account(f, 1, n, 1);
@@ -96,7 +103,7 @@ static ssize_t lp_tx_begin(lp_conn_t *c, shim_fd_t *f, int fd, const struct msgh
     }
     if (!lp_tx_switch(c)) {
         n = lp_send_kernel(f, fd, msg, flags, c);
-        if (c->state == LP_PENDING && __atomic_load_n(&c->pickup_owed, __ATOMIC_RELAXED))
+        if (c->state == LP_PENDING && __atomic_load_n(&c->pair.pickup_owed, __ATOMIC_RELAXED))
             lp_pickup(c, fd);   /* owed while this send held TX (lp_pickup_try) */
         lp_unlock(c, LP_TX);
         return n;
@@ -211,7 +218,7 @@ static ssize_t lp_tx_step(lp_conn_t *c, shim_fd_t *f, int fd, lp_tx_t *t)
         /* A lingering socket of the peer's goes first, so the kernel answers
          * as to a closed peer (a reset); sending into it instead filled it,
          * nobody reading, and a blocking send hung for ever. */
-        if (!c->linger_dropped && lp_peer_lingers(c))
+        if (!c->hb.linger_dropped && lp_peer_lingers(c))
             lp_linger_drop(c);
         return lp_send_kernel(f, fd, t->msg, t->flags, NULL);
     }
@@ -288,7 +295,7 @@ ssize_t lp_sendmsg(shim_fd_t *f, int fd, const struct msghdr *msg, int flags)
      * ring has been written all over (a first pass faults the ring's pages
      * in: 7 ms of CPU for 4 MiB seen here, against 0.14 ms warm, which
      * made every unit look cheap to buy) */
-    t.t0_us = zc_config.exchange && !c->x_off && t.total >= LP_XCHG_MIN &&
+    t.t0_us = zc_config.exchange && !c->x.off && t.total >= LP_XCHG_MIN &&
                       local_ring_head_pos(&c->ch, lp_txdir(c)) >= c->ch.ring_size
                   ? zc_now_us()
                   : 0;

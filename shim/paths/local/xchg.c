@@ -50,6 +50,7 @@
  * nobody, their maker included, changes one after it is made.
  */
 #include "lp_int.h"
+#include "xchg.h"
 #include "shim_mem.h"
 
 #include <sys/mman.h>
@@ -92,15 +93,15 @@ void lp_xchg_attach(lp_conn_t *c)
  * makes it, and its bytes go through the ring until the peer acknowledged. */
 static void lx_offer(lp_conn_t *c)
 {
-    if (c->x_tx < 0 && !c->x_off && c->sole && zc_config.exchange &&
+    if (c->x.tx < 0 && !c->x.off && c->sole && zc_config.exchange &&
         shim_mem_ops.xu_placed_any() && shim_mem_ops.xu_ready())
         lx_transport(c);
 }
 
 void lp_xchg_init(lp_conn_t *c)
 {
-    c->x_tx = c->x_rx = c->x_in = -1;
-    c->xr.n = 0;
+    c->x.tx = c->x.rx = c->x.in = -1;
+    c->x.rec.n = 0;
 }
 
 /* --- the transport ------------------------------------------------------------ */
@@ -113,25 +114,25 @@ static int lx_transport(lp_conn_t *c)
     int sv[2];
     uint32_t gen;
 
-    if (c->x_tx < 0) {
-        if (c->x_off || !c->sole || shim_vfork_child())
+    if (c->x.tx < 0) {
+        if (c->x.off || !c->sole || shim_vfork_child())
             return 0;
         if (zc_real.socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sv)) {
-            c->x_off = 1;
+            c->x.off = 1;
             return 0;
         }
-        c->x_tx = shim_fd_internal_keep(sv[0], &path_local, c);
-        c->x_rx = shim_fd_internal_keep(sv[1], &path_local, c);
+        c->x.tx = shim_fd_internal_keep(sv[0], &path_local, c);
+        c->x.rx = shim_fd_internal_keep(sv[1], &path_local, c);
         me = lp_side(c, c->ch.side);
         gen = __atomic_load_n(&me->xs_gen, __ATOMIC_ACQUIRE) + 1;
         if (!gen)
             gen = 1;
         __atomic_store_n(&me->xs_pid, (int32_t)zc_getpid(), __ATOMIC_RELAXED);
-        __atomic_store_n(&me->xs_no, c->x_rx, __ATOMIC_RELAXED);
+        __atomic_store_n(&me->xs_no, c->x.rx, __ATOMIC_RELAXED);
         __atomic_store_n(&me->xs_gen, gen, __ATOMIC_RELEASE);
-        c->x_gen = gen;
+        c->x.gen = gen;
     }
-    return __atomic_load_n(&lp_side(c, !c->ch.side)->xs_ack, __ATOMIC_ACQUIRE) == c->x_gen;
+    return __atomic_load_n(&lp_side(c, !c->ch.side)->xs_ack, __ATOMIC_ACQUIRE) == c->x.gen;
 }
 
 /* Name our copy of the peer's transport in our side words (an exec'd image
@@ -142,7 +143,7 @@ static void lx_publish_in(lp_conn_t *c)
 
     if (!c->sole)
         return;
-    __atomic_store_n(&me->xi_no, c->x_in, __ATOMIC_RELAXED);
+    __atomic_store_n(&me->xi_no, c->x.in, __ATOMIC_RELAXED);
     __atomic_store_n(&me->xi_pid, (int32_t)zc_getpid(), __ATOMIC_RELEASE);
 }
 
@@ -157,7 +158,7 @@ static int lx_fetch(lp_conn_t *c, int ack)
     int32_t no = __atomic_load_n(&peer->xs_no, __ATOMIC_RELAXED);
     int fd;
 
-    if (!gen || (gen == c->x_in_gen && c->x_in >= 0))
+    if (!gen || (gen == c->x.in_gen && c->x.in >= 0))
         goto out;
     if (pid <= 0 || no < 0 || shim_vfork_child() ||
         pid != __atomic_load_n(&c->ch.hdr->side_pid[!c->ch.side], __ATOMIC_RELAXED))
@@ -169,15 +170,15 @@ static int lx_fetch(lp_conn_t *c, int ack)
         LP_SYS(SYS_close, fd, 0, 0);
         goto out;
     }
-    if (c->x_in >= 0)
-        shim_fd_internal_drop(c->x_in);
-    c->x_in = shim_fd_internal_keep(fd, &path_local, c);
-    c->x_in_gen = gen;
+    if (c->x.in >= 0)
+        shim_fd_internal_drop(c->x.in);
+    c->x.in = shim_fd_internal_keep(fd, &path_local, c);
+    c->x.in_gen = gen;
     lx_publish_in(c);
 out:
-    if (ack && c->x_in >= 0 && c->sole)
-        __atomic_store_n(&lp_side(c, c->ch.side)->xs_ack, c->x_in_gen, __ATOMIC_SEQ_CST);
-    return c->x_in;
+    if (ack && c->x.in >= 0 && c->sole)
+        __atomic_store_n(&lp_side(c, c->ch.side)->xs_ack, c->x.in_gen, __ATOMIC_SEQ_CST);
+    return c->x.in;
 }
 
 /* Set once this process mapped a received unit in place: only then can a
@@ -222,7 +223,7 @@ void lp_xchg_offered(lp_conn_t *c)
         return;
     lx_offer(c);
     gen = __atomic_load_n(&lp_side(c, !c->ch.side)->xs_gen, __ATOMIC_RELAXED);
-    if (gen && (gen != c->x_in_gen || c->x_in < 0))
+    if (gen && (gen != c->x.in_gen || c->x.in < 0))
         lx_fetch(c, 1);
 }
 
@@ -263,7 +264,7 @@ static void lx_refused(lp_conn_t *c, int why)
     };
 
     zc_stat_add(stat[why], 1);
-    c->x_why = (uint8_t)(why + 1);
+    c->x.why = (uint8_t)(why + 1);
     shim_mem_ops.xu_refused(shim_send_site, why);
 }
 
@@ -279,7 +280,7 @@ static int lx_why(int rc)
 
 void lp_xchg_small(lp_conn_t *c)
 {
-    if (!c->x_off && shim_mem_ops.xu_ready())
+    if (!c->x.off && shim_mem_ops.xu_ready())
         lx_refused(c, SHIM_XU_WHY_TOO_SMALL);
 }
 
@@ -288,8 +289,8 @@ void lp_xchg_small(lp_conn_t *c)
  * every connection of the process: 16 connections whose receiver
  * acknowledged and never read held 2,111 MiB of shared memory, against
  * about 4 MiB of unread data each on the kernel (its socket buffers).  A
- * connection's part (x_est) is all its direction's unread bytes while the
- * receiver has not read past its last lent record (x_mark), else nothing:
+ * connection's part (x.est) is all its direction's unread bytes while the
+ * receiver has not read past its last lent record (x.mark), else nothing:
  * an upper bound (ring bytes may be among them), brought up to date at each
  * of its sends and, when the sum stands in the way of a lend, for every
  * connection of the process (receivers read meanwhile).  Over it, bytes go
@@ -300,7 +301,7 @@ static uint64_t lx_proc_est;
 static uint64_t lx_est_of(lp_conn_t *c)
 {
     int d = lp_txdir(c);
-    uint64_t mark = __atomic_load_n(&c->x_mark, __ATOMIC_RELAXED), unread;
+    uint64_t mark = __atomic_load_n(&c->x.mark, __ATOMIC_RELAXED), unread;
 
     if (!mark || !c->ch.base)
         return 0;
@@ -310,7 +311,7 @@ static uint64_t lx_est_of(lp_conn_t *c)
 
 static uint64_t lx_est_update(lp_conn_t *c)
 {
-    uint64_t now = lx_est_of(c), was = __atomic_exchange_n(&c->x_est, now, __ATOMIC_ACQ_REL);
+    uint64_t now = lx_est_of(c), was = __atomic_exchange_n(&c->x.est, now, __ATOMIC_ACQ_REL);
 
     __atomic_add_fetch(&lx_proc_est, now - was, __ATOMIC_RELAXED);   /* (mod 2^64) */
     return now;
@@ -324,7 +325,7 @@ static void lx_est_refresh(void)
     if (__atomic_exchange_n(&lp.list_lock, 1, __ATOMIC_ACQUIRE))
         return;
     for (lp_conn_t *c = lp.head; c; c = c->next)
-        if (__atomic_load_n(&c->x_est, __ATOMIC_RELAXED))
+        if (__atomic_load_n(&c->x.est, __ATOMIC_RELAXED))
             lx_est_update(c);
     lp_list_unlock();
 }
@@ -349,11 +350,11 @@ static size_t lx_fit(lp_conn_t *c, uint64_t unread, size_t k, int *own_p)
         return 0;
     }
     others = __atomic_load_n(&lx_proc_est, __ATOMIC_RELAXED) -
-             __atomic_load_n(&c->x_est, __ATOMIC_RELAXED);
+             __atomic_load_n(&c->x.est, __ATOMIC_RELAXED);
     if (k && others + unread + k * LX_UNIT > budget) {
         lx_est_refresh();
         others = __atomic_load_n(&lx_proc_est, __ATOMIC_RELAXED) -
-                 __atomic_load_n(&c->x_est, __ATOMIC_RELAXED);
+                 __atomic_load_n(&c->x.est, __ATOMIC_RELAXED);
         while (k && others + unread + k * LX_UNIT > budget)
             k--;
         if (!k)
@@ -379,10 +380,10 @@ ssize_t lp_xchg_send(lp_conn_t *c, const struct msghdr *msg, size_t sent, size_t
 
     *flags_p = 0;
     *over_p = 0;
-    if (!p || avail < LX_UNIT || c->x_off)
+    if (!p || avail < LX_UNIT || c->x.off)
         return 0;
     if (!shim_mem_ops.xu_ready()) {
-        c->x_off = 1;           /* not on this connection, ever */
+        c->x.off = 1;           /* not on this connection, ever */
         zc_stat_add(ZC_STAT_LOCAL_XCHG_UNAVAILABLE, 1);
         return 0;
     }
@@ -439,7 +440,7 @@ ssize_t lp_xchg_send(lp_conn_t *c, const struct msghdr *msg, size_t sent, size_t
     h->cmsg_len = CMSG_LEN(n * sizeof(int));
     for (size_t i = 0; i < n; i++)
         memcpy(CMSG_DATA(h) + i * sizeof(int), &x[i].fd, sizeof(int));
-    if (zc_real.sendmsg(c->x_tx, &mh, MSG_DONTWAIT | MSG_NOSIGNAL) != (ssize_t)sizeof(m)) {
+    if (zc_real.sendmsg(c->x.tx, &mh, MSG_DONTWAIT | MSG_NOSIGNAL) != (ssize_t)sizeof(m)) {
         /* full (the receiver is behind), or too many files in flight */
         lx_refused(c, SHIM_XU_WHY_NO_TRANSPORT);
         for (size_t i = 0; i < n; i++)
@@ -453,8 +454,8 @@ ssize_t lp_xchg_send(lp_conn_t *c, const struct msghdr *msg, size_t sent, size_t
         return rc;      /* the channel is broken (our message has no record now) */
     *flags_p = rc;
     zc_stat_add(ZC_STAT_LOCAL_XCHG_LENT, n * LX_UNIT);
-    c->x_lent += n * LX_UNIT;
-    __atomic_store_n(&c->x_mark, local_ring_bytes_head(&c->ch, lp_txdir(c)), __ATOMIC_RELAXED);
+    c->x.lent += n * LX_UNIT;
+    __atomic_store_n(&c->x.mark, local_ring_bytes_head(&c->ch, lp_txdir(c)), __ATOMIC_RELAXED);
     lx_est_update(c);
     return (ssize_t)(n * LX_UNIT);
 ring_one:
@@ -556,8 +557,8 @@ static ssize_t lp_xchg_pages_read(void *ctx, int dir, const local_ring_frame_t *
                                   const struct iovec *dst, int dstcnt, int consume)
 {
     lp_conn_t *c = ctx;
-    lp_xrec_t *r = &c->xr;
-    int sock = dir == lp_txdir(c) ? c->x_rx : (c->x_in >= 0 ? c->x_in : lx_fetch(c, 0));
+    lp_xrec_t *r = &c->x.rec;
+    int sock = dir == lp_txdir(c) ? c->x.rx : (c->x.in >= 0 ? c->x.in : lx_fetch(c, 0));
     uint64_t o = off;
     ssize_t total = 0;
     int rc;
@@ -635,31 +636,31 @@ static int lx_is_transport(int fd)
 void lp_xchg_close(lp_conn_t *c)
 {
     /* (final: no longer in the list, so no refresh looks at it) */
-    __atomic_sub_fetch(&lx_proc_est, __atomic_exchange_n(&c->x_est, 0, __ATOMIC_ACQ_REL),
+    __atomic_sub_fetch(&lx_proc_est, __atomic_exchange_n(&c->x.est, 0, __ATOMIC_ACQ_REL),
                        __ATOMIC_RELAXED);
-    lx_rec_drop(&c->xr);
+    lx_rec_drop(&c->x.rec);
     /* (no system call for a connection that never lent: every short one) */
-    if (c->ch.base && (c->x_rx >= 0 || c->x_in >= 0) && !shim_vfork_child()) {
+    if (c->ch.base && (c->x.rx >= 0 || c->x.in >= 0) && !shim_vfork_child()) {
         lp_side_t *s = lp_side(c, c->ch.side);
         int32_t me = (int32_t)zc_getpid();
 
         /* our offer and our copy stop being fetchable: their numbers may be
          * anything once closed */
-        if (c->x_rx >= 0 && __atomic_load_n(&s->xs_pid, __ATOMIC_RELAXED) == me &&
-            __atomic_load_n(&s->xs_no, __ATOMIC_RELAXED) == c->x_rx)
+        if (c->x.rx >= 0 && __atomic_load_n(&s->xs_pid, __ATOMIC_RELAXED) == me &&
+            __atomic_load_n(&s->xs_no, __ATOMIC_RELAXED) == c->x.rx)
             __atomic_store_n(&s->xs_gen, 0, __ATOMIC_RELEASE);
-        if (c->x_in >= 0 && __atomic_load_n(&s->xi_pid, __ATOMIC_RELAXED) == me)
+        if (c->x.in >= 0 && __atomic_load_n(&s->xi_pid, __ATOMIC_RELAXED) == me)
             __atomic_store_n(&s->xi_pid, 0, __ATOMIC_RELEASE);
     }
-    if (c->x_tx >= 0) {
-        shim_fd_internal_drop(c->x_tx);
+    if (c->x.tx >= 0) {
+        shim_fd_internal_drop(c->x.tx);
         shim_mem_ops.xu_reap();     /* unit files of buffers freed meanwhile */
     }
-    if (c->x_rx >= 0)
-        shim_fd_internal_drop(c->x_rx);
-    if (c->x_in >= 0)
-        shim_fd_internal_drop(c->x_in);
-    c->x_tx = c->x_rx = c->x_in = -1;
+    if (c->x.rx >= 0)
+        shim_fd_internal_drop(c->x.rx);
+    if (c->x.in >= 0)
+        shim_fd_internal_drop(c->x.in);
+    c->x.tx = c->x.rx = c->x.in = -1;
 }
 
 /* exec of a connection the next image inherits (keep: 1 before, 0 when the
@@ -667,7 +668,7 @@ void lp_xchg_close(lp_conn_t *c)
  * read PAGES records already sent, and resolve our own, whatever becomes of
  * the peer.  Our sending end does not: the next image lends on a transport
  * of its own, if at all.  xfds (keep): the receiving ends that survive
- * (x_rx, x_in; -1: none), which ZCSOCK_INHERIT gives the next image. */
+ * (x.rx, x.in; -1: none), which ZCSOCK_INHERIT gives the next image. */
 void lp_xchg_exec(lp_conn_t *c, int keep, int xfds[2])
 {
     int flag = keep ? 0 : FD_CLOEXEC;
@@ -678,13 +679,13 @@ void lp_xchg_exec(lp_conn_t *c, int keep, int xfds[2])
     /* Only the ends our side words name for this process: the copies a
      * forked child holds of its parent's would reach its image as
      * descriptors of nobody's (tier fds, with page exchange on). */
-    if (c->x_rx >= 0 && s && (!keep || __atomic_load_n(&s->xs_pid, __ATOMIC_ACQUIRE) == me)) {
-        zc_real.fcntl(c->x_rx, F_SETFD, flag);
-        xfds[0] = c->x_rx;
+    if (c->x.rx >= 0 && s && (!keep || __atomic_load_n(&s->xs_pid, __ATOMIC_ACQUIRE) == me)) {
+        zc_real.fcntl(c->x.rx, F_SETFD, flag);
+        xfds[0] = c->x.rx;
     }
-    if (c->x_in >= 0 && s && (!keep || __atomic_load_n(&s->xi_pid, __ATOMIC_ACQUIRE) == me)) {
-        zc_real.fcntl(c->x_in, F_SETFD, flag);
-        xfds[1] = c->x_in;
+    if (c->x.in >= 0 && s && (!keep || __atomic_load_n(&s->xi_pid, __ATOMIC_ACQUIRE) == me)) {
+        zc_real.fcntl(c->x.in, F_SETFD, flag);
+        xfds[1] = c->x.in;
     }
 }
 
@@ -700,34 +701,34 @@ void lp_xchg_inherit(lp_conn_t *c, const int xfds[2])
     int32_t me = (int32_t)zc_getpid();
 
     if (lx_is_transport(xfds[0])) {
-        c->x_rx = shim_fd_internal_keep(xfds[0], &path_local, c);
-        zc_real.fcntl(c->x_rx, F_SETFD, FD_CLOEXEC);
+        c->x.rx = shim_fd_internal_keep(xfds[0], &path_local, c);
+        zc_real.fcntl(c->x.rx, F_SETFD, FD_CLOEXEC);
         if (__atomic_load_n(&s->xs_pid, __ATOMIC_ACQUIRE) == me)
-            __atomic_store_n(&s->xs_no, c->x_rx, __ATOMIC_RELEASE);
+            __atomic_store_n(&s->xs_no, c->x.rx, __ATOMIC_RELEASE);
     }
     if (lx_is_transport(xfds[1])) {
-        c->x_in = shim_fd_internal_keep(xfds[1], &path_local, c);
-        zc_real.fcntl(c->x_in, F_SETFD, FD_CLOEXEC);
-        c->x_in_gen = __atomic_load_n(&lp_side(c, !c->ch.side)->xs_gen, __ATOMIC_RELAXED);
+        c->x.in = shim_fd_internal_keep(xfds[1], &path_local, c);
+        zc_real.fcntl(c->x.in, F_SETFD, FD_CLOEXEC);
+        c->x.in_gen = __atomic_load_n(&lp_side(c, !c->ch.side)->xs_gen, __ATOMIC_RELAXED);
         if (__atomic_load_n(&s->xi_pid, __ATOMIC_ACQUIRE) == me)
-            __atomic_store_n(&s->xi_no, c->x_in, __ATOMIC_RELEASE);
+            __atomic_store_n(&s->xi_no, c->x.in, __ATOMIC_RELEASE);
     }
 }
 
 int lp_xchg_moved(lp_conn_t *c, int from, int to)
 {
-    if (c->x_tx == from) {
-        c->x_tx = to;
+    if (c->x.tx == from) {
+        c->x.tx = to;
         return 1;
     }
-    if (c->x_rx == from) {
-        c->x_rx = to;
+    if (c->x.rx == from) {
+        c->x.rx = to;
         if (c->ch.base && c->sole)
             __atomic_store_n(&lp_side(c, c->ch.side)->xs_no, to, __ATOMIC_RELEASE);
         return 1;
     }
-    if (c->x_in == from) {
-        c->x_in = to;
+    if (c->x.in == from) {
+        c->x.in = to;
         return 1;
     }
     return 0;
