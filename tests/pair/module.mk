@@ -13,7 +13,7 @@ $(PAIR_BIN): tests/pair/test_pair.c tests/pair/pair_util.h shim/paths/local/loca
 		$(PAIR_SHIM_OBJS) -ldl -lpthread
 
 TEST_TIERS += pair
-test-pair: $(PAIR_BIN)
-	$(Q)$(TEST_ENV) PAIR_BIN=$(PAIR_BIN) tests/pair/run.sh
+test-pair: $(PAIR_BIN) $(BUILD)/conn_rate $(LIB)
+	$(Q)$(TEST_ENV) PAIR_BIN=$(PAIR_BIN) CONN_RATE_BIN=$(BUILD)/conn_rate tests/pair/run.sh
 
 .PHONY: test-pair

@@ -11,5 +11,7 @@ for c in paired-tcp4 paired-tcp6 paired-mapped paired-unix nonblock accept4 plai
          late-offer closed-offer fork-requeue squatter squatter-same forged-offer netns-unix timing; do
   t_run "$c" "$T" env ZCSOCK_LOCAL=0 "$BIN" "$c"   # the binary links the hooks
 done
+# what a pairing costs in system calls, both ends under the library (conn_rate)
+t_run syscalls "$T" tests/pair/syscalls.sh "$ZC_LIB" "${CONN_RATE_BIN:-$ZC_BUILD/conn_rate}"
 grep -h '^timing:' "$ZC_BUILD/test-logs/pair/timing.log" 2>/dev/null | sed 's/^/  /'
 t_end
