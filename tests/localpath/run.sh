@@ -247,6 +247,9 @@ done
 # a connect whose listener closes before accepting it: counted as
 # local.declined.connect_failed, not error (tests/localpath/lp_connect_failed.py)
 t_run connect_failed "$T" $PY tests/localpath/lp_connect_failed.py
+# an address-space limit: pairing stops at a quarter of it, said once, and
+# the application can still map its own (tests/localpath/lp_map_limit.py)
+t_run map_limit "$T" $PY tests/localpath/lp_map_limit.py
 t_run epoll_many/spin-fixed "$T" env ZCSOCK_SPIN_US=200 $PY tests/localpath/lp_epoll_many.py
 for r in epoll poll; do
   t_run "ready_spin/$r-fixed" "$T" env T_READY=$r ZCSOCK_SPIN_US=2000 $PY $TL run ready_spin both tcp

@@ -438,8 +438,10 @@ static void lp_conn_final(shim_obj_t *o)
 
     LP_PARTS_EACH(final, c);
     lp_channel_close(c);
-    if (c->memfd >= 0)
+    if (c->memfd >= 0) {
         __atomic_sub_fetch(&lp.chans, 1, __ATOMIC_RELAXED);
+        __atomic_sub_fetch(&lp.mapped, (uint64_t)c->mapped, __ATOMIC_RELAXED);
+    }
     shim_fd_internal_drop(c->memfd);
     zc_pool_free(c, sizeof(*c));
     last = __atomic_sub_fetch(&lp.objects, 1, __ATOMIC_ACQ_REL) == 0;
@@ -603,8 +605,11 @@ void lp_cached_set(lp_cached_t *k, int64_t v)
 void lp_channel_keep(lp_conn_t *c, int memfd)
 {
     c->memfd = shim_fd_internal_keep(memfd, &path_local, c);
-    if (c->memfd >= 0)
+    if (c->memfd >= 0) {
         __atomic_add_fetch(&lp.chans, 1, __ATOMIC_RELAXED);
+        c->mapped = c->ch.map_size;
+        __atomic_add_fetch(&lp.mapped, (uint64_t)c->mapped, __ATOMIC_RELAXED);
+    }
 }
 
 /* The parts take up c's channel (page exchange; the mailbox, bound before
@@ -671,6 +676,15 @@ void lp_decline(int reason)
         __atomic_add_fetch(lp.declined[reason], 1, __ATOMIC_RELAXED);
     zc_stat_add(ZC_STAT_LOCAL_DECLINED, 1);
     zc_log(ZC_LOG_TRACE, "local path declined: %s", local_pair_reason_name(reason));
+    if (reason == LOCAL_PAIR_R_MAP_LIMIT) {
+        static int told;
+
+        if (!__atomic_exchange_n(&told, 1, __ATOMIC_RELAXED))
+            zc_log(ZC_LOG_NOTICE, "local path: this process's channels hold a quarter of its "
+                   "mappings (vm.max_map_count) or address space (RLIMIT_AS), or a channel "
+                   "could not be mapped: new connections stay on the kernel "
+                   "(local.declined.map_limit; said once)");
+    }
 }
 
 /* Payload bytes a write may add now: the ring's room, less what an

@@ -67,6 +67,7 @@ static const char *const lp_reason_names[LOCAL_PAIR_R_COUNT] = {
     [LOCAL_PAIR_R_SHORT] = "short",
     [LOCAL_PAIR_R_FD_LIMIT] = "fd_limit",
     [LOCAL_PAIR_R_LEARNED_SHORT] = "learned_short",
+    [LOCAL_PAIR_R_MAP_LIMIT] = "map_limit",
 };
 
 const char *local_pair_reason_name(int reason)
@@ -871,7 +872,7 @@ int local_pair_accepted(int listen_fd, int fd, uint64_t *cookie, size_t ring_siz
     memfd = local_ring_create(ring_size, ch);
     if (memfd < 0) {
         zc_real.close(s);
-        return lp_decline(reason_p, LOCAL_PAIR_R_ERROR);
+        return lp_decline(reason_p, memfd == -ENOMEM ? LOCAL_PAIR_R_MAP_LIMIT : LOCAL_PAIR_R_ERROR);
     }
     lp_ctl_init(ch, o.server_cookie, o.client_cookie);
     o.fd_hint = (uint64_t)fd;

@@ -170,6 +170,10 @@ enum {
     LOCAL_PAIR_R_LEARNED_SHORT, /* the connections before it to the same place
                                  * closed before they paid, 32 in a row: not
                                  * tracked (ZCSOCK_LOCAL_SHORT_SAMPLE) */
+    LOCAL_PAIR_R_MAP_LIMIT,     /* the process's channels already hold a quarter
+                                 * of vm.max_map_count in mappings or of
+                                 * RLIMIT_AS in address space, or a channel's
+                                 * mapping failed (ENOMEM) */
     LOCAL_PAIR_R_COUNT
 };
 

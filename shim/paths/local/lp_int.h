@@ -252,6 +252,7 @@ typedef struct lp_conn {
     int state;                      /* LP_* */
     uint8_t why;                    /* LOCAL_PAIR_R_* that kept it plain (zcsock stat --conns) */
     int memfd;                      /* the channel (kept for exec), -1 */
+    size_t mapped;                  /* its mapping's size as counted in lp.mapped */
     int fds[4];                     /* descriptors referring to it (first few) */
     uint32_t plock[2];              /* before the channel exists */
     uint32_t *held[2];              /* the lock word each role holds now */
@@ -335,7 +336,9 @@ typedef struct lp_global {
     lp_conn_t *head;
     int objects;                        /* connection objects not yet final (lp_conn_final) */
     int chans;                          /* ... of them holding a channel's descriptor
-                                         * (lp_fd_limited) */
+                                         * (lp_fd_limited), and its mapping
+                                         * (lp_map_limited) */
+    uint64_t mapped;                    /* ... the bytes those mappings span */
     int anns;                           /* ... holding an announcement (lp_ann_keep) */
     /* counters by reason, live (zc_stats_aux; lp_stats_init) */
     uint64_t *declined[LOCAL_PAIR_R_COUNT];

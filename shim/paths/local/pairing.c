@@ -45,7 +45,8 @@ void lp_pickup_done(lp_conn_t *c, int rc, int memfd, int fd)
          * we looked: a connection over before it could pair) */
         lp_state_set(c, LP_PLAIN);
         lp_decline_conn(c, rc == -EPERM ? LOCAL_PAIR_R_UNVERIFIED
-                        : rc == -ECONNABORTED ? LOCAL_PAIR_R_CLOSED : LOCAL_PAIR_R_NOT_ZCSOCK);
+                        : rc == -ECONNABORTED ? LOCAL_PAIR_R_CLOSED
+                        : rc == -ENOMEM ? LOCAL_PAIR_R_MAP_LIMIT : LOCAL_PAIR_R_NOT_ZCSOCK);
     }
 }
 
@@ -192,9 +193,76 @@ static int lp_fd_limited(void)
     return 1;
 }
 
+/* MAPPINGS (issue 31): each channel is one mapping of its header and two
+ * rings (8 MiB of address space at the default ring size) in each process
+ * that holds it.  Once this process's channels hold a quarter of
+ * vm.max_map_count in mappings, or a quarter of RLIMIT_AS in address space
+ * with the next one, new connections stay on the kernel, so that the
+ * application's own mmap and malloc never fail where the kernel alone would
+ * have let them succeed (10,000 paired connections mapped 80 GiB: under a
+ * job scheduler's address-space limit of a few GiB, its allocations would
+ * have).  max_map_count is read once, RLIMIT_AS once and every 256th
+ * look; a mapping that fails anyway declines the connection the same way
+ * (local_pair_accepted, lp_pickup_done).  Said once (lp_decline). */
+static long lp_max_maps(void)
+{
+    static long v;
+    long x = __atomic_load_n(&v, __ATOMIC_RELAXED);
+
+    if (!x) {
+        char buf[32];
+        int fd = (int)zc_syscall(SYS_openat, AT_FDCWD, "/proc/sys/vm/max_map_count",
+                                 O_RDONLY | O_CLOEXEC, 0);
+        long n = fd >= 0 ? zc_syscall(SYS_read, fd, buf, sizeof(buf) - 1) : -1;
+
+        if (fd >= 0)
+            zc_syscall(SYS_close, fd);
+        buf[n > 0 ? n : 0] = '\0';
+        x = n > 0 ? strtol(buf, NULL, 10) : 0;
+        if (x <= 0)
+            x = 65530;      /* the kernel's default */
+        __atomic_store_n(&v, x, __ATOMIC_RELAXED);
+    }
+    return x;
+}
+
+static uint64_t lp_as_limit(void)
+{
+    static uint64_t v;
+    static unsigned uses;
+    uint64_t x = __atomic_load_n(&v, __ATOMIC_RELAXED);
+
+    if (!x || (__atomic_add_fetch(&uses, 1, __ATOMIC_RELAXED) & 255) == 0) {
+        struct rlimit rl;
+
+        x = zc_syscall(SYS_prlimit64, 0, RLIMIT_AS, NULL, &rl) == 0 &&
+            rl.rlim_cur != RLIM_INFINITY ? (uint64_t)rl.rlim_cur : UINT64_MAX;
+        __atomic_store_n(&v, x, __ATOMIC_RELAXED);
+    }
+    return x;
+}
+
+static int lp_map_limited(void)
+{
+    uint64_t as = lp_as_limit(), next = LOCAL_RING_HDR_SIZE +
+                  2ull * (lp.ring_size ? lp.ring_size : LOCAL_RING_SIZE_DEFAULT);
+
+    return __atomic_load_n(&lp.chans, __ATOMIC_RELAXED) >= lp_max_maps() / 4 ||
+           (as != UINT64_MAX && __atomic_load_n(&lp.mapped, __ATOMIC_RELAXED) + next > as / 4);
+}
+
+/* The room a new pairing needs (descriptors, mappings): 0, or the reason
+ * it stays on the kernel. */
+static int lp_limited(void)
+{
+    return lp_fd_limited() ? LOCAL_PAIR_R_FD_LIMIT
+           : lp_map_limited() ? LOCAL_PAIR_R_MAP_LIMIT : 0;
+}
+
 int lp_candidate(int fd)
 {
     shim_fd_t *f = shim_fd_get(fd);
+    int r;
 
     /* fds 0-2 meet stdio, which no hook sees (DESIGN.md §3.10) */
     if (!lp.enabled || fd <= 2 || !f || f->kind != SHIM_FD_SOCKET || !f->stream || f->claim ||
@@ -209,8 +277,8 @@ int lp_candidate(int fd)
         lp_decline(LOCAL_PAIR_R_IO_URING);
         return 0;
     }
-    if (lp_fd_limited()) {
-        lp_decline(LOCAL_PAIR_R_FD_LIMIT);
+    if ((r = lp_limited())) {
+        lp_decline(r);
         return 0;
     }
     return 1;
@@ -923,9 +991,8 @@ static void lp_ann_make(lp_conn_t *c, int fd)
         }
         return;
     }
-    if (lp_fd_limited()) {
+    if ((reason = lp_limited())) {
         dec = LOCAL_PAIR_DECLINED;
-        reason = LOCAL_PAIR_R_FD_LIMIT;
     } else if (lp_dest_known((struct sockaddr *)&peer, pl, &reason)) {
         dec = LOCAL_PAIR_DECLINED;      /* asked within LOCAL_PAIR_DEST_MS */
     } else {
@@ -1008,9 +1075,8 @@ static int lp_offer_make(lp_conn_t *c, int fd, int *reason_p)
     } else if (lp_offer_shared(c, fd)) {
         dec = LOCAL_PAIR_DECLINED;
         *reason_p = LOCAL_PAIR_R_UNSUPPORTED;
-    } else if (lp_fd_limited()) {
+    } else if ((*reason_p = lp_limited())) {
         dec = LOCAL_PAIR_DECLINED;
-        *reason_p = LOCAL_PAIR_R_FD_LIMIT;
     } else if (!path_local_mbox_usable()) {
         dec = LOCAL_PAIR_DECLINED;
         *reason_p = LOCAL_PAIR_R_MAILBOX;
