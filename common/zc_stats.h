@@ -126,6 +126,10 @@
       "waits that a thread repeated with nothing else done in between, answered from " \
       "the paths' memory without asking the kernel, whose last answer, less than "   \
       "ZCSOCK_POLL_KERNEL_US old, was nothing ready")                                 \
+    X(READY_KERNEL_SKIPS_PLAIN, "ready.kernel_skips_plain", "the same for zero-timeout " \
+      "epoll waits over a set without claimed connections, in a loop that also waits " \
+      "over claimed ones (UCX polls two sets in turn): answered nothing without "      \
+      "asking the kernel")                                                             \
     X(READY_EP_LOOKS, "ready.ep_looks", "registrations of claimed descriptors "       \
       "an epoll wait asked their path about (all of a small set, the ready list of "  \
       "a large one: ZCSOCK_EPOLL_SCAN_MAX)")                                           \

@@ -165,15 +165,19 @@ SHIM_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 #define SHIM_EP_PASS(call, epfd, evs, max, ms, mask)                          \
     do {                                                                      \
         int64_t t0_ = (ms) > 0 ? shim_now_ns() : 0;                           \
-        int n_;                                                               \
+        int n_, nowait_ = (ms) == 0 && !(mask);                               \
                                                                               \
+        if (nowait_ && shim_nowait_skip_plain(SHIM_EP_NOWAIT_SIG(epfd)))      \
+            return 0;                   /* (KERNEL SKIP) */                   \
         if ((ms) != 0)                                                        \
             shim_ep_sleep_enter(epfd);  /* (QUIET SETS) */                    \
         n_ = (call);                                                          \
         if ((ms) != 0)                                                        \
             shim_ep_sleep_leave(epfd);                                        \
+        if (nowait_ && n_ >= 0)                                               \
+            shim_nowait_asked(SHIM_EP_NOWAIT_SIG(epfd), n_ == 0);             \
         if (shim_likely(n_ <= 0)) {                                           \
-            if (n_ == 0 && (ms) == 0)                                         \
+            if (n_ == 0 && (ms) == 0 && !nowait_)                             \
                 shim_nowait_passed();                                         \
             return n_;                                                        \
         }                                                                     \

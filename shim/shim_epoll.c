@@ -1744,9 +1744,6 @@ static int shim_ep_look(int epfd, struct epoll_event *evs, int out, int max, int
     return out;
 }
 
-/* An epoll set's signature for shim_nowait_skip (poll's lack the top bit). */
-#define SHIM_EP_NOWAIT_SIG(epfd) (1ull << 63 | (uint32_t)(epfd))
-
 static int shim_ep_wait(int epfd, struct epoll_event *evs, int max, int timeout,
                         const sigset_t *mask, shim_wait_t *ws)
 {
@@ -1799,15 +1796,18 @@ static int shim_ep_wait(int epfd, struct epoll_event *evs, int max, int timeout,
         if (timeout == 0 && !mask && shim_nowait_skip(SHIM_EP_NOWAIT_SIG(epfd)))
             return out;         /* the paths' memory only (KERNEL SKIP) */
         r = zc_real.epoll_pwait(epfd, evs + out, max - out, tmo, mask);
-        if (timeout == 0 && r >= 0)
-            shim_nowait_asked(SHIM_EP_NOWAIT_SIG(epfd), r == 0);
-        if (r < 0)
+        if (r < 0) {
+            if (timeout == 0)
+                shim_nowait_asked(SHIM_EP_NOWAIT_SIG(epfd), 0);
             return out ? out : -1;
+        }
         if (r == 0 && capped) {
             shim_ep_full_next(epfd);    /* the next look asks them all */
             netted = 1;
         }
         kept = shim_ep_translate_n(evs + out, r, wait, evs, out);
+        if (timeout == 0)
+            shim_nowait_asked(SHIM_EP_NOWAIT_SIG(epfd), kept == 0);
         if (out + kept || timeout == 0 || (deadline >= 0 && shim_expired(deadline)))
             return out + kept;
     }

@@ -191,6 +191,7 @@ __thread uint64_t shim_path_calls __attribute__((tls_model("initial-exec")));
 
 static __thread struct {
     uint64_t entries;           /* of the thread's last zero-timeout wait */
+    int claimed;                /* the chain waited over claimed connections */
     unsigned next;              /* the slot the next new set takes */
     struct {
         uint64_t sig;
@@ -206,9 +207,11 @@ static int shim_nowait_chain(void)
     int held = e == shim_nowait.entries + 1;
 
     shim_nowait.entries = e;
-    if (!held)
+    if (!held) {
+        shim_nowait.claimed = 0;
         for (int i = 0; i < SHIM_NOWAIT_SETS; i++)
             shim_nowait.set[i].asked_us = 0;
+    }
     return held;
 }
 
@@ -220,16 +223,28 @@ static int shim_nowait_slot(uint64_t sig)
     return -1;
 }
 
-int shim_nowait_skip(uint64_t sig)
+static int shim_nowait_skip_(uint64_t sig, int plain)
 {
     unsigned us = zc_config.poll_kernel_us;
-    int i;
+    int held = shim_nowait_chain(), i;
 
-    if (!us || !shim_nowait_chain() || (i = shim_nowait_slot(sig)) < 0 ||
+    if (!plain)
+        shim_nowait.claimed = 1;
+    if (!us || !held || (plain && !shim_nowait.claimed) || (i = shim_nowait_slot(sig)) < 0 ||
         !shim_nowait.set[i].asked_us || zc_now_us() - shim_nowait.set[i].asked_us >= us)
         return 0;
-    zc_stat_add(ZC_STAT_READY_KERNEL_SKIPS, 1);
+    zc_stat_add(plain ? ZC_STAT_READY_KERNEL_SKIPS_PLAIN : ZC_STAT_READY_KERNEL_SKIPS, 1);
     return 1;
+}
+
+int shim_nowait_skip(uint64_t sig)
+{
+    return shim_nowait_skip_(sig, 0);
+}
+
+int shim_nowait_skip_plain(uint64_t sig)
+{
+    return shim_nowait_skip_(sig, 1);
 }
 
 void shim_nowait_asked(uint64_t sig, int quiet)

@@ -73,6 +73,15 @@ void shim_nowait_asked(uint64_t sig, int quiet);
 /* A zero-timeout wait that went straight to the kernel (a set with no
  * claimed registration) and heard nothing: it breaks no chain of waits. */
 void shim_nowait_passed(void);
+/* The same wait before it goes to the kernel: 1 when it may answer
+ * "nothing" without asking, as shim_nowait_skip would, but only in a chain
+ * that also waits over claimed connections (a progress loop that polls a
+ * set of paired connections and one of kernel descriptors in turn, as
+ * UCX's does); a thread whose waits never meet a claimed connection always
+ * asks.  After it asked: shim_nowait_asked. */
+int shim_nowait_skip_plain(uint64_t sig);
+/* An epoll set's signature for the above (poll's lack the top bit). */
+#define SHIM_EP_NOWAIT_SIG(epfd) (1ull << 63 | (uint32_t)(epfd))
 void shim_wait_end(shim_wait_t *w, int events);
 
 /* 1 when a claimed descriptor is in the poll set / select sets. */

@@ -31,7 +31,15 @@ shows):
   8. The peer's close, or its shutdown for writing, of a connection idle
      through 1,000 zero-timeout waits: a wait reports it readable within
      2 s and the receive says end of stream (poll, select, epoll).
-Then, with ZCSOCK_POLL_KERNEL_US=0: step 1 again skips nothing.
+  9. Two epoll sets polled in turn, as UCX's progress loop does: one with
+     the paired connection, one with the pipe only (no claimed
+     registration: the wait goes straight to the kernel): the pipe's set
+     skips the kernel too (ready.kernel_skips_plain >= 1,000 of 3,000),
+     yet reports the pipe at the wait after this thread wrote to it (300
+     rounds), and another thread's write within 50 ms; a loop over the
+     pipe's set alone (no paired connection in its chain) asks the kernel
+     every time (no plain skip in 3,000).
+Then, with ZCSOCK_POLL_KERNEL_US=0: steps 1 and 9 skip nothing.
 
     lp_poll_nowait.py       (ZC_LIB names the library)
 Exit 0 pass, 1 fail."""
@@ -224,6 +232,52 @@ if WINDOW:
             c3.close()
             if how == "shutdown":
                 s3.close()
+# 9: a set of kernel descriptors only, polled in turn with one of paired
+# connections (UCX): its waits skip the kernel too, but only in such a loop
+pa = select.epoll(); pa.register(c.fileno(), select.EPOLLIN)
+pb = select.epoll(); pb.register(r, select.EPOLLIN)
+k0 = stat("ready.kernel_skips_plain")
+for i in range(3000):
+    if pa.poll(0) or pb.poll(0):
+        sys.exit("FAIL: two sets: wait %d reported something with nothing ready" % i)
+skipped = stat("ready.kernel_skips_plain") - k0
+if WINDOW and skipped < 1000:
+    sys.exit("FAIL: two sets: only %d of 3000 waits over the kernel's set skipped it" % skipped)
+if not WINDOW and skipped:
+    sys.exit("FAIL: two sets: %d waits skipped the kernel with ZCSOCK_POLL_KERNEL_US=0" % skipped)
+if WINDOW:
+    for rnd in range(300):
+        for i in range(3):
+            pa.poll(0); pb.poll(0)
+        os.write(w, b"u")
+        pa.poll(0)
+        if r not in {fd for fd, ev in pb.poll(0)}:
+            sys.exit("FAIL: two sets: round %d: the pipe this thread had just written to "
+                     "was not reported" % rnd)
+        os.read(r, 10)
+    for rnd in range(20):
+        wrote = []
+        t = threading.Timer(0.002, lambda: (os.write(w, b"v"), wrote.append(time.monotonic())))
+        t.start()
+        t0 = time.monotonic()
+        seen = None
+        while time.monotonic() - t0 < 2:
+            pa.poll(0)
+            if r in {fd for fd, ev in pb.poll(0)}:
+                seen = time.monotonic()
+                break
+        t.join()
+        if seen is None or seen - wrote[0] > 0.05:
+            sys.exit("FAIL: two sets: round %d: another thread's write showed %s" %
+                     (rnd, "never" if seen is None else "%.3f s after it" % (seen - wrote[0])))
+        os.read(r, 10)
+    k0 = stat("ready.kernel_skips_plain")
+    for i in range(3000):
+        if pb.poll(0):
+            sys.exit("FAIL: the kernel's set alone: wait %d reported something" % i)
+    if stat("ready.kernel_skips_plain") != k0:
+        sys.exit("FAIL: a loop over a set without paired connections skipped the kernel %d "
+                 "times" % (stat("ready.kernel_skips_plain") - k0))
 print("poll_nowait: ok (window %d us)" % WINDOW)
 """
 
