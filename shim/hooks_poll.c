@@ -175,7 +175,7 @@ SHIM_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
         if ((ms) != 0)                                                        \
             shim_ep_sleep_leave(epfd);                                        \
         if (nowait_ && n_ >= 0)                                               \
-            shim_nowait_asked(SHIM_EP_NOWAIT_SIG(epfd), n_ == 0);             \
+            shim_nowait_asked_plain(SHIM_EP_NOWAIT_SIG(epfd), n_ == 0);       \
         if (shim_likely(n_ <= 0)) {                                           \
             if (n_ == 0 && (ms) == 0 && !nowait_)                             \
                 shim_nowait_passed();                                         \

@@ -247,6 +247,15 @@ int shim_nowait_skip_plain(uint64_t sig)
     return shim_nowait_skip_(sig, 1);
 }
 
+void shim_nowait_asked_plain(uint64_t sig, int quiet)
+{
+    if (!shim_nowait.claimed) {     /* nothing to remember: the chain goes on */
+        shim_nowait.entries = shim_entries - shim_path_calls;
+        return;
+    }
+    shim_nowait_asked(sig, quiet);
+}
+
 void shim_nowait_asked(uint64_t sig, int quiet)
 {
     int i = shim_nowait_slot(sig);

@@ -80,6 +80,9 @@ void shim_nowait_passed(void);
  * UCX's does); a thread whose waits never meet a claimed connection always
  * asks.  After it asked: shim_nowait_asked. */
 int shim_nowait_skip_plain(uint64_t sig);
+/* ... and what the kernel said (remembered only in such a chain: a loop
+ * with no paired connection pays no clock read for it). */
+void shim_nowait_asked_plain(uint64_t sig, int quiet);
 /* An epoll set's signature for the above (poll's lack the top bit). */
 #define SHIM_EP_NOWAIT_SIG(epfd) (1ull << 63 | (uint32_t)(epfd))
 void shim_wait_end(shim_wait_t *w, int events);
