@@ -1070,13 +1070,24 @@ static void test_corrupt_producer(void **state)
     t_pair_open(&p, 4096);
     p.b.hdr->ctl[AB].tail = 1ULL << 40;
     {
-        struct iovec v = { buf, sizeof(buf) };
+        uint8_t big[4000] = { 0 };
+        struct iovec v = { buf, sizeof(buf) }, w = { big, sizeof(big) };
         size_t done;
 
-        assert_int_equal(local_ring_write(&p.a, AB, &v, 1, &done), -EPROTO);
+        /* the tail seen (0) leaves room for 100 bytes: no look at the
+         * consumer's line, none at its garbage (TAIL SEEN) */
+        assert_int_equal(local_ring_write(&p.a, AB, &v, 1, &done), 0);
+        assert_int_equal(done, sizeof(buf));
+        assert_int_equal(local_ring_writable_min(&p.a, AB, 64), 4096 - 8 - 112);
+        /* a write the seen room is short of looks, and finds it */
+        assert_int_equal(local_ring_write(&p.a, AB, &w, 1, &done), -EPROTO);
         assert_int_equal(local_ring_writable(&p.a, AB), -EPROTO);
         assert_int_equal(local_ring_eof_write(&p.a, AB), -EPROTO);
     }
+    t_pair_close(&p);
+    t_pair_open(&p, 4096);
+    p.b.hdr->ctl[AB].tail = 1ULL << 40;
+    assert_int_equal(local_ring_writable(&p.a, AB), -EPROTO);   /* exact: looks at once */
     t_pair_close(&p);
     /* header sizes rewritten after attach are ignored: the local size rules */
     t_pair_open(&p, 4096);
@@ -1086,6 +1097,36 @@ static void test_corrupt_producer(void **state)
     assert_int_equal(p.b.ring_size, 4096);
     p.a.hdr->side_state[0] = 77;
     assert_int_equal(local_ring_peer_state(&p.b), -EPROTO);
+    t_pair_close(&p);
+}
+
+/* TAIL SEEN: the producer's room comes from the tail it loaded last while
+ * that room is enough, and from a fresh look when it is not: a write the
+ * seen room is short of, but the real room holds, goes through whole. */
+static void test_tail_seen(void **state)
+{
+    static uint8_t buf[3000], out[3000];
+    t_pair_t p;
+    int64_t seen;
+
+    (void)state;
+    t_pair_open(&p, 4096);
+    for (size_t i = 0; i < sizeof(buf); i++)
+        buf[i] = (uint8_t)(i * 7 + 1);
+    assert_int_equal(t_write(&p.a, AB, buf, 2000, NULL), 2000);
+    assert_int_equal(t_read(&p.b, AB, out, 2000, 0, NULL), 2000);
+    seen = local_ring_writable_min(&p.a, AB, 1);
+    assert_true(seen < 4096 - 2000);                /* what the consumer read not counted */
+    assert_int_equal(local_ring_writable_min(&p.a, AB, (uint64_t)seen + 1), 4096 - 8);
+    seen = local_ring_writable_min(&p.a, AB, 1);    /* that look was remembered */
+    assert_int_equal(seen, 4096 - 8);
+    assert_int_equal(t_write(&p.a, AB, buf, 2000, NULL), 2000);
+    assert_int_equal(t_read(&p.b, AB, out, 2000, 0, NULL), 2000);
+    /* 3,000 bytes: more than the seen room (about 2,000), less than the real */
+    assert_true(local_ring_writable_min(&p.a, AB, 1) < 3000);
+    assert_int_equal(t_write(&p.a, AB, buf, 3000, NULL), 3000);
+    assert_int_equal(t_read(&p.b, AB, out, 3000, 0, NULL), 3000);
+    assert_memory_equal(out, buf, 3000);
     t_pair_close(&p);
 }
 
@@ -1137,6 +1178,7 @@ int main(void)
         cmocka_unit_test(test_publish_window),
         cmocka_unit_test(test_corrupt),
         cmocka_unit_test(test_corrupt_producer),
+        cmocka_unit_test(test_tail_seen),
         cmocka_unit_test(test_view_init),
         cmocka_unit_test(test_unit_file),
     };

@@ -39,10 +39,10 @@ static void lp_armed_take(local_ring_t *ch, unsigned flags)
 
 unsigned lp_flags(const lp_conn_t *c)
 {
-    return (c->tx_ring ? LP_F_TX_RING : 0) | (c->rx_ring ? LP_F_RX_RING : 0) |
-           (c->tx_never ? LP_F_TX_NEVER : 0) | (c->wr_shut ? LP_F_WR_SHUT : 0) |
+    return (lp_tx_ring(c) ? LP_F_TX_RING : 0) | (lp_rx_ring(c) ? LP_F_RX_RING : 0) |
+           (lp_tx_plain(c) ? LP_F_TX_NEVER : 0) | (c->wr_shut ? LP_F_WR_SHUT : 0) |
            (c->rd_shut ? LP_F_RD_SHUT : 0) | (c->kern_shut_wr ? LP_F_KERN_SHUT_WR : 0) |
-           (c->kern_eof ? LP_F_KERN_EOF : 0) | (c->rx_plain ? LP_F_RX_PLAIN : 0) |
+           (c->kern_eof ? LP_F_KERN_EOF : 0) | (lp_rx_plain(c) ? LP_F_RX_PLAIN : 0) |
            lp_armed_bells(&c->ch);
 }
 
@@ -72,14 +72,16 @@ int lp_inherit_one(const int *fds, int nfds, int memfd, int side, unsigned flags
     lp_parts_adopted(c);
     lp_xchg_inherit(c, xfds);
     lp_side_publish(c, fd);
-    c->tx_ring = !!(flags & LP_F_TX_RING);
-    c->rx_ring = !!(flags & LP_F_RX_RING);
-    c->tx_never = !!(flags & LP_F_TX_NEVER);
+    lp_dir_set(c, LP_TX, flags & LP_F_TX_RING    ? LP_DIR_RING
+                         : flags & LP_F_TX_NEVER ? LP_DIR_PLAIN
+                                                 : LP_DIR_KERNEL);
+    lp_dir_set(c, LP_RX, flags & LP_F_RX_RING    ? LP_DIR_RING
+                         : flags & LP_F_RX_PLAIN ? LP_DIR_PLAIN
+                                                 : LP_DIR_KERNEL);
     c->wr_shut = !!(flags & LP_F_WR_SHUT);
     c->rd_shut = !!(flags & LP_F_RD_SHUT);
     c->kern_shut_wr = !!(flags & LP_F_KERN_SHUT_WR);
     c->kern_eof = !!(flags & LP_F_KERN_EOF);
-    c->rx_plain = !!(flags & LP_F_RX_PLAIN);
     lp_armed_take(&c->ch, flags);
     c->rv_seen = (uint8_t)lp_rv(c);
     c->ch.quiet = c->rv_seen;

@@ -13,19 +13,19 @@ int lp_tx_switch(lp_conn_t *c)
     uint64_t at;
     int rc;
 
-    if (c->tx_ring)
+    if (lp_tx_ring(c))
         return 1;
-    if (c->state != LP_PAIRED || c->tx_never || c->kern_shut_wr || c->rv_seen)
+    if (c->state != LP_PAIRED || lp_tx_plain(c) || c->kern_shut_wr || c->rv_seen)
         return 0;
     if (c->ch.side == LOCAL_RING_SIDE_A && !local_pair_peer_attached(&c->ch))
         return 0;
     rc = local_pair_switch_publish(&c->ch, lp_txdir(c), c->tx_kernel);
     at = local_pair_switch_get(&c->ch, lp_txdir(c));
     if (rc == -EALREADY && at == LOCAL_PAIR_SWITCH_NEVER) {
-        c->tx_never = 1;
+        lp_dir_set(c, LP_TX, LP_DIR_PLAIN);
         return 0;
     }
-    c->tx_ring = 1;     /* published by us, or by a holder in another process */
+    lp_dir_set(c, LP_TX, LP_DIR_RING);  /* published by us, or by a holder in another process */
     zc_stat_add(ZC_STAT_LOCAL_SWITCHES, 1);
     return 1;
 }
@@ -36,11 +36,11 @@ void lp_bell(lp_conn_t *c, int fd)
 {
     int saved = errno;
 
-    if (!c->tx_ring) {
+    if (!lp_tx_ring(c)) {
         lp_lock(c, LP_TX);
         lp_tx_switch(c);
         lp_unlock(c, LP_TX);
-        if (!c->tx_ring)
+        if (!lp_tx_ring(c))
             return;     /* cannot happen for an honest peer (see header) */
     }
     if (!c->bell_push) {
@@ -130,10 +130,10 @@ void lp_wake(lp_conn_t *c, int fd, int flags, uint32_t *word)
  * to give: the peer reads the kernel stream in that direction). */
 void lp_wake_ex(lp_conn_t *c, int fd, int flags, uint32_t *word, int tx_held)
 {
-    if ((flags & LOCAL_RING_F_DOORBELL) && !(tx_held && !c->tx_ring))
+    if ((flags & LOCAL_RING_F_DOORBELL) && !(tx_held && !lp_tx_ring(c)))
         lp_bell(c, fd);
     if (flags & LOCAL_RING_F_EVENTFD)
-        lp_efd_ring(c, tx_held && !c->tx_ring ? -1 : fd);
+        lp_efd_ring(c, tx_held && !lp_tx_ring(c) ? -1 : fd);
     if (flags & LOCAL_RING_F_FUTEX) {
         /* (SPINNING WAITERS, local_ring.h: read after the claim) */
         uint32_t *spinning = word ? local_ring_spinning(&c->ch, word) : NULL;
@@ -224,18 +224,18 @@ int lp_rx_catch_up(lp_conn_t *c)
 {
     uint64_t sw;
 
-    if (c->rx_ring)
+    if (lp_rx_ring(c))
         return 1;
-    if (c->state != LP_PAIRED || c->rx_plain)
+    if (c->state != LP_PAIRED || lp_rx_plain(c))
         return 0;
     sw = local_pair_switch_get(&c->ch, lp_rxdir(c));
     if (!local_pair_switch_known(sw))
         return 0;
     lp_lock(c, LP_RX);
-    if (!c->rx_ring && c->rx_kernel >= sw) {
-        c->rx_ring = 1;
+    if (!lp_rx_ring(c) && c->rx_kernel >= sw) {
+        lp_dir_set(c, LP_RX, LP_DIR_RING);
         local_ring_rx_wait_cancel(&c->ch, lp_rxdir(c));
     }
     lp_unlock(c, LP_RX);
-    return c->rx_ring;
+    return lp_rx_ring(c);
 }

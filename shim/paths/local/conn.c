@@ -689,16 +689,18 @@ void lp_decline(int reason)
 
 /* Payload bytes a write may add now: the ring's room, less what an
  * application-set SO_SNDBUF leaves out (a program that shrinks its buffers
- * expects sends to block or fail early, as on the kernel path). */
-int64_t lp_tx_room(lp_conn_t *c)
+ * expects sends to block or fail early, as on the kernel path).  Exact
+ * below want; at want or more possibly less than the truth (TAIL SEEN in
+ * local_ring.c: no look at the consumer's line then). */
+int64_t lp_tx_room(lp_conn_t *c, uint64_t want)
 {
-    int64_t room = local_ring_writable(&c->ch, lp_txdir(c));
+    uint64_t keep_free = c->sndcap && c->sndcap < c->ch.ring_size
+                             ? c->ch.ring_size - c->sndcap : 0;
+    int64_t room = local_ring_writable_min(&c->ch, lp_txdir(c),
+                                           want > UINT64_MAX / 2 ? UINT64_MAX : want + keep_free);
 
-    if (room > 0 && c->sndcap && c->sndcap < c->ch.ring_size) {
-        int64_t keep_free = (int64_t)(c->ch.ring_size - c->sndcap);
-
-        room = room > keep_free ? room - keep_free : 0;
-    }
+    if (room > 0 && keep_free)
+        room = room > (int64_t)keep_free ? room - (int64_t)keep_free : 0;
     return room;
 }
 

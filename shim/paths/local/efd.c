@@ -289,7 +289,7 @@ int lp_wake_fd(shim_fd_t *f, int fd, int unusable)
         return -1;          /* (no announcement of the wake-up kind is made) */
     if (c->efd.fd >= 0)
         return c->efd.fd;      /* every wait listens once it exists */
-    if (!c->rx_ring)
+    if (!lp_rx_ring(c))
         return -1;
     return lp_efd_wake_fd(c);
 }

@@ -117,7 +117,7 @@ int lp_bells_take(lp_conn_t *c, int fd, int64_t n)
 /* Both directions are on the kernel: the connection is plain. */
 void lp_rv_check_done(lp_conn_t *c)
 {
-    if (c->rx_plain && !c->tx_ring && c->tx_never && c->state == LP_PAIRED)
+    if (lp_rx_plain(c) && lp_tx_plain(c) && c->state == LP_PAIRED)
         lp_state_set(c, LP_PLAIN);
 }
 
@@ -129,15 +129,13 @@ int lp_rv_sibling(lp_conn_t *c, int role)
 {
     uint32_t mine = __atomic_load_n(&lp_side(c, c->ch.side)->rv, __ATOMIC_ACQUIRE);
 
-    if (role == LP_RX && (mine & LP_RV_RX) && !c->rx_plain) {
-        c->rx_ring = 0;
-        c->rx_plain = 1;
-    } else if (role == LP_TX && (mine & LP_RV_TX) && !(c->tx_never && !c->tx_ring)) {
-        c->tx_ring = 0;
-        c->tx_never = 1;
+    if (role == LP_RX && (mine & LP_RV_RX) && !lp_rx_plain(c)) {
+        lp_dir_set(c, LP_RX, LP_DIR_PLAIN);
+    } else if (role == LP_TX && (mine & LP_RV_TX) && !lp_tx_plain(c)) {
+        lp_dir_set(c, LP_TX, LP_DIR_PLAIN);
     }
     lp_rv_check_done(c);
-    return role == LP_RX ? c->rx_plain : c->tx_never && !c->tx_ring;
+    return role == LP_RX ? lp_rx_plain(c) : lp_tx_plain(c);
 }
 
 /* Our receiving direction reads the kernel stream for good (at the
@@ -153,8 +151,7 @@ void lp_rv_rx_done(lp_conn_t *c, int fd)
     if (owed > 0 && lp_bells_take(c, fd, owed) < 0 && !c->kern_eof && !c->kern_err)
         zc_log(ZC_LOG_WARN, "local path: fd %d handed back with %lld doorbell(s) that did not "
                "come", fd, (long long)(c->ch.bells_claimed - c->bells_drained));
-    c->rx_ring = 0;
-    c->rx_plain = 1;
+    lp_dir_set(c, LP_RX, LP_DIR_PLAIN);
     __atomic_or_fetch(&lp_side(c, c->ch.side)->rv, LP_RV_RX, __ATOMIC_ACQ_REL);
     lp_rv_check_done(c);
 }
@@ -307,14 +304,14 @@ int lp_rv_tx(lp_conn_t *c, int fd, int wait_ms)
         return 0;
     if (lp_bells_flush(c, fd) < 0)
         return -ECONNRESET;
-    if (!c->tx_ring) {
+    if (!lp_tx_ring(c)) {
         if (local_pair_switch_refuse(&c->ch, lp_txdir(c)) == -EALREADY &&
             local_pair_switch_get(&c->ch, lp_txdir(c)) != LOCAL_PAIR_SWITCH_NEVER)
-            c->tx_ring = 1;     /* a holder in another process switched it */
+            lp_dir_set(c, LP_TX, LP_DIR_RING);  /* a holder in another process switched it */
     }
-    if (c->tx_ring && (rc = lp_rv_pump_wait(c, fd, wait_ms)) < 0)
+    if (lp_tx_ring(c) && (rc = lp_rv_pump_wait(c, fd, wait_ms)) < 0)
         return rc;
-    if (c->tx_ring) {
+    if (lp_tx_ring(c)) {
         rc = lp_ring_to_kernel(&c->ch, lp_txdir(c), fd, wait_ms, &eof);
         if (rc == -EPROTO)
             return (int)lp_broken(c);
@@ -325,8 +322,7 @@ int lp_rv_tx(lp_conn_t *c, int fd, int wait_ms)
             c->kern_shut_wr = 1;
         }
     }
-    c->tx_ring = 0;
-    c->tx_never = 1;
+    lp_dir_set(c, LP_TX, LP_DIR_PLAIN);
     __atomic_or_fetch(&lp_side(c, c->ch.side)->rv, LP_RV_TX, __ATOMIC_ACQ_REL);
     lp_rv_check_done(c);
     return 0;
@@ -400,7 +396,7 @@ int lp_linger_offer(lp_conn_t *c, int fd)
     local_ring_snap_t s;
     int pid;
 
-    if (!c->tx_ring || c->memfd < 0 ||
+    if (!lp_tx_ring(c) || c->memfd < 0 ||
         local_ring_ctl_snap(&c->ch, lp_txdir(c), LOCAL_RING_ROLE_PROD, &s) || s.head == s.tail ||
         local_ring_peer_state(&c->ch) != LOCAL_RING_PEER_ATTACHED)
         return 0;
@@ -965,7 +961,7 @@ static size_t lp_behind(lp_conn_t *c)
 {
     uint64_t sw = local_pair_switch_get(&c->ch, lp_rxdir(c));
 
-    if (c->ch.bells_claimed == c->bells_drained || c->rx_ring ||
+    if (c->ch.bells_claimed == c->bells_drained || lp_rx_ring(c) ||
         !local_pair_switch_known(sw) || c->rx_kernel >= sw)
         return 0;
     return (size_t)(sw - c->rx_kernel);
@@ -992,9 +988,9 @@ void lp_revert(lp_conn_t *c, int fd, const char *why)
         if (!c->wr_shut && !lp_tx_switch(c) &&
             local_pair_switch_refuse(&c->ch, lp_txdir(c)) == -EALREADY &&
             local_pair_switch_get(&c->ch, lp_txdir(c)) != LOCAL_PAIR_SWITCH_NEVER)
-            c->tx_ring = 1;
+            lp_dir_set(c, LP_TX, LP_DIR_RING);
         c->ch.quiet = 1;                                                        /* 1 */
-        if (c->tx_ring && !c->wr_shut &&
+        if (lp_tx_ring(c) && !c->wr_shut &&
             local_ring_mark_write(&c->ch, lp_txdir(c), LOCAL_RING_MARK_REVERT) < 0)
             lp_broken(c);
         local_ring_rx_wait_cancel(&c->ch, lp_rxdir(c));                         /* 2 */
@@ -1015,7 +1011,7 @@ void lp_revert(lp_conn_t *c, int fd, const char *why)
         zc_stat_add(ZC_STAT_LOCAL_HANDED_BACK, 1);
         lp_handback_count(why);
         zc_log(ZC_LOG_NOTICE, "local path: fd %d handed back to the kernel (%s)", fd, why);
-    } else if (c->state == LP_PAIRED && c->tx_ring &&
+    } else if (c->state == LP_PAIRED && lp_tx_ring(c) &&
                lp_rv_tx(c, fd, LP_RV_CLOSE_MS) == -EAGAIN) {
         /* the peer handed back first: what it did not read of ours goes to
          * the kernel before anything we send there (our sends are plain now) */
@@ -1027,9 +1023,8 @@ void lp_revert(lp_conn_t *c, int fd, const char *why)
     if (!behind && owed > 0)
         lp_bells_take(c, fd, owed);
     lp_linger_pump(c, fd, behind);
-    c->tx_ring = c->rx_ring = 0;
-    c->tx_never = 1;
-    c->rx_plain = 1;
+    lp_dir_set(c, LP_TX, LP_DIR_PLAIN);
+    lp_dir_set(c, LP_RX, LP_DIR_PLAIN);
     lp_state_set(c, LP_PLAIN);
     if (c->bell_push && !c->app_nodelay && !c->is_unix)   /* Nagle as the app had it */
         zc_real.setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &(int){ 0 }, sizeof(int));

@@ -62,7 +62,7 @@ int path_local_shutdown(shim_fd_t *f, int fd, int how)
     } else if (!c->wr_shut) {
         if (!lp_tx_switch(c) && local_pair_switch_refuse(&c->ch, lp_rxdir(c)) == -EALREADY)
             lp_tx_switch(c);    /* the peer switched: it attached, so may we */
-        if (c->tx_ring) {
+        if (lp_tx_ring(c)) {
             int w = local_ring_eof_write(&c->ch, lp_txdir(c));
 
             if (w >= 0) {
@@ -112,7 +112,7 @@ void lp_bells_settle(lp_conn_t *c, int fd)
                    "not come (claimed %llu, read %llu) side %d tx %d rx %d wr_shut %d kshut %d "
                    "rd_shut %d", fd, (long long)owed,
                    (unsigned long long)c->ch.bells_claimed, (unsigned long long)c->bells_drained,
-                   c->ch.side, c->tx_ring, c->rx_ring, c->wr_shut, c->kern_shut_wr, c->rd_shut);
+                   c->ch.side, lp_tx_ring(c), lp_rx_ring(c), c->wr_shut, c->kern_shut_wr, c->rd_shut);
             return;
         }
         zc_real.poll(&(struct pollfd){ fd, POLLIN, 0 }, 1, 1);
@@ -439,7 +439,7 @@ static size_t lp_describe(shim_fd_t *f, int fd, char *buf, size_t size)
                                                    "pending" };
     lp_conn_t *c = lp_conn(f);
     int st = c->state >= 1 && c->state < LP_STATES ? c->state : 0;
-    int ring = st == LP_PAIRED && (c->tx_ring || c->rx_ring || !lp_rv(c));
+    int ring = st == LP_PAIRED && (lp_tx_ring(c) || lp_rx_ring(c) || !lp_rv(c));
     size_t n;
 
     (void)fd;

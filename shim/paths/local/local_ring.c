@@ -57,7 +57,7 @@
 #define LR_MARK_SIZE    8u
 
 _Static_assert(sizeof(local_ring_hdr_t) <= LOCAL_RING_HDR_SIZE, "header page");
-_Static_assert(offsetof(local_ring_hdr_t, ctl) % 64 == 0 && sizeof(local_ring_ctl_t) == 128,
+_Static_assert(offsetof(local_ring_hdr_t, ctl) % 64 == 0 && sizeof(local_ring_ctl_t) == 192,
                "control lines on their own cache lines");
 _Static_assert(sizeof(local_ring_page_t) == 16, "PAGES descriptor size");
 _Static_assert(LOCAL_RING_SIZE_MIN % 8 == 0 && LOCAL_RING_CHUNK % 8 == 0, "record alignment");
@@ -224,6 +224,7 @@ int local_ring_ctl_snap(local_ring_t *ch, int dir, int role, local_ring_snap_t *
         s->tail = LR_LOAD_ACQ(&ctl->tail);
         if ((s->head & (LR_ALIGN - 1)) || s->head - s->tail > ch->ring_size)
             return lr_broken(ch);
+        ch->tail_seen[dir] = s->tail;
         return 0;
     }
     /* head before bytes_head: the producer stores bytes_head, then head
@@ -583,9 +584,36 @@ static int lr_room(local_ring_t *ch, int dir, local_ring_snap_t *s, uint64_t nee
     return 0;
 }
 
+/* TAIL SEEN.  The consumer writes its tail at every read; a producer that
+ * loaded it at every write took the consumer's line away each message, and
+ * the consumer took it back at its next commit, under its fence: two cache
+ * misses a message of a request/response stream, one on each side's
+ * critical path.  So the producer keeps the tail it loaded last
+ * (ch->tail_seen): tails only grow, and the room it gives is never more than
+ * the real room.  A fresh load only when that room is short of what a write
+ * needs (lr_room, local_ring_writable_min), when the hot window would send
+ * the ring back to its start (which needs "empty" for sure: lr_hot_pad), and
+ * for every other reader (local_ring_ctl_snap).  A seen tail that no longer
+ * fits the head (another image of ours wrote: exec, SCM_RIGHTS, fork) is
+ * loaded again too.  (The waiting word the producer loads at every publish
+ * sits on a line of its own for the same reason: local_ring.h.) */
+static int lr_prod_snap(local_ring_t *ch, int dir, local_ring_snap_t *s)
+{
+    int rc = lr_check(ch, dir);
+
+    if (rc)
+        return rc;
+    memset(s, 0, sizeof(*s));
+    s->head = LR_LOAD(&ch->hdr->ctl[dir].head);
+    s->tail = ch->tail_seen[dir];
+    if ((s->head & (LR_ALIGN - 1)) || s->head - s->tail > ch->ring_size)
+        return local_ring_ctl_snap(ch, dir, LOCAL_RING_ROLE_PROD, s);
+    return 0;
+}
+
 static int lr_prod_begin(local_ring_t *ch, int dir, local_ring_snap_t *s)
 {
-    int rc = local_ring_ctl_snap(ch, dir, LOCAL_RING_ROLE_PROD, s);
+    int rc = lr_prod_snap(ch, dir, s);
 
     if (rc)
         return rc;
@@ -610,9 +638,18 @@ static void lr_hot_pad(local_ring_t *ch, int dir, local_ring_snap_t *s, uint64_t
     /* (need: what the write's first room check asks for when the message
      * fits one record, so that check needs no fresh look at the published
      * head, which does not count the PAD yet) */
-    if (!ch->hot || s->head != s->tail || ch->ring_size < 4 * LOCAL_RING_HOT || !total ||
+    if (!ch->hot || ch->ring_size < 4 * LOCAL_RING_HOT || !total ||
         total > LOCAL_RING_HOT_MSG || off + need <= LOCAL_RING_HOT || need > off)
         return;
+    if (s->head != s->tail) {   /* the tail seen may be old (TAIL SEEN) */
+        uint64_t tail = LR_LOAD_ACQ(&ch->hdr->ctl[dir].tail);
+
+        if (s->head - tail > ch->ring_size || tail - s->tail > ch->ring_size)
+            return;             /* (the write's fresh look finds it broken) */
+        s->tail = ch->tail_seen[dir] = tail;
+        if (s->head != s->tail)
+            return;
+    }
     LR_STORE((uint64_t *)(ch->ring[dir] + off),
              (uint64_t)LOCAL_RING_REC_PAD | ((uint64_t)(ch->ring_size - off - LR_REC_HDR) << 32));
     s->head += ch->ring_size - off;
@@ -761,18 +798,37 @@ int local_ring_claim_kind(local_ring_t *ch, int dir, int role, int kind)
                                        __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
 }
 
+/* Payload room of snapshot s. */
+static int64_t lr_writable_of(const local_ring_t *ch, const local_ring_snap_t *s)
+{
+    uint64_t room = (ch->ring_size - (s->head - s->tail)) & ~(uint64_t)(LR_ALIGN - 1);
+    /* every LOCAL_RING_CHUNK of payload costs one record header */
+    uint64_t hdrs = LR_REC_HDR * (room / (LOCAL_RING_CHUNK + LR_REC_HDR) + 1);
+
+    return room > hdrs ? (int64_t)(room - hdrs) : 0;
+}
+
 int64_t local_ring_writable(local_ring_t *ch, int dir)
 {
-    local_ring_snap_t s;
-    uint64_t room, hdrs;
-    int rc = local_ring_ctl_snap(ch, dir, LOCAL_RING_ROLE_PROD, &s);
+    return local_ring_writable_min(ch, dir, UINT64_MAX);
+}
 
-    if (rc)
-        return rc;
-    room = (ch->ring_size - (s.head - s.tail)) & ~(uint64_t)(LR_ALIGN - 1);
-    /* every LOCAL_RING_CHUNK of payload costs one record header */
-    hdrs = LR_REC_HDR * (room / (LOCAL_RING_CHUNK + LR_REC_HDR) + 1);
-    return room > hdrs ? (int64_t)(room - hdrs) : 0;
+int64_t local_ring_writable_min(local_ring_t *ch, int dir, uint64_t min)
+{
+    local_ring_snap_t s;
+    int64_t room;
+    int rc;
+
+    if (min != UINT64_MAX) {    /* the tail seen, when it leaves min (TAIL SEEN) */
+        rc = lr_prod_snap(ch, dir, &s);
+        if (rc)
+            return rc;
+        room = lr_writable_of(ch, &s);
+        if ((uint64_t)room >= min)
+            return room;
+    }
+    rc = local_ring_ctl_snap(ch, dir, LOCAL_RING_ROLE_PROD, &s);
+    return rc ? rc : lr_writable_of(ch, &s);
 }
 
 /* --- consumer --- */

@@ -72,10 +72,12 @@
 #include <sys/uio.h>
 
 #define LOCAL_RING_MAGIC      0x676e69724c637a5aULL   /* "ZczLring" */
-#define LOCAL_RING_VERSION    4u   /* 2: PAD records and the BOTH waiting kind; 3: the
+#define LOCAL_RING_VERSION    5u   /* 2: PAD records and the BOTH waiting kind; 3: the
                                     * path's side words name a socket (PEER PUMP); 4: the
-                                    * path's lock words on lines of their own; a peer of
-                                    * another version never attaches (plain TCP) */
+                                    * path's lock words on lines of their own; 5: the
+                                    * consumer's waiting word on a line of its own (TAIL
+                                    * SEEN); a peer of another version never attaches
+                                    * (plain TCP) */
 #define LOCAL_RING_HDR_SIZE   4096u
 #define LOCAL_RING_SIZE_MIN   4096u
 #define LOCAL_RING_SIZE_MAX   (1u << 30)
@@ -151,13 +153,18 @@ typedef struct local_ring_ctl {
     uint32_t prod_want;         /* ... until this many bytes are free */
     uint32_t prod_spinning;     /* ... spinning before it sleeps (local_ring_spinning) */
     uint8_t  pad0[64 - 28];
-    /* consumer line: written by the consumer only */
+    /* consumer line: written by the consumer only, at every read; the
+     * producer loads it only when the tail it saw last leaves too little
+     * room (TAIL SEEN, local_ring.c) */
     uint64_t tail;
     uint64_t bytes_tail;
     uint32_t rec_left;
+    uint8_t  pad1[64 - 20];
+    /* consumer's waiting line: written by the consumer only when it
+     * announces a wait, loaded by the producer at every record it publishes */
     uint32_t cons_waiting;      /* consumer sleeps for data (producer clears) */
     uint32_t cons_spinning;     /* ... spinning before it sleeps (local_ring_spinning) */
-    uint8_t  pad1[64 - 28];
+    uint8_t  pad2[64 - 8];
 } local_ring_ctl_t;
 
 typedef struct local_ring_hdr {
@@ -234,6 +241,8 @@ typedef struct local_ring {
                                  * in our announcements: a wait that needs none
                                  * after all puts back what stood before its own
                                  * (set by the caller; 0: ours alone, withdrawn) */
+    uint64_t tail_seen[2];      /* [dir]: the consumer's tail as we last loaded it,
+                                 * producing (TAIL SEEN in local_ring.c) */
     uint64_t bells_claimed;     /* our socket-kind announcements the peer claimed: each
                                  * is one doorbell byte sent (or on its way)
                                  * to our kernel socket */
@@ -377,6 +386,12 @@ int64_t local_ring_bytes_run(local_ring_t *ch, int dir, uint64_t max);
 /* Bytes of payload a write could store now in one record chain (for POLLOUT),
  * or -EPROTO. */
 int64_t local_ring_writable(local_ring_t *ch, int dir);
+
+/* The same, exact when it is less than min; at min or more it may be less
+ * than the truth (what the consumer read since the producer last looked is
+ * not counted: TAIL SEEN in local_ring.c), and costs the producer no look at
+ * the consumer's line. */
+int64_t local_ring_writable_min(local_ring_t *ch, int dir, uint64_t min);
 
 /* The record at the read position, validated and copied into *f.  Returns
  * 0, -EAGAIN (empty), -EPROTO.  With the consumer inside a BYTES record,

@@ -87,6 +87,12 @@ enum { LP_TX = 0, LP_RX = 1 };
  * once the connection pays (lp_ann_due), then LP_PENDING. */
 enum { LP_PENDING = 1, LP_PAIRED = 2, LP_PLAIN = 3, LP_OFFER = 4, LP_DEFER = 5 };
 #define LP_STATES 6     /* (0: none, a new object) */
+/* A direction's state (lp_conn_t.dir[LP_TX], [LP_RX]; DIRECTIONS in state.c
+ * has the table of changes): on the kernel stream and free to switch at its
+ * switch point (local_pair.h, S1-S3, R1-R3), switched to the ring, or on the
+ * kernel for good (never switched, or handed back). */
+enum { LP_DIR_KERNEL = 0, LP_DIR_RING = 1, LP_DIR_PLAIN = 2 };
+#define LP_DIRS 3
 
 /* Shared, one per side, written only by that side's holders. */
 typedef struct lp_side {
@@ -260,14 +266,13 @@ typedef struct lp_conn {
                                      * role's lock (lp_lock_word: with sole, a
                                      * word held while only the caller is
                                      * inside is forged) */
-    uint8_t tx_ring, rx_ring;       /* direction switched to the ring */
-    uint8_t tx_never;               /* our sending direction stays kernel */
+    uint8_t dir[2];                 /* [LP_TX], [LP_RX]: each direction's LP_DIR_*
+                                     * (DIRECTIONS in state.c: lp_dir_set) */
     uint8_t wr_shut, rd_shut;       /* shutdown(SHUT_WR / SHUT_RD) seen */
     uint8_t kern_shut_wr;           /* the kernel socket's sending side is shut */
     uint8_t linger0;                /* SO_LINGER {1, 0} set: close aborts */
     uint8_t bell_push;              /* TCP_NODELAY set for the doorbells */
     uint8_t app_nodelay;            /* TCP_NODELAY as the application set it */
-    uint8_t rx_plain;               /* handed back: every kernel byte is data */
     uint8_t rv_seen;                /* handed back (by either side) */
     int64_t kern_look_us;           /* the kernel socket last drained (zc_now_us) */
     uint8_t is_unix;                /* an AF_UNIX stream (ancillary data possible) */
@@ -304,6 +309,27 @@ typedef struct lp_conn {
                                      * byte of ours (lp_bells_flush) */
     local_ring_t ch;
 } lp_conn_t;
+
+/* (each direction's state, as its readers ask it) */
+static inline int lp_tx_ring(const lp_conn_t *c)
+{
+    return c->dir[LP_TX] == LP_DIR_RING;
+}
+
+static inline int lp_rx_ring(const lp_conn_t *c)
+{
+    return c->dir[LP_RX] == LP_DIR_RING;
+}
+
+static inline int lp_tx_plain(const lp_conn_t *c)
+{
+    return c->dir[LP_TX] == LP_DIR_PLAIN;
+}
+
+static inline int lp_rx_plain(const lp_conn_t *c)
+{
+    return c->dir[LP_RX] == LP_DIR_PLAIN;
+}
 
 /* PARTS: the features that keep something on a connection (wake-up
  * eventfds, page exchange, the announcement, the mailbox, the pumps) hook
@@ -462,7 +488,7 @@ void lp_parts_adopted(lp_conn_t *c);
 void lp_channel_adopt(lp_conn_t *c, int memfd, int fd);
 void lp_decline(int reason);
 void lp_decline_conn(lp_conn_t *c, int reason);
-int64_t lp_tx_room(lp_conn_t *c);
+int64_t lp_tx_room(lp_conn_t *c, uint64_t want);
 size_t lp_tx_want(lp_conn_t *c, size_t want);
 void lp_side_publish(lp_conn_t *c, int fd);
 void lp_side_moved(lp_conn_t *c, int fd);
@@ -472,5 +498,9 @@ void lp_cookie_note(lp_conn_t *c, int fd);
  * at the top of the file); 0, or -1 when the table refuses the change */
 int lp_state_set(lp_conn_t *c, int to);
 const char *lp_state_name(int s);
+/* ... and of lp_conn_t.dir (DIRECTIONS): role LP_TX or LP_RX to LP_DIR_*;
+ * 0, or -1 when the table refuses it.  The role's lock held (or the object
+ * not shared yet). */
+int lp_dir_set(lp_conn_t *c, int role, int to);
 
 #endif

@@ -15,7 +15,7 @@ short lp_kernel_events(shim_fd_t *f, short ev)
 
     if (c->state != LP_PAIRED)
         return ev;
-    if (c->tx_ring)
+    if (lp_tx_ring(c))
         k &= ~(POLLOUT | POLLWRNORM | POLLWRBAND);
     if (ev & (POLLOUT | POLLWRNORM))
         k |= POLLIN;    /* space doorbells arrive as readable bytes */
@@ -29,9 +29,9 @@ int lp_kernel_quiet(shim_fd_t *f)
     lp_conn_t *c = lp_conn(f);
     uint64_t sw;
 
-    if (c->state != LP_PAIRED || !c->tx_ring || !c->ch.base || c->rx_plain)
+    if (c->state != LP_PAIRED || !lp_tx_ring(c) || !c->ch.base || lp_rx_plain(c))
         return 0;
-    if (c->rx_ring)
+    if (lp_rx_ring(c))
         return 1;
     /* (rule R2 not applied yet: the peer's switch point passed) */
     sw = local_pair_switch_get(&c->ch, lp_rxdir(c));
@@ -84,19 +84,19 @@ int lp_rv_progress(lp_conn_t *c, int fd, short ev, int kev, shim_ready_ask_t *as
     int changed = 0;
 
     lp_lock(c, LP_TX);
-    if (c->state == LP_PAIRED && !(c->tx_never && !c->tx_ring)) {
+    if (c->state == LP_PAIRED && !lp_tx_plain(c)) {
         if (lp_rv_tx(c, fd, 0) == -EAGAIN)
             lp_recheck(ask, 10);        /* the kernel takes the rest later */
-        changed |= c->tx_never && !c->tx_ring;
+        changed |= lp_tx_plain(c);
     }
     lp_unlock(c, LP_TX);
     lp_lock(c, LP_RX);
-    if (c->state == LP_PAIRED && !c->rx_plain && lp_rv_sibling(c, LP_RX)) {
+    if (c->state == LP_PAIRED && !lp_rx_plain(c) && lp_rv_sibling(c, LP_RX)) {
         changed = 1;
-    } else if (c->state == LP_PAIRED && !c->rx_plain) {
+    } else if (c->state == LP_PAIRED && !lp_rx_plain(c)) {
         uint64_t sw = local_pair_switch_get(&c->ch, lp_rxdir(c));
 
-        if (c->rx_ring) {
+        if (lp_rx_ring(c)) {
             changed |= lp_rv_take_mark(c, fd) > 0;
         } else if (sw == LOCAL_PAIR_SWITCH_UNSET || sw == LOCAL_PAIR_SWITCH_NEVER) {
             local_pair_switch_refuse(&c->ch, lp_rxdir(c));
@@ -151,10 +151,10 @@ static void lp_spin_arm(lp_conn_t *c, int arm, int empty, shim_ready_ask_t *ask)
  * bytes before it read them was never woken for the next ones. */
 static void lp_arm_next(lp_conn_t *c, short ev, shim_ready_ask_t *ask)
 {
-    if (!(ev & (POLLIN | POLLRDNORM)) || c->state != LP_PAIRED || !c->rx_ring || !c->ch.base)
+    if (!(ev & (POLLIN | POLLRDNORM)) || c->state != LP_PAIRED || !lp_rx_ring(c) || !c->ch.base)
         return;
     lp_lock(c, LP_RX);
-    if (c->rx_ring && !c->rx_plain && !lp_rv(c))
+    if (lp_rx_ring(c) && !lp_rx_plain(c) && !lp_rv(c))
         lp_rx_arm_ex(c, ask && ask->wake_listening, 1);
     lp_unlock(c, LP_RX);
 }
@@ -170,7 +170,7 @@ static void lp_arm_next(lp_conn_t *c, short ev, shim_ready_ask_t *ask)
  * either a lingering socket, looked at here, or its socket's end. */
 static int lp_rx_idle(lp_conn_t *c, int kev)
 {
-    return kev <= 0 && c->state == LP_PAIRED && c->rx_ring && !c->rv_seen &&
+    return kev <= 0 && c->state == LP_PAIRED && lp_rx_ring(c) && !c->rv_seen &&
            c->hb.pb_off >= c->hb.pb_len && !c->kern_err && !c->kern_eof && !c->rd_shut &&
            local_ring_rx_idle(&c->ch, lp_rxdir(c)) && !lp_rv(c) && !lp_peer_lingers(c);
 }
@@ -199,14 +199,14 @@ short lp_revents(shim_fd_t *f, int fd, short ev, int kev, int arm, shim_ready_as
     lp_rx_catch_up(c);
     if (c->hb.pb_off < c->hb.pb_len)
         rev |= ein;
-    if (c->state != LP_PAIRED || !c->rx_ring) {
+    if (c->state != LP_PAIRED || !lp_rx_ring(c)) {
         /* Receiving in the kernel: its readiness is the truth, except for
          * doorbells beyond the switch point, which the next read drops
          * (they make at most one early wake-up). */
         rev |= kev < 0 ? 0 : (short)(kev & (ev | POLLHUP | POLLERR | POLLNVAL));
-        if (c->state == LP_PAIRED && c->tx_ring) {
+        if (c->state == LP_PAIRED && lp_tx_ring(c)) {
             rev &= ~(POLLOUT | POLLWRNORM);
-            wr = lp_tx_room(c);
+            wr = lp_tx_room(c, LP_ROOM_KEEP + 1);
             if (eout && (wr > LP_ROOM_KEEP || wr < 0 || lp_peer_gone(c)))
                 rev |= eout;
             else if (eout && arm == SHIM_READY_ARM &&
@@ -269,10 +269,10 @@ short lp_revents(shim_fd_t *f, int fd, short ev, int kev, int arm, shim_ready_as
     }
     lp_unlock(c, LP_RX);
     if (eout) {
-        if (!c->tx_ring) {
+        if (!lp_tx_ring(c)) {
             rev |= kev < 0 ? 0 : (short)(kev & eout);
         } else {
-            wr = lp_tx_room(c);
+            wr = lp_tx_room(c, LP_ROOM_KEEP + 1);
             if (wr > LP_ROOM_KEEP || wr < 0 || lp_peer_gone(c))
                 rev |= eout;
             else if (arm == SHIM_READY_ARM && (rc = local_ring_tx_wait_prepare(&c->ch, lp_txdir(c),
@@ -294,7 +294,7 @@ int lp_rx_avail(lp_conn_t *c, int fd, const int *kernel, int *ring)
     int k = 0;
 
     lp_lock(c, LP_RX);
-    if (c->rx_plain || !c->rx_ring) {   /* the kernel's queue counts */
+    if (lp_rx_plain(c) || !lp_rx_ring(c)) {   /* the kernel's queue counts */
         if (kernel)
             k = *kernel;
         else if (zc_real.ioctl(fd, FIONREAD, &k) < 0) {
@@ -302,18 +302,18 @@ int lp_rx_avail(lp_conn_t *c, int fd, const int *kernel, int *ring)
             return -1;
         }
     }
-    if (c->rx_plain) {
+    if (lp_rx_plain(c)) {
         rd = (int64_t)k + c->hb.pb_len - c->hb.pb_off;
         lp_unlock(c, LP_RX);
         return rd > INT32_MAX ? INT32_MAX : (int)rd;
     }
     sw = c->ch.base ? local_pair_switch_get(&c->ch, lp_rxdir(c)) : LOCAL_PAIR_SWITCH_UNSET;
-    if (!c->rx_ring) {
+    if (!lp_rx_ring(c)) {
         /* Kernel bytes before the switch point are data, the rest doorbells. */
         if (local_pair_switch_known(sw) && (uint64_t)k > sw - c->rx_kernel)
             k = (int)(sw - c->rx_kernel);
     }
-    if (c->rx_ring || (local_pair_switch_known(sw) && c->rx_kernel + (uint64_t)k == sw)) {
+    if (lp_rx_ring(c) || (local_pair_switch_known(sw) && c->rx_kernel + (uint64_t)k == sw)) {
         rd = local_ring_readable(&c->ch, lp_rxdir(c));
         if (ring)
             *ring = 1;

@@ -74,7 +74,7 @@ void lp_kernel_look(lp_conn_t *c, int fd, int role)
         return;
     /* A FIN while we send through the ring means the peer closed (it would
      * have ended its side with an EOF record otherwise). */
-    if (role == LP_TX && c->tx_ring && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)))
+    if (role == LP_TX && lp_tx_ring(c) && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)))
         c->kern_eof = 1;
     n = zc_real.recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
     if (n == 0)
@@ -313,11 +313,11 @@ ssize_t lp_recv_kernel(lp_conn_t *c, shim_fd_t *f, int fd, struct msghdr *msg, i
     ssize_t n;
 
     *again = 0;
-    if (c->rx_plain)
+    if (lp_rx_plain(c))
         return lp_recv_plain(c, f, fd, msg, flags);
     if (local_pair_switch_known(sw)) {
         if (c->rx_kernel >= sw) {
-            c->rx_ring = 1;
+            lp_dir_set(c, LP_RX, LP_DIR_RING);
             local_ring_rx_wait_cancel(&c->ch, lp_rxdir(c));   /* R2: take over S3 */
             *again = 1;
             return 0;
@@ -413,9 +413,9 @@ int lp_rv_return(lp_conn_t *c, int fd, int flags, lp_wait_t *w)
     int rc;
 
     lp_lock(c, LP_TX);
-    rc = c->tx_ring ? lp_rv_tx(c, fd, 0) : 0;
+    rc = lp_tx_ring(c) ? lp_rv_tx(c, fd, 0) : 0;
     lp_unlock(c, LP_TX);
-    if (rc != -EAGAIN || !c->rx_plain || lp_nonblocking(c, fd, flags))
+    if (rc != -EAGAIN || !lp_rx_plain(c) || lp_nonblocking(c, fd, flags))
         return 0;
     if (zc_real.poll(&p, 1, LP_SLEEP_SLICE_MS) < 0 && errno == EINTR && lp_interrupted(w))
         return 0;       /* the receive itself reports the signal */
@@ -608,13 +608,13 @@ static ssize_t lp_rx_step(lp_conn_t *c, shim_fd_t *f, int fd, lp_rx_t *r)
     int eof = 0;
     ssize_t n;
 
-    if (c->state == LP_PAIRED && c->tx_ring && lp_rv(c) &&
+    if (c->state == LP_PAIRED && lp_tx_ring(c) && lp_rv(c) &&
         lp_rv_return(c, fd, r->flags, &r->w))
         return LP_CONTINUE;
     lp_lock(c, LP_RX);
     if (c->state == LP_PAIRED)
         lp_xchg_offered(c);     /* a receive acknowledges the peer's unit transport */
-    if (!c->rx_ring)
+    if (!lp_rx_ring(c))
         return lp_rx_kernel_step(c, f, fd, r);
     n = lp_recv_ring(c, fd, r->msg, r->flags, r->got, &eof);
     if (n < 0) {
@@ -628,7 +628,7 @@ static ssize_t lp_rx_step(lp_conn_t *c, shim_fd_t *f, int fd, lp_rx_t *r)
         lp_unlock(c, LP_RX);
         return (ssize_t)r->got;
     }
-    if (!c->rx_ring || (!n && lp_rv(c) && lp_rv_sibling(c, LP_RX))) {
+    if (!lp_rx_ring(c) || (!n && lp_rv(c) && lp_rv_sibling(c, LP_RX))) {
         /* handed back at a MARK (here or in another holder): the kernel
          * stream from here */
         lp_unlock(c, LP_RX);
@@ -747,7 +747,7 @@ again:
     }
     if ((flags & MSG_OOB) ||    /* urgent data: the kernel's */
         (c->state == LP_PLAIN && c->hb.pb_off >= c->hb.pb_len) ||
-        (!c->rx_ring && c->state == LP_PENDING && c->pair.ann < 0)) {
+        (!lp_rx_ring(c) && c->state == LP_PENDING && c->pair.ann < 0)) {
         n = shim_kernel_recvmsg(fd, msg, flags);
         n = n < 0 ? -errno : n;
         if (!(flags & MSG_OOB))
@@ -756,7 +756,7 @@ again:
             lp_unclaim_plain(c, fd);    /* declined for good: the copy path from now on */
         return n;
     }
-    if (c->rx_ring)
+    if (lp_rx_ring(c))
         zc_stat_add(ZC_STAT_LOCAL_RECV_CALLS, 1);
     msg->msg_flags = 0;
     if (r.total == 0) {         /* the kernel returns at once for a zero-length read */

@@ -97,7 +97,7 @@ static ssize_t lp_tx_begin(lp_conn_t *c, shim_fd_t *f, int fd, const struct msgh
             return n == -EPIPE ? lp_epipe(flags) : n;
         }
     }
-    if (c->wr_shut && c->tx_ring) {
+    if (c->wr_shut && lp_tx_ring(c)) {
         lp_unlock(c, LP_TX);
         return lp_epipe(flags);
     }
@@ -222,7 +222,7 @@ static ssize_t lp_tx_step(lp_conn_t *c, shim_fd_t *f, int fd, lp_tx_t *t)
             lp_linger_drop(c);
         return lp_send_kernel(f, fd, t->msg, t->flags, NULL);
     }
-    room = lp_tx_room(c);
+    room = lp_tx_room(c, t->total - t->sent + LP_ROOM_KEEP);
     if (room < 0) {
         lp_unlock(c, LP_TX);
         return t->sent ? (ssize_t)t->sent : lp_broken(c);
@@ -317,9 +317,9 @@ size_t lp_send_room(lp_conn_t *c, int fd, int flags, size_t want)
 {
     int64_t room;
 
-    if (!c->tx_ring || !lp_nonblocking(c, fd, flags))
+    if (!lp_tx_ring(c) || !lp_nonblocking(c, fd, flags))
         return want;
-    room = lp_tx_room(c) - LP_ROOM_KEEP;
+    room = lp_tx_room(c, want + LP_ROOM_KEEP) - LP_ROOM_KEEP;
     if (room <= 0)
         return 1;       /* the send reports EAGAIN before anything is read */
     return (size_t)room < want ? (size_t)room : want;
@@ -432,13 +432,13 @@ static int lp_splice_room(lp_conn_t *c, int nonblocking, size_t *len)
 {
     int64_t room = 0;
 
-    while (c->tx_ring && !lp_peer_gone(c) && (room = lp_tx_room(c) - LP_ROOM_KEEP) <= 0) {
+    while (lp_tx_ring(c) && !lp_peer_gone(c) && (room = lp_tx_room(c, *len + LP_ROOM_KEEP) - LP_ROOM_KEEP) <= 0) {
         if (nonblocking)
             return -EAGAIN;
         if (nanosleep(&(struct timespec){ 0, 1000000 }, NULL) < 0)
             return -EINTR;
     }
-    if (c->tx_ring && !lp_peer_gone(c) && (size_t)room < *len)
+    if (lp_tx_ring(c) && !lp_peer_gone(c) && (size_t)room < *len)
         *len = (size_t)room;
     return 0;
 }

@@ -31,7 +31,28 @@
  * is refused, counted (local.state.refused) and said once, and aborts a
  * checked build (ZC_CHECKS: the sanitizer builds), so that a path that
  * would bring a plain connection back to the ring is found by the tests,
- * never by an application's bytes. */
+ * never by an application's bytes.
+ *
+ * DIRECTIONS (lp_conn_t.dir[LP_TX], dir[LP_RX]; LP_DIR_* in lp_int.h): each
+ * direction of a connection is
+ *   KERNEL   on the kernel stream, free to switch at its switch point
+ *            (local_pair.h, S1-S3 and R1-R3)
+ *   RING     switched: its bytes move through the ring
+ *   PLAIN    on the kernel for good: it never switched (the peer's side
+ *            refused, or the connection was handed back first) or it was
+ *            handed back (handback.c), so every kernel byte is data
+ * and changes only by lp_dir_set:
+ *   KERNEL -> RING    switched (lp_tx_switch, lp_rx_switch; or a holder in
+ *                     another process switched it, found at a hand-back)
+ *   KERNEL -> PLAIN   never to switch, or handed back before it switched
+ *   RING   -> PLAIN   handed back (lp_rv_tx, lp_rv_rx_done, lp_revert)
+ * and to itself (no change); a direction never leaves PLAIN, never goes
+ * back to KERNEL.  An adopted connection (exec, SCM_RIGHTS) starts in the
+ * states its description carries.  A change the table refuses is counted
+ * (local.state.refused), said once, left undone, and aborts a checked build,
+ * as for the connection's state.  (One byte each, written under that
+ * direction's lock: a reader without the lock sees the old state or the
+ * new, never a mix of two flags, as it could before.) */
 #include "lp_int.h"
 
 #include <stdlib.h>
@@ -80,23 +101,50 @@ static void lp_state_count(int from, int to)
         zc_stat_add(lp_state_stat[from][to], 1);
 }
 
+static const uint8_t lp_dir_ok[LP_DIRS][LP_DIRS] = {
+    [LP_DIR_KERNEL] = { [LP_DIR_KERNEL] = 1, [LP_DIR_RING] = 1, [LP_DIR_PLAIN] = 1 },
+    [LP_DIR_RING] = { [LP_DIR_RING] = 1, [LP_DIR_PLAIN] = 1 },
+    [LP_DIR_PLAIN] = { [LP_DIR_PLAIN] = 1 },
+};
+
+static const char *lp_dir_name(int d)
+{
+    return d == LP_DIR_KERNEL ? "kernel" : d == LP_DIR_RING ? "ring" : d == LP_DIR_PLAIN ? "plain"
+                                                                                          : "?";
+}
+
+/* A change the tables refuse: counted, said once, left undone. */
+static int lp_refused(const char *what, const char *from, const char *to)
+{
+    static int told;
+
+    zc_stat_add(ZC_STAT_LOCAL_STATE_REFUSED, 1);
+    if (!__atomic_exchange_n(&told, 1, __ATOMIC_RELAXED))
+        zc_log(ZC_LOG_WARN, "local path: a connection's %s would go from %s to %s, which is "
+               "not allowed: it stays %s (local.state.refused; said once)", what, from, to, from);
+#ifdef ZC_CHECKS
+    abort();
+#endif
+    return -1;
+}
+
+int lp_dir_set(lp_conn_t *c, int role, int to)
+{
+    int from = c->dir[role & 1];
+
+    if (from >= LP_DIRS || to < 0 || to >= LP_DIRS || !lp_dir_ok[from][to])
+        return lp_refused(role == LP_TX ? "sending direction" : "receiving direction",
+                          lp_dir_name(from), lp_dir_name(to));
+    __atomic_store_n(&c->dir[role & 1], (uint8_t)to, __ATOMIC_RELEASE);
+    return 0;
+}
+
 int lp_state_set(lp_conn_t *c, int to)
 {
     int from = __atomic_load_n(&c->state, __ATOMIC_RELAXED);
 
-    if (from < 0 || from >= LP_STATES || to <= 0 || to >= LP_STATES || !lp_state_ok[from][to]) {
-        static int told;
-
-        zc_stat_add(ZC_STAT_LOCAL_STATE_REFUSED, 1);
-        if (!__atomic_exchange_n(&told, 1, __ATOMIC_RELAXED))
-            zc_log(ZC_LOG_WARN, "local path: a connection's state would go from %s to %s, "
-                   "which is not allowed: it stays %s (local.state.refused; said once)",
-                   lp_state_name(from), lp_state_name(to), lp_state_name(from));
-#ifdef ZC_CHECKS
-        abort();
-#endif
-        return -1;
-    }
+    if (from < 0 || from >= LP_STATES || to <= 0 || to >= LP_STATES || !lp_state_ok[from][to])
+        return lp_refused("state", lp_state_name(from), lp_state_name(to));
     /* (sequentially consistent: a thread that reads the new state reads
      * what was set before it, as every store of it always was) */
     __atomic_store_n(&c->state, to, __ATOMIC_SEQ_CST);
