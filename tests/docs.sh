@@ -5,7 +5,8 @@
 # library's configuration table (as the built library prints them with
 # ZCSOCK_VERBOSE=1), with the same numeric defaults; ARCHITECTURE.md, the
 # CHANGELOG and each module README exist, and each module README names every
-# file of its folder.
+# file of its folder; tests/README's feature map covers every file of the
+# local path and names test files that exist.
 . "$(dirname "$0")/lib/harness.sh"
 t_begin docs
 
@@ -69,9 +70,24 @@ t_docs_man7() {
   [ -x "$GEN_MAN7" ] || { echo "no generator ($GEN_MAN7)"; return 1; }
   "$GEN_MAN7" | diff -u docs/zcsock.7 - || { echo "docs/zcsock.7 is stale: run make man"; return 1; }
 }
-export -f t_docs_config_table t_docs_files t_docs_man t_docs_man7
+# tests/README's feature map has a row for every file of the local path
+# and names only test files that exist
+t_docs_feature_map() {
+  local map f rc=0
+  map=$(sed -n '/<!-- feature-map -->/,/<!-- end feature-map -->/p' tests/README.md)
+  [ -n "$map" ] || { echo "tests/README.md has no feature map"; return 1; }
+  for f in $(git ls-files shim/paths/local | grep '\.c$'); do
+    grep -q "^| \`$(basename "$f")\` |" <<<"$map" || { echo "feature map: no row for $f"; rc=1; }
+  done
+  for f in $(grep -o '`tests/[^`]*`' <<<"$map" | tr -d '`' | sort -u); do
+    [ -e "$f" ] || { echo "feature map: $f does not exist"; rc=1; }
+  done
+  return $rc
+}
+export -f t_docs_config_table t_docs_files t_docs_man t_docs_man7 t_docs_feature_map
 t_run readme-config-table 60 bash -c t_docs_config_table
 t_run module-readmes 60 bash -c t_docs_files
 t_run man-page 60 bash -c t_docs_man
 t_run man-page-7 60 bash -c t_docs_man7
+t_run feature-map 60 bash -c t_docs_feature_map
 t_end
