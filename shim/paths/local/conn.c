@@ -75,8 +75,10 @@ static int lp_holder_foreign(uint32_t *w, uint32_t cur, const int fds[4])
  * Not genuine, with sole (only our threads take our side's locks): a word
  * naming the caller itself, a word naming no thread of ours
  * (lp_holder_forged), and a word held while the caller is the only thread
- * of ours taking or holding that lock (*inside == 1: every thread counts
- * itself in before its first attempt and out after it let go), whatever
+ * of ours taking or holding that lock (*inside == alone: every thread
+ * counts itself in before its first attempt and out after it let go, and
+ * alone is 1; or none does, the process having one thread, and alone is
+ * 0: ALONE COUNTS NOTHING, below), whatever
  * thread it names: a peer that writes the tid of one of our threads (an
  * event loop's own) is found at once, not after the bound (issue 30,
  * item 5: ten such connections held an event loop 30 s).
@@ -89,7 +91,8 @@ static int lp_holder_foreign(uint32_t *w, uint32_t cur, const int fds[4])
  * not LP_LOCK_MAX_MS (issue 30: at most 100 ms a connection, and no wait
  * that adds up: ten such connections 1.0 s with a 100 ms check, 0.1 s with
  * 5 ms; a genuine holder preempted that long costs one readlink). */
-int lp_lock_word(uint32_t *w, int sole, const uint32_t *inside, const int fds[4])
+int lp_lock_word(uint32_t *w, int sole, const uint32_t *inside, uint32_t alone,
+                 const int fds[4])
 {
     uint32_t me = (uint32_t)lp_gettid(), cur = 0;
     /* (sleeps of LP_LOCK_CHECK_MS until the check, 20 ms after it) */
@@ -113,7 +116,7 @@ int lp_lock_word(uint32_t *w, int sole, const uint32_t *inside, const int fds[4]
             t0 = lp_now_ms();
             if (sole && !shim_vfork_child() &&
                 ((cur & ~LP_LOCK_WAITERS) == me || lp_holder_forged(w, cur) ||
-                 (inside && __atomic_load_n(inside, __ATOMIC_ACQUIRE) == 1 &&
+                 (inside && __atomic_load_n(inside, __ATOMIC_ACQUIRE) == alone &&
                   __atomic_load_n(w, __ATOMIC_ACQUIRE) == cur)))
                 break;
         }
@@ -167,21 +170,32 @@ uint32_t *lp_lockp(lp_conn_t *c, int role)
 /* The word is chosen before locking and remembered, so a channel that
  * appears while the lock is held (the pickup) does not change what unlock
  * releases. */
+/* ALONE COUNTS NOTHING: c->inside counts the threads taking or holding a
+ * role's lock, for lp_lock_word's and the pickup's "only the caller" tests;
+ * a process with one thread counts nothing (two locked instructions a
+ * lock and unlock: about a fifth of a small send or receive here), its
+ * only thread being the caller, and says so in c->counted for the unlock
+ * and for those tests (lp_only_me).  No thread can appear while it holds
+ * the lock: the holder is in this code, and no handler of the
+ * application's runs meanwhile (SIGDEFER). */
 void lp_lock(lp_conn_t *c, int role)
 {
     uint32_t *w = lp_lockp(c, role);
+    int counted = !__libc_single_threaded;
 
     shim_crit_enter();          /* SIGDEFER: no handler of ours runs while we hold it */
-    __atomic_add_fetch(&c->inside[role], 1, __ATOMIC_ACQ_REL);
+    if (counted)
+        __atomic_add_fetch(&c->inside[role], 1, __ATOMIC_ACQ_REL);
     /* A private word taken while a pickup made the channel appear (the
      * pickup held it: lp_pickup_try) is the wrong one now: the channel's
      * word it is. */
-    while (w == &c->plock[role] && (lp_lock_word(w, 0, NULL, NULL), w != lp_lockp(c, role))) {
+    while (w == &c->plock[role] && (lp_lock_word(w, 0, NULL, 0, NULL), w != lp_lockp(c, role))) {
         lp_unlock_word(w);
         w = lp_lockp(c, role);
     }
     if (w != &c->plock[role] &&
-        lp_lock_word(w, c->ch.base && c->sole, &c->inside[role], c->fds) && c->ch.base) {
+        lp_lock_word(w, c->ch.base && c->sole, &c->inside[role], (uint32_t)counted, c->fds) &&
+        c->ch.base) {
         /* a peer that wedges its lock loses the channel */
         int saved = errno;
 
@@ -193,13 +207,22 @@ void lp_lock(lp_conn_t *c, int role)
         errno = saved;
     }
     c->held[role] = w;
+    c->counted[role] = (uint8_t)counted;
 }
 
 void lp_unlock(lp_conn_t *c, int role)
 {
+    int counted = c->counted[role];
+
     lp_unlock_word(c->held[role]);
-    __atomic_sub_fetch(&c->inside[role], 1, __ATOMIC_ACQ_REL);
+    if (counted)
+        __atomic_sub_fetch(&c->inside[role], 1, __ATOMIC_ACQ_REL);
     shim_crit_leave();
+}
+
+int lp_only_me(lp_conn_t *c, int role)
+{
+    return __atomic_load_n(&c->inside[role], __ATOMIC_ACQUIRE) == c->counted[role];
 }
 
 

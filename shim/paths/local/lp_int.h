@@ -265,7 +265,11 @@ typedef struct lp_conn {
     uint32_t inside[2];             /* threads of ours taking or holding each
                                      * role's lock (lp_lock_word: with sole, a
                                      * word held while only the caller is
-                                     * inside is forged) */
+                                     * inside is forged); none counted in a
+                                     * process with one thread (ALONE COUNTS
+                                     * NOTHING, conn.c) */
+    uint8_t counted[2];             /* the holder of each role's lock counted
+                                     * itself in inside */
     uint8_t dir[2];                 /* [LP_TX], [LP_RX]: each direction's LP_DIR_*
                                      * (DIRECTIONS in state.c: lp_dir_set) */
     uint8_t wr_shut, rd_shut;       /* shutdown(SHUT_WR / SHUT_RD) seen */
@@ -445,12 +449,16 @@ static inline lp_side_t *lp_side(lp_conn_t *c, int side)
 }
 int lp_rv(lp_conn_t *c);
 void lp_futex(uint32_t *w, int op, uint32_t val, const struct timespec *ts);
-int lp_lock_word(uint32_t *w, int sole, const uint32_t *inside, const int fds[4]);
+int lp_lock_word(uint32_t *w, int sole, const uint32_t *inside, uint32_t alone,
+                 const int fds[4]);
 void lp_unlock_word(uint32_t *w);
 uint32_t *lp_lockp(lp_conn_t *c, int role);
 uint32_t *lp_side_lock(lp_conn_t *c, int side, int role);
 void lp_lock(lp_conn_t *c, int role);
 void lp_unlock(lp_conn_t *c, int role);
+/* The caller, holding role's lock, is the only thread of ours taking or
+ * holding it. */
+int lp_only_me(lp_conn_t *c, int role);
 static inline int lp_txdir(lp_conn_t *c)
 {
     return local_ring_dir_tx(&c->ch);

@@ -89,7 +89,7 @@ void lp_pickup_try(lp_conn_t *c, int fd, int r3)
      * role: a private word taken by force (LP_LOCK_MAX_MS) may have a
      * second holder. */
     if (c->state == LP_PENDING && c->pair.ann >= 0 &&
-        __atomic_load_n(&c->inside[other ^ 1], __ATOMIC_ACQUIRE) == 1 &&
+        lp_only_me(c, other ^ 1) &&
         ((mine = (__atomic_load_n(&c->plock[other], __ATOMIC_RELAXED) & ~LP_LOCK_WAITERS) ==
                  (uint32_t)lp_gettid()) ||
          __atomic_compare_exchange_n(&c->plock[other], &zero, (uint32_t)lp_gettid(), 0,
