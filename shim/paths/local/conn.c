@@ -169,8 +169,9 @@ uint32_t *lp_lockp(lp_conn_t *c, int role)
 
 /* The word is chosen before locking and remembered, so a channel that
  * appears while the lock is held (the pickup) does not change what unlock
- * releases. */
-/* ALONE COUNTS NOTHING: c->inside counts the threads taking or holding a
+ * releases.
+ *
+ * ALONE COUNTS NOTHING: c->inside counts the threads taking or holding a
  * role's lock, for lp_lock_word's and the pickup's "only the caller" tests;
  * a process with one thread counts nothing (two locked instructions a
  * lock and unlock: about a fifth of a small send or receive here), its

@@ -154,7 +154,7 @@ static void lp_arm_next(lp_conn_t *c, short ev, shim_ready_ask_t *ask)
     if (!(ev & (POLLIN | POLLRDNORM)) || c->state != LP_PAIRED || !lp_rx_ring(c) || !c->ch.base)
         return;
     lp_lock(c, LP_RX);
-    if (lp_rx_ring(c) && !lp_rx_plain(c) && !lp_rv(c))
+    if (lp_rx_ring(c) && !lp_rv(c))
         lp_rx_arm_ex(c, ask && ask->wake_listening, 1);
     lp_unlock(c, LP_RX);
 }
@@ -294,7 +294,7 @@ int lp_rx_avail(lp_conn_t *c, int fd, const int *kernel, int *ring)
     int k = 0;
 
     lp_lock(c, LP_RX);
-    if (lp_rx_plain(c) || !lp_rx_ring(c)) {   /* the kernel's queue counts */
+    if (!lp_rx_ring(c)) {   /* the kernel's queue counts */
         if (kernel)
             k = *kernel;
         else if (zc_real.ioctl(fd, FIONREAD, &k) < 0) {

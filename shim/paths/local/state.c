@@ -42,7 +42,7 @@
  *            refused, or the connection was handed back first) or it was
  *            handed back (handback.c), so every kernel byte is data
  * and changes only by lp_dir_set:
- *   KERNEL -> RING    switched (lp_tx_switch, lp_rx_switch; or a holder in
+ *   KERNEL -> RING    switched (lp_tx_switch, lp_rx_catch_up; or a holder in
  *                     another process switched it, found at a hand-back)
  *   KERNEL -> PLAIN   never to switch, or handed back before it switched
  *   RING   -> PLAIN   handed back (lp_rv_tx, lp_rv_rx_done, lp_revert)
